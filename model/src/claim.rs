@@ -1,0 +1,83 @@
+//! MachineClaim: takes one warm member of a pool, and reports what it used.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::meta::Condition;
+
+/// Binds one warm member of a MachinePool; its usage accrues while bound.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[kube(
+    group = "kairon.zyvor.dev",
+    version = "v1",
+    kind = "MachineClaim",
+    namespaced,
+    status = "MachineClaimStatus",
+    shortname = "mclaim",
+    category = "kairon",
+    doc = "A claim on one warm member of a MachinePool.",
+    printcolumn(name = "Pool", type_ = "string", json_path = ".spec.poolName"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Machine", type_ = "string", json_path = ".status.machineName"),
+    printcolumn(name = "Active", type_ = "integer", json_path = ".status.usage.activeSeconds"),
+    printcolumn(name = "Suspended", type_ = "integer", json_path = ".status.usage.suspendedSeconds"),
+    printcolumn(name = "VCPU-S", type_ = "number", json_path = ".status.usage.vcpuSeconds"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineClaimSpec {
+    /// The MachinePool (same namespace) to take a member from.
+    pub pool_name: String,
+    /// Release the claim this many seconds after it binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum ClaimPhase {
+    #[default]
+    Pending,
+    Bound,
+    Released,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineClaimStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ClaimPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_name: Option<String>,
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ClaimUsage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// What a claim used. Seconds are whole; the accrual clock carries fractions forward.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimUsage {
+    /// Seconds the Machine was Running.
+    #[serde(default)]
+    pub active_seconds: i64,
+    /// Seconds the Machine was Stopped, Paused, Hibernated or Halted.
+    #[serde(default)]
+    pub suspended_seconds: i64,
+    /// vCPUs × active seconds.
+    #[serde(default)]
+    pub vcpu_seconds: f64,
+    /// GiB of memory × active seconds.
+    #[serde(rename = "memoryGiBSeconds", default)]
+    pub memory_gib_seconds: f64,
+    /// The instant usage has been accrued up to.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accrual_time: Option<Time>,
+}

@@ -1,0 +1,59 @@
+//! Well-known names from the product documents: annotations, labels, event reasons, metrics.
+//! Every component uses these constants so a rename happens in one place.
+
+/// Annotations.
+pub mod annotations {
+    /// Stamped by relay sessions (console, exec, files, port-forward, sandbox proxy) while in use.
+    pub const LAST_ACTIVITY: &str = "kairon.zyvor.dev/last-activity";
+    /// Set by the controller when it suspends a Machine for idleness; wake-on-connect clears it.
+    pub const IDLE_SUSPENDED: &str = "kairon.zyvor.dev/idle-suspended";
+    /// Where a claimed pool member's max lifetime counts from.
+    pub const LIFECYCLE_START: &str = "kairon.zyvor.dev/lifecycle-start";
+    /// Deadline until which the guest's filesystems stay frozen.
+    pub const FS_FROZEN_UNTIL: &str = "kairon.zyvor.dev/fs-frozen-until";
+    /// Written by kairon-node once the guest's filesystems are frozen.
+    pub const FS_FROZEN: &str = "kairon.zyvor.dev/fs-frozen";
+}
+
+/// Labels.
+pub mod labels {
+    /// Marks a Machine as an agent sandbox (the operator-exec rule applies to these only).
+    pub const SANDBOX: &str = "kairon.zyvor.dev/sandbox";
+    /// The MachinePool a member belongs to.
+    pub const POOL: &str = "kairon.zyvor.dev/pool";
+    /// The MachineClaim a pool member is bound to.
+    pub const CLAIM: &str = "kairon.zyvor.dev/claim";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// kairon-node removes the runtime instance before the Machine goes.
+    pub const MACHINE: &str = "kairon.zyvor.dev/machine";
+    /// The controller records final usage and releases the Machine before the claim goes.
+    pub const CLAIM: &str = "kairon.zyvor.dev/claim";
+}
+
+/// Event reasons.
+pub mod reasons {
+    pub const IDLE_SUSPENDED: &str = "IdleSuspended";
+    pub const LIFETIME_EXPIRED: &str = "LifetimeExpired";
+    pub const RELEASED: &str = "Released";
+    pub const WOKEN: &str = "Woken";
+    pub const BOUND: &str = "Bound";
+    pub const SCHEDULED: &str = "Scheduled";
+    pub const FAILED_SCHEDULING: &str = "FailedScheduling";
+}
+
+/// Prometheus metric names.
+pub mod metrics {
+    pub const LIFECYCLE_ACTIONS_TOTAL: &str = "kairon_lifecycle_actions_total";
+    pub const CLAIM_USAGE_SECONDS_TOTAL: &str = "kairon_claim_usage_seconds_total";
+    pub const CLAIM_USAGE_VCPU_SECONDS_TOTAL: &str = "kairon_claim_usage_vcpu_seconds_total";
+    pub const CLAIM_USAGE_MEMORY_GIB_SECONDS_TOTAL: &str = "kairon_claim_usage_memory_gib_seconds_total";
+}
+
+/// Environment variables the product documents name.
+pub mod env {
+    /// Lets a named operator use exec, files and the sandbox proxy on sandbox-labelled Machines.
+    pub const UI_SANDBOX_OPERATOR_EXEC: &str = "KAIRON_UI_SANDBOX_OPERATOR_EXEC";
+}

@@ -1,0 +1,29 @@
+//! Kairon's resource model: the `kairon.zyvor.dev` kinds, the well-known keys the product
+//! documents name, their defaults and their validation. No I/O lives here.
+
+pub mod claim;
+pub mod crds;
+pub mod keys;
+pub mod machine;
+pub mod meta;
+pub mod node;
+pub mod pool;
+pub mod quantity;
+pub mod validate;
+
+pub use claim::{ClaimPhase, ClaimUsage, MachineClaim, MachineClaimSpec, MachineClaimStatus};
+pub use machine::{
+    Backend, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus, Machine, MachinePhase,
+    MachineSpec, MachineStatus, NetworkMode, NetworkSpec, PowerState, Resources, RuntimeSpec, SandboxSpec, Volume,
+};
+pub use meta::Condition;
+pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};
+pub use pool::{MachinePool, MachinePoolSpec, MachinePoolStatus, MachineTemplate, WarmPowerState};
+pub use quantity::Quantity;
+
+/// The API group of every Kairon kind.
+pub const GROUP: &str = "kairon.zyvor.dev";
+/// The storage version. `v1alpha1` is served with the same schema.
+pub const STORAGE_VERSION: &str = "v1";
+/// Every version served, storage first.
+pub const VERSIONS: [&str; 2] = ["v1", "v1alpha1"];

@@ -1,0 +1,524 @@
+//! The Machine: a VM or lightweight sandbox, its lifecycle and its power states.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::meta::Condition;
+use crate::quantity::Quantity;
+
+/// A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[kube(
+    group = "kairon.zyvor.dev",
+    version = "v1",
+    kind = "Machine",
+    namespaced,
+    status = "MachineStatus",
+    shortname = "mach",
+    category = "kairon",
+    doc = "A VM or lightweight sandbox that an agent or a developer uses for a while.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Power", type_ = "string", json_path = ".spec.powerState"),
+    printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
+    printcolumn(name = "IP", type_ = "string", json_path = ".status.guestIP", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpec {
+    /// The disk image a VM boots from (qcow2). Ignored by a template-based sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSource>,
+    /// vCPUs and memory. Ignored by a template-based sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// The guest agent: exec, files and filesystem freeze go through it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_agent: Option<GuestAgent>,
+    /// Idle suspension, max lifetime and wake-on-connect. Opt-in: unset means none of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Lifecycle>,
+    /// The power state asked for; unset means Running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<PowerState>,
+    /// Delete the Machine this many seconds after creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<i64>,
+    /// Opts into the lightweight sandbox track.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxSpec>,
+    /// Backend and direct kernel boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<RuntimeSpec>,
+    /// Guest networking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkSpec>,
+    /// Disks that outlive Stop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Volume>,
+    /// PCI passthrough (VFIO) devices; refused on a sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_claims: Vec<DeviceClaim>,
+    /// Host NUMA node to bind to (admin-only, QEMU backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<NumaSpec>,
+    /// Host CPUs to pin vCPUs to, e.g. `0-3,6` (admin-only, QEMU backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_set: Option<String>,
+    /// Back guest memory with hugepages (admin-only, QEMU backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<Hugepages>,
+    /// Pin the Machine to a node; unset lets the scheduler choose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSource {
+    /// Path of the qcow2 image on the node, e.g. `/var/lib/fluxvm/images/kairon-hw.qcow2`.
+    pub path: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// vCPUs (`"2"`, or `500m` for a sandbox).
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// Memory (`2Gi`, `512Mi`).
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuestAgent {
+    /// Run the guest agent (exec, files, freeze, readiness).
+    #[serde(default)]
+    pub enabled: bool,
+    /// Unlock Kairon's file, exec and console access.
+    #[serde(default)]
+    pub console: bool,
+}
+
+/// What the controller does to a Machine that has been idle for `idleTimeoutSeconds`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema, ToSchema)]
+pub enum IdleAction {
+    #[default]
+    Pause,
+    Hibernate,
+    Halt,
+    Stop,
+    Delete,
+}
+
+impl IdleAction {
+    pub const ALL: [IdleAction; 5] =
+        [IdleAction::Pause, IdleAction::Hibernate, IdleAction::Halt, IdleAction::Stop, IdleAction::Delete];
+
+    /// The power state this action sets; `None` for Delete.
+    pub fn power_state(self) -> Option<PowerState> {
+        match self {
+            IdleAction::Pause => Some(PowerState::Paused),
+            IdleAction::Hibernate => Some(PowerState::Hibernated),
+            IdleAction::Halt => Some(PowerState::Halted),
+            IdleAction::Stop => Some(PowerState::Stopped),
+            IdleAction::Delete => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleAction::Pause => "Pause",
+            IdleAction::Hibernate => "Hibernate",
+            IdleAction::Halt => "Halt",
+            IdleAction::Stop => "Stop",
+            IdleAction::Delete => "Delete",
+        }
+    }
+}
+
+pub const DEFAULT_IDLE_CPU_MILLICORES: i64 = 50;
+pub const DEFAULT_WAKE_TIMEOUT_SECONDS: i64 = 60;
+/// The smallest idle timeout a user may ask for (test builds may lower it by flag).
+pub const MIN_IDLE_TIMEOUT_SECONDS: i64 = 60;
+/// Disk I/O above this rate counts as activity.
+pub const IDLE_DISK_BYTES_PER_SECOND: u64 = 256 * 1024;
+
+fn default_idle_cpu_millicores() -> i64 {
+    DEFAULT_IDLE_CPU_MILLICORES
+}
+fn default_wake_timeout_seconds() -> i64 {
+    DEFAULT_WAKE_TIMEOUT_SECONDS
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// Suspend after this many idle seconds (min 60). Unset: never idle-suspend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_seconds: Option<i64>,
+    /// What to do when idle.
+    #[serde(default)]
+    pub idle_action: IdleAction,
+    /// Guest CPU use below this counts as idle.
+    #[serde(rename = "idleCPUMillicores", default = "default_idle_cpu_millicores")]
+    pub idle_cpu_millicores: i64,
+    /// Delete the Machine this many seconds after creation (or after a claim binds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_lifetime_seconds: Option<i64>,
+    /// Relay routes resume a Machine the controller idle-suspended.
+    #[serde(default)]
+    pub wake_on_connect: bool,
+    /// How long a wake may take before the route answers 504.
+    #[serde(default = "default_wake_timeout_seconds")]
+    pub wake_timeout_seconds: i64,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            idle_timeout_seconds: None,
+            idle_action: IdleAction::Pause,
+            idle_cpu_millicores: DEFAULT_IDLE_CPU_MILLICORES,
+            max_lifetime_seconds: None,
+            wake_on_connect: false,
+            wake_timeout_seconds: DEFAULT_WAKE_TIMEOUT_SECONDS,
+        }
+    }
+}
+
+/// The power state a user (or the controller) asks for.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema, ToSchema)]
+pub enum PowerState {
+    #[default]
+    Running,
+    Paused,
+    Hibernated,
+    Halted,
+    Stopped,
+}
+
+impl PowerState {
+    pub const ALL: [PowerState; 5] =
+        [PowerState::Running, PowerState::Paused, PowerState::Hibernated, PowerState::Halted, PowerState::Stopped];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerState::Running => "Running",
+            PowerState::Paused => "Paused",
+            PowerState::Hibernated => "Hibernated",
+            PowerState::Halted => "Halted",
+            PowerState::Stopped => "Stopped",
+        }
+    }
+
+    /// Whether `spec.powerState` may change from `self` to `to`.
+    ///
+    /// Halt powers the guest off from inside, so it needs a running guest; Hibernate saves the
+    /// memory of a booted guest, so there is nothing to save from Halted or Stopped. Every other
+    /// change is reachable (a boot, a restore, or a pause after either).
+    pub fn can_transition_to(self, to: PowerState) -> bool {
+        use PowerState::*;
+        match (self, to) {
+            (a, b) if a == b => true,
+            (Running, _) => true,
+            (Paused, Halted) => false,
+            (Paused, _) => true,
+            (Hibernated, Halted) => false,
+            (Hibernated, _) => true,
+            (Halted, Hibernated) => false,
+            (Halted, _) => true,
+            (Stopped, Hibernated | Halted) => false,
+            (Stopped, _) => true,
+        }
+    }
+
+    /// Whether a sandbox (runc) backend can hold this state. It has no RAM image to save and
+    /// no guest to power off, so Hibernated and Halted need the QEMU backend.
+    pub fn needs_vm(self) -> bool {
+        matches!(self, PowerState::Hibernated | PowerState::Halted)
+    }
+}
+
+impl std::fmt::Display for PowerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSpec {
+    /// Boot from a template built on the node (`POST /api/v1/nodes/{node}/templates`). A
+    /// template carries its own spec: `spec.image`, `spec.resources` and `spec.runtime.kernel`
+    /// are then ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_name: Option<String>,
+}
+
+/// Which hypervisor or container runtime runs the Machine.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, ToSchema)]
+pub enum Backend {
+    #[serde(rename = "qemu")]
+    Qemu,
+    #[serde(rename = "flux-vm")]
+    FluxVm,
+    #[serde(rename = "runc")]
+    Runc,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// Direct kernel boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelSpec>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KernelSpec {
+    /// Kernel image path on the node.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initrd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+}
+
+/// How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge` give
+/// the guest an address the sandbox HTTP proxy can dial.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum NetworkMode {
+    #[default]
+    User,
+    Tap,
+    Bridge,
+    None,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkSpec {
+    #[serde(default)]
+    pub mode: NetworkMode,
+    /// Host bridge to attach to (mode Bridge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<String>,
+    /// Fixed MAC address; generated when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
+}
+
+/// A disk that keeps its contents across Stop.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Volume {
+    pub name: String,
+    /// Size of a new empty disk.
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+    /// An existing disk image on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Where a sandbox sees it (sandboxes mount; VMs see a block device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_path: Option<String>,
+}
+
+/// A PCI device passed through with VFIO.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClaim {
+    pub name: String,
+    /// The device class or resource name, e.g. `nvidia.com/gpu`.
+    pub resource_name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NumaSpec {
+    /// Host NUMA node whose CPUs and memory the VM uses.
+    pub node: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Hugepages {
+    /// `2Mi` or `1Gi`.
+    pub page_size: String,
+}
+
+/// Where a Machine is in its life. Transitional phases (`Starting`, `Pausing`…) advance the
+/// usage clock without accruing.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, ToSchema)]
+pub enum MachinePhase {
+    /// Not yet placed on a node.
+    Pending,
+    /// Placed; the runtime instance is being created.
+    Provisioning,
+    Starting,
+    Running,
+    Pausing,
+    Paused,
+    Resuming,
+    Hibernating,
+    Hibernated,
+    Halting,
+    Halted,
+    Stopping,
+    Stopped,
+    Migrating,
+    Failed,
+    Terminating,
+}
+
+/// How a phase is billed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageClass {
+    Active,
+    Suspended,
+    None,
+}
+
+impl MachinePhase {
+    pub fn usage_class(self) -> UsageClass {
+        use MachinePhase::*;
+        match self {
+            Running => UsageClass::Active,
+            Stopped | Paused | Hibernated | Halted => UsageClass::Suspended,
+            _ => UsageClass::None,
+        }
+    }
+
+    /// The settled phase that matches a power state.
+    pub fn for_power_state(p: PowerState) -> MachinePhase {
+        match p {
+            PowerState::Running => MachinePhase::Running,
+            PowerState::Paused => MachinePhase::Paused,
+            PowerState::Hibernated => MachinePhase::Hibernated,
+            PowerState::Halted => MachinePhase::Halted,
+            PowerState::Stopped => MachinePhase::Stopped,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<MachinePhase>,
+    /// The node the scheduler placed the Machine on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The runtime's id of the instance.
+    #[serde(rename = "runtimeID", default, skip_serializing_if = "Option::is_none")]
+    pub runtime_id: Option<String>,
+    #[serde(rename = "guestIP", default, skip_serializing_if = "Option::is_none")]
+    pub guest_ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleStatus {
+    /// Last guest activity kairon-node saw (written at most every 30 s).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity_time: Option<Time>,
+    /// The VMM (or sandbox init) process id last sampled; a new one counts as activity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm_pid: Option<i64>,
+}
+
+impl MachineSpec {
+    /// A sandbox-track Machine.
+    pub fn is_sandbox(&self) -> bool {
+        self.sandbox.is_some()
+    }
+
+    /// The power state asked for (unset = Running).
+    pub fn desired_power_state(&self) -> PowerState {
+        self.power_state.unwrap_or_default()
+    }
+}
+
+impl Machine {
+    /// The runtime name of this Machine: `kairon-<namespace>-<name>`, so a restarted node adopts
+    /// what already runs.
+    pub fn runtime_name(&self) -> String {
+        runtime_name(
+            self.metadata.namespace.as_deref().unwrap_or("default"),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.metadata.annotations.as_ref().unwrap_or(&EMPTY)
+    }
+}
+
+pub fn runtime_name(namespace: &str, name: &str) -> String {
+    format!("kairon-{namespace}-{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_transitions_pair_by_pair() {
+        use PowerState::*;
+        // The whole table, written out so a change to it is a visible diff.
+        let table = [
+            (Running, [true, true, true, true, true]),
+            (Paused, [true, true, true, false, true]),
+            (Hibernated, [true, true, true, false, true]),
+            (Halted, [true, true, false, true, true]),
+            (Stopped, [true, true, false, false, true]),
+        ];
+        for (from, row) in table {
+            for (to, want) in PowerState::ALL.into_iter().zip(row) {
+                assert_eq!(from.can_transition_to(to), want, "{from} -> {to}");
+            }
+        }
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let l: Lifecycle = serde_json::from_str(r#"{"idleTimeoutSeconds": 600}"#).unwrap();
+        assert_eq!(l.idle_action, IdleAction::Pause);
+        assert_eq!(l.idle_cpu_millicores, 50);
+        assert_eq!(l.wake_timeout_seconds, 60);
+        assert!(!l.wake_on_connect);
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["idleCPUMillicores"], 50);
+        assert_eq!(v["idleAction"], "Pause");
+    }
+
+    #[test]
+    fn usage_classes() {
+        assert_eq!(MachinePhase::Running.usage_class(), UsageClass::Active);
+        for p in [MachinePhase::Paused, MachinePhase::Stopped, MachinePhase::Hibernated, MachinePhase::Halted] {
+            assert_eq!(p.usage_class(), UsageClass::Suspended);
+        }
+        assert_eq!(MachinePhase::Starting.usage_class(), UsageClass::None);
+    }
+}

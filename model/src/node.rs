@@ -1,0 +1,76 @@
+//! KaironNode: a node agent's registration (cluster-scoped).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::meta::Condition;
+use crate::quantity::Quantity;
+
+/// A node that runs Machines: where its runtime listens, what it holds, which backends it has.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[kube(
+    group = "kairon.zyvor.dev",
+    version = "v1",
+    kind = "KaironNode",
+    status = "KaironNodeStatus",
+    shortname = "knode",
+    category = "kairon",
+    doc = "A node agent's registration: runtime endpoint, capacity, backends, heartbeat.",
+    printcolumn(name = "Backends", type_ = "string", json_path = ".spec.backends"),
+    printcolumn(name = "Accel", type_ = "string", json_path = ".spec.acceleration"),
+    printcolumn(name = "Heartbeat", type_ = "date", json_path = ".status.heartbeatTime"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironNodeSpec {
+    /// The FluxVM v1 API of this node's runtime (a URL or `unix:/path`).
+    pub runtime_endpoint: String,
+    pub capacity: NodeCapacity,
+    /// Backends the runtime offers.
+    #[serde(default)]
+    pub backends: Vec<NodeBackend>,
+    /// How VMs are accelerated here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceleration: Option<Acceleration>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCapacity {
+    #[schema(value_type = String)]
+    pub cpu: Quantity,
+    #[schema(value_type = String)]
+    pub memory: Quantity,
+    /// Most Machines at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machines: Option<i32>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeBackend {
+    /// OCI sandboxes under runc.
+    Sandbox,
+    /// QEMU VMs.
+    Vm,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Acceleration {
+    Kvm,
+    Tcg,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironNodeStatus {
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}

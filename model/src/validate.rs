@@ -1,0 +1,490 @@
+//! Validation of the Kairon kinds. Each rule reports the field it is about, in the words
+//! Kubernetes uses (`spec.x: Invalid value: 30: must be …`), so a user knows what to fix.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use crate::claim::MachineClaimSpec;
+use crate::machine::{MIN_IDLE_TIMEOUT_SECONDS, MachineSpec, NetworkMode, PowerState};
+use crate::node::KaironNodeSpec;
+use crate::pool::MachinePoolSpec;
+use crate::quantity::Quantity;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorType {
+    Invalid,
+    Required,
+    Forbidden,
+    NotSupported,
+    Duplicate,
+}
+
+impl ErrorType {
+    /// The `reason` of a `metav1.StatusCause`.
+    pub fn cause_reason(self) -> &'static str {
+        match self {
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub kind: ErrorType,
+    /// The offending value, as the user wrote it (absent for Required/Forbidden).
+    pub value: Option<String>,
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (label, with_value) = match self.kind {
+            ErrorType::Invalid => ("Invalid value", true),
+            ErrorType::Required => ("Required value", false),
+            ErrorType::Forbidden => ("Forbidden", false),
+            ErrorType::NotSupported => ("Unsupported value", true),
+            ErrorType::Duplicate => ("Duplicate value", true),
+        };
+        match (&self.value, with_value) {
+            (Some(v), true) => write!(f, "{}: {label}: {v}: {}", self.field, self.detail),
+            _ => write!(f, "{}: {label}: {}", self.field, self.detail),
+        }
+    }
+}
+
+/// Settings that tests may lower (documented as test-only on the command line).
+#[derive(Clone, Copy, Debug)]
+pub struct ValidationOptions {
+    pub min_idle_timeout_seconds: i64,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions { min_idle_timeout_seconds: MIN_IDLE_TIMEOUT_SECONDS }
+    }
+}
+
+struct Errors(Vec<FieldError>);
+
+impl Errors {
+    fn push(&mut self, field: impl Into<String>, kind: ErrorType, value: Option<String>, detail: impl Into<String>) {
+        self.0.push(FieldError { field: field.into(), kind, value, detail: detail.into() });
+    }
+    fn invalid(&mut self, field: impl Into<String>, value: impl fmt::Display, detail: impl Into<String>) {
+        self.push(field, ErrorType::Invalid, Some(value.to_string()), detail);
+    }
+    fn required(&mut self, field: impl Into<String>, detail: impl Into<String>) {
+        self.push(field, ErrorType::Required, None, detail);
+    }
+    fn forbidden(&mut self, field: impl Into<String>, detail: impl Into<String>) {
+        self.push(field, ErrorType::Forbidden, None, detail);
+    }
+    fn positive(&mut self, field: impl Into<String>, v: Option<i64>) {
+        if let Some(v) = v
+            && v <= 0
+        {
+            self.invalid(field, v, "must be greater than 0");
+        }
+    }
+}
+
+/// A DNS-1123 label: lowercase alphanumerics and '-', at most 63, alphanumeric at both ends.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+fn quantity(errs: &mut Errors, field: &str, q: &Quantity) -> Option<f64> {
+    match q.to_f64() {
+        Ok(v) if v > 0.0 => Some(v),
+        Ok(_) => {
+            errs.invalid(field, &q.0, "must be greater than 0");
+            None
+        }
+        Err(e) => {
+            errs.invalid(field, format!("{:?}", q.0), e.to_string());
+            None
+        }
+    }
+}
+
+fn valid_cpu_set(s: &str) -> bool {
+    !s.is_empty()
+        && s.split(',').all(|part| {
+            let mut bounds = part.splitn(2, '-').map(|n| n.trim().parse::<u32>());
+            match (bounds.next(), bounds.next()) {
+                (Some(Ok(_)), None) => true,
+                (Some(Ok(a)), Some(Ok(b))) => a <= b,
+                _ => false,
+            }
+        })
+}
+
+fn valid_mac(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && u8::from_str_radix(p, 16).is_ok())
+}
+
+/// Validates a Machine spec at `path` (`spec`, or `spec.template.spec` inside a pool). `old`
+/// is the stored spec on update, for rules about changes.
+pub fn validate_machine_spec(
+    path: &str,
+    spec: &MachineSpec,
+    old: Option<&MachineSpec>,
+    opts: ValidationOptions,
+) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let p = |f: &str| format!("{path}.{f}");
+
+    if let Some(l) = &spec.lifecycle {
+        if let Some(t) = l.idle_timeout_seconds
+            && t < opts.min_idle_timeout_seconds
+        {
+            errs.invalid(
+                p("lifecycle.idleTimeoutSeconds"),
+                t,
+                format!("must be greater than or equal to {}", opts.min_idle_timeout_seconds),
+            );
+        }
+        if l.idle_cpu_millicores < 0 {
+            errs.invalid(p("lifecycle.idleCPUMillicores"), l.idle_cpu_millicores, "must be 0 or more");
+        }
+        errs.positive(p("lifecycle.maxLifetimeSeconds"), l.max_lifetime_seconds);
+        errs.positive(p("lifecycle.wakeTimeoutSeconds"), Some(l.wake_timeout_seconds));
+    }
+    errs.positive(p("ttlSeconds"), spec.ttl_seconds);
+
+    let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
+    if let Some(r) = &spec.resources {
+        if let Some(cpu) = &r.cpu
+            && let Some(v) = quantity(&mut errs, &p("resources.cpu"), cpu)
+            && !spec.is_sandbox()
+            && v.fract() != 0.0
+        {
+            errs.invalid(p("resources.cpu"), &cpu.0, "a VM has whole vCPUs: write a whole number such as \"2\"");
+        }
+        if let Some(mem) = &r.memory {
+            quantity(&mut errs, &p("resources.memory"), mem);
+        }
+    }
+    if let Some(img) = &spec.image
+        && !img.path.starts_with('/')
+    {
+        errs.invalid(p("image.path"), format!("{:?}", img.path), "must be an absolute path on the node");
+    }
+    match &spec.sandbox {
+        Some(sb) => {
+            if let Some(t) = &sb.template_name
+                && !is_dns_subdomain(t)
+            {
+                errs.invalid(
+                    p("sandbox.templateName"),
+                    format!("{t:?}"),
+                    "must be a lowercase DNS name (a-z, 0-9, '-', '.')",
+                );
+            }
+            if sb.template_name.is_none() && spec.image.is_none() {
+                errs.required(
+                    p("sandbox"),
+                    "a sandbox needs spec.sandbox.templateName (a template built on the node) or spec.image",
+                );
+            }
+            if !spec.device_claims.is_empty() {
+                errs.forbidden(
+                    p("deviceClaims"),
+                    "a sandbox Machine cannot use PCI passthrough (VFIO): remove spec.deviceClaims or spec.sandbox",
+                );
+            }
+            for (field, set) in [
+                ("numa", spec.numa.is_some()),
+                ("cpuSet", spec.cpu_set.is_some()),
+                ("hugepages", spec.hugepages.is_some()),
+            ] {
+                if set {
+                    errs.forbidden(p(field), "needs the qemu backend; a sandbox Machine cannot use it");
+                }
+            }
+        }
+        None => {
+            if spec.image.is_none() && spec.runtime.as_ref().and_then(|r| r.kernel.as_ref()).is_none() {
+                errs.required(p("image"), "a VM needs spec.image.path (or spec.runtime.kernel for direct kernel boot); for a sandbox set spec.sandbox");
+            }
+        }
+    }
+    if template_sandbox {
+        // A template sandbox always runs under runc: nothing to hibernate, no guest to halt.
+        if let Some(ps) = spec.power_state
+            && ps.needs_vm()
+        {
+            errs.push(
+                p("powerState"),
+                ErrorType::NotSupported,
+                Some(format!("{:?}", ps.as_str())),
+                "a template sandbox runs under runc, which cannot hibernate or halt: use Paused or Stopped",
+            );
+        }
+        if let Some(l) = &spec.lifecycle
+            && l.idle_action.power_state().is_some_and(PowerState::needs_vm)
+        {
+            errs.push(
+                p("lifecycle.idleAction"),
+                ErrorType::NotSupported,
+                Some(format!("{:?}", l.idle_action.as_str())),
+                "a template sandbox runs under runc, which cannot hibernate or halt: use Pause, Stop or Delete",
+            );
+        }
+    }
+    if let Some(n) = &spec.network {
+        if n.mode == NetworkMode::Bridge && n.bridge.as_deref().unwrap_or("").is_empty() {
+            errs.required(p("network.bridge"), "mode Bridge needs the name of a host bridge");
+        }
+        if let Some(mac) = &n.mac_address
+            && !valid_mac(mac)
+        {
+            errs.invalid(p("network.macAddress"), format!("{mac:?}"), "must look like 52:54:00:12:34:56");
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (i, v) in spec.volumes.iter().enumerate() {
+        let f = p(&format!("volumes[{i}]"));
+        if !is_dns_label(&v.name) {
+            errs.invalid(format!("{f}.name"), format!("{:?}", v.name), "must be a DNS label (a-z, 0-9, '-')");
+        } else if !names.insert(v.name.as_str()) {
+            errs.push(
+                format!("{f}.name"),
+                ErrorType::Duplicate,
+                Some(format!("{:?}", v.name)),
+                "volume names must be unique",
+            );
+        }
+        match (&v.size, &v.path) {
+            (Some(_), Some(_)) => {
+                errs.invalid(f.clone(), &v.name, "set size (a new disk) or path (an existing one), not both")
+            }
+            (None, None) => errs.required(f.clone(), "set size (a new disk) or path (an existing one)"),
+            (Some(size), None) => {
+                quantity(&mut errs, &format!("{f}.size"), size);
+            }
+            (None, Some(_)) => {}
+        }
+    }
+    for (i, d) in spec.device_claims.iter().enumerate() {
+        if d.resource_name.is_empty() {
+            errs.required(p(&format!("deviceClaims[{i}].resourceName")), "name the device class, e.g. nvidia.com/gpu");
+        }
+    }
+    if let Some(cs) = &spec.cpu_set
+        && !valid_cpu_set(cs)
+    {
+        errs.invalid(p("cpuSet"), format!("{cs:?}"), "must be a list of CPUs and ranges such as 0-3,6");
+    }
+    if let Some(h) = &spec.hugepages
+        && !matches!(h.page_size.as_str(), "2Mi" | "1Gi")
+    {
+        errs.push(
+            p("hugepages.pageSize"),
+            ErrorType::NotSupported,
+            Some(format!("{:?}", h.page_size)),
+            "supported values: \"2Mi\", \"1Gi\"",
+        );
+    }
+    if let Some(n) = &spec.node_name
+        && !is_dns_subdomain(n)
+    {
+        errs.invalid(p("nodeName"), format!("{n:?}"), "must be a lowercase DNS name");
+    }
+    if let Some(old) = old {
+        let (from, to) = (old.desired_power_state(), spec.desired_power_state());
+        if !from.can_transition_to(to) {
+            errs.invalid(
+                p("powerState"),
+                to,
+                format!("cannot go from {from} to {to}: resume the Machine (powerState Running) first"),
+            );
+        }
+    }
+    errs.0
+}
+
+pub fn validate_pool_spec(spec: &MachinePoolSpec, opts: ValidationOptions) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    if spec.replicas < 0 {
+        errs.invalid("spec.replicas", spec.replicas, "must be 0 or more");
+    }
+    if spec.warmup_seconds < 0 {
+        errs.invalid("spec.warmupSeconds", spec.warmup_seconds, "must be 0 or more");
+    }
+    if spec.template.spec.ttl_seconds.is_some() {
+        errs.forbidden(
+            "spec.template.spec.ttlSeconds",
+            "a warm member must not expire before it is claimed: set ttlSeconds on the MachineClaim",
+        );
+    }
+    let mut all = errs.0;
+    all.extend(validate_machine_spec("spec.template.spec", &spec.template.spec, None, opts));
+    all
+}
+
+pub fn validate_claim_spec(spec: &MachineClaimSpec, old: Option<&MachineClaimSpec>) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    if spec.pool_name.is_empty() {
+        errs.required("spec.poolName", "name the MachinePool to claim from");
+    } else if !is_dns_subdomain(&spec.pool_name) {
+        errs.invalid("spec.poolName", format!("{:?}", spec.pool_name), "must be a lowercase DNS name");
+    }
+    errs.positive("spec.ttlSeconds", spec.ttl_seconds);
+    if let Some(old) = old
+        && old.pool_name != spec.pool_name
+    {
+        errs.invalid(
+            "spec.poolName",
+            format!("{:?}", spec.pool_name),
+            "field is immutable: create a new claim instead",
+        );
+    }
+    errs.0
+}
+
+pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    if spec.runtime_endpoint.is_empty() {
+        errs.required("spec.runtimeEndpoint", "give the URL of this node's runtime API");
+    }
+    quantity(&mut errs, "spec.capacity.cpu", &spec.capacity.cpu);
+    quantity(&mut errs, "spec.capacity.memory", &spec.capacity.memory);
+    errs.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::*;
+
+    fn vm() -> MachineSpec {
+        MachineSpec {
+            image: Some(ImageSource { path: "/var/lib/fluxvm/images/kairon-hw.qcow2".into() }),
+            resources: Some(Resources { cpu: Some("2".into()), memory: Some("2Gi".into()) }),
+            ..Default::default()
+        }
+    }
+
+    fn fields(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(|e| e.field.clone()).collect()
+    }
+
+    #[test]
+    fn a_plain_vm_is_valid() {
+        assert!(validate_machine_spec("spec", &vm(), None, Default::default()).is_empty());
+    }
+
+    #[test]
+    fn idle_timeout_has_a_minimum() {
+        let mut m = vm();
+        m.lifecycle = Some(Lifecycle { idle_timeout_seconds: Some(30), ..Default::default() });
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(errs.len(), 1);
+        assert_eq!(
+            errs[0].to_string(),
+            "spec.lifecycle.idleTimeoutSeconds: Invalid value: 30: must be greater than or equal to 60"
+        );
+        let lowered = ValidationOptions { min_idle_timeout_seconds: 1 };
+        assert!(validate_machine_spec("spec", &m, None, lowered).is_empty());
+    }
+
+    #[test]
+    fn sandbox_refuses_passthrough_and_qemu_only_fields() {
+        let mut m = vm();
+        m.sandbox = Some(SandboxSpec::default());
+        m.device_claims = vec![DeviceClaim { name: "gpu".into(), resource_name: "nvidia.com/gpu".into() }];
+        m.cpu_set = Some("0-1".into());
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.deviceClaims", "spec.cpuSet"]);
+        assert!(errs[0].to_string().contains("PCI passthrough"));
+    }
+
+    #[test]
+    fn template_sandbox_cannot_hibernate() {
+        let m = MachineSpec {
+            sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }),
+            lifecycle: Some(Lifecycle { idle_action: IdleAction::Halt, ..Default::default() }),
+            power_state: Some(PowerState::Hibernated),
+            ..Default::default()
+        };
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.powerState", "spec.lifecycle.idleAction"]);
+    }
+
+    #[test]
+    fn a_vm_needs_an_image_and_whole_cpus() {
+        let mut m = MachineSpec::default();
+        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.image"]);
+        m = vm();
+        m.resources = Some(Resources { cpu: Some("1500m".into()), memory: Some("lots".into()) });
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.resources.cpu", "spec.resources.memory"]);
+    }
+
+    #[test]
+    fn illegal_power_change_names_the_field() {
+        let old = MachineSpec { power_state: Some(PowerState::Stopped), ..vm() };
+        let new = MachineSpec { power_state: Some(PowerState::Halted), ..vm() };
+        let errs = validate_machine_spec("spec", &new, Some(&old), Default::default());
+        assert_eq!(fields(&errs), ["spec.powerState"]);
+    }
+
+    #[test]
+    fn volumes_and_cpusets() {
+        let mut m = vm();
+        m.volumes = vec![
+            Volume { name: "data".into(), size: Some("1Gi".into()), ..Default::default() },
+            Volume { name: "data".into(), path: Some("/x".into()), ..Default::default() },
+            Volume { name: "Bad_Name".into(), ..Default::default() },
+        ];
+        m.cpu_set = Some("3-1".into());
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.volumes[1].name", "spec.volumes[2].name", "spec.volumes[2]", "spec.cpuSet"]);
+        assert!(valid_cpu_set("0-3,6"));
+    }
+
+    #[test]
+    fn pool_checks_its_template() {
+        let pool = MachinePoolSpec {
+            replicas: -1,
+            warm_power_state: Default::default(),
+            warmup_seconds: 30,
+            template: crate::pool::MachineTemplate { metadata: None, spec: MachineSpec::default() },
+        };
+        assert_eq!(
+            fields(&validate_pool_spec(&pool, Default::default())),
+            ["spec.replicas", "spec.template.spec.image"]
+        );
+    }
+
+    #[test]
+    fn claim_pool_is_immutable() {
+        let a = MachineClaimSpec { pool_name: "agents".into(), ttl_seconds: Some(3600) };
+        let b = MachineClaimSpec { pool_name: "other".into(), ttl_seconds: Some(0) };
+        assert_eq!(fields(&validate_claim_spec(&b, Some(&a))), ["spec.ttlSeconds", "spec.poolName"]);
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_dns_label("agent-42"));
+        assert!(!is_dns_label("Agent"));
+        assert!(!is_dns_label("-a"));
+        assert!(is_dns_subdomain("a.b-c"));
+    }
+}
