@@ -1,1 +1,86 @@
-fn main() {}
+//! `kairon`: the Kairon control plane in one binary.
+
+mod postgres;
+mod tls;
+mod up;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use kairon_api::auth::{Role, TokenKeys};
+
+#[derive(Parser)]
+#[command(name = "kairon", version, about = "Kairon: a control plane for agent sandboxes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
+    /// unless DATABASE_URL is set.
+    Up(up::UpArgs),
+    /// Print a signed bearer token.
+    Token(TokenArgs),
+    /// Print the CustomResourceDefinitions (both versions) for a real cluster.
+    Crds,
+    /// Apply the database migrations to DATABASE_URL.
+    Migrate {
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct TokenArgs {
+    /// The data dir of the `kairon up` whose key signs the token.
+    #[arg(long, env = "KAIRON_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Who the token is for.
+    #[arg(long)]
+    sub: String,
+    /// admin, operator or viewer.
+    #[arg(long, value_parser = |s: &str| s.parse::<Role>())]
+    role: Role,
+    /// Namespaces an operator or viewer may use (comma-separated; `*` for all).
+    #[arg(long, value_delimiter = ',')]
+    namespaces: Vec<String>,
+    /// How long the token is valid (e.g. 1h, 30d).
+    #[arg(long, default_value = "1h", value_parser = |s: &str| kairon_model::duration::parse_seconds(s))]
+    ttl: i64,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    // One TLS provider for the whole process (kube-rs and the server both use rustls).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG")
+                .unwrap_or_else(|_| "info,sqlx=warn,tower_http=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Up(args) => up::run(args).await,
+        Command::Token(t) => {
+            let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
+            let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;
+            println!("{}", keys.mint(&t.sub, t.role, t.namespaces, t.ttl)?);
+            Ok(())
+        }
+        Command::Crds => {
+            print!("{}", kairon_model::crds::yaml()?);
+            Ok(())
+        }
+        Command::Migrate { database_url } => {
+            let store = kairon_db::Store::connect(&database_url).await.context("connecting to the database")?;
+            store.close().await;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+    }
+}

@@ -1,8 +1,12 @@
 //! Kairon's resource model: the `kairon.zyvor.dev` kinds, the well-known keys the product
 //! documents name, their defaults and their validation. No I/O lives here.
 
+// kube's `printcolumn(type_ = …)` repeats the same keys once per column, by design.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod claim;
 pub mod crds;
+pub mod duration;
 pub mod keys;
 pub mod machine;
 pub mod meta;

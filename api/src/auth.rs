@@ -1,0 +1,178 @@
+//! Bearer tokens: server-signed JWTs carrying who is asking (`sub`), their role and the
+//! namespaces they may use; and the one place that decides what each role may touch.
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everything, everywhere.
+    Admin,
+    /// Reads and writes in their namespaces.
+    Operator,
+    /// Reads in their namespaces.
+    Viewer,
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "admin" => Ok(Role::Admin),
+            "operator" => Ok(Role::Operator),
+            "viewer" => Ok(Role::Viewer),
+            _ => Err(format!("unknown role {s:?}: use admin, operator or viewer")),
+        }
+    }
+}
+
+/// The claims of a Kairon token.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Claims {
+    pub sub: String,
+    pub role: Role,
+    /// Namespaces an operator or viewer may use; `*` means all.
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    pub iss: String,
+    pub aud: String,
+    pub exp: i64,
+    #[serde(default)]
+    pub iat: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
+}
+
+/// Who is asking.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub sub: String,
+    pub role: Role,
+    pub namespaces: Vec<String>,
+}
+
+impl Identity {
+    pub fn may_use_namespace(&self, ns: &str) -> bool {
+        self.role == Role::Admin || self.namespaces.iter().any(|n| n == "*" || n == ns)
+    }
+
+    pub fn all_namespaces(&self) -> bool {
+        self.role == Role::Admin || self.namespaces.iter().any(|n| n == "*")
+    }
+}
+
+pub const ISSUER: &str = "kairon";
+pub const AUDIENCE: &str = "kairon-api";
+
+/// Signs and checks tokens with one HS256 secret.
+#[derive(Clone)]
+pub struct TokenKeys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid bearer token: {0}")]
+pub struct TokenError(String);
+
+impl TokenKeys {
+    pub fn from_secret(secret: &[u8]) -> Result<Self, TokenError> {
+        let bad = |e: jsonwebtoken::errors::Error| TokenError(format!("unusable signing secret: {e}"));
+        Ok(TokenKeys {
+            encoding: EncodingKey::from_secret(secret).map_err(bad)?,
+            decoding: DecodingKey::from_secret(secret).map_err(bad)?,
+        })
+    }
+
+    pub fn mint(&self, sub: &str, role: Role, namespaces: Vec<String>, ttl_seconds: i64) -> Result<String, TokenError> {
+        let now = chrono::Utc::now().timestamp();
+        let claims = Claims {
+            sub: sub.into(),
+            role,
+            namespaces,
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            exp: now + ttl_seconds,
+            iat: now,
+            nbf: Some(now - 5),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|e| TokenError(e.to_string()))
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Identity, TokenError> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.set_issuer(&[ISSUER]);
+        v.set_audience(&[AUDIENCE]);
+        v.validate_nbf = true;
+        v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &v).map_err(|e| TokenError(e.to_string()))?;
+        let c = data.claims;
+        Ok(Identity { sub: c.sub, role: c.role, namespaces: c.namespaces })
+    }
+}
+
+/// What a request does, for authorisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    Read,
+    Write,
+}
+
+/// The rule for the Kubernetes-compatible resource paths. `namespace` is `None` for
+/// cluster-scoped objects and for lists across all namespaces (filtered by the caller).
+pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_scoped: bool) -> Result<(), String> {
+    if id.role == Role::Admin {
+        return Ok(());
+    }
+    if verb == Verb::Write && id.role == Role::Viewer {
+        return Err(format!("{} is a viewer and may not change anything", id.sub));
+    }
+    if cluster_scoped {
+        return match verb {
+            Verb::Read => Ok(()),
+            Verb::Write => Err(format!("{} may not change cluster-scoped objects: that needs an admin token", id.sub)),
+        };
+    }
+    match namespace {
+        Some(ns) if !id.may_use_namespace(ns) => {
+            Err(format!("{} may not use namespace {ns:?} (allowed: {})", id.sub, id.namespaces.join(", ")))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(role: Role, ns: &[&str]) -> Identity {
+        Identity { sub: "u".into(), role, namespaces: ns.iter().map(|s| s.to_string()).collect() }
+    }
+
+    #[test]
+    fn tokens_round_trip_and_expire() {
+        let keys = TokenKeys::from_secret(b"0123456789abcdef0123456789abcdef").unwrap();
+        let t = keys.mint("alice", Role::Operator, vec!["agents".into()], 60).unwrap();
+        let who = keys.verify(&t).unwrap();
+        assert_eq!((who.sub.as_str(), who.role), ("alice", Role::Operator));
+        let expired = keys.mint("bob", Role::Admin, vec![], -120).unwrap();
+        assert!(keys.verify(&expired).is_err());
+        let other = TokenKeys::from_secret(b"another secret another secret!!").unwrap();
+        assert!(other.verify(&t).is_err());
+    }
+
+    #[test]
+    fn rules() {
+        let op = id(Role::Operator, &["agents"]);
+        assert!(may_access(&op, Verb::Write, Some("agents"), false).is_ok());
+        assert!(may_access(&op, Verb::Read, Some("other"), false).is_err());
+        assert!(may_access(&op, Verb::Write, None, true).is_err());
+        assert!(may_access(&op, Verb::Read, None, true).is_ok());
+        let viewer = id(Role::Viewer, &["*"]);
+        assert!(may_access(&viewer, Verb::Read, Some("x"), false).is_ok());
+        assert!(may_access(&viewer, Verb::Write, Some("x"), false).is_err());
+        assert!(may_access(&id(Role::Admin, &[]), Verb::Write, Some("x"), false).is_ok());
+    }
+}

@@ -1,0 +1,123 @@
+//! Admission: every object written is decoded into its typed form (which prunes unknown
+//! fields and fills defaults, as a CRD's structural schema does), validated, and encoded back.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kairon_model::validate::{self, ErrorType, FieldError, ValidationOptions};
+use kairon_model::{KaironNode, Machine, MachineClaim, MachinePool};
+
+/// How strictly unknown fields are treated (`fieldValidation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+pub struct AdmitCtx {
+    pub opts: ValidationOptions,
+    pub field_validation: FieldValidation,
+}
+
+#[derive(Debug)]
+pub enum AdmitError {
+    Invalid(Vec<FieldError>),
+    BadRequest(String),
+}
+
+/// Normalises and validates `obj` (the whole object) given the stored `old` one; returns
+/// warnings for the `Warning` header.
+pub type Admit = fn(&mut Value, Option<&Value>, &AdmitCtx) -> Result<Vec<String>, AdmitError>;
+
+fn invalid(field: String, value: Option<String>, detail: String) -> AdmitError {
+    AdmitError::Invalid(vec![FieldError { field, kind: ErrorType::Invalid, value, detail }])
+}
+
+/// Decodes `obj` as `K`, reporting the path of a bad field, then re-encodes it.
+fn round_trip<K: DeserializeOwned + Serialize>(
+    obj: &mut Value,
+    ctx: &AdmitCtx,
+) -> Result<(K, Vec<String>), AdmitError> {
+    let mut unknown = Vec::new();
+    // kube's derived kinds read apiVersion and kind through their own paths.
+    let mut track = |path: serde_ignored::Path| {
+        let p = path.to_string();
+        if p != "apiVersion" && p != "kind" {
+            unknown.push(p)
+        }
+    };
+    let de = serde_ignored::Deserializer::new(&*obj, &mut track);
+    let typed: K = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // serde names the offending value in its message; keep it as the detail.
+        let (value, detail) = match inner.split_once(", expected") {
+            Some((v, rest)) => (Some(v.trim_start_matches("invalid value: ").to_string()), format!("expected{rest}")),
+            None => (None, inner),
+        };
+        invalid(path, value, detail)
+    })?;
+    let warnings: Vec<String> = unknown.into_iter().map(|p| format!("unknown field \"{p}\"")).collect();
+    if ctx.field_validation == FieldValidation::Strict && !warnings.is_empty() {
+        return Err(AdmitError::BadRequest(format!("strict decoding error: {}", warnings.join(", "))));
+    }
+    *obj = serde_json::to_value(&typed).map_err(|e| AdmitError::BadRequest(e.to_string()))?;
+    let warnings = if ctx.field_validation == FieldValidation::Ignore { vec![] } else { warnings };
+    Ok((typed, warnings))
+}
+
+fn old_typed<K: DeserializeOwned>(old: Option<&Value>) -> Option<K> {
+    old.and_then(|o| serde_json::from_value(o.clone()).ok())
+}
+
+fn check(errors: Vec<FieldError>, warnings: Vec<String>) -> Result<Vec<String>, AdmitError> {
+    if errors.is_empty() { Ok(warnings) } else { Err(AdmitError::Invalid(errors)) }
+}
+
+pub fn machine(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (m, warnings) = round_trip::<Machine>(obj, ctx)?;
+    let old: Option<Machine> = old_typed(old);
+    check(validate::validate_machine_spec("spec", &m.spec, old.as_ref().map(|o| &o.spec), ctx.opts), warnings)
+}
+
+pub fn pool(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (p, warnings) = round_trip::<MachinePool>(obj, ctx)?;
+    check(validate::validate_pool_spec(&p.spec, ctx.opts), warnings)
+}
+
+pub fn claim(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (c, warnings) = round_trip::<MachineClaim>(obj, ctx)?;
+    let old: Option<MachineClaim> = old_typed(old);
+    check(validate::validate_claim_spec(&c.spec, old.as_ref().map(|o| &o.spec)), warnings)
+}
+
+pub fn node(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (n, warnings) = round_trip::<KaironNode>(obj, ctx)?;
+    check(validate::validate_node_spec(&n.spec), warnings)
+}
+
+pub fn event(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    Ok(round_trip::<Event>(obj, ctx)?.1)
+}
+
+pub fn lease(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    Ok(round_trip::<Lease>(obj, ctx)?.1)
+}
+
+/// A core Event is stored as an `events.k8s.io/v1` Event.
+pub fn core_event(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    *obj = super::events::from_core(obj.take()).map_err(AdmitError::BadRequest)?;
+    event(obj, old, ctx)
+}
+
+pub fn namespace(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let warnings = round_trip::<Namespace>(obj, ctx)?.1;
+    obj["status"] = serde_json::json!({"phase": "Active"});
+    Ok(warnings)
+}

@@ -1,0 +1,857 @@
+//! The verbs: get, list, watch, create, update, patch (merge, JSON, apply), delete, on the
+//! main resource and its status subresource.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+
+use kairon_db::{EventType, ObjectRef, StoreError};
+
+use super::admit::{AdmitCtx, AdmitError};
+use super::registry::{ResourceType, View};
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::{ApiError, ApiResult};
+use super::{Params, Target, events, patch, table};
+use crate::auth::{Identity, Verb, may_access};
+use crate::state::AppState;
+
+/// How many times a patch or an unconditional update retries on a concurrent write.
+const MAX_RETRIES: usize = 16;
+
+pub async fn handle(
+    st: &AppState,
+    id: &Identity,
+    method: Method,
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+    t: Target,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let rt = st.registry.get(&t.group, &t.plural).filter(|rt| rt.versions.contains(&t.version.as_str())).ok_or_else(
+        || {
+            ApiError::no_route(format!(
+                "the server doesn't have a resource type \"{}\" in {}",
+                t.plural,
+                if t.group.is_empty() { t.version.clone() } else { format!("{}/{}", t.group, t.version) }
+            ))
+        },
+    )?;
+    let p = Params::parse(q)?;
+    if rt.namespaced && t.name.is_some() && t.namespace.is_none() {
+        return Err(ApiError::no_route(format!(
+            "{} are namespaced: use /namespaces/{{namespace}}/{}",
+            rt.plural, rt.plural
+        )));
+    }
+    if !rt.namespaced && t.namespace.is_some() {
+        return Err(ApiError::no_route(format!("{} are cluster-scoped: drop /namespaces/…", rt.plural)));
+    }
+    if let Some(ns) = &t.namespace
+        && !kairon_model::validate::is_dns_label(ns)
+    {
+        return Err(ApiError::bad_request(format!("invalid namespace {ns:?}: must be a lowercase DNS label")));
+    }
+    let status_sub = match t.subresource.as_deref() {
+        None => false,
+        Some("status") if rt.status_subresource => true,
+        Some(s) => return Err(ApiError::no_route(format!("{} has no subresource {s:?}", rt.plural))),
+    };
+    let verb = if method == Method::GET { Verb::Read } else { Verb::Write };
+    let scope_ns = if rt.namespaced { t.namespace.as_deref() } else { None };
+    may_access(id, verb, scope_ns, !rt.namespaced).map_err(ApiError::forbidden)?;
+    let ns = t.namespace.clone().unwrap_or_default();
+    let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub };
+
+    match (method, t.name) {
+        (Method::GET, None) if ctx.params.watch => watch(&ctx, headers).await,
+        (Method::GET, None) => list(&ctx, headers).await,
+        (Method::GET, Some(name)) if ctx.params.watch => {
+            // A watch on one object: kubectl's `get NAME -w` and `delete --wait` do this.
+            let mut c = ctx;
+            let sel = format!("metadata.name={name}");
+            c.params.field_selector = Some(match c.params.field_selector.take() {
+                Some(f) => format!("{f},{sel}"),
+                None => sel,
+            });
+            watch(&c, headers).await
+        }
+        (Method::GET, Some(name)) => get(&ctx, &name, headers).await,
+        (Method::POST, None) => create(&ctx, headers, &body).await,
+        (Method::PUT, Some(name)) => update(&ctx, &name, headers, &body).await,
+        (Method::PATCH, Some(name)) => patch_object(&ctx, &name, headers, &body).await,
+        (Method::DELETE, Some(name)) => delete(&ctx, &name, &body).await,
+        (Method::DELETE, None) => delete_collection(&ctx).await,
+        (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on {}", rt.plural))),
+    }
+}
+
+struct Ctx<'a> {
+    st: &'a AppState,
+    rt: &'a ResourceType,
+    version: String,
+    ns: String,
+    id: &'a Identity,
+    params: Params,
+    status_sub: bool,
+}
+
+impl Ctx<'_> {
+    fn key<'b>(&'b self, name: &'b str) -> ObjectRef<'b> {
+        let (group, resource) = self.rt.store_key();
+        ObjectRef { group, resource, namespace: &self.ns, name }
+    }
+
+    /// The object as the client asked to see it: in its requested version, through its view.
+    fn present(&self, mut obj: Value) -> Value {
+        if self.rt.view == View::CoreEvents {
+            return events::to_core(obj);
+        }
+        obj["apiVersion"] = Value::String(self.rt.api_version(&self.version));
+        obj["kind"] = Value::String(self.rt.kind.to_string());
+        obj
+    }
+
+    fn respond(&self, code: StatusCode, obj: Value, warnings: &[String], headers: &HeaderMap) -> Response {
+        let obj = self.present(obj);
+        let body = if table::wanted(headers) {
+            table::table(
+                self.rt,
+                std::slice::from_ref(&obj),
+                json!({"resourceVersion": obj["metadata"]["resourceVersion"]}),
+                now_secs(),
+            )
+        } else {
+            obj
+        };
+        let mut resp = (code, axum::Json(body)).into_response();
+        for w in warnings {
+            if let Ok(v) = HeaderValue::from_str(&format!("299 - {:?}", w)) {
+                resp.headers_mut().append("warning", v);
+            }
+        }
+        resp
+    }
+}
+
+fn now_secs() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn rv_of(obj: &Value) -> Option<i64> {
+    obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok())
+}
+
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
+    let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let v: Value = if ct.contains("yaml") {
+        serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    }
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads
+
+async fn get(c: &Ctx<'_>, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
+    if c.rt.view == View::Namespaces {
+        return Ok(c.respond(StatusCode::OK, namespace_object(c, name).await?, &[], headers));
+    }
+    let obj = c.st.store.get(c.key(name)).await?.ok_or_else(|| ApiError::not_found(&c.rt.qualified(), name))?;
+    Ok(c.respond(StatusCode::OK, obj, &[], headers))
+}
+
+/// Namespaces exist implicitly: any valid name reads as an Active namespace.
+async fn namespace_object(c: &Ctx<'_>, name: &str) -> ApiResult<Value> {
+    if !kairon_model::validate::is_dns_label(name) {
+        return Err(ApiError::not_found(&c.rt.qualified(), name));
+    }
+    if let Some(obj) = c.st.store.get(c.key(name)).await? {
+        return Ok(obj);
+    }
+    Ok(json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "uid": uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()).to_string(),
+                     "creationTimestamp": "1970-01-01T00:00:00Z", "resourceVersion": "0"},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"}
+    }))
+}
+
+struct Selection {
+    labels: Option<LabelSelector>,
+    fields: Option<FieldSelector>,
+}
+
+impl Selection {
+    fn parse(p: &Params) -> ApiResult<Selection> {
+        Ok(Selection {
+            labels: p.label_selector.as_deref().map(LabelSelector::parse).transpose().map_err(ApiError::bad_request)?,
+            fields: p.field_selector.as_deref().map(FieldSelector::parse).transpose().map_err(ApiError::bad_request)?,
+        })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.fields.is_none()
+    }
+
+    fn matches(&self, obj: &Value) -> bool {
+        self.labels.as_ref().is_none_or(|l| l.matches_object(obj))
+            && self.fields.as_ref().is_none_or(|f| f.matches(obj))
+    }
+}
+
+fn visible(c: &Ctx<'_>, obj: &Value) -> bool {
+    c.id.all_namespaces()
+        || !c.rt.namespaced
+        || obj["metadata"]["namespace"].as_str().is_some_and(|ns| c.id.may_use_namespace(ns))
+}
+
+fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
+    hex::encode(format!("{rv}\u{1}{ns}\u{1}{name}"))
+}
+
+fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
+    let bad = || ApiError::bad_request("the continue token is invalid: start the list again without it");
+    let raw = String::from_utf8(hex::decode(token).map_err(|_| bad())?).map_err(|_| bad())?;
+    let mut parts = raw.split('\u{1}');
+    let rv = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().ok_or_else(bad)?.to_string();
+    let name = parts.next().ok_or_else(bad)?.to_string();
+    Ok((rv, ns, name))
+}
+
+async fn list(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
+    let sel = Selection::parse(&c.params)?;
+    let (items, meta) = if c.rt.view == View::Namespaces {
+        let rv = c.st.store.current_rv().await?;
+        let mut names = c.st.store.namespaces().await?;
+        let stored = c.st.store.list(c.rt.group, c.rt.plural, None, None, None).await?;
+        names.extend(stored.items.iter().filter_map(|o| o["metadata"]["name"].as_str().map(String::from)));
+        names.push("default".into());
+        names.sort();
+        names.dedup();
+        let mut items = Vec::new();
+        for n in names.iter().filter(|n| c.id.may_use_namespace(n)) {
+            items.push(c.present(namespace_object(c, n).await?));
+        }
+        (items, json!({"resourceVersion": rv.to_string()}))
+    } else {
+        let (group, resource) = c.rt.store_key();
+        let after = c.params.continue_token.as_deref().map(decode_continue).transpose()?;
+        let ns = (!c.ns.is_empty()).then_some(c.ns.as_str());
+        let page =
+            c.st.store
+                .list(group, resource, ns, after.as_ref().map(|(_, n, m)| (n.as_str(), m.as_str())), c.params.limit)
+                .await?;
+        // A continued list reports the version of its first page, as Kubernetes does.
+        let rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(page.resource_version);
+        let items: Vec<Value> =
+            page.items.into_iter().filter(|o| visible(c, o)).map(|o| c.present(o)).filter(|o| sel.matches(o)).collect();
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if let Some((n, m)) = page.continue_after {
+            meta["continue"] = Value::String(encode_continue(rv, &n, &m));
+        }
+        (items, meta)
+    };
+    if table::wanted(headers) {
+        return Ok(axum::Json(table::table(c.rt, &items, meta, now_secs())).into_response());
+    }
+    Ok(axum::Json(json!({
+        "apiVersion": c.rt.api_version(&c.version),
+        "kind": format!("{}List", c.rt.kind),
+        "metadata": meta,
+        "items": items,
+    }))
+    .into_response())
+}
+
+// ---------------------------------------------------------------------------------------
+// Watch
+
+fn watch_event(type_: &str, object: Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": type_, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
+    let sel = Selection::parse(&c.params)?;
+    let (group, resource) = c.rt.store_key();
+    let ns = (!c.ns.is_empty()).then(|| c.ns.clone());
+    let as_table = table::wanted(headers);
+    let explicit_rv = c.params.resource_version.as_deref().filter(|v| *v != "0");
+    let send_initial = c.params.send_initial_events || explicit_rv.is_none();
+
+    // Start: either from the client's version, or from a snapshot sent as ADDED events.
+    let mut initial = Vec::new();
+    let from_rv = match explicit_rv {
+        Some(v) if !c.params.send_initial_events => v
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request(format!("resourceVersion={v:?} is not a valid version")))?,
+        _ => {
+            let mut after: Option<(String, String)> = None;
+            let mut snapshot_rv = None;
+            loop {
+                let page =
+                    c.st.store
+                        .list(
+                            group,
+                            resource,
+                            ns.as_deref(),
+                            after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+                            Some(1000),
+                        )
+                        .await?;
+                snapshot_rv.get_or_insert(page.resource_version);
+                initial.extend(page.items);
+                match page.continue_after {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            snapshot_rv.unwrap_or(0)
+        }
+    };
+
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut out: Vec<Bytes> = Vec::new();
+    let rt = c.rt.clone();
+    let version = c.version.clone();
+    let id = c.id.clone();
+    let present = move |obj: Value| -> Value {
+        if rt.view == View::CoreEvents {
+            return events::to_core(obj);
+        }
+        let mut obj = obj;
+        obj["apiVersion"] = Value::String(rt.api_version(&version));
+        obj["kind"] = Value::String(rt.kind.to_string());
+        obj
+    };
+    let rt = c.rt.clone();
+    let render = move |obj: Value| -> Value {
+        if as_table { table::table(&rt, std::slice::from_ref(&obj), json!({}), now_secs()) } else { obj }
+    };
+    let key_of = |o: &Value| {
+        (
+            o["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
+            o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let may_see = {
+        let id = id.clone();
+        let namespaced = c.rt.namespaced;
+        move |o: &Value| {
+            id.all_namespaces()
+                || !namespaced
+                || o["metadata"]["namespace"].as_str().is_some_and(|ns| id.may_use_namespace(ns))
+        }
+    };
+    for o in initial {
+        let o = present(o);
+        if may_see(&o) && sel.matches(&o) {
+            seen.insert(key_of(&o));
+            if send_initial {
+                out.push(watch_event("ADDED", render(o)));
+            }
+        }
+    }
+    if !send_initial && !sel.is_empty() {
+        // Resuming with a selector: what matches now is what the client last saw matching.
+        let page = c.st.store.list(group, resource, ns.as_deref(), None, None).await?;
+        seen.extend(page.items.into_iter().map(&present).filter(|o| sel.matches(o)).map(|o| key_of(&o)));
+    }
+    if c.params.send_initial_events && c.params.allow_bookmarks {
+        let mut bookmark = json!({
+            "apiVersion": c.rt.api_version(&c.version), "kind": c.rt.kind,
+            "metadata": {"resourceVersion": from_rv.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}}
+        });
+        if c.rt.view == View::CoreEvents {
+            bookmark["apiVersion"] = "v1".into();
+        }
+        out.push(watch_event("BOOKMARK", bookmark));
+    }
+
+    let live: std::pin::Pin<Box<dyn Stream<Item = Bytes> + Send>> =
+        match c.st.store.watch(group, resource, ns.as_deref(), from_rv).await {
+            Ok(events) => {
+                // Objects that stop matching a selector leave the client's view as DELETED.
+                let stream = events.filter_map(move |ev| {
+                    let line = match ev {
+                        Ok(ev) => {
+                            let obj = present(ev.object);
+                            let key = key_of(&obj);
+                            if !may_see(&obj) {
+                                None
+                            } else if ev.event_type == EventType::Deleted {
+                                seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
+                            } else if sel.matches(&obj) {
+                                let kind = if seen.insert(key) { "ADDED" } else { ev.event_type.as_str() };
+                                let kind = if ev.event_type == EventType::Modified && kind == "ADDED" && sel.is_empty()
+                                {
+                                    "MODIFIED"
+                                } else {
+                                    kind
+                                };
+                                Some(watch_event(kind, render(obj)))
+                            } else {
+                                seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
+                            }
+                        }
+                        Err(StoreError::Gone { compacted }) => Some(gone_event(compacted)),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "watch stream failed");
+                            Some(watch_event("ERROR", ApiError::internal(format!("watch failed: {e}")).status()))
+                        }
+                    };
+                    futures::future::ready(line)
+                });
+                Box::pin(stream)
+            }
+            // Too old: an ERROR event inside a 200 stream makes clients re-list (kube-rs retries
+            // an HTTP 410 forever).
+            Err(StoreError::Gone { compacted }) => {
+                Box::pin(futures::stream::once(async move { gone_event(compacted) }))
+            }
+            Err(e) => return Err(e.into()),
+        };
+    let head = futures::stream::iter(out);
+    let stream = head.chain(live).map(Ok::<_, std::io::Error>);
+    let timeout = c.params.timeout_seconds.unwrap_or(1800).min(3600);
+    let stream = tokio_stream::StreamExt::timeout(stream, Duration::from_secs(timeout.max(1)));
+    // `timeout` yields an error once no item arrives in time; end the stream then instead.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    let stream = futures::StreamExt::take_until(
+        futures::StreamExt::filter_map(stream, |item| futures::future::ready(item.ok())),
+        tokio::time::sleep_until(deadline),
+    );
+    let ct = if as_table { "application/json;as=Table;v=v1;g=meta.k8s.io" } else { "application/json" };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", ct)
+        .header("transfer-encoding", "chunked")
+        .body(Body::from_stream(stream))
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+fn gone_event(compacted: i64) -> Bytes {
+    let status =
+        ApiError::gone(format!("too old resource version: the oldest still available is {}", compacted + 1)).status();
+    watch_event("ERROR", status)
+}
+
+// ---------------------------------------------------------------------------------------
+// Writes
+
+/// What a write does to the stored object.
+enum Change {
+    Create(Value),
+    Replace(Value),
+    Merge(Value),
+    JsonPatch(Value),
+    Apply(Value),
+}
+
+async fn create(c: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
+    if c.status_sub {
+        return Err(ApiError::method_not_allowed("create the object itself, then write its status"));
+    }
+    let mut obj = parse_body(headers, body)?;
+    let name = match obj["metadata"]["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(n) => n.to_string(),
+        None => match obj["metadata"]["generateName"].as_str() {
+            Some(prefix) => {
+                let name = format!("{prefix}{}", &uuid::Uuid::new_v4().simple().to_string()[..5]);
+                obj["metadata"]["name"] = Value::String(name.clone());
+                name
+            }
+            None => return Err(ApiError::bad_request("metadata.name is required (or metadata.generateName)")),
+        },
+    };
+    let (obj, warnings) = write(c, &name, Change::Create(obj)).await?;
+    Ok(c.respond(StatusCode::CREATED, obj, &warnings, headers))
+}
+
+async fn update(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
+    let obj = parse_body(headers, body)?;
+    let (obj, warnings) = write(c, name, Change::Replace(obj)).await?;
+    Ok(c.respond(StatusCode::OK, obj, &warnings, headers))
+}
+
+async fn patch_object(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
+    let ct =
+        headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").split(';').next().unwrap_or("").trim();
+    let change = match ct {
+        "application/merge-patch+json" => Change::Merge(parse_body(headers, body)?),
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            if c.params.field_manager.is_none() {
+                return Err(ApiError::bad_request("server-side apply needs a fieldManager query parameter"));
+            }
+            let mut h = headers.clone();
+            h.insert("content-type", HeaderValue::from_static("application/yaml"));
+            Change::Apply(parse_body(&h, body)?)
+        }
+        "application/json-patch+json" => {
+            let v: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
+            Change::JsonPatch(v)
+        }
+        "application/strategic-merge-patch+json" => {
+            return Err(ApiError::unsupported_media(format!(
+                "strategic merge patch is not supported for {}: use a merge patch (--type merge) or a JSON patch",
+                c.rt.qualified().resource_group()
+            )));
+        }
+        other => {
+            return Err(ApiError::unsupported_media(format!(
+                "unsupported patch type {other:?}: use application/merge-patch+json, application/json-patch+json or application/apply-patch+yaml"
+            )));
+        }
+    };
+    let (obj, warnings) = write(c, name, change).await?;
+    Ok(c.respond(StatusCode::OK, obj, &warnings, headers))
+}
+
+/// The part of an object that is neither metadata nor status: a change to it bumps generation.
+fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        for k in ["metadata", "status", "apiVersion", "kind"] {
+            m.remove(k);
+        }
+    }
+    v
+}
+
+/// Applies `change` with optimistic concurrency: read, compute, admit, store; a concurrent
+/// write makes a patch retry, and an update that named a resourceVersion fail with 409.
+async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
+    let q = c.rt.qualified();
+    let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
+    let sub = c.status_sub.then_some("status");
+    for _ in 0..MAX_RETRIES {
+        let live = c.st.store.get(c.key(name)).await?;
+        let now = now_rfc3339();
+        let (mut new, precondition) = match (&change, &live) {
+            (Change::Create(_), Some(_)) => return Err(ApiError::already_exists(&q, name)),
+            (Change::Create(body), None) => {
+                let mut new = body.clone();
+                patch::record_update(None, &mut new, &manager, &now, sub);
+                (new, None)
+            }
+            (Change::Apply(body), live) => {
+                let new = patch::server_side_apply(live.as_ref(), body, &manager, c.params.force, &now, sub).map_err(
+                    |e| match e {
+                        patch::ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "Conflict", m),
+                        patch::ApplyError::Invalid(m) => ApiError::bad_request(m),
+                    },
+                )?;
+                (new, live.as_ref().and_then(rv_of))
+            }
+            (_, None) => return Err(ApiError::not_found(&q, name)),
+            (Change::Replace(body), Some(live)) => {
+                let mut new = body.clone();
+                let precondition = match rv_of(&new) {
+                    Some(rv) if Some(rv) != rv_of(live) => return Err(ApiError::stale(&q, name)),
+                    Some(rv) => Some(rv),
+                    None => rv_of(live),
+                };
+                patch::record_update(Some(live), &mut new, &manager, &now, sub);
+                (new, precondition)
+            }
+            (Change::Merge(p), Some(live)) => {
+                let mut new = live.clone();
+                patch::merge_patch(&mut new, p);
+                if let Some(rv) = rv_of(p)
+                    && Some(rv) != rv_of(live)
+                {
+                    return Err(ApiError::stale(&q, name));
+                }
+                patch::record_update(Some(live), &mut new, &manager, &now, sub);
+                (new, rv_of(live))
+            }
+            (Change::JsonPatch(p), Some(live)) => {
+                let mut new = live.clone();
+                patch::json_patch(&mut new, p)
+                    .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
+                patch::record_update(Some(live), &mut new, &manager, &now, sub);
+                (new, rv_of(live))
+            }
+        };
+        let warnings = prepare(c, name, &mut new, live.as_ref(), &now)?;
+        if c.params.dry_run {
+            return Ok((new, warnings));
+        }
+        let result = match &live {
+            None => c.st.store.create(c.key(name), new).await,
+            Some(_) => c.st.store.update(c.key(name), new, precondition).await,
+        };
+        match result {
+            Ok(stored) => {
+                // The last finalizer removed from an object being deleted: now it goes.
+                let finalizers_empty = stored["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
+                if !stored["metadata"]["deletionTimestamp"].is_null() && finalizers_empty {
+                    return match c.st.store.delete(c.key(name), rv_of(&stored)).await {
+                        Ok(gone) => Ok((gone, warnings)),
+                        Err(StoreError::Conflict { .. }) => continue,
+                        Err(e) => Err(ApiError::from_store(e, &q, name)),
+                    };
+                }
+                return Ok((stored, warnings));
+            }
+            Err(StoreError::Conflict { .. }) if !matches!(change, Change::Replace(ref b) if rv_of(b).is_some()) => {
+                continue;
+            }
+            Err(StoreError::AlreadyExists) if matches!(change, Change::Apply(_)) => continue,
+            Err(e) => return Err(ApiError::from_store(e, &q, name)),
+        }
+    }
+    Err(ApiError::conflict(&q, name, "too many concurrent writes; try again"))
+}
+
+/// Server-owned metadata, the status subresource split, and admission.
+fn prepare(c: &Ctx<'_>, name: &str, new: &mut Value, live: Option<&Value>, now: &str) -> ApiResult<Vec<String>> {
+    let q = c.rt.qualified();
+    if !new["metadata"].is_object() {
+        new["metadata"] = json!({});
+    }
+    match new["metadata"]["name"].as_str() {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => new["metadata"]["name"] = Value::String(name.to_string()),
+    }
+    let name_ok = if c.rt.group.is_empty() || c.rt.group.ends_with(".k8s.io") {
+        kairon_model::validate::is_dns_subdomain(name)
+    } else {
+        kairon_model::validate::is_dns_label(name)
+    };
+    if !name_ok {
+        let e = kairon_model::validate::FieldError {
+            field: "metadata.name".into(),
+            kind: kairon_model::validate::ErrorType::Invalid,
+            value: Some(format!("{name:?}")),
+            detail: "must be a lowercase DNS label: a-z, 0-9 and '-', starting and ending with a letter or digit"
+                .into(),
+        };
+        return Err(ApiError::invalid(&q, name, &[e]));
+    }
+    if c.rt.namespaced {
+        match new["metadata"]["namespace"].as_str() {
+            Some(ns) if !ns.is_empty() && ns != c.ns => {
+                return Err(ApiError::bad_request(format!(
+                    "the namespace of the object ({ns}) does not match the namespace on the request ({})",
+                    c.ns
+                )));
+            }
+            _ => new["metadata"]["namespace"] = Value::String(c.ns.clone()),
+        }
+    } else if let Some(m) = new["metadata"].as_object_mut() {
+        m.remove("namespace");
+    }
+    if c.rt.view != View::CoreEvents {
+        let want = c.rt.kind;
+        if let Some(k) = new["kind"].as_str()
+            && k != want
+        {
+            return Err(ApiError::bad_request(format!("the body is a {k}, but this endpoint takes {want}")));
+        }
+        if let Some(av) = new["apiVersion"].as_str()
+            && !c.rt.versions.iter().any(|v| c.rt.api_version(v) == av)
+        {
+            return Err(ApiError::bad_request(format!(
+                "apiVersion {av:?} is not served for {want}: use {}",
+                c.rt.api_version(c.rt.storage_version())
+            )));
+        }
+        new["apiVersion"] = Value::String(c.rt.api_version(c.rt.storage_version()));
+        new["kind"] = Value::String(want.to_string());
+    }
+    let meta = new["metadata"].as_object_mut().ok_or_else(|| ApiError::bad_request("metadata must be an object"))?;
+    meta.remove("resourceVersion");
+    meta.remove("selfLink");
+    match live {
+        None => {
+            meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), Value::String(now.to_string()));
+            meta.insert("generation".into(), json!(1));
+            meta.remove("deletionTimestamp");
+            meta.remove("deletionGracePeriodSeconds");
+            if c.rt.status_subresource
+                && let Some(o) = new.as_object_mut()
+            {
+                o.remove("status");
+            }
+        }
+        Some(live) => {
+            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                match live["metadata"].get(k) {
+                    Some(v) => meta.insert(k.into(), v.clone()),
+                    None => meta.remove(k),
+                };
+            }
+            if c.rt.status_subresource {
+                if c.status_sub {
+                    // A status write changes status only.
+                    let status = new.get("status").cloned();
+                    let managed = new["metadata"]["managedFields"].clone();
+                    *new = live.clone();
+                    match status {
+                        Some(s) => new["status"] = s,
+                        None => {
+                            new.as_object_mut().map(|o| o.remove("status"));
+                        }
+                    }
+                    new["metadata"]["managedFields"] = managed;
+                } else {
+                    match live.get("status") {
+                        Some(s) => new["status"] = s.clone(),
+                        None => {
+                            new.as_object_mut().map(|o| o.remove("status"));
+                        }
+                    }
+                }
+            }
+            if !live["metadata"]["deletionTimestamp"].is_null() {
+                let before: HashSet<&str> =
+                    live["metadata"]["finalizers"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+                let added = new["metadata"]["finalizers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .any(|f| !before.contains(f));
+                if added {
+                    return Err(ApiError::forbidden(format!(
+                        "{} \"{name}\" is being deleted: finalizers may be removed, not added",
+                        q.resource_group()
+                    )));
+                }
+            }
+            if spec_part(new) != spec_part(live) {
+                let g = live["metadata"]["generation"].as_i64().unwrap_or(1);
+                new["metadata"]["generation"] = json!(g + 1);
+            }
+        }
+    }
+    let ctx = AdmitCtx { opts: c.st.validation, field_validation: c.params.field_validation };
+    let mut warnings = (c.rt.admit)(new, live, &ctx).map_err(|e| match e {
+        AdmitError::Invalid(errs) => ApiError::invalid(&q, name, &errs),
+        AdmitError::BadRequest(m) => ApiError::bad_request(m),
+    })?;
+    if c.rt.view == View::Namespaces {
+        warnings.clear();
+    }
+    Ok(warnings)
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct DeleteOptions {
+    #[serde(default)]
+    preconditions: Option<Preconditions>,
+    #[serde(default)]
+    dry_run: Vec<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Preconditions {
+    resource_version: Option<String>,
+    uid: Option<String>,
+}
+
+async fn delete(c: &Ctx<'_>, name: &str, body: &Bytes) -> ApiResult<Response> {
+    let q = c.rt.qualified();
+    let opts: DeleteOptions = if body.is_empty() {
+        DeleteOptions::default()
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    let dry_run = c.params.dry_run || opts.dry_run.iter().any(|d| d == "All");
+    for _ in 0..MAX_RETRIES {
+        let live = c.st.store.get(c.key(name)).await?.ok_or_else(|| ApiError::not_found(&q, name))?;
+        if let Some(p) = &opts.preconditions {
+            if p.uid.as_ref().is_some_and(|u| Some(u.as_str()) != live["metadata"]["uid"].as_str()) {
+                return Err(ApiError::conflict(&q, name, "the UID in the precondition does not match the object's"));
+            }
+            if p.resource_version
+                .as_ref()
+                .is_some_and(|v| Some(v.as_str()) != live["metadata"]["resourceVersion"].as_str())
+            {
+                return Err(ApiError::stale(&q, name));
+            }
+        }
+        let has_finalizers = live["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        if has_finalizers {
+            if !live["metadata"]["deletionTimestamp"].is_null() {
+                return Ok((StatusCode::OK, axum::Json(c.present(live))).into_response());
+            }
+            let mut marked = live.clone();
+            marked["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if dry_run {
+                return Ok((StatusCode::OK, axum::Json(c.present(marked))).into_response());
+            }
+            match c.st.store.update(c.key(name), marked, rv_of(&live)).await {
+                Ok(o) => return Ok((StatusCode::OK, axum::Json(c.present(o))).into_response()),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(ApiError::from_store(e, &q, name)),
+            }
+        }
+        if dry_run {
+            return Ok((StatusCode::OK, axum::Json(c.present(live))).into_response());
+        }
+        match c.st.store.delete(c.key(name), rv_of(&live)).await {
+            Ok(o) => return Ok((StatusCode::OK, axum::Json(c.present(o))).into_response()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(ApiError::from_store(e, &q, name)),
+        }
+    }
+    Err(ApiError::conflict(&q, name, "too many concurrent writes; try again"))
+}
+
+async fn delete_collection(c: &Ctx<'_>) -> ApiResult<Response> {
+    let sel = Selection::parse(&c.params)?;
+    let (group, resource) = c.rt.store_key();
+    let ns = (!c.ns.is_empty()).then_some(c.ns.as_str());
+    let page = c.st.store.list(group, resource, ns, None, None).await?;
+    let mut deleted = Vec::new();
+    for obj in page.items.into_iter().filter(|o| visible(c, o)).filter(|o| sel.matches(&c.present(o.clone()))) {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let sub = Ctx {
+            st: c.st,
+            rt: c.rt,
+            version: c.version.clone(),
+            ns: obj["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+            id: c.id,
+            params: Params { dry_run: c.params.dry_run, ..Default::default() },
+            status_sub: false,
+        };
+        match delete(&sub, &name, &Bytes::new()).await {
+            Ok(_) => deleted.push(c.present(obj)),
+            Err(e) if e.code == StatusCode::NOT_FOUND => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(axum::Json(json!({
+        "apiVersion": c.rt.api_version(&c.version), "kind": format!("{}List", c.rt.kind),
+        "metadata": {"resourceVersion": page.resource_version.to_string()}, "items": deleted,
+    }))
+    .into_response())
+}

@@ -1,0 +1,23 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use kairon_db::Store;
+use kairon_model::validate::ValidationOptions;
+
+use crate::auth::TokenKeys;
+use crate::k8s::registry::Registry;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub registry: Arc<Registry>,
+    pub keys: TokenKeys,
+    pub validation: ValidationOptions,
+}
+
+impl AppState {
+    pub fn new(store: Store, keys: TokenKeys, validation: ValidationOptions) -> Self {
+        AppState { store, registry: Arc::new(Registry::new()), keys, validation }
+    }
+}

@@ -1,0 +1,522 @@
+//! Kairon's PostgreSQL resource store: kind-agnostic JSON objects with a
+//! Kubernetes-style resourceVersion and a revision log that feeds watches.
+//!
+//! Every write allocates the next resourceVersion by updating the single
+//! `store_meta` row inside its transaction. That row lock serialises writers
+//! until commit, so commits become visible in rv order and a reader never sees
+//! rv N without every rv below it.
+
+mod watch;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::watch::{Filter, Hub, WatchState};
+
+/// The store's schema, embedded at compile time. Usable as
+/// `#[sqlx::test(migrator = "kairon_db::MIGRATOR")]` from other crates.
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// Channel that every committed write notifies with its rv.
+pub const NOTIFY_CHANNEL: &str = "kairon_revisions";
+
+/// Identifies one stored object. `namespace` is `""` for cluster-scoped kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectRef<'a> {
+    pub group: &'a str,
+    pub resource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventType> {
+        match s {
+            "ADDED" => Some(EventType::Added),
+            "MODIFIED" => Some(EventType::Modified),
+            "DELETED" => Some(EventType::Deleted),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One entry of the revision log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    pub rv: i64,
+    pub group: String,
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+    pub event_type: EventType,
+    pub object: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub items: Vec<Value>,
+    /// `current_rv` of the snapshot the items were read from.
+    pub resource_version: i64,
+    /// `(namespace, name)` of the last item when more items remain.
+    pub continue_after: Option<(String, String)>,
+}
+
+#[derive(thiserror::Error, Debug)]
+pub enum StoreError {
+    #[error("object not found")]
+    NotFound,
+    #[error("object already exists")]
+    AlreadyExists,
+    #[error("resourceVersion precondition failed: current is {current}")]
+    Conflict { current: i64 },
+    #[error("requested resourceVersion is compacted (compacted up to {compacted})")]
+    Gone { compacted: i64 },
+    /// The object handed to a write is not storable (not a JSON object, bad uid).
+    #[error("invalid object: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error(transparent)]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Tuning of the watch machinery; the defaults suit production.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchConfig {
+    /// Live events buffered per watcher before it lags and re-reads from the database.
+    pub broadcast_capacity: usize,
+    /// Recent events kept in memory so new watchers rarely need the database.
+    pub ring_capacity: usize,
+    /// How often the listener checks for writes whose notification was lost.
+    pub poll_interval: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig { broadcast_capacity: 16 * 1024, ring_capacity: 10_000, poll_interval: Duration::from_secs(1) }
+    }
+}
+
+/// Handle to the store. Cheap to clone; all clones share one pool and one
+/// listener task. The listener stops when the last clone (including live
+/// watch streams) is dropped, on [`Store::close`], or when the pool is closed.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    hub: Arc<Hub>,
+    // Dropping the sender (with the last Store) also stops the listener.
+    shutdown: Mutex<Option<oneshot::Sender<()>>>,
+    listener: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+
+impl Store {
+    /// Connects, runs migrations and starts the listener task.
+    pub async fn connect(database_url: &str) -> Result<Store, StoreError> {
+        let pool = PgPoolOptions::new().max_connections(DEFAULT_MAX_CONNECTIONS).connect(database_url).await?;
+        Store::from_pool(pool).await
+    }
+
+    /// Like [`Store::connect`] with an existing pool. The listener keeps one
+    /// of the pool's connections for itself, so the pool needs at least two.
+    pub async fn from_pool(pool: PgPool) -> Result<Store, StoreError> {
+        Store::from_pool_with_config(pool, WatchConfig::default()).await
+    }
+
+    pub async fn from_pool_with_config(pool: PgPool, config: WatchConfig) -> Result<Store, StoreError> {
+        MIGRATOR.run(&pool).await?;
+        // LISTEN before reading the starting rv so no commit slips between them.
+        let listener = watch::listen(&pool).await?;
+        let start_rv = current_rv(&pool).await?;
+        let hub = Arc::new(Hub::new(start_rv, &config));
+        let (shutdown_tx, shutdown_rx) = oneshot::channel();
+        let task = tokio::spawn(watch::run_listener(
+            pool.clone(),
+            Arc::clone(&hub),
+            listener,
+            shutdown_rx,
+            config.poll_interval,
+        ));
+        Ok(Store {
+            inner: Arc::new(Inner {
+                pool,
+                hub,
+                shutdown: Mutex::new(Some(shutdown_tx)),
+                listener: Mutex::new(Some(task)),
+            }),
+        })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Stops the listener (ending every watch stream) and closes the pool.
+    pub async fn close(&self) {
+        let tx = self.inner.shutdown.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+        let task = self.inner.listener.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        self.inner.pool.close().await;
+    }
+
+    pub async fn get(&self, r: ObjectRef<'_>) -> Result<Option<Value>, StoreError> {
+        let object = sqlx::query_scalar(
+            "SELECT object FROM objects \
+             WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4",
+        )
+        .bind(r.group)
+        .bind(r.resource)
+        .bind(r.namespace)
+        .bind(r.name)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(object)
+    }
+
+    /// Lists objects ordered by (namespace, name), starting after `after`.
+    /// `limit` of `None` or `Some(0)` means no limit.
+    pub async fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+    ) -> Result<ListPage, StoreError> {
+        // Every stored name is non-empty, so ("", "") sorts before all rows.
+        let (after_ns, after_name) = after.unwrap_or(("", ""));
+        let limit = limit.filter(|&l| l > 0);
+        // One extra row tells whether more remain.
+        let fetch = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
+
+        let mut tx = self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let resource_version: i64 = sqlx::query_scalar("SELECT current_rv FROM store_meta").fetch_one(&mut *tx).await?;
+        // Row comparison on the full key lets the primary key index seek.
+        let rows: Vec<(String, String, Value)> = match namespace {
+            Some(ns) => {
+                sqlx::query_as(
+                    "SELECT namespace, name, object FROM objects \
+                     WHERE api_group = $1 AND resource = $2 AND namespace = $3 \
+                       AND (api_group, resource, namespace, name) > ($1, $2, $4, $5) \
+                     ORDER BY namespace, name LIMIT $6",
+                )
+                .bind(group)
+                .bind(resource)
+                .bind(ns)
+                .bind(after_ns)
+                .bind(after_name)
+                .bind(fetch)
+                .fetch_all(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query_as(
+                    "SELECT namespace, name, object FROM objects \
+                     WHERE api_group = $1 AND resource = $2 \
+                       AND (api_group, resource, namespace, name) > ($1, $2, $3, $4) \
+                     ORDER BY namespace, name LIMIT $5",
+                )
+                .bind(group)
+                .bind(resource)
+                .bind(after_ns)
+                .bind(after_name)
+                .bind(fetch)
+                .fetch_all(&mut *tx)
+                .await?
+            }
+        };
+        tx.commit().await?;
+
+        let mut rows = rows;
+        let more = limit.is_some_and(|l| rows.len() > l);
+        if let Some(l) = limit {
+            rows.truncate(l);
+        }
+        let continue_after = if more { rows.last().map(|(ns, name, _)| (ns.clone(), name.clone())) } else { None };
+        Ok(ListPage {
+            items: rows.into_iter().map(|(_, _, object)| object).collect(),
+            resource_version,
+            continue_after,
+        })
+    }
+
+    /// Stores a new object. Its uid comes from `metadata.uid` (a new one is
+    /// generated and written back when absent); `metadata.resourceVersion` is
+    /// set to the allocated rv. Returns the stored object.
+    pub async fn create(&self, r: ObjectRef<'_>, mut object: Value) -> Result<Value, StoreError> {
+        let uid = object_uid(&mut object)?;
+        let mut tx = self.pool().begin().await?;
+        let rv = next_rv(&mut tx).await?;
+        set_resource_version(&mut object, rv)?;
+        let inserted = sqlx::query(
+            "WITH ins AS ( \
+                 INSERT INTO objects (api_group, resource, namespace, name, uid, resource_version, object) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT DO NOTHING RETURNING 1 \
+             ), rev AS ( \
+                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+                 SELECT $6, $1, $2, $3, $4, 'ADDED', $7 FROM ins \
+             ) \
+             SELECT pg_notify('kairon_revisions', $6::text) FROM ins",
+        )
+        .bind(r.group)
+        .bind(r.resource)
+        .bind(r.namespace)
+        .bind(r.name)
+        .bind(uid)
+        .bind(rv)
+        .bind(&object)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if inserted.is_none() {
+            // Rolling back also returns the rv, keeping the sequence gap-free.
+            tx.rollback().await?;
+            return Err(StoreError::AlreadyExists);
+        }
+        tx.commit().await?;
+        Ok(object)
+    }
+
+    /// Replaces an existing object. With `precondition_rv`, fails with
+    /// `Conflict` unless the stored rv equals it.
+    pub async fn update(
+        &self,
+        r: ObjectRef<'_>,
+        mut object: Value,
+        precondition_rv: Option<i64>,
+    ) -> Result<Value, StoreError> {
+        // Validate before taking the global lock.
+        set_resource_version(&mut object, 0)?;
+        let mut tx = self.pool().begin().await?;
+        let rv = next_rv(&mut tx).await?;
+        set_resource_version(&mut object, rv)?;
+        // The store_meta lock is held, so no other writer can touch the row
+        // between this conditional update and the diagnosis below.
+        let updated = sqlx::query(
+            "WITH up AS ( \
+                 UPDATE objects SET resource_version = $5, object = $6 \
+                 WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
+                   AND ($7::bigint IS NULL OR resource_version = $7) \
+                 RETURNING 1 \
+             ), rev AS ( \
+                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+                 SELECT $5, $1, $2, $3, $4, 'MODIFIED', $6 FROM up \
+             ) \
+             SELECT pg_notify('kairon_revisions', $5::text) FROM up",
+        )
+        .bind(r.group)
+        .bind(r.resource)
+        .bind(r.namespace)
+        .bind(r.name)
+        .bind(rv)
+        .bind(&object)
+        .bind(precondition_rv)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if updated.is_none() {
+            let err = precondition_failure(&mut tx, r).await?;
+            tx.rollback().await?;
+            return Err(err);
+        }
+        tx.commit().await?;
+        Ok(object)
+    }
+
+    /// Removes an object. The returned object, like the DELETED event's,
+    /// carries the deletion's rv as `metadata.resourceVersion`.
+    pub async fn delete(&self, r: ObjectRef<'_>, precondition_rv: Option<i64>) -> Result<Value, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let rv = next_rv(&mut tx).await?;
+        let deleted: Option<Value> = sqlx::query_scalar(
+            "WITH d AS ( \
+                 DELETE FROM objects \
+                 WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
+                   AND ($6::bigint IS NULL OR resource_version = $6) \
+                 RETURNING object \
+             ), o AS ( \
+                 SELECT jsonb_set(object, '{metadata,resourceVersion}', to_jsonb($5::text)) AS object \
+                 FROM d \
+             ), rev AS ( \
+                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+                 SELECT $5, $1, $2, $3, $4, 'DELETED', object FROM o \
+             ) \
+             SELECT object, pg_notify('kairon_revisions', $5::text) FROM o",
+        )
+        .bind(r.group)
+        .bind(r.resource)
+        .bind(r.namespace)
+        .bind(r.name)
+        .bind(rv)
+        .bind(precondition_rv)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(object) = deleted else {
+            let err = precondition_failure(&mut tx, r).await?;
+            tx.rollback().await?;
+            return Err(err);
+        };
+        tx.commit().await?;
+        Ok(object)
+    }
+
+    /// Latest committed resourceVersion.
+    pub async fn current_rv(&self) -> Result<i64, StoreError> {
+        Ok(current_rv(self.pool()).await?)
+    }
+
+    /// Revisions with rv <= this may have been removed.
+    pub async fn compacted_rv(&self) -> Result<i64, StoreError> {
+        Ok(compacted_rv(self.pool()).await?)
+    }
+
+    /// Drops revisions older than the last `keep_last` rvs and returns the new
+    /// compacted rv. Never moves the compacted rv backwards.
+    pub async fn compact(&self, keep_last: i64) -> Result<i64, StoreError> {
+        // Publish the new bound first in its own short statement so writers
+        // wait on the store_meta lock only briefly, not for the whole delete.
+        let compacted: i64 = sqlx::query_scalar(
+            "UPDATE store_meta \
+             SET compacted_rv = GREATEST(compacted_rv, current_rv - $1) \
+             RETURNING compacted_rv",
+        )
+        .bind(keep_last.max(0))
+        .fetch_one(self.pool())
+        .await?;
+        sqlx::query("DELETE FROM revisions WHERE rv <= $1").bind(compacted).execute(self.pool()).await?;
+        Ok(compacted)
+    }
+
+    /// Distinct non-empty namespaces that hold at least one object.
+    pub async fn namespaces(&self) -> Result<Vec<String>, StoreError> {
+        let namespaces =
+            sqlx::query_scalar("SELECT DISTINCT namespace FROM objects WHERE namespace <> '' ORDER BY namespace")
+                .fetch_all(self.pool())
+                .await?;
+        Ok(namespaces)
+    }
+
+    /// Every event of `group`/`resource` (and `namespace` when given) with
+    /// rv > `from_rv`, in rv order and without gaps, then live events until
+    /// the store shuts down (the stream then ends). Fails with `Gone` when
+    /// `from_rv` is below the compacted rv. A stream item is `Err(Gone)` only
+    /// if a lagging watcher fell behind compaction; the stream ends after it.
+    pub async fn watch(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        from_rv: i64,
+    ) -> Result<impl futures::Stream<Item = Result<WatchEvent, StoreError>> + Send + 'static, StoreError> {
+        let compacted = self.compacted_rv().await?;
+        if from_rv < compacted {
+            return Err(StoreError::Gone { compacted });
+        }
+        let filter =
+            Filter { group: group.to_owned(), resource: resource.to_owned(), namespace: namespace.map(str::to_owned) };
+        let state =
+            WatchState::start(self.clone(), filter, from_rv).ok_or(StoreError::Database(sqlx::Error::PoolClosed))?;
+        Ok(futures::stream::unfold(state, WatchState::next))
+    }
+}
+
+async fn next_rv(tx: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 1 RETURNING current_rv").fetch_one(tx).await
+}
+
+pub(crate) async fn current_rv(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT current_rv FROM store_meta").fetch_one(pool).await
+}
+
+pub(crate) async fn compacted_rv(pool: &PgPool) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT compacted_rv FROM store_meta").fetch_one(pool).await
+}
+
+/// Explains why a conditional update/delete matched no row.
+async fn precondition_failure(tx: &mut sqlx::PgConnection, r: ObjectRef<'_>) -> Result<StoreError, sqlx::Error> {
+    let current: Option<i64> = sqlx::query_scalar(
+        "SELECT resource_version FROM objects \
+         WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4",
+    )
+    .bind(r.group)
+    .bind(r.resource)
+    .bind(r.namespace)
+    .bind(r.name)
+    .fetch_optional(tx)
+    .await?;
+    Ok(match current {
+        Some(current) => StoreError::Conflict { current },
+        None => StoreError::NotFound,
+    })
+}
+
+fn metadata_mut(object: &mut Value) -> Result<&mut serde_json::Map<String, Value>, StoreError> {
+    let map = object.as_object_mut().ok_or_else(|| StoreError::Invalid("object is not a JSON object".into()))?;
+    map.entry("metadata")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| StoreError::Invalid("metadata is not a JSON object".into()))
+}
+
+fn set_resource_version(object: &mut Value, rv: i64) -> Result<(), StoreError> {
+    metadata_mut(object)?.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    Ok(())
+}
+
+fn object_uid(object: &mut Value) -> Result<uuid::Uuid, StoreError> {
+    let meta = metadata_mut(object)?;
+    match meta.get("uid") {
+        Some(Value::String(s)) => {
+            uuid::Uuid::parse_str(s).map_err(|e| StoreError::Invalid(format!("metadata.uid {s:?}: {e}")))
+        }
+        None | Some(Value::Null) => {
+            let uid = uuid::Uuid::new_v4();
+            meta.insert("uid".into(), Value::String(uid.to_string()));
+            Ok(uid)
+        }
+        Some(other) => Err(StoreError::Invalid(format!("metadata.uid must be a string, got {other}"))),
+    }
+}

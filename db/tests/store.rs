@@ -1,0 +1,501 @@
+//! Store tests against a real PostgreSQL (DATABASE_URL; each test gets a fresh database).
+
+use std::pin::pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kairon_db::{EventType, ObjectRef, Store, StoreError, WatchConfig, WatchEvent};
+use serde_json::{Value, json};
+use sqlx::PgPool;
+
+const G: &str = "kairon.io";
+const R: &str = "machines";
+const WAIT: Duration = Duration::from_secs(20);
+
+fn oref<'a>(namespace: &'a str, name: &'a str) -> ObjectRef<'a> {
+    ObjectRef { group: G, resource: R, namespace, name }
+}
+
+fn obj(namespace: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "kairon.io/v1",
+        "kind": "Machine",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uuid::Uuid::new_v4().to_string(),
+        },
+        "spec": spec,
+    })
+}
+
+fn rv_of(object: &Value) -> i64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("resourceVersion is a string")
+        .parse()
+        .expect("resourceVersion is numeric")
+}
+
+async fn next_event<S>(stream: &mut S) -> WatchEvent
+where
+    S: Stream<Item = Result<WatchEvent, StoreError>> + Unpin,
+{
+    tokio::time::timeout(WAIT, stream.next())
+        .await
+        .expect("timed out waiting for a watch event")
+        .expect("watch stream ended")
+        .expect("watch stream error")
+}
+
+async fn assert_quiet<S>(stream: &mut S)
+where
+    S: Stream<Item = Result<WatchEvent, StoreError>> + Unpin,
+{
+    let got = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
+    assert!(got.is_err(), "unexpected event: {got:?}");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn crud_round_trip(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    assert_eq!(store.current_rv().await.unwrap(), 0);
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap(), None);
+
+    let input = obj("ns", "a", json!({"size": 1}));
+    let uid = input["metadata"]["uid"].clone();
+    let created = store.create(oref("ns", "a"), input).await.unwrap();
+    assert_eq!(rv_of(&created), 1);
+    assert_eq!(created["metadata"]["uid"], uid);
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap(), Some(created.clone()));
+
+    let dup = store.create(oref("ns", "a"), obj("ns", "a", json!({}))).await;
+    assert!(matches!(dup, Err(StoreError::AlreadyExists)), "{dup:?}");
+
+    // Same name in another namespace is a different object.
+    let other = store.create(oref("other", "a"), obj("other", "a", json!({}))).await.unwrap();
+    assert_eq!(rv_of(&other), 2);
+
+    let mut changed = created.clone();
+    changed["spec"]["size"] = json!(2);
+    let updated = store.update(oref("ns", "a"), changed.clone(), None).await.unwrap();
+    assert_eq!(rv_of(&updated), 3);
+    assert_eq!(updated["spec"]["size"], 2);
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap(), Some(updated.clone()));
+
+    let stale = store.update(oref("ns", "a"), changed.clone(), Some(1)).await;
+    assert!(matches!(stale, Err(StoreError::Conflict { current: 3 })), "{stale:?}");
+    let updated = store.update(oref("ns", "a"), changed.clone(), Some(3)).await.unwrap();
+    assert_eq!(rv_of(&updated), 4);
+
+    let missing = store.update(oref("ns", "nope"), obj("ns", "nope", json!({})), None).await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+    let missing = store.update(oref("ns", "nope"), obj("ns", "nope", json!({})), Some(1)).await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+
+    let stale = store.delete(oref("ns", "a"), Some(3)).await;
+    assert!(matches!(stale, Err(StoreError::Conflict { current: 4 })), "{stale:?}");
+    let deleted = store.delete(oref("ns", "a"), Some(4)).await.unwrap();
+    assert_eq!(rv_of(&deleted), 5);
+    assert_eq!(deleted["spec"]["size"], 2);
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap(), None);
+    let missing = store.delete(oref("ns", "a"), None).await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+
+    // Failed writes roll back their rv: the sequence stays gap-free.
+    assert_eq!(store.current_rv().await.unwrap(), 5);
+    let revs: Vec<(i64, String)> =
+        sqlx::query_as("SELECT rv, event_type FROM revisions ORDER BY rv").fetch_all(store.pool()).await.unwrap();
+    let expected = [(1, "ADDED"), (2, "ADDED"), (3, "MODIFIED"), (4, "MODIFIED"), (5, "DELETED")];
+    assert_eq!(revs, expected.iter().map(|(rv, t)| (*rv, t.to_string())).collect::<Vec<_>>());
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn create_validates_and_fills_uid(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let bad = store.create(oref("ns", "a"), json!("not an object")).await;
+    assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
+    let bad = store.create(oref("ns", "a"), json!({"metadata": {"uid": "nope"}})).await;
+    assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
+    let bad = store.update(oref("ns", "a"), json!([1]), None).await;
+    assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
+    assert_eq!(store.current_rv().await.unwrap(), 0);
+
+    let created = store.create(oref("ns", "a"), json!({"spec": {}})).await.unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    let stored: uuid::Uuid = sqlx::query_scalar("SELECT uid FROM objects").fetch_one(store.pool()).await.unwrap();
+    assert_eq!(stored.to_string(), uid);
+    assert_eq!(rv_of(&created), 1);
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn list_pagination_and_snapshot_rv(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let names = [("b", "x2"), ("a", "x1"), ("b", "x1"), ("a", "x3"), ("c", "x1"), ("a", "x2")];
+    for (ns, name) in names {
+        store.create(oref(ns, name), obj(ns, name, json!({}))).await.unwrap();
+    }
+    // Another resource and a cluster-scoped one must not leak in.
+    let nodes = ObjectRef { group: G, resource: "nodes", namespace: "", name: "n1" };
+    store.create(nodes, obj("", "n1", json!({}))).await.unwrap();
+    let current = store.current_rv().await.unwrap();
+    assert_eq!(current, 7);
+
+    let key = |v: &Value| {
+        (v["metadata"]["namespace"].as_str().unwrap().to_owned(), v["metadata"]["name"].as_str().unwrap().to_owned())
+    };
+    let all = store.list(G, R, None, None, None).await.unwrap();
+    assert_eq!(all.resource_version, current);
+    assert_eq!(all.continue_after, None);
+    let keys: Vec<_> = all.items.iter().map(key).collect();
+    let mut expected: Vec<_> = names.iter().map(|(ns, n)| (ns.to_string(), n.to_string())).collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+
+    // Page through with limit 4, then 2.
+    for limit in [4usize, 2, 1] {
+        let mut got = Vec::new();
+        let mut after: Option<(String, String)> = None;
+        loop {
+            let page = store
+                .list(G, R, None, after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())), Some(limit))
+                .await
+                .unwrap();
+            assert!(page.items.len() <= limit);
+            assert_eq!(page.resource_version, current);
+            got.extend(page.items.iter().map(key));
+            match page.continue_after {
+                Some(c) => {
+                    assert_eq!(Some(&c), got.last());
+                    after = Some(c);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(got, expected, "limit {limit}");
+    }
+
+    // Exactly `limit` remaining items: no continue token.
+    let page = store.list(G, R, None, Some(("b", "x2")), Some(1)).await.unwrap();
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.continue_after, None);
+
+    let ns_a = store.list(G, R, Some("a"), None, Some(2)).await.unwrap();
+    assert_eq!(
+        ns_a.items.iter().map(key).collect::<Vec<_>>(),
+        vec![("a".into(), "x1".into()), ("a".into(), "x2".into())]
+    );
+    assert_eq!(ns_a.continue_after, Some(("a".into(), "x2".into())));
+    let ns_a = store.list(G, R, Some("a"), Some(("a", "x2")), Some(2)).await.unwrap();
+    assert_eq!(ns_a.items.iter().map(key).collect::<Vec<_>>(), vec![("a".into(), "x3".into())]);
+    assert_eq!(ns_a.continue_after, None);
+
+    let cluster = store.list(G, "nodes", None, None, Some(0)).await.unwrap();
+    assert_eq!(cluster.items.len(), 1);
+
+    // The list rv reflects exactly the writes it contains.
+    store.delete(oref("a", "x1"), None).await.unwrap();
+    let after_delete = store.list(G, R, None, None, None).await.unwrap();
+    assert_eq!(after_delete.resource_version, 8);
+    assert_eq!(after_delete.items.len(), 5);
+
+    assert_eq!(store.namespaces().await.unwrap(), vec!["a", "b", "c"]);
+}
+
+/// Checks a list snapshot while writers run: every item's rv must be <= the
+/// page rv, and the number of items must match what was committed by then.
+#[sqlx::test(migrations = "./migrations")]
+async fn list_snapshot_under_concurrent_writes(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let name = format!("o{i:03}");
+                store.create(oref("ns", &name), obj("ns", &name, json!({}))).await.unwrap();
+            }
+        })
+    };
+    for _ in 0..30 {
+        let page = store.list(G, R, None, None, None).await.unwrap();
+        // Only creates happen, so rv N means exactly N objects.
+        assert_eq!(page.items.len() as i64, page.resource_version);
+        assert!(page.items.iter().all(|o| rv_of(o) <= page.resource_version));
+        tokio::task::yield_now().await;
+    }
+    writer.await.unwrap();
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_replays_then_streams_live(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let a = store.create(oref("ns", "a"), obj("ns", "a", json!({}))).await.unwrap();
+    let nodes = ObjectRef { group: G, resource: "nodes", namespace: "", name: "n1" };
+    store.create(nodes, obj("", "n1", json!({}))).await.unwrap(); // rv 2, other resource
+    store.create(oref("ns2", "b"), obj("ns2", "b", json!({}))).await.unwrap(); // rv 3
+    store.update(oref("ns", "a"), a.clone(), None).await.unwrap(); // rv 4
+
+    // From rv 1: replay 3 and 4, skipping the other resource.
+    let mut w = pin!(store.watch(G, R, None, 1).await.unwrap());
+    let mut ns_w = pin!(store.watch(G, R, Some("ns"), 0).await.unwrap());
+    let ev = next_event(&mut w).await;
+    assert_eq!((ev.rv, ev.event_type, ev.name.as_str()), (3, EventType::Added, "b"));
+    assert_eq!(rv_of(&ev.object), 3);
+    let ev = next_event(&mut w).await;
+    assert_eq!((ev.rv, ev.event_type, ev.name.as_str()), (4, EventType::Modified, "a"));
+
+    let ev = next_event(&mut ns_w).await;
+    assert_eq!((ev.rv, ev.event_type), (1, EventType::Added));
+    let ev = next_event(&mut ns_w).await;
+    assert_eq!((ev.rv, ev.event_type), (4, EventType::Modified));
+
+    // Live events.
+    store.create(oref("ns", "c"), obj("ns", "c", json!({}))).await.unwrap(); // 5
+    store.create(oref("ns2", "d"), obj("ns2", "d", json!({}))).await.unwrap(); // 6
+    let deleted = store.delete(oref("ns", "a"), None).await.unwrap(); // 7
+    for (rv, t, name) in [(5, EventType::Added, "c"), (6, EventType::Added, "d"), (7, EventType::Deleted, "a")] {
+        let ev = next_event(&mut w).await;
+        assert_eq!((ev.rv, ev.event_type, ev.name.as_str()), (rv, t, name));
+        assert_eq!(rv_of(&ev.object), rv);
+    }
+    let ev = next_event(&mut ns_w).await;
+    assert_eq!(ev.rv, 5);
+    let ev = next_event(&mut ns_w).await;
+    assert_eq!((ev.rv, ev.event_type), (7, EventType::Deleted));
+    assert_eq!(ev.object, deleted);
+    assert_eq!(ev.namespace, "ns");
+    assert_eq!(ev.group, G);
+    assert_eq!(ev.resource, R);
+    assert_quiet(&mut w).await;
+    assert_quiet(&mut ns_w).await;
+    assert_eq!(serde_json::to_value(EventType::Deleted).unwrap(), json!("DELETED"));
+    assert_eq!(EventType::Modified.as_str(), "MODIFIED");
+}
+
+/// With a tiny ring, replay has to stitch database history and ring events.
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_replay_stitches_database_and_ring(pool: PgPool) {
+    let config = WatchConfig { ring_capacity: 3, broadcast_capacity: 4, ..WatchConfig::default() };
+    let store = Store::from_pool_with_config(pool, config).await.unwrap();
+    for i in 0..1200 {
+        let name = format!("o{i}");
+        store.create(oref("ns", &name), obj("ns", &name, json!({}))).await.unwrap();
+    }
+    // Let the listener fill the ring with the newest events.
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let mut w = pin!(store.watch(G, R, None, 1199).await.unwrap());
+            if tokio::time::timeout(Duration::from_millis(50), w.next()).await.is_ok() {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    for from in [0, 5, 1196, 1197, 1200] {
+        let mut w = pin!(store.watch(G, R, None, from).await.unwrap());
+        for rv in from + 1..=1200 {
+            assert_eq!(next_event(&mut w).await.rv, rv, "from {from}");
+        }
+        assert_quiet(&mut w).await;
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_from_future_rv_waits(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let mut w = pin!(store.watch(G, R, None, 2).await.unwrap());
+    for name in ["a", "b", "c"] {
+        store.create(oref("ns", name), obj("ns", name, json!({}))).await.unwrap();
+    }
+    let ev = next_event(&mut w).await;
+    assert_eq!((ev.rv, ev.name.as_str()), (3, "c"));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_below_compacted_is_gone(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    for i in 0..5 {
+        let name = format!("o{i}");
+        store.create(oref("ns", &name), obj("ns", &name, json!({}))).await.unwrap();
+    }
+    assert_eq!(store.compact(2).await.unwrap(), 3);
+    assert_eq!(store.compacted_rv().await.unwrap(), 3);
+    // Compaction never moves backwards.
+    assert_eq!(store.compact(100).await.unwrap(), 3);
+    let left: Vec<i64> =
+        sqlx::query_scalar("SELECT rv FROM revisions ORDER BY rv").fetch_all(store.pool()).await.unwrap();
+    assert_eq!(left, vec![4, 5]);
+
+    for from in [0, 2] {
+        match store.watch(G, R, None, from).await {
+            Err(StoreError::Gone { compacted: 3 }) => {}
+            Err(e) => panic!("from {from}: unexpected error {e:?}"),
+            Ok(_) => panic!("from {from}: expected Gone"),
+        }
+    }
+
+    // A fresh store has an empty ring, so this replay reads the database.
+    let fresh = Store::from_pool(store.pool().clone()).await.unwrap();
+    let mut w = pin!(fresh.watch(G, R, None, 3).await.unwrap());
+    assert_eq!(next_event(&mut w).await.rv, 4);
+    assert_eq!(next_event(&mut w).await.rv, 5);
+    store.create(oref("ns", "live"), obj("ns", "live", json!({}))).await.unwrap();
+    assert_eq!(next_event(&mut w).await.rv, 6);
+}
+
+/// Writes that never notify (as if the notification were lost) still reach
+/// watchers through the periodic poll.
+#[sqlx::test(migrations = "./migrations")]
+async fn lost_notification_is_recovered_by_poll(pool: PgPool) {
+    let config = WatchConfig { poll_interval: Duration::from_millis(200), ..WatchConfig::default() };
+    let store = Store::from_pool_with_config(pool, config).await.unwrap();
+    let mut w = pin!(store.watch(G, R, None, 0).await.unwrap());
+    let mut tx = store.pool().begin().await.unwrap();
+    let rv: i64 = sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 1 RETURNING current_rv")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+         VALUES ($1, $2, $3, 'ns', 'silent', 'ADDED', '{}'::jsonb)",
+    )
+    .bind(rv)
+    .bind(G)
+    .bind(R)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let ev = next_event(&mut w).await;
+    assert_eq!((ev.rv, ev.name.as_str()), (1, "silent"));
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn close_ends_watch_streams(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let mut w = pin!(store.watch(G, R, None, 0).await.unwrap());
+    store.close().await;
+    let end = tokio::time::timeout(WAIT, w.next()).await.unwrap();
+    assert!(end.is_none(), "{end:?}");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn concurrent_updates_with_same_precondition(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let created = store.create(oref("ns", "a"), obj("ns", "a", json!({}))).await.unwrap();
+    let mut rv = rv_of(&created);
+    for round in 0..20 {
+        let tasks: Vec<_> = (0..2)
+            .map(|i| {
+                let store = store.clone();
+                let mut object = created.clone();
+                object["spec"] = json!({"writer": i, "round": round});
+                tokio::spawn(async move { store.update(oref("ns", "a"), object, Some(rv)).await })
+            })
+            .collect();
+        let mut won = Vec::new();
+        let mut conflicts = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(v) => won.push(rv_of(&v)),
+                Err(StoreError::Conflict { current }) => {
+                    conflicts += 1;
+                    assert_eq!(current, rv + 1);
+                }
+                Err(e) => panic!("unexpected error {e:?}"),
+            }
+        }
+        assert_eq!((won.len(), conflicts), (1, 1), "round {round}");
+        rv = won[0];
+    }
+    assert_eq!(store.current_rv().await.unwrap(), 21);
+}
+
+async fn ordering_under_concurrency(store: Store) {
+    const WRITERS: usize = 8;
+    const OPS: usize = 100;
+    const WATCHERS: usize = 20;
+    let total = (WRITERS * OPS) as i64;
+
+    let mut watchers = Vec::new();
+    for _ in 0..WATCHERS {
+        let stream = store.watch(G, R, None, 0).await.unwrap();
+        watchers.push(tokio::spawn(async move {
+            let mut stream = pin!(stream);
+            let mut rvs = Vec::with_capacity(total as usize);
+            while (rvs.len() as i64) < total {
+                rvs.push(next_event(&mut stream).await.rv);
+            }
+            rvs
+        }));
+    }
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                // Alternate creating a new object and updating it.
+                for op in 0..OPS {
+                    let name = format!("w{w}-{}", op / 2);
+                    let object = obj("ns", &name, json!({"op": op}));
+                    if op % 2 == 0 {
+                        store.create(oref("ns", &name), object).await.unwrap();
+                    } else {
+                        store.update(oref("ns", &name), object, None).await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert_eq!(store.current_rv().await.unwrap(), total);
+
+    let expected: Vec<i64> = (1..=total).collect();
+    for w in watchers {
+        assert_eq!(w.await.unwrap(), expected);
+    }
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_ordering_under_concurrency(pool: PgPool) {
+    ordering_under_concurrency(Store::from_pool(pool).await.unwrap()).await;
+}
+
+/// Same, with buffers small enough that watchers lag and must catch up from
+/// the ring and the database.
+#[sqlx::test(migrations = "./migrations")]
+async fn watch_ordering_with_lagging_watchers(pool: PgPool) {
+    let config = WatchConfig { broadcast_capacity: 2, ring_capacity: 5, ..WatchConfig::default() };
+    ordering_under_concurrency(Store::from_pool_with_config(pool, config).await.unwrap()).await;
+}
+
+/// Multi-threaded variant: writers, listener and watchers run in parallel.
+#[test]
+fn watch_ordering_multi_thread() {
+    let Ok(url) = std::env::var("DATABASE_URL") else {
+        eprintln!("DATABASE_URL not set; skipping");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    rt.block_on(async move {
+        // A private database so the fixed rv expectations hold.
+        let admin = PgPool::connect(&url).await.unwrap();
+        let db = format!("kairon_db_mt_{}", uuid::Uuid::new_v4().simple());
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}"))).execute(&admin).await.unwrap();
+        let mut opts: sqlx::postgres::PgConnectOptions = url.parse().unwrap();
+        opts = opts.database(&db);
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(10).connect_with(opts).await.unwrap();
+        let store = Store::from_pool_with_config(
+            pool,
+            WatchConfig { broadcast_capacity: 8, ring_capacity: 16, ..WatchConfig::default() },
+        )
+        .await
+        .unwrap();
+        ordering_under_concurrency(store.clone()).await;
+        store.close().await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}"))).execute(&admin).await.unwrap();
+    });
+}

@@ -1,0 +1,64 @@
+//! TLS for the embedded API: a CA kept in the data dir (so kubeconfigs stay valid across
+//! restarts) and a server certificate issued at each start for the addresses served.
+//!
+//! The API serves TLS even on loopback: kubectl (client-go) never sends a bearer token over
+//! plain HTTP, and every route needs one.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+
+pub struct TlsFiles {
+    pub ca_pem: String,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+fn ca_params() -> Result<CertificateParams> {
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "kairon-ca");
+    dn.push(DnType::OrganizationName, "Kairon");
+    p.distinguished_name = dn;
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    p.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    p.not_after = rcgen::date_time_ymd(2045, 1, 1);
+    Ok(p)
+}
+
+/// Makes sure the data dir holds a CA and a certificate for `addr` (plus localhost).
+pub fn prepare(data_dir: &Path, addr: SocketAddr) -> Result<TlsFiles> {
+    let dir = data_dir.join("tls");
+    std::fs::create_dir_all(&dir)?;
+    let (ca_crt, ca_key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    if !ca_crt.exists() || !ca_key.exists() {
+        let key = KeyPair::generate()?;
+        let cert = ca_params()?.self_signed(&key)?;
+        crate::up::write_private(&ca_key, key.serialize_pem().as_bytes())?;
+        std::fs::write(&ca_crt, cert.pem())?;
+    }
+    let ca_pem = std::fs::read_to_string(&ca_crt).context("reading the CA certificate")?;
+    let ca_key = KeyPair::from_pem(&std::fs::read_to_string(&ca_key)?).context("reading the CA key")?;
+    let issuer = Issuer::new(ca_params()?, ca_key);
+
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
+        names.push(addr.ip().to_string());
+    }
+    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+        names.push(h.trim().to_string());
+    }
+    let mut params = CertificateParams::new(names)?;
+    params.distinguished_name.push(DnType::CommonName, "kairon-api");
+    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2045, 1, 1);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, &issuer)?;
+    let (cert_path, key_path) = (dir.join("server.crt"), dir.join("server.key"));
+    std::fs::write(&cert_path, cert.pem())?;
+    crate::up::write_private(&key_path, key.serialize_pem().as_bytes())?;
+    Ok(TlsFiles { ca_pem, cert: cert_path, key: key_path })
+}

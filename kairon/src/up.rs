@@ -1,0 +1,180 @@
+//! `kairon up`: the embedded mode.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use kairon_api::AppState;
+use kairon_api::auth::{Role, TokenKeys};
+use kairon_db::Store;
+use kairon_model::validate::ValidationOptions;
+
+use crate::postgres::PrivatePostgres;
+
+#[derive(clap::Args)]
+pub struct UpArgs {
+    /// Where Kairon keeps its state (database, keys, kubeconfig).
+    #[arg(long, env = "KAIRON_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to serve on; port 0 picks a free one.
+    #[arg(long, env = "KAIRON_LISTEN", default_value = "127.0.0.1:7443")]
+    listen: SocketAddr,
+    /// This machine's node name.
+    #[arg(long, env = "KAIRON_NODE_NAME", default_value = "local")]
+    node_name: String,
+    /// Use this PostgreSQL instead of a private one.
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: Option<String>,
+    /// How often old revisions are compacted away.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    compact_interval: Duration,
+    /// How many recent revisions compaction keeps (watches may resume within them).
+    #[arg(long, default_value_t = 100_000)]
+    compact_keep: i64,
+    /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
+    #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
+    test_min_idle_timeout_seconds: i64,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    kairon_model::duration::parse_seconds(s).map(|s| Duration::from_secs(s as u64))
+}
+
+pub fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(d).join("kairon");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/state/kairon"),
+        None => PathBuf::from("/var/lib/kairon"),
+    }
+}
+
+/// The HS256 secret that signs tokens, created on first use (mode 600).
+pub fn signing_secret(data_dir: &Path, create: bool) -> Result<Vec<u8>> {
+    let path = data_dir.join("token-secret");
+    match std::fs::read(&path) {
+        Ok(s) => Ok(s),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            let secret = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+            write_private(&path, secret.as_bytes())?;
+            Ok(secret.into_bytes())
+        }
+        Err(e) => Err(e).with_context(|| {
+            format!("reading {} (start `kairon up --data-dir {}` first)", path.display(), data_dir.display())
+        }),
+    }
+}
+
+pub fn write_private(path: &Path, data: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    f.write_all(data)?;
+    Ok(())
+}
+
+fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kairon\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: kairon-admin\n  user:\n    token: {token}\ncontexts:\n- name: kairon\n  context:\n    cluster: kairon\n    user: kairon-admin\n    namespace: default\ncurrent-context: kairon\n"
+    )
+}
+
+pub async fn run(args: UpArgs) -> Result<()> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    let data_dir = data_dir.canonicalize()?;
+
+    let private = match &args.database_url {
+        Some(_) => None,
+        None => Some(tokio::task::block_in_place(|| PrivatePostgres::start(&data_dir))?),
+    };
+    let url = args.database_url.clone().or_else(|| private.as_ref().map(|p| p.url.clone())).unwrap_or_default();
+    let result = serve(&args, &data_dir, &url).await;
+    if let Some(pg) = private {
+        tokio::task::block_in_place(|| pg.stop());
+    }
+    result
+}
+
+async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
+    let store = Store::connect(url).await.context("connecting to PostgreSQL")?;
+    let keys = TokenKeys::from_secret(&signing_secret(data_dir, true)?)?;
+    let validation = ValidationOptions { min_idle_timeout_seconds: args.test_min_idle_timeout_seconds };
+    let state = AppState::new(store.clone(), keys.clone(), validation);
+
+    let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let tls = crate::tls::prepare(data_dir, addr)?;
+    let host = if addr.ip().is_unspecified() || addr.ip().is_loopback() {
+        "127.0.0.1".to_string()
+    } else {
+        addr.ip().to_string()
+    };
+    let server_url = format!("https://{host}:{}", addr.port());
+    let token = keys.mint("admin", Role::Admin, vec!["*".into()], 365 * 86400)?;
+    let kubeconfig_path = data_dir.join("kubeconfig");
+    write_private(&kubeconfig_path, kubeconfig(&server_url, &tls.ca_pem, &token).as_bytes())?;
+
+    let compactor = {
+        let store = store.clone();
+        let (every, keep) = (args.compact_interval, args.compact_keep);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = store.compact(keep).await {
+                    tracing::warn!(error = %e, "compaction failed");
+                }
+            }
+        })
+    };
+
+    println!("Kairon is up at {server_url}");
+    println!("  node:        {}", args.node_name);
+    println!("  data dir:    {}", data_dir.display());
+    println!("  kubeconfig:  {}   (export KUBECONFIG={0})", kubeconfig_path.display());
+    println!("  CA:          {}", data_dir.join("tls/ca.crt").display());
+    println!("  admin token: {token}");
+    println!("Press Ctrl-C to stop.");
+
+    let app = kairon_api::router(state);
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
+    let handle = axum_server::Handle::new();
+    // Closing the store ends open watch streams, so graceful shutdown does not wait on them.
+    let closing = store.clone();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        closing.close().await;
+        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()).await?;
+    compactor.abort();
+    eprintln!("Kairon stopped.");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return ctrl_c.await.unwrap_or(()),
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term.recv() => {},
+    }
+}
