@@ -1,1 +1,227 @@
+//! The end-to-end harness: starts `kairon up` as a user would (its own data dir, a fresh
+//! database on the test PostgreSQL, a free port) and hands out kube-rs clients and kubectl.
 
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+/// PostgreSQL for tests; every Kairon instance gets its own database on it.
+pub fn database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// The `kairon` binary built alongside the tests (or `KAIRON_BIN`).
+pub fn kairon_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("KAIRON_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/kairon
+    exe.parent().and_then(Path::parent).map(|d| d.join("kairon")).expect("target dir")
+}
+
+fn psql(db_url: &str, sql: &str) -> Result<()> {
+    let out = Command::new("psql").arg(db_url).args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql]).output()?;
+    if !out.status.success() {
+        bail!("psql {sql:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = url.split_once('?').map(|(b, q)| (b, Some(q))).unwrap_or((url, None));
+    let base = base.rsplit_once('/').map(|(b, _)| b).unwrap_or(base);
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+/// A running `kairon up`.
+pub struct Kairon {
+    child: Option<Child>,
+    pub url: String,
+    pub data_dir: tempfile::TempDir,
+    pub kubeconfig: PathBuf,
+    pub admin_token: String,
+    database: Option<String>,
+    pub log: PathBuf,
+}
+
+impl Kairon {
+    /// `kairon up` on a fresh database with the given extra flags.
+    pub fn start_with(extra: &[&str]) -> Result<Kairon> {
+        ensure_crypto();
+        let db = format!("kairon_e2e_{}", uuid::Uuid::new_v4().simple());
+        psql(&database_url(), &format!("CREATE DATABASE {db}"))?;
+        let url = with_database(&database_url(), &db);
+        let mut k = Self::spawn(extra, Some(url))?;
+        k.database = Some(db);
+        Ok(k)
+    }
+
+    pub fn start() -> Result<Kairon> {
+        Self::start_with(&[])
+    }
+
+    /// `kairon up` with no DATABASE_URL: it runs its own private PostgreSQL.
+    pub fn start_private() -> Result<Kairon> {
+        ensure_crypto();
+        Self::spawn(&[], None)
+    }
+
+    fn spawn(extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
+        let data_dir = tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?;
+        let log = data_dir.path().join("kairon.log");
+        let mut cmd = Command::new(kairon_bin());
+        cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir.path())
+            .args(extra)
+            .env_remove("DATABASE_URL")
+            .env("KAIRON_LOG", "info,sqlx=warn")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log)?);
+        if let Some(u) = &database_url {
+            cmd.env("DATABASE_URL", u);
+        }
+        let mut child = cmd.spawn().with_context(|| format!("starting {}", kairon_bin().display()))?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut url = None;
+            let mut token = None;
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(u) = line.strip_prefix("Kairon is up at ") {
+                    url = Some(u.trim().to_string());
+                }
+                if let Some(t) = line.trim().strip_prefix("admin token: ") {
+                    token = Some(t.trim().to_string());
+                }
+                if let (Some(u), Some(t)) = (&url, &token) {
+                    let _ = tx.send((u.clone(), t.clone()));
+                    url = None;
+                }
+            }
+        });
+        let (url, admin_token) = match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(v) => v,
+            Err(_) => {
+                let _ = child.kill();
+                bail!("kairon up did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+            }
+        };
+        let kubeconfig = data_dir.path().join("kubeconfig");
+        Ok(Kairon { child: Some(child), url, data_dir, kubeconfig, admin_token, database: None, log })
+    }
+
+    /// A kube-rs client from the kubeconfig `kairon up` wrote.
+    pub async fn client(&self) -> Result<kube::Client> {
+        self.client_with_token(None).await
+    }
+
+    /// The same, authenticated with another token.
+    pub async fn client_with_token(&self, token: Option<&str>) -> Result<kube::Client> {
+        let mut kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        if let Some(t) = token {
+            for user in &mut kc.auth_infos {
+                if let Some(auth) = user.auth_info.as_mut() {
+                    auth.token = Some(t.to_string().into());
+                }
+            }
+        }
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+        Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// Runs kubectl against this instance.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl must be installed (the README's test command installs it)")
+    }
+
+    /// kubectl that must succeed; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// kubectl with a manifest on stdin.
+    pub fn kubectl_stdin(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new("kubectl")
+            .env("KUBECONFIG", &self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write manifest");
+        child.wait_with_output().expect("kubectl output")
+    }
+
+    /// `kairon token` for this instance.
+    pub fn token(&self, sub: &str, role: &str, namespaces: &[&str]) -> Result<String> {
+        let mut cmd = Command::new(kairon_bin());
+        cmd.args(["token", "--data-dir"]).arg(self.data_dir.path()).args(["--sub", sub, "--role", role]);
+        if !namespaces.is_empty() {
+            cmd.args(["--namespaces", &namespaces.join(",")]);
+        }
+        let out = cmd.output()?;
+        if !out.status.success() {
+            bail!("kairon token: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    }
+
+    /// Stops the server with SIGTERM (as Ctrl-C would) and waits for it.
+    pub fn stop(&mut self) -> Result<std::process::ExitStatus> {
+        let Some(mut child) = self.child.take() else { bail!("already stopped") };
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status()?;
+        for _ in 0..300 {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        child.kill()?;
+        bail!("kairon up did not stop within 30 s of SIGTERM")
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Kairon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            let _ = self.stop();
+        }
+        if let Some(db) = &self.database {
+            let _ = psql(&database_url(), &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
+        }
+    }
+}
+
+/// kube-rs and rustls need one process-wide crypto provider.
+pub fn ensure_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The YAML documents of the product specs (`../shared/spec/*.md`), as the user reads them.
+pub fn spec_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/spec")
+}

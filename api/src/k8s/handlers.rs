@@ -396,16 +396,12 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                             let key = key_of(&obj);
                             if !may_see(&obj) {
                                 None
+                            } else if sel.is_empty() {
+                                Some(watch_event(ev.event_type.as_str(), render(obj)))
                             } else if ev.event_type == EventType::Deleted {
                                 seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
                             } else if sel.matches(&obj) {
-                                let kind = if seen.insert(key) { "ADDED" } else { ev.event_type.as_str() };
-                                let kind = if ev.event_type == EventType::Modified && kind == "ADDED" && sel.is_empty()
-                                {
-                                    "MODIFIED"
-                                } else {
-                                    kind
-                                };
+                                let kind = if seen.insert(key) { "ADDED" } else { "MODIFIED" };
                                 Some(watch_event(kind, render(obj)))
                             } else {
                                 seen.remove(&key).then(|| watch_event("DELETED", render(obj)))

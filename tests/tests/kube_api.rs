@@ -1,0 +1,347 @@
+//! kube-rs against `kairon up`: the Kubernetes wire protocol the controllers rely on.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+use kairon_e2e::Kairon;
+use kairon_model::{Machine, MachineSpec};
+
+fn machine(name: &str) -> Machine {
+    serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}, "resources": {"cpu": "1", "memory": "512Mi"}}
+    }))
+    .unwrap()
+}
+
+fn api_error(e: kube::Error) -> (u16, String, String) {
+    match e {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_get_list_patch_delete() {
+    let k = Kairon::start().unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
+
+    let created = api.create(&PostParams::default(), &machine("agent-1")).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(created.metadata.uid.is_some());
+    let lifecycle_default = created.spec.lifecycle.is_none();
+    assert!(lifecycle_default, "a Machine without spec.lifecycle stays without it");
+
+    let got = api.get("agent-1").await.unwrap();
+    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+
+    api.create(&PostParams::default(), &machine("agent-2")).await.unwrap();
+    let names: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|m| m.metadata.name).collect();
+    assert_eq!(names, ["agent-1", "agent-2"]);
+
+    // A merge patch that turns on the lifecycle gets its defaults filled in.
+    let patched = api
+        .patch(
+            "agent-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"lifecycle": {"idleTimeoutSeconds": 600}}})),
+        )
+        .await
+        .unwrap();
+    let l = patched.spec.lifecycle.clone().unwrap();
+    assert_eq!((l.idle_timeout_seconds, l.idle_cpu_millicores, l.wake_timeout_seconds), (Some(600), 50, 60));
+    assert_eq!(patched.metadata.generation, Some(2), "a spec change bumps generation");
+
+    // A status write does not touch spec, and does not bump generation.
+    let status = api
+        .patch_status(
+            "agent-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}, "spec": {"ttlSeconds": 5}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(status.spec.ttl_seconds, None);
+    assert_eq!(status.metadata.generation, Some(2));
+    assert_eq!(serde_json::to_value(&status.status).unwrap()["phase"], "Running");
+
+    // Label selectors.
+    api.patch(
+        "agent-2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}}})),
+    )
+    .await
+    .unwrap();
+    let sandboxes = api.list(&ListParams::default().labels("kairon.zyvor.dev/sandbox=true")).await.unwrap();
+    assert_eq!(sandboxes.items.len(), 1);
+    let by_field = api.list(&ListParams::default().fields("metadata.name=agent-1")).await.unwrap();
+    assert_eq!(by_field.items.len(), 1);
+
+    api.delete("agent-1", &DeleteParams::default()).await.unwrap();
+    let (code, reason, msg) = api_error(api.get("agent-1").await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (404, "NotFound"));
+    assert_eq!(msg, "machines.kairon.zyvor.dev \"agent-1\" not found");
+
+    // Both served versions read the same object.
+    let v1alpha1 = kube::api::ApiResource {
+        group: "kairon.zyvor.dev".into(),
+        version: "v1alpha1".into(),
+        api_version: "kairon.zyvor.dev/v1alpha1".into(),
+        kind: "Machine".into(),
+        plural: "machines".into(),
+    };
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(k.client().await.unwrap(), "agents", &v1alpha1);
+    let old = dynamic.get("agent-2").await.unwrap();
+    assert_eq!(old.types.unwrap().api_version, "kairon.zyvor.dev/v1alpha1");
+}
+
+#[tokio::test]
+async fn stale_update_conflicts_and_racing_writers_have_one_winner() {
+    let k = Kairon::start().unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let m = api.create(&PostParams::default(), &machine("race")).await.unwrap();
+
+    let mut first = m.clone();
+    first.spec.ttl_seconds = Some(100);
+    api.replace("race", &PostParams::default(), &first).await.unwrap();
+    // The same stale copy again: its resourceVersion is gone.
+    let mut stale = m.clone();
+    stale.spec.ttl_seconds = Some(200);
+    let (code, reason, msg) = api_error(api.replace("race", &PostParams::default(), &stale).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert!(msg.contains("the object has been modified"), "{msg}");
+
+    // Many rounds of two writers from the same version: exactly one wins each time.
+    for round in 0..10 {
+        let base = api.get("race").await.unwrap();
+        let (mut a, mut b) = (base.clone(), base.clone());
+        a.spec.ttl_seconds = Some(1000 + round);
+        b.spec.ttl_seconds = Some(2000 + round);
+        let pp = PostParams::default();
+        let (ra, rb) = tokio::join!(api.replace("race", &pp, &a), api.replace("race", &pp, &b));
+        let wins = [ra.is_ok(), rb.is_ok()].iter().filter(|w| **w).count();
+        assert_eq!(wins, 1, "round {round}: exactly one writer wins");
+        let loser = if ra.is_ok() { rb.unwrap_err() } else { ra.unwrap_err() };
+        assert_eq!(api_error(loser).0, 409);
+    }
+}
+
+#[tokio::test]
+async fn invalid_objects_are_refused_with_the_field_named_and_nothing_stored() {
+    let k = Kairon::start().unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let raw: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client, "default", &kube::api::ApiResource::erase::<Machine>(&()));
+    let cases = [
+        (
+            json!({"idleTimeoutSeconds": 30}),
+            None,
+            "spec.lifecycle.idleTimeoutSeconds",
+            "must be greater than or equal to 60",
+        ),
+        (json!({"idleTimeoutSeconds": 600, "idleAction": "Sleep"}), None, "spec.lifecycle.idleAction", "Sleep"),
+        (
+            json!(null),
+            Some(json!({"sandbox": {}, "deviceClaims": [{"name": "gpu", "resourceName": "nvidia.com/gpu"}]})),
+            "spec.deviceClaims",
+            "PCI passthrough",
+        ),
+    ];
+    for (i, (lifecycle, extra, field, words)) in cases.into_iter().enumerate() {
+        let name = format!("bad-{i}");
+        let mut obj = json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": name},
+            "spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}}
+        });
+        if !lifecycle.is_null() {
+            obj["spec"]["lifecycle"] = lifecycle;
+        }
+        if let Some(extra) = extra {
+            for (k, v) in extra.as_object().unwrap() {
+                obj["spec"][k] = v.clone();
+            }
+        }
+        let dynobj: kube::api::DynamicObject = serde_json::from_value(obj).unwrap();
+        let (code, reason, msg) = api_error(raw.create(&PostParams::default(), &dynobj).await.unwrap_err());
+        assert_eq!((code, reason.as_str()), (422, "Invalid"), "{msg}");
+        assert!(msg.contains(field) && msg.contains(words), "{field} / {words} in {msg}");
+        assert!(api.get_opt(&name).await.unwrap().is_none(), "nothing stored for {name}");
+    }
+    assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn server_side_apply_tracks_field_managers() {
+    let k = Kairon::start().unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let alice = PatchParams::apply("alice");
+    let doc = |ttl: Option<i64>, labels: serde_json::Value| {
+        let mut d = json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+            "metadata": {"name": "shared", "labels": labels},
+            "spec": {"image": {"path": "/img.qcow2"}}
+        });
+        if let Some(t) = ttl {
+            d["spec"]["ttlSeconds"] = json!(t);
+        }
+        d
+    };
+    let m = api.patch("shared", &alice, &Patch::Apply(doc(Some(600), json!({"team": "a"})))).await.unwrap();
+    assert_eq!(m.spec.ttl_seconds, Some(600));
+    let managers: Vec<_> = m.metadata.managed_fields.unwrap().into_iter().filter_map(|f| f.manager).collect();
+    assert_eq!(managers, ["alice"]);
+
+    // Bob sets the same field to another value: conflict, unless forced.
+    let bob = PatchParams::apply("bob");
+    let bob_doc = json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "shared"}, "spec": {"ttlSeconds": 900}});
+    let (code, reason, msg) = api_error(api.patch("shared", &bob, &Patch::Apply(bob_doc.clone())).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert!(msg.contains("conflict with \"alice\"") && msg.contains(".spec.ttlSeconds"), "{msg}");
+    let forced = api.patch("shared", &bob.clone().force(), &Patch::Apply(bob_doc)).await.unwrap();
+    assert_eq!(forced.spec.ttl_seconds, Some(900));
+
+    // Alice re-applies without the label: it is removed; the ttl is Bob's now, so it stays.
+    let m = api.patch("shared", &alice, &Patch::Apply(doc(None, json!({})))).await.unwrap();
+    assert!(m.metadata.labels.unwrap_or_default().get("team").is_none(), "label removed");
+    assert_eq!(m.spec.ttl_seconds, Some(900));
+}
+
+#[tokio::test]
+async fn watcher_resumes_from_a_resource_version() {
+    let k = Kairon::start().unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let first = api.create(&PostParams::default(), &machine("w-1")).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    api.create(&PostParams::default(), &machine("w-2")).await.unwrap();
+    api.delete("w-1", &DeleteParams::default()).await.unwrap();
+
+    // Watching from the first version replays exactly what came after it.
+    let mut stream = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.unwrap().unwrap() {
+            Some(WatchEvent::Added(m)) => seen.push(format!("ADDED {}", m.metadata.name.unwrap())),
+            Some(WatchEvent::Deleted(m)) => seen.push(format!("DELETED {}", m.metadata.name.unwrap())),
+            Some(WatchEvent::Modified(m)) => seen.push(format!("MODIFIED {}", m.metadata.name.unwrap())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(seen, ["ADDED w-2", "DELETED w-1"]);
+
+    // The runtime watcher (list, then watch) sees a later change live.
+    let mut w = watcher(api.clone(), watcher::Config::default()).applied_objects().boxed();
+    let first_seen = tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(first_seen.metadata.name.as_deref(), Some("w-2"));
+    api.patch("w-2", &PatchParams::default(), &Patch::Merge(json!({"spec": {"ttlSeconds": 77}}))).await.unwrap();
+    let updated = tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(updated.spec.ttl_seconds, Some(77));
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
+    let k = Kairon::start_with(&["--compact-interval", "1s", "--compact-keep", "3"]).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let first = api.create(&PostParams::default(), &machine("old")).await.unwrap();
+    let old_rv = first.metadata.resource_version.clone().unwrap();
+    for i in 0..10 {
+        api.create(&PostParams::default(), &machine(&format!("m-{i}"))).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // A raw watch from the compacted version gets a 410 ERROR event inside the stream.
+    let mut stream = api.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
+    match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.unwrap() {
+        Ok(Some(WatchEvent::Error(e))) => assert_eq!(e.code, 410),
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 410),
+        other => panic!("expected 410 Gone, got {other:?}"),
+    }
+
+    // kube-rs's watcher re-lists after a 410 and carries on.
+    let mut w = watcher(api.clone(), watcher::Config::default()).default_backoff().applied_objects().boxed();
+    let mut names = BTreeSet::new();
+    // The watcher reports each 410 as an error item, then re-lists; skip those.
+    let mut next = async || loop {
+        match tokio::time::timeout(Duration::from_secs(20), w.next()).await.expect("an event in time") {
+            Some(Ok(m)) => return m,
+            Some(Err(e)) => eprintln!("watcher error (recovering): {e}"),
+            None => panic!("watcher ended"),
+        }
+    };
+    while names.len() < 11 {
+        names.insert(next().await.metadata.name.unwrap());
+    }
+    for i in 0..5 {
+        api.create(&PostParams::default(), &machine(&format!("late-{i}"))).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    while !names.contains("late-4") {
+        names.insert(next().await.metadata.name.unwrap());
+    }
+    assert!((0..5).all(|i| names.contains(&format!("late-{i}"))));
+}
+
+#[tokio::test]
+async fn concurrent_writers_and_a_hundred_watchers_see_every_version_in_order() {
+    let k = Kairon::start().unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let start_rv: u64 =
+        api.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap().parse().unwrap();
+    const WRITERS: usize = 8;
+    const EACH: usize = 25;
+    let total = WRITERS * EACH;
+
+    let mut watchers = Vec::new();
+    for _ in 0..100 {
+        let api = api.clone();
+        let mut stream = api.watch(&WatchParams::default(), &start_rv.to_string()).await.unwrap().boxed();
+        watchers.push(tokio::spawn(async move {
+            let mut rvs = Vec::with_capacity(total);
+            while rvs.len() < total {
+                let ev = tokio::time::timeout(Duration::from_secs(60), stream.try_next())
+                    .await
+                    .expect("event in time")
+                    .unwrap();
+                let m = match ev {
+                    Some(WatchEvent::Added(m) | WatchEvent::Modified(m) | WatchEvent::Deleted(m)) => m,
+                    other => panic!("unexpected {other:?}"),
+                };
+                rvs.push(m.metadata.resource_version.unwrap().parse::<u64>().unwrap());
+            }
+            rvs
+        }));
+    }
+    let mut writers = Vec::new();
+    for w in 0..WRITERS {
+        let api = api.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let name = format!("w{w}-{}", i / 2);
+                if i % 2 == 0 {
+                    api.create(&PostParams::default(), &machine(&name)).await.unwrap();
+                } else {
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"ttlSeconds": 60 + i}})))
+                        .await
+                        .unwrap();
+                }
+            }
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let want: Vec<u64> = (start_rv + 1..=start_rv + total as u64).collect();
+    for w in watchers {
+        assert_eq!(w.await.unwrap(), want, "every version, in order, no gap");
+    }
+    let _ = MachineSpec::default();
+}
