@@ -48,6 +48,8 @@ pub struct Kairon {
     pub kubeconfig: PathBuf,
     pub admin_token: String,
     database: Option<String>,
+    database_url: Option<String>,
+    extra: Vec<String>,
     pub log: PathBuf,
 }
 
@@ -58,7 +60,8 @@ impl Kairon {
         let db = format!("kairon_e2e_{}", uuid::Uuid::new_v4().simple());
         psql(&database_url(), &format!("CREATE DATABASE {db}"))?;
         let url = with_database(&database_url(), &db);
-        let mut k = Self::spawn(extra, Some(url))?;
+        let data_dir = tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?;
+        let mut k = Self::spawn(data_dir, extra, Some(url))?;
         k.database = Some(db);
         Ok(k)
     }
@@ -70,11 +73,23 @@ impl Kairon {
     /// `kairon up` with no DATABASE_URL: it runs its own private PostgreSQL.
     pub fn start_private() -> Result<Kairon> {
         ensure_crypto();
-        Self::spawn(&[], None)
+        Self::spawn(tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?, &[], None)
     }
 
-    fn spawn(extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
-        let data_dir = tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?;
+    /// Stops this instance and starts it again on the same data dir and database.
+    pub fn restart(self) -> Result<Kairon> {
+        let mut old = self;
+        if old.child.is_some() {
+            old.stop()?;
+        }
+        let data_dir = std::mem::replace(&mut old.data_dir, tempfile::tempdir()?);
+        let extra: Vec<&str> = old.extra.iter().map(String::as_str).collect();
+        let mut k = Self::spawn(data_dir, &extra, old.database_url.clone())?;
+        k.database = old.database.take();
+        Ok(k)
+    }
+
+    fn spawn(data_dir: tempfile::TempDir, extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
         let log = data_dir.path().join("kairon.log");
         let mut cmd = Command::new(kairon_bin());
         cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -83,7 +98,7 @@ impl Kairon {
             .env_remove("DATABASE_URL")
             .env("KAIRON_LOG", "info,sqlx=warn")
             .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log)?);
+            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log)?);
         if let Some(u) = &database_url {
             cmd.env("DATABASE_URL", u);
         }
@@ -114,7 +129,18 @@ impl Kairon {
             }
         };
         let kubeconfig = data_dir.path().join("kubeconfig");
-        Ok(Kairon { child: Some(child), url, data_dir, kubeconfig, admin_token, database: None, log })
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        Ok(Kairon {
+            child: Some(child),
+            url,
+            data_dir,
+            kubeconfig,
+            admin_token,
+            database: None,
+            database_url,
+            extra,
+            log,
+        })
     }
 
     /// A kube-rs client from the kubeconfig `kairon up` wrote.
