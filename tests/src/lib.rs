@@ -19,8 +19,12 @@ pub fn kairon_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/kairon
-    exe.parent().and_then(Path::parent).map(|d| d.join("kairon")).expect("target dir")
+    // Beside a binary in target/<profile>/, or one level up from a test in target/<profile>/deps/.
+    let dir = exe.parent().expect("target dir");
+    [dir.join("kairon"), dir.parent().map(|d| d.join("kairon")).unwrap_or_default()]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| dir.join("kairon"))
 }
 
 fn psql(db_url: &str, sql: &str) -> Result<()> {

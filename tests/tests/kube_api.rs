@@ -129,7 +129,10 @@ async fn stale_update_conflicts_and_racing_writers_have_one_winner() {
         let (ra, rb) = tokio::join!(api.replace("race", &pp, &a), api.replace("race", &pp, &b));
         let wins = [ra.is_ok(), rb.is_ok()].iter().filter(|w| **w).count();
         assert_eq!(wins, 1, "round {round}: exactly one writer wins");
-        let loser = if ra.is_ok() { rb.unwrap_err() } else { ra.unwrap_err() };
+        let loser = match (ra, rb) {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
+            _ => unreachable!("exactly one won"),
+        };
         assert_eq!(api_error(loser).0, 409);
     }
 }
@@ -211,7 +214,7 @@ async fn server_side_apply_tracks_field_managers() {
 
     // Alice re-applies without the label: it is removed; the ttl is Bob's now, so it stays.
     let m = api.patch("shared", &alice, &Patch::Apply(doc(None, json!({})))).await.unwrap();
-    assert!(m.metadata.labels.unwrap_or_default().get("team").is_none(), "label removed");
+    assert!(!m.metadata.labels.unwrap_or_default().contains_key("team"), "label removed");
     assert_eq!(m.spec.ttl_seconds, Some(900));
 }
 
