@@ -56,6 +56,18 @@ fn round_trip<K: DeserializeOwned + Serialize>(
     let typed: K = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
+        // An enum value outside its variants reads as Kubernetes words it.
+        if let Some((variant, expected)) =
+            inner.strip_prefix("unknown variant `").and_then(|rest| rest.split_once("`, expected "))
+        {
+            let supported = expected.trim_start_matches("one of ").replace('`', "\"");
+            return AdmitError::Invalid(vec![FieldError {
+                field: path,
+                kind: ErrorType::NotSupported,
+                value: Some(format!("{variant:?}")),
+                detail: format!("supported values: {supported}"),
+            }]);
+        }
         // serde names the offending value in its message; keep it as the detail.
         let (value, detail) = match inner.split_once(", expected") {
             Some((v, rest)) => (Some(v.trim_start_matches("invalid value: ").to_string()), format!("expected{rest}")),

@@ -49,7 +49,8 @@ pub fn to_core(v: Value) -> Value {
 pub fn from_core(v: Value) -> Result<Value, String> {
     let ev: core::Event = serde_json::from_value(v).map_err(|e| format!("not a core v1 Event: {e}"))?;
     let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
-    let event_time = ev.event_time.or_else(|| ev.first_timestamp.as_ref().map(|t| MicroTime(t.0))).or(Some(now));
+    let event_time =
+        ev.event_time.or_else(|| ev.first_timestamp.as_ref().map(|t| MicroTime(t.0))).or(Some(now.clone()));
     let out = events::Event {
         metadata: ev.metadata,
         action: ev.action,
@@ -64,7 +65,10 @@ pub fn from_core(v: Value) -> Result<Value, String> {
         related: ev.related,
         reporting_controller: ev.reporting_component.or_else(|| ev.source.as_ref().and_then(|s| s.component.clone())),
         reporting_instance: ev.reporting_instance.or_else(|| ev.source.and_then(|s| s.host)),
-        series: None,
+        series: ev.series.map(|s| events::EventSeries {
+            count: s.count.unwrap_or(1),
+            last_observed_time: s.last_observed_time.unwrap_or(now),
+        }),
         type_: ev.type_,
     };
     let mut out = serde_json::to_value(out).map_err(|e| e.to_string())?;
@@ -98,6 +102,7 @@ mod tests {
         assert!(core["lastTimestamp"].as_str().unwrap().starts_with("2026-11-29T10:05:00"));
         let back = from_core(core).unwrap();
         assert_eq!(back["regarding"]["uid"], "u1");
+        assert_eq!(back["series"]["count"], 3, "a series survives the round trip");
         assert_eq!(back["note"], "idle for 10m0s: paused");
     }
 }

@@ -152,6 +152,12 @@ fn rv_of(obj: &Value) -> Option<i64> {
 
 fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
     let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    // kubectl's typed clients (`kubectl create namespace`) send protobuf; say so plainly.
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media(format!(
+            "the body is {ct}, but this server reads JSON and YAML only: send a manifest instead (kubectl apply -f)"
+        )));
+    }
     let v: Value = if ct.contains("yaml") {
         serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not valid YAML: {e}")))?
     } else {
@@ -246,7 +252,10 @@ async fn list(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
         names.dedup();
         let mut items = Vec::new();
         for n in names.iter().filter(|n| c.id.may_use_namespace(n)) {
-            items.push(c.present(namespace_object(c, n).await?));
+            let ns = c.present(namespace_object(c, n).await?);
+            if sel.matches(&ns) {
+                items.push(ns);
+            }
         }
         (items, json!({"resourceVersion": rv.to_string()}))
     } else {
@@ -457,6 +466,7 @@ enum Change {
     Create(Value),
     Replace(Value),
     Merge(Value),
+    Strategic(Value),
     JsonPatch(Value),
     Apply(Value),
 }
@@ -505,6 +515,9 @@ async fn patch_object(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes
                 .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
             Change::JsonPatch(v)
         }
+        "application/strategic-merge-patch+json" if c.rt.strategic_merge => {
+            Change::Strategic(parse_body(headers, body)?)
+        }
         "application/strategic-merge-patch+json" => {
             return Err(ApiError::unsupported_media(format!(
                 "strategic merge patch is not supported for {}: use a merge patch (--type merge) or a JSON patch",
@@ -539,7 +552,23 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
     let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
     let sub = c.status_sub.then_some("status");
     for _ in 0..MAX_RETRIES {
-        let live = c.st.store.get(c.key(name)).await?;
+        let stored = c.st.store.get(c.key(name)).await?;
+        // A namespace nobody created reads as Active (`namespace_object`); kubectl apply, edit
+        // and patch change what they read, so the change applies to that and stores it.
+        let live = match (&stored, &change) {
+            (None, Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
+                if c.rt.view == View::Namespaces =>
+            {
+                Some(namespace_object(c, name).await?)
+            }
+            // Core Events are stored as events.k8s.io Events: a core patch applies to the core view.
+            (Some(o), Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
+                if c.rt.view == View::CoreEvents =>
+            {
+                Some(events::to_core(o.clone()))
+            }
+            _ => stored.clone(),
+        };
         let now = now_rfc3339();
         let (mut new, precondition) = match (&change, &live) {
             (Change::Create(_), Some(_)) => return Err(ApiError::already_exists(&q, name)),
@@ -568,9 +597,14 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
                 patch::record_update(Some(live), &mut new, &manager, &now, sub);
                 (new, precondition)
             }
-            (Change::Merge(p), Some(live)) => {
+            (Change::Merge(p) | Change::Strategic(p), Some(live)) => {
                 let mut new = live.clone();
-                patch::merge_patch(&mut new, p);
+                if let Change::Strategic(_) = change {
+                    patch::strategic_merge_patch(&mut new, p)
+                        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
+                } else {
+                    patch::merge_patch(&mut new, p);
+                }
                 if let Some(rv) = rv_of(p)
                     && Some(rv) != rv_of(live)
                 {
@@ -587,11 +621,11 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
                 (new, rv_of(live))
             }
         };
-        let warnings = prepare(c, name, &mut new, live.as_ref(), &now)?;
+        let warnings = prepare(c, name, &mut new, stored.as_ref(), &now)?;
         if c.params.dry_run {
             return Ok((new, warnings));
         }
-        let result = match &live {
+        let result = match &stored {
             None => c.st.store.create(c.key(name), new).await,
             Some(_) => c.st.store.update(c.key(name), new, precondition).await,
         };
@@ -611,7 +645,8 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
             Err(StoreError::Conflict { .. }) if !matches!(change, Change::Replace(ref b) if rv_of(b).is_some()) => {
                 continue;
             }
-            Err(StoreError::AlreadyExists) if matches!(change, Change::Apply(_)) => continue,
+            // Someone else stored it first (an apply, or a write to an implicit namespace).
+            Err(StoreError::AlreadyExists) if !matches!(change, Change::Create(_)) => continue,
             Err(e) => return Err(ApiError::from_store(e, &q, name)),
         }
     }

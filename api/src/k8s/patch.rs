@@ -17,6 +17,156 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     json_patch::merge(target, patch);
 }
 
+/// How a list merges in a strategic merge patch, as the Go types of the built-in kinds served
+/// here (Namespace, Event, Lease) declare it with `patchStrategy` / `patchMergeKey`: only
+/// ObjectMeta has merging lists; every other list is replaced whole.
+enum ListStrategy {
+    Replace,
+    MergePrimitive,
+    MergeByKey(&'static str),
+}
+
+fn list_strategy(path: &[String]) -> ListStrategy {
+    match path {
+        [m, f] if m == "metadata" && f == "finalizers" => ListStrategy::MergePrimitive,
+        [m, f] if m == "metadata" && f == "ownerReferences" => ListStrategy::MergeByKey("uid"),
+        _ => ListStrategy::Replace,
+    }
+}
+
+fn is_directive(key: &str) -> bool {
+    key == "$patch"
+        || key == "$retainKeys"
+        || key.starts_with("$setElementOrder/")
+        || key.starts_with("$deleteFromPrimitiveList/")
+}
+
+/// A patch value as it is stored when nothing is there to merge with: directives and
+/// `null`s (which would delete) dropped.
+fn smp_clean(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !is_directive(k) && !v.is_null())
+                .map(|(k, v)| (k.clone(), smp_clean(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(
+            items.iter().filter(|i| i.get("$patch").and_then(Value::as_str) != Some("delete")).map(smp_clean).collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A strategic merge patch (`kubectl apply`, `edit` and `patch` send one for built-in
+/// kinds): a merge patch, except that the lists [`list_strategy`] names merge, and the
+/// `$patch`, `$retainKeys`, `$setElementOrder/…` and `$deleteFromPrimitiveList/…`
+/// directives apply.
+pub fn strategic_merge_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
+    let Some(p) = patch.as_object() else {
+        return Err("a strategic merge patch must be a JSON object".into());
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(t) = target else { unreachable!("made an object above") };
+    smp_map(t, p, &mut Vec::new())
+}
+
+fn smp_map(target: &mut Map<String, Value>, patch: &Map<String, Value>, path: &mut Vec<String>) -> Result<(), String> {
+    match patch.get("$patch").and_then(Value::as_str) {
+        None => {}
+        Some("replace") => {
+            let Value::Object(replacement) = smp_clean(&Value::Object(patch.clone())) else { unreachable!() };
+            *target = replacement;
+            return Ok(());
+        }
+        Some(other) => return Err(format!("unsupported $patch directive {other:?} at {}", path_string(path))),
+    }
+    for (k, v) in patch.iter().filter(|(k, _)| !is_directive(k)) {
+        path.push(k.clone());
+        let delete = v.is_null() || v.get("$patch").and_then(Value::as_str) == Some("delete");
+        match (target.get_mut(k), v) {
+            _ if delete => {
+                target.remove(k);
+            }
+            (Some(Value::Object(t)), Value::Object(p)) => smp_map(t, p, path)?,
+            (Some(Value::Array(t)), Value::Array(p)) => smp_list(t, p, path)?,
+            _ => {
+                target.insert(k.clone(), smp_clean(v));
+            }
+        }
+        path.pop();
+    }
+    for (k, v) in patch {
+        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/")
+            && let (Some(Value::Array(t)), Some(gone)) = (target.get_mut(field), v.as_array())
+        {
+            t.retain(|item| !gone.contains(item));
+        }
+    }
+    for (k, v) in patch {
+        if let Some(field) = k.strip_prefix("$setElementOrder/")
+            && let (Some(Value::Array(t)), Some(order)) = (target.get_mut(field), v.as_array())
+        {
+            path.push(field.to_string());
+            let key = match list_strategy(path) {
+                ListStrategy::MergeByKey(key) => Some(key),
+                _ => None,
+            };
+            path.pop();
+            let rank = |item: &Value| {
+                let id = key.map_or(item, |key| &item[key]);
+                order.iter().position(|o| key.map_or(o, |key| &o[key]) == id).unwrap_or(order.len())
+            };
+            t.sort_by_key(rank);
+        }
+    }
+    if let Some(keep) = patch.get("$retainKeys").and_then(Value::as_array) {
+        target.retain(|k, _| keep.iter().any(|x| x.as_str() == Some(k)));
+    }
+    Ok(())
+}
+
+fn smp_list(target: &mut Vec<Value>, patch: &[Value], path: &[String]) -> Result<(), String> {
+    if patch.iter().any(|i| i.get("$patch").and_then(Value::as_str) == Some("replace")) {
+        *target = patch.iter().filter(|i| i.get("$patch").is_none()).map(smp_clean).collect();
+        return Ok(());
+    }
+    match list_strategy(path) {
+        ListStrategy::Replace => *target = patch.iter().map(smp_clean).collect(),
+        ListStrategy::MergePrimitive => {
+            for item in patch {
+                if !target.contains(item) {
+                    target.push(item.clone());
+                }
+            }
+        }
+        ListStrategy::MergeByKey(key) => {
+            for item in patch {
+                let Some(id) = item.get(key) else {
+                    return Err(format!("an item of {} has no {key:?}, its merge key", path_string(path)));
+                };
+                let at = target.iter().position(|t| t.get(key) == Some(id));
+                let delete = item.get("$patch").and_then(Value::as_str) == Some("delete");
+                match (at, item.as_object()) {
+                    (Some(i), _) if delete => {
+                        target.remove(i);
+                    }
+                    (None, _) if delete => {}
+                    (Some(i), Some(p)) => {
+                        if let Value::Object(t) = &mut target[i] {
+                            smp_map(t, p, &mut path.to_vec())?;
+                        }
+                    }
+                    _ => target.push(smp_clean(item)),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// RFC 6902 JSON patch. Atomic: on error `target` is left unchanged, and the
 /// message names the failing operation.
 pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
@@ -736,6 +886,44 @@ fn prune_empty_parents(v: &mut Value, path: &[String], keep: &dyn Fn(&[String]) 
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn strategic_merge_patch_merges_meta_lists_and_obeys_directives() {
+        let mut ns = json!({
+            "metadata": {"name": "n", "labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"],
+                         "ownerReferences": [{"uid": "u1", "name": "one"}, {"uid": "u2", "name": "two"}]},
+            "spec": {"finalizers": ["kubernetes"]}
+        });
+        let patch = json!({
+            "metadata": {
+                "labels": {"a": null, "c": "3"},
+                "finalizers": ["z"],
+                "$setElementOrder/finalizers": ["z", "x"],
+                "$deleteFromPrimitiveList/finalizers": ["y"],
+                "ownerReferences": [{"uid": "u1", "name": "uno"}, {"uid": "u2", "$patch": "delete"}],
+                "annotations": {"k": "v", "gone": null}
+            },
+            "spec": {"finalizers": ["other"]},
+            "status": {"$patch": "replace", "phase": "Active"}
+        });
+        strategic_merge_patch(&mut ns, &patch).unwrap();
+        assert_eq!(
+            ns,
+            json!({
+                "metadata": {"name": "n", "labels": {"b": "2", "c": "3"}, "finalizers": ["z", "x"],
+                             "ownerReferences": [{"uid": "u1", "name": "uno"}], "annotations": {"k": "v"}},
+                "spec": {"finalizers": ["other"]},
+                "status": {"phase": "Active"}
+            })
+        );
+        let mut m = json!({"spec": {"a": 1, "b": 2}});
+        strategic_merge_patch(&mut m, &json!({"spec": {"$retainKeys": ["a", "c"], "c": 3}})).unwrap();
+        assert_eq!(m, json!({"spec": {"a": 1, "c": 3}}));
+        strategic_merge_patch(&mut m, &json!({"spec": {"$patch": "delete"}})).unwrap();
+        assert_eq!(m, json!({}));
+        let mut m = json!({"spec": {}});
+        assert!(strategic_merge_patch(&mut m, &json!({"spec": {"$patch": "merge-ish"}})).is_err());
+    }
 
     const T0: &str = "2024-01-01T00:00:00Z";
     const T1: &str = "2024-01-01T00:01:00Z";

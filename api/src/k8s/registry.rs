@@ -42,6 +42,8 @@ pub struct ResourceType {
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
     pub status_subresource: bool,
+    /// Takes strategic merge patches, as a built-in kind does (a CRD does not).
+    pub strategic_merge: bool,
     pub columns: Vec<Column>,
     /// The openAPIV3Schema of the object, for `/openapi/v3`.
     pub schema: Value,
@@ -103,6 +105,7 @@ impl ResourceType {
             short_names: names.short_names.unwrap_or_default(),
             categories: names.categories.unwrap_or_default(),
             status_subresource: true,
+            strategic_merge: false,
             columns,
             schema,
             admit,
@@ -127,6 +130,7 @@ impl ResourceType {
             short_names: vec![],
             categories: vec![],
             status_subresource: false,
+            strategic_merge: true,
             columns: vec![],
             schema: json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
             admit,
@@ -149,7 +153,20 @@ impl Registry {
             crds.into_iter().zip(admits).map(|(crd, admit)| ResourceType::from_crd(crd, admit)).collect();
 
         types.push(ResourceType::builtin("events.k8s.io", "v1", "Event", "events", admit::event));
-        types.push(ResourceType::builtin("coordination.k8s.io", "v1", "Lease", "leases", admit::lease));
+        let mut leases = ResourceType::builtin("coordination.k8s.io", "v1", "Lease", "leases", admit::lease);
+        let column = |name: &str, type_: &str, description: &str, json_path: &str| Column {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            json_path: json_path.into(),
+        };
+        leases.columns = vec![
+            column("Holder", "string", "The holder of the lease", ".spec.holderIdentity"),
+            column("Age", "date", "When the lease was created", ".metadata.creationTimestamp"),
+        ];
+        types.push(leases);
         let mut core_events = ResourceType::builtin("", "v1", "Event", "events", admit::core_event);
         core_events.view = View::CoreEvents;
         core_events.short_names = vec!["ev".into()];

@@ -75,7 +75,13 @@ impl ApiError {
         };
         let causes: Vec<Value> = errors
             .iter()
-            .map(|e| json!({"reason": e.kind.cause_reason(), "message": e.to_string(), "field": e.field}))
+            .map(|e| {
+                // As Kubernetes does, a cause's message leaves out the field it names: kubectl
+                // prints `field: message` for each cause.
+                let full = e.to_string();
+                let message = full.strip_prefix(&format!("{}: ", e.field)).unwrap_or(&full).to_string();
+                json!({"reason": e.kind.cause_reason(), "message": message, "field": e.field})
+            })
             .collect();
         let mut details = kind.details(name);
         details["kind"] = json!(kind.kind);

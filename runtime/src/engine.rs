@@ -1,0 +1,642 @@
+//! The runtime's state: instances, templates and their life. The HTTP server is a thin layer
+//! over this; everything a node asks for happens here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use crate::api::{
+    CreateVmRequest, ExecRequest, ExecResult, FileEntry, ImageConfig, PowerAction, Process, Stats, Template,
+    TemplateState, Vm, VmState,
+};
+use crate::oci;
+use crate::sandbox::{SandboxError, SandboxHost, fs::FsError};
+
+/// What a template-based sandbox gets: the template's own pre-baked spec.
+pub const TEMPLATE_CPU_MILLIS: i64 = 1000;
+pub const TEMPLATE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+/// The template every node has, built locally from the host's busybox-static with no network.
+pub const BUSYBOX_TEMPLATE: &str = "busybox";
+pub const BUILTIN_BUSYBOX: &str = "builtin:busybox";
+/// Largest file the files API reads in one request.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotSupported(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl RuntimeError {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RuntimeError::NotFound(_) => "NotFound",
+            RuntimeError::Conflict(_) => "Conflict",
+            RuntimeError::Invalid(_) => "Invalid",
+            RuntimeError::NotSupported(_) => "NotSupported",
+            RuntimeError::Internal(_) => "InternalError",
+        }
+    }
+}
+
+impl From<SandboxError> for RuntimeError {
+    fn from(e: SandboxError) -> Self {
+        match e {
+            SandboxError::NoProcess(_) => RuntimeError::NotFound(e.to_string()),
+            other => RuntimeError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<FsError> for RuntimeError {
+    fn from(e: FsError) -> Self {
+        match e {
+            FsError::NotFound(_) => RuntimeError::NotFound(e.to_string()),
+            FsError::Escape(_) | FsError::SymlinkEscape { .. } | FsError::IsDir(_) => {
+                RuntimeError::Invalid(e.to_string())
+            }
+            FsError::Io { .. } => RuntimeError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for RuntimeError {
+    fn from(e: std::io::Error) -> Self {
+        RuntimeError::Internal(e.to_string())
+    }
+}
+
+type Result<T> = std::result::Result<T, RuntimeError>;
+
+#[derive(Clone)]
+pub struct RuntimeConfig {
+    pub state_dir: PathBuf,
+    pub node_name: String,
+    pub registry: oci::RegistryConfig,
+}
+
+struct TemplateEntry {
+    meta: Template,
+    progress: Arc<oci::Progress>,
+}
+
+struct Inner {
+    cfg: RuntimeConfig,
+    host: SandboxHost,
+    /// Instances by id; each behind its own lock so one slow operation does not stall others.
+    instances: std::sync::Mutex<BTreeMap<String, Arc<Mutex<Vm>>>>,
+    templates: std::sync::Mutex<BTreeMap<String, TemplateEntry>>,
+}
+
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn valid_name(s: &str) -> bool {
+    kairon_model::validate::is_dns_subdomain(s)
+}
+
+impl Runtime {
+    /// Opens the node's state, adopts the sandboxes that still run, and makes sure the
+    /// built-in busybox template exists.
+    pub async fn open(cfg: RuntimeConfig) -> Result<Runtime> {
+        std::fs::create_dir_all(cfg.state_dir.join("templates"))?;
+        let host = SandboxHost::new(&cfg.state_dir, &cfg.node_name)?;
+        let rt = Runtime {
+            inner: Arc::new(Inner {
+                cfg,
+                host,
+                instances: std::sync::Mutex::new(BTreeMap::new()),
+                templates: std::sync::Mutex::new(BTreeMap::new()),
+            }),
+        };
+        rt.load_templates();
+        rt.adopt().await?;
+        if rt.template(BUSYBOX_TEMPLATE).is_err() {
+            rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
+        }
+        Ok(rt)
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.inner.cfg.node_name
+    }
+
+    fn templates_dir(&self) -> PathBuf {
+        self.inner.cfg.state_dir.join("templates")
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Templates
+
+    fn load_templates(&self) {
+        let Ok(entries) = std::fs::read_dir(self.templates_dir()) else { return };
+        let mut map = lock(&self.inner.templates);
+        for e in entries.flatten() {
+            let Ok(raw) = std::fs::read(e.path().join("template.json")) else { continue };
+            let Ok(mut meta) = serde_json::from_slice::<Template>(&raw) else { continue };
+            if meta.state == TemplateState::Building || meta.state == TemplateState::Pending {
+                // The build was cut off by a restart.
+                meta.state = TemplateState::Failed;
+                meta.message = Some("the build was interrupted by a runtime restart: build it again".into());
+            }
+            map.insert(meta.name.clone(), TemplateEntry { meta, progress: Arc::new(oci::Progress::default()) });
+        }
+    }
+
+    pub fn templates(&self) -> Vec<Template> {
+        lock(&self.inner.templates).values().map(live_template).collect()
+    }
+
+    pub fn template(&self, name: &str) -> Result<Template> {
+        lock(&self.inner.templates).get(name).map(live_template).ok_or_else(|| {
+            RuntimeError::NotFound(format!(
+                "template {name:?} does not exist on node {}: build it first (POST /api/v1/nodes/{}/templates)",
+                self.node_name(),
+                self.node_name()
+            ))
+        })
+    }
+
+    /// Starts building a template in the background; the returned record shows progress.
+    pub fn create_template(&self, name: &str, image_ref: &str) -> Result<Template> {
+        if !valid_name(name) {
+            return Err(RuntimeError::Invalid(format!("template name {name:?} must be a lowercase DNS name")));
+        }
+        if image_ref.trim().is_empty() {
+            return Err(RuntimeError::Invalid("imageRef is required, e.g. docker.io/library/alpine:3.19".into()));
+        }
+        let progress = Arc::new(oci::Progress::default());
+        let meta = {
+            let mut map = lock(&self.inner.templates);
+            if let Some(existing) = map.get(name)
+                && existing.meta.state != TemplateState::Failed
+            {
+                return Err(RuntimeError::Conflict(format!(
+                    "template {name:?} already exists (state {:?})",
+                    existing.meta.state
+                )));
+            }
+            let meta = Template {
+                name: name.to_string(),
+                image_ref: image_ref.to_string(),
+                state: TemplateState::Building,
+                bytes_done: 0,
+                bytes_total: None,
+                digest: None,
+                message: None,
+                config: ImageConfig::default(),
+                created_at: now(),
+            };
+            map.insert(name.to_string(), TemplateEntry { meta: meta.clone(), progress: progress.clone() });
+            meta
+        };
+        let rt = self.clone();
+        let name = name.to_string();
+        let image_ref = meta.image_ref.clone();
+        tokio::spawn(async move {
+            let dir = rt.templates_dir().join(&name);
+            let result = rt.build_template(&dir, &image_ref, &progress).await;
+            let mut map = lock(&rt.inner.templates);
+            if let Some(entry) = map.get_mut(&name) {
+                match result {
+                    Ok((digest, config)) => {
+                        entry.meta.state = TemplateState::Ready;
+                        entry.meta.digest = digest;
+                        entry.meta.config = config;
+                    }
+                    Err(e) => {
+                        tracing::warn!(template = %name, error = %e, "template build failed");
+                        entry.meta.state = TemplateState::Failed;
+                        entry.meta.message = Some(e.to_string());
+                    }
+                }
+                entry.meta.bytes_done = progress.bytes_done.load(Ordering::Relaxed);
+                let total = progress.bytes_total.load(Ordering::Relaxed);
+                entry.meta.bytes_total = (total > 0).then_some(total);
+                if let Ok(raw) = serde_json::to_vec_pretty(&entry.meta) {
+                    let _ = std::fs::write(dir.join("template.json"), raw);
+                }
+            }
+        });
+        Ok(meta)
+    }
+
+    async fn build_template(
+        &self,
+        dir: &Path,
+        image_ref: &str,
+        progress: &oci::Progress,
+    ) -> Result<(Option<String>, ImageConfig)> {
+        let rootfs = dir.join("rootfs");
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)?;
+        }
+        std::fs::create_dir_all(&rootfs)?;
+        if image_ref == BUILTIN_BUSYBOX {
+            let rootfs2 = rootfs.clone();
+            let config = tokio::task::spawn_blocking(move || oci::build_busybox_rootfs(&rootfs2))
+                .await
+                .map_err(|e| RuntimeError::Internal(e.to_string()))?
+                .map_err(|e| RuntimeError::Internal(e.to_string()))?;
+            return Ok((None, config));
+        }
+        let pulled = oci::pull(image_ref, &rootfs, &self.inner.cfg.registry, progress)
+            .await
+            .map_err(|e| RuntimeError::Invalid(format!("pulling {image_ref}: {e}")))?;
+        Ok((Some(pulled.digest), pulled.config))
+    }
+
+    /// Waits until a template is Ready (or fails).
+    pub async fn wait_template(&self, name: &str, timeout: Duration) -> Result<Template> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let t = self.template(name)?;
+            match t.state {
+                TemplateState::Ready => return Ok(t),
+                TemplateState::Failed => {
+                    return Err(RuntimeError::Invalid(format!(
+                        "template {name:?} failed to build: {}",
+                        t.message.unwrap_or_default()
+                    )));
+                }
+                _ if tokio::time::Instant::now() >= deadline => {
+                    return Err(RuntimeError::Conflict(format!("template {name:?} is still building")));
+                }
+                _ => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Instances
+
+    fn vm_file(&self, id: &str) -> PathBuf {
+        self.inner.host.instance_dir(id).join("vm.json")
+    }
+
+    fn save(&self, vm: &Vm) -> Result<()> {
+        let raw = serde_json::to_vec_pretty(vm).map_err(|e| RuntimeError::Internal(e.to_string()))?;
+        let path = self.vm_file(&vm.id);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, raw)?;
+        std::fs::rename(tmp, path)?;
+        Ok(())
+    }
+
+    /// After a restart (even a kill -9): every instance on disk is matched with what runc
+    /// still runs, so nothing is created twice and nothing is lost.
+    async fn adopt(&self) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(self.inner.cfg.state_dir.join("instances")) else { return Ok(()) };
+        for e in entries.flatten() {
+            let Ok(raw) = std::fs::read(e.path().join("vm.json")) else { continue };
+            let Ok(mut vm) = serde_json::from_slice::<Vm>(&raw) else { continue };
+            let st = self.inner.host.state(&vm.id).await?;
+            let (state, pid) = match st {
+                Some(s) if s.status == "paused" || self.inner.host.is_frozen(&vm.id) => (VmState::Paused, Some(s.pid)),
+                Some(s) if s.status == "running" => (VmState::Running, Some(s.pid)),
+                _ if vm.state == VmState::Stopped => (VmState::Stopped, None),
+                _ => {
+                    vm.message = Some("the sandbox was not running when the runtime restarted".into());
+                    (VmState::Failed, None)
+                }
+            };
+            vm.state = state;
+            vm.pid = pid;
+            self.save(&vm)?;
+            if let Some(ttl) = vm.spec.ttl_seconds {
+                self.arm_ttl(&vm.id, &vm.created_at, ttl);
+            }
+            lock(&self.inner.instances).insert(vm.id.clone(), Arc::new(Mutex::new(vm)));
+        }
+        Ok(())
+    }
+
+    pub async fn list(&self) -> Vec<Vm> {
+        let all: Vec<Arc<Mutex<Vm>>> = lock(&self.inner.instances).values().cloned().collect();
+        let mut out = Vec::with_capacity(all.len());
+        for vm in all {
+            out.push(vm.lock().await.clone());
+        }
+        out
+    }
+
+    fn slot(&self, id_or_name: &str) -> Result<Arc<Mutex<Vm>>> {
+        let map = lock(&self.inner.instances);
+        if let Some(v) = map.get(id_or_name) {
+            return Ok(v.clone());
+        }
+        // By name: how a restarted node adopts an instance it has no id for.
+        for v in map.values() {
+            if let Ok(vm) = v.try_lock()
+                && vm.name == id_or_name
+            {
+                return Ok(v.clone());
+            }
+        }
+        Err(RuntimeError::NotFound(format!("no instance {id_or_name:?} on node {}", self.node_name())))
+    }
+
+    pub async fn get(&self, id_or_name: &str) -> Result<Vm> {
+        if let Ok(slot) = self.slot(id_or_name) {
+            return Ok(slot.lock().await.clone());
+        }
+        // A name whose slot was busy: look again, waiting for each lock.
+        for vm in self.list().await {
+            if vm.name == id_or_name {
+                return Ok(vm);
+            }
+        }
+        Err(RuntimeError::NotFound(format!("no instance {id_or_name:?} on node {}", self.node_name())))
+    }
+
+    pub async fn create(&self, req: CreateVmRequest) -> Result<Vm> {
+        if !valid_name(&req.name) {
+            return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
+        }
+        let Some(sandbox) = &req.sandbox else {
+            return Err(RuntimeError::NotSupported(format!(
+                "node {} has no VM backend (QEMU) yet: only sandboxes with spec.sandbox.templateName run here",
+                self.node_name()
+            )));
+        };
+        let Some(template_name) = sandbox.template_name.clone() else {
+            return Err(RuntimeError::NotSupported(
+                "a sandbox booting spec.image runs on the lightweight VM track (QEMU microvm), which this node does not have yet: use spec.sandbox.templateName".into(),
+            ));
+        };
+        let template = self.template(&template_name)?;
+        if template.state != TemplateState::Ready {
+            return Err(RuntimeError::Conflict(format!(
+                "template {template_name:?} is not ready yet ({:?}): wait for it to finish building",
+                template.state
+            )));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let vm = Vm {
+            id: id.clone(),
+            name: req.name.clone(),
+            backend: "runc".into(),
+            state: VmState::Creating,
+            guest_ip: None,
+            pid: None,
+            created_at: now(),
+            template: Some(template_name.clone()),
+            message: None,
+            spec: req,
+        };
+        let slot = Arc::new(Mutex::new(vm.clone()));
+        let mut guard = slot.lock().await;
+        {
+            let mut map = lock(&self.inner.instances);
+            for other in map.values() {
+                let taken = match other.try_lock() {
+                    Ok(o) => o.name == vm.name,
+                    Err(_) => false,
+                };
+                if taken {
+                    return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
+                }
+            }
+            map.insert(id.clone(), slot.clone());
+        }
+        std::fs::create_dir_all(self.inner.host.instance_dir(&id))?;
+        self.save(&guard)?;
+        match self.boot(&mut guard, &template).await {
+            Ok(()) => {
+                if let Some(ttl) = guard.spec.ttl_seconds {
+                    self.arm_ttl(&id, &guard.created_at, ttl);
+                }
+                Ok(guard.clone())
+            }
+            Err(e) => {
+                drop(guard);
+                let _ = self.inner.host.destroy(&id).await;
+                lock(&self.inner.instances).remove(&id);
+                Err(e)
+            }
+        }
+    }
+
+    async fn boot(&self, vm: &mut Vm, template: &Template) -> Result<()> {
+        let rootfs = self.templates_dir().join(&template.name).join("rootfs");
+        let pid = self
+            .inner
+            .host
+            .start(&vm.id, &rootfs, &template.config, TEMPLATE_CPU_MILLIS, TEMPLATE_MEMORY_BYTES)
+            .await?;
+        vm.pid = Some(pid);
+        vm.state = VmState::Running;
+        if vm.spec.start_paused {
+            self.inner.host.set_frozen(&vm.id, true).await?;
+            vm.state = VmState::Paused;
+        }
+        self.save(vm)
+    }
+
+    fn arm_ttl(&self, id: &str, created_at: &str, ttl: i64) {
+        let Ok(created) = chrono::DateTime::parse_from_rfc3339(created_at) else { return };
+        let due = created.with_timezone(&chrono::Utc) + chrono::Duration::seconds(ttl);
+        let wait = (due - chrono::Utc::now()).to_std().unwrap_or_default();
+        let rt = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            if let Err(e) = rt.delete(&id).await
+                && !matches!(e, RuntimeError::NotFound(_))
+            {
+                tracing::warn!(instance = %id, error = %e, "deleting an expired instance failed");
+            }
+        });
+    }
+
+    pub async fn delete(&self, id_or_name: &str) -> Result<()> {
+        let slot = self.slot(id_or_name)?;
+        let vm = slot.lock().await;
+        self.inner.host.destroy(&vm.id).await?;
+        lock(&self.inner.instances).remove(&vm.id);
+        Ok(())
+    }
+
+    pub async fn power(&self, id_or_name: &str, action: PowerAction, paused: bool) -> Result<Vm> {
+        let slot = self.slot(id_or_name)?;
+        let mut vm = slot.lock().await;
+        let host = &self.inner.host;
+        match (action, vm.state) {
+            (PowerAction::Hibernate | PowerAction::Halt, _) => {
+                return Err(RuntimeError::NotSupported(format!(
+                    "the sandbox backend (runc) cannot {}: it has no memory image to save and no guest to power off; use pause (keeps memory, uses no CPU) or stop",
+                    if action == PowerAction::Hibernate { "hibernate" } else { "halt" }
+                )));
+            }
+            (PowerAction::Pause, VmState::Running) => {
+                host.set_frozen(&vm.id, true).await?;
+                vm.state = VmState::Paused;
+            }
+            (PowerAction::Pause, VmState::Paused) | (PowerAction::Resume, VmState::Running) => {}
+            (PowerAction::Resume, VmState::Paused) => {
+                host.set_frozen(&vm.id, false).await?;
+                vm.state = VmState::Running;
+            }
+            (PowerAction::Stop, VmState::Stopped) => {}
+            (PowerAction::Stop, _) => {
+                host.stop(&vm.id).await?;
+                vm.state = VmState::Stopped;
+                vm.pid = None;
+            }
+            (PowerAction::Start, VmState::Running | VmState::Paused) if !paused => {}
+            (PowerAction::Start | PowerAction::Restart, _) => {
+                host.stop(&vm.id).await?;
+                let template = self.template(vm.template.as_deref().unwrap_or(BUSYBOX_TEMPLATE))?;
+                let was = vm.spec.start_paused;
+                vm.spec.start_paused = paused;
+                let r = self.boot(&mut vm, &template).await;
+                vm.spec.start_paused = was;
+                r?;
+            }
+            (a, s) => {
+                return Err(RuntimeError::Conflict(format!("cannot {a:?} an instance that is {s:?}")));
+            }
+        }
+        vm.message = None;
+        self.save(&vm)?;
+        Ok(vm.clone())
+    }
+
+    async fn running(&self, id_or_name: &str) -> Result<Vm> {
+        let vm = self.get(id_or_name).await?;
+        match vm.state {
+            VmState::Running => Ok(vm),
+            VmState::Paused => Err(RuntimeError::Conflict(format!("{} is paused: resume it first", vm.name))),
+            s => Err(RuntimeError::Conflict(format!("{} is {s:?}: start it first", vm.name))),
+        }
+    }
+
+    pub async fn exec(&self, id_or_name: &str, req: &ExecRequest) -> Result<ExecResult> {
+        let vm = self.running(id_or_name).await?;
+        Ok(self.inner.host.exec(&vm.id, req).await?)
+    }
+
+    pub async fn start_process(&self, id_or_name: &str, req: &ExecRequest) -> Result<Process> {
+        let vm = self.running(id_or_name).await?;
+        Ok(self.inner.host.start_process(&vm.id, req).await?)
+    }
+
+    pub async fn processes(&self, id_or_name: &str) -> Result<Vec<Process>> {
+        let vm = self.get(id_or_name).await?;
+        Ok(self.inner.host.processes(&vm.id)?)
+    }
+
+    pub async fn process(&self, id_or_name: &str, pid: &str) -> Result<Process> {
+        let vm = self.get(id_or_name).await?;
+        Ok(self.inner.host.process(&vm.id, pid)?)
+    }
+
+    pub async fn process_logs(&self, id_or_name: &str, pid: &str) -> Result<(String, String)> {
+        let vm = self.get(id_or_name).await?;
+        Ok(self.inner.host.logs(&vm.id, pid)?)
+    }
+
+    pub async fn wait_process(&self, id_or_name: &str, pid: &str, timeout: Duration) -> Result<Process> {
+        let vm = self.get(id_or_name).await?;
+        Ok(self.inner.host.wait_process(&vm.id, pid, timeout).await?)
+    }
+
+    pub async fn kill_process(&self, id_or_name: &str, pid: &str, signal: &str) -> Result<()> {
+        let vm = self.running(id_or_name).await?;
+        if !matches!(signal, "TERM" | "KILL" | "INT" | "HUP" | "QUIT" | "USR1" | "USR2") {
+            return Err(RuntimeError::Invalid(format!(
+                "signal {signal:?}: use TERM, KILL, INT, HUP, QUIT, USR1 or USR2"
+            )));
+        }
+        Ok(self.inner.host.kill_process(&vm.id, pid, signal).await?)
+    }
+
+    fn rootfs_of(&self, vm: &Vm) -> Result<PathBuf> {
+        if vm.state == VmState::Creating {
+            return Err(RuntimeError::Conflict(format!("{} is still being created", vm.name)));
+        }
+        Ok(self.inner.host.rootfs(&vm.id))
+    }
+
+    pub async fn read_file(&self, id_or_name: &str, path: &str) -> Result<Vec<u8>> {
+        let vm = self.get(id_or_name).await?;
+        let root = self.rootfs_of(&vm)?;
+        let path = path.to_string();
+        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::read_file(&root, &path, MAX_FILE_BYTES))
+            .await
+            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+    }
+
+    pub async fn write_file(&self, id_or_name: &str, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
+        let vm = self.get(id_or_name).await?;
+        let root = self.rootfs_of(&vm)?;
+        let path = path.to_string();
+        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::write_file(&root, &path, &data, mode))
+            .await
+            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+    }
+
+    pub async fn list_files(&self, id_or_name: &str, path: &str) -> Result<Vec<FileEntry>> {
+        let vm = self.get(id_or_name).await?;
+        let root = self.rootfs_of(&vm)?;
+        let path = path.to_string();
+        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::list_dir(&root, &path))
+            .await
+            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+    }
+
+    pub async fn delete_file(&self, id_or_name: &str, path: &str) -> Result<()> {
+        let vm = self.get(id_or_name).await?;
+        let root = self.rootfs_of(&vm)?;
+        let path = path.to_string();
+        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::remove(&root, &path))
+            .await
+            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+    }
+
+    pub async fn stats(&self, id_or_name: &str) -> Result<Stats> {
+        let vm = self.get(id_or_name).await?;
+        Ok(self.inner.host.stats(&vm.id, vm.pid))
+    }
+
+    /// The host directory of an instance (tests check cleanup against it).
+    pub fn instance_dir(&self, id: &str) -> PathBuf {
+        self.inner.host.instance_dir(id)
+    }
+
+    pub fn sandbox_host(&self) -> &SandboxHost {
+        &self.inner.host
+    }
+}
+
+fn live_template(e: &TemplateEntry) -> Template {
+    let mut t = e.meta.clone();
+    if t.state == TemplateState::Building {
+        t.bytes_done = e.progress.bytes_done.load(Ordering::Relaxed);
+        let total = e.progress.bytes_total.load(Ordering::Relaxed);
+        t.bytes_total = (total > 0).then_some(total);
+    }
+    t
+}

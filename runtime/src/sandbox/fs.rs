@@ -1,0 +1,227 @@
+//! Files inside a sandbox, reached from the host through its root filesystem. Every path is
+//! resolved as the guest would see it (`RESOLVE_IN_ROOT`: `..` and symlinks never leave the
+//! root), and a request that tries to leave it — `../../etc/shadow`, or a symlink whose target
+//! points above the root — is refused outright with a clear error.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+
+use crate::api::FileEntry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    #[error("{0:?} leaves the sandbox's root: use a path inside it")]
+    Escape(String),
+    #[error("{path:?} is a symlink to {target:?}, which points outside the sandbox")]
+    SymlinkEscape { path: String, target: String },
+    #[error("{0:?} does not exist in the sandbox")]
+    NotFound(String),
+    #[error("{0:?} is a directory")]
+    IsDir(String),
+    #[error("{path:?}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+fn io(path: &str) -> impl FnOnce(rustix::io::Errno) -> FsError + '_ {
+    move |e| match e {
+        rustix::io::Errno::NOENT => FsError::NotFound(path.to_string()),
+        rustix::io::Errno::XDEV => FsError::Escape(path.to_string()),
+        other => FsError::Io { path: path.to_string(), source: other.into() },
+    }
+}
+
+/// The path relative to the root, with `.` removed and `..` applied; refused if it climbs out.
+pub fn clean(path: &str) -> Result<PathBuf, FsError> {
+    let mut out: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in Path::new(path).components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                if out.pop().is_none() {
+                    return Err(FsError::Escape(path.to_string()));
+                }
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    Ok(out.iter().collect())
+}
+
+/// Walks `rel` under `root` and refuses any symlink on the way whose target climbs above the
+/// root. The kernel's RESOLVE_IN_ROOT already keeps resolution inside; this turns an attempt
+/// into an error the caller sees instead of a silently different file.
+fn check_symlinks(root: &Path, rel: &Path, original: &str) -> Result<(), FsError> {
+    let mut stack: Vec<PathBuf> = vec![rel.to_path_buf()];
+    let mut hops = 0;
+    while let Some(p) = stack.pop() {
+        let mut cur = PathBuf::new();
+        for c in p.components() {
+            cur.push(c);
+            let host = root.join(&cur);
+            let Ok(meta) = std::fs::symlink_metadata(&host) else { break };
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            hops += 1;
+            if hops > 40 {
+                return Err(FsError::Io { path: original.into(), source: std::io::Error::other("too many symlinks") });
+            }
+            let target = std::fs::read_link(&host).map_err(|e| FsError::Io { path: original.into(), source: e })?;
+            let t = target.to_string_lossy().to_string();
+            let joined = if target.is_absolute() {
+                t.clone()
+            } else {
+                cur.parent().unwrap_or(Path::new("")).join(&target).to_string_lossy().to_string()
+            };
+            let resolved = clean(&joined).map_err(|_| FsError::SymlinkEscape { path: original.into(), target: t })?;
+            let rest: PathBuf = p.strip_prefix(&cur).map(Path::to_path_buf).unwrap_or_default();
+            stack.push(resolved.join(rest));
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn root_fd(root: &Path) -> Result<OwnedFd, FsError> {
+    rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(io(&root.to_string_lossy()))
+}
+
+fn resolve(root: &OwnedFd, rel: &Path, flags: OFlags, mode: Mode, original: &str) -> Result<OwnedFd, FsError> {
+    let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
+    rustix::fs::openat2(root, rel, flags | OFlags::CLOEXEC, mode, ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS)
+        .map_err(io(original))
+}
+
+fn prepare(root: &Path, path: &str) -> Result<(OwnedFd, PathBuf), FsError> {
+    let rel = clean(path)?;
+    check_symlinks(root, &rel, path)?;
+    Ok((root_fd(root)?, rel))
+}
+
+pub fn read_file(root: &Path, path: &str, limit: u64) -> Result<Vec<u8>, FsError> {
+    let (rfd, rel) = prepare(root, path)?;
+    let fd = resolve(&rfd, &rel, OFlags::RDONLY, Mode::empty(), path)?;
+    let mut f = std::fs::File::from(fd);
+    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(FsError::IsDir(path.to_string()));
+    }
+    let mut buf = Vec::new();
+    Read::by_ref(&mut f).take(limit).read_to_end(&mut buf).map_err(|e| FsError::Io { path: path.into(), source: e })?;
+    Ok(buf)
+}
+
+/// Writes a file, creating missing parent directories. The last component is never followed
+/// if it is a symlink.
+pub fn write_file(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
+    let (rfd, rel) = prepare(root, path)?;
+    let name = rel.file_name().ok_or_else(|| FsError::IsDir(path.to_string()))?.to_owned();
+    let parent_rel = rel.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut dir = resolve(&rfd, Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
+    for c in parent_rel.components() {
+        match rustix::fs::mkdirat(&dir, c.as_os_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io(path)(e)),
+        }
+        let next = rustix::fs::openat(
+            &dir,
+            c.as_os_str(),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            if e == rustix::io::Errno::NOTDIR || e == rustix::io::Errno::LOOP {
+                FsError::Escape(path.to_string())
+            } else {
+                io(path)(e)
+            }
+        })?;
+        dir = next;
+    }
+    let fd = rustix::fs::openat(
+        &dir,
+        name.as_os_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode & 0o7777),
+    )
+    .map_err(|e| if e == rustix::io::Errno::LOOP { FsError::Escape(path.to_string()) } else { io(path)(e) })?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(data).map_err(|e| FsError::Io { path: path.into(), source: e })?;
+    Ok(())
+}
+
+pub fn list_dir(root: &Path, path: &str) -> Result<Vec<FileEntry>, FsError> {
+    let (rfd, rel) = prepare(root, path)?;
+    let fd = resolve(&rfd, &rel, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty(), path)?;
+    let dir_for_stat = rustix::io::dup(&fd).map_err(io(path))?;
+    let mut out = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&fd).map_err(io(path))? {
+        let entry = entry.map_err(io(path))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name == "." || name == ".." {
+            continue;
+        }
+        let Ok(st) = rustix::fs::statat(&dir_for_stat, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+        let link_target = (ft == rustix::fs::FileType::Symlink)
+            .then(|| rustix::fs::readlinkat(&dir_for_stat, entry.file_name(), Vec::new()).ok())
+            .flatten()
+            .map(|t| t.to_string_lossy().to_string());
+        out.push(FileEntry {
+            name,
+            size: st.st_size as u64,
+            mode: st.st_mode & 0o7777,
+            is_dir: ft == rustix::fs::FileType::Directory,
+            link_target,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+pub fn remove(root: &Path, path: &str) -> Result<(), FsError> {
+    let (rfd, rel) = prepare(root, path)?;
+    let name = rel.file_name().ok_or_else(|| FsError::Escape(path.to_string()))?.to_owned();
+    let parent =
+        resolve(&rfd, rel.parent().unwrap_or(Path::new("")), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
+    let st = rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(io(path))?;
+    let flags = if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+        AtFlags::REMOVEDIR
+    } else {
+        AtFlags::empty()
+    };
+    rustix::fs::unlinkat(&parent, name.as_os_str(), flags).map_err(io(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::write(r.join("etc/hostname"), "inside").unwrap();
+        std::os::unix::fs::symlink("../../../../etc/shadow", r.join("evil")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", r.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../..", r.join("etc/up")).unwrap();
+
+        assert!(matches!(read_file(r, "../../etc/shadow", 1 << 20), Err(FsError::Escape(_))));
+        assert!(matches!(read_file(r, "/evil", 1 << 20), Err(FsError::SymlinkEscape { .. })));
+        assert!(matches!(read_file(r, "/etc/up/x", 1 << 20), Err(FsError::SymlinkEscape { .. })));
+        // An absolute symlink means the guest's own path.
+        assert_eq!(read_file(r, "/abs", 1 << 20).unwrap(), b"inside");
+        assert!(matches!(write_file(r, "/evil", b"x", 0o644), Err(FsError::SymlinkEscape { .. })));
+
+        write_file(r, "/work/dir/note.txt", b"hello", 0o600).unwrap();
+        assert_eq!(read_file(r, "work/dir/note.txt", 1 << 20).unwrap(), b"hello");
+        let names: Vec<_> = list_dir(r, "/").unwrap().into_iter().map(|e| e.name).collect();
+        assert_eq!(names, ["abs", "etc", "evil", "work"]);
+        remove(r, "/work/dir/note.txt").unwrap();
+        assert!(matches!(read_file(r, "/work/dir/note.txt", 10), Err(FsError::NotFound(_))));
+    }
+}

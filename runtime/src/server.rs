@@ -1,0 +1,237 @@
+//! The FluxVM v1 HTTP API over a `Runtime`. Not open to anyone on the host: every request
+//! carries the bearer token the node agent and the api hold.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::api::{CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, PowerAction};
+use crate::engine::{Runtime, RuntimeError};
+
+#[derive(Clone)]
+struct AppState {
+    rt: Runtime,
+    token: String,
+}
+
+impl IntoResponse for RuntimeError {
+    fn into_response(self) -> Response {
+        let code = match self {
+            RuntimeError::NotFound(_) => StatusCode::NOT_FOUND,
+            RuntimeError::Conflict(_) => StatusCode::CONFLICT,
+            RuntimeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            RuntimeError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
+            RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (code, Json(ErrorBody { reason: self.reason().into(), message: self.to_string() })).into_response()
+    }
+}
+
+type R<T> = Result<T, RuntimeError>;
+
+pub fn router(rt: Runtime, token: String) -> Router {
+    let state = AppState { rt, token };
+    Router::new()
+        .route("/v1/node", get(node))
+        .route("/v1/vms", get(list_vms).post(create_vm))
+        .route("/v1/sandboxes", get(list_sandboxes).post(create_sandbox))
+        .route("/v1/vms/{id}", get(get_vm).delete(delete_vm))
+        .route("/v1/vms/{id}/exec", post(exec))
+        .route("/v1/vms/{id}/processes", get(processes).post(start_process))
+        .route("/v1/vms/{id}/processes/{pid}", get(process))
+        .route("/v1/vms/{id}/processes/{pid}/logs", get(process_logs))
+        .route("/v1/vms/{id}/processes/{pid}/wait", post(wait_process))
+        .route("/v1/vms/{id}/processes/{pid}/kill", post(kill_process))
+        .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
+        .route("/v1/vms/{id}/stats", get(stats))
+        .route("/v1/vms/{id}/{action}", post(power))
+        .route("/v1/templates", get(list_templates).post(create_template))
+        .route("/v1/templates/{name}", get(get_template))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let ok = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| constant_time_eq(t.as_bytes(), st.token.as_bytes()));
+    if !ok {
+        let body = ErrorBody {
+            reason: "Unauthorized".into(),
+            message: "the runtime API needs the node's bearer token".into(),
+        };
+        return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({"name": st.rt.node_name(), "backends": ["sandbox"], "acceleration": null}))
+}
+
+async fn list_vms(State(st): State<AppState>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let mut vms = st.rt.list().await;
+    if let Some(name) = q.get("name") {
+        vms.retain(|v| &v.name == name);
+    }
+    Json(vms).into_response()
+}
+
+async fn list_sandboxes(State(st): State<AppState>) -> Response {
+    let vms: Vec<_> = st.rt.list().await.into_iter().filter(|v| v.spec.sandbox.is_some()).collect();
+    Json(vms).into_response()
+}
+
+async fn create_vm(State(st): State<AppState>, Json(req): Json<CreateVmRequest>) -> R<Response> {
+    Ok((StatusCode::CREATED, Json(st.rt.create(req).await?)).into_response())
+}
+
+async fn create_sandbox(State(st): State<AppState>, Json(mut req): Json<CreateVmRequest>) -> R<Response> {
+    if req.sandbox.is_none() {
+        req.sandbox = Some(Default::default());
+    }
+    Ok((StatusCode::CREATED, Json(st.rt.create(req).await?)).into_response())
+}
+
+async fn get_vm(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.get(&id).await?).into_response())
+}
+
+async fn delete_vm(State(st): State<AppState>, Path(id): Path<String>) -> R<StatusCode> {
+    st.rt.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn power(
+    State(st): State<AppState>,
+    Path((id, action)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    let action: PowerAction = serde_json::from_value(serde_json::Value::String(action.clone())).map_err(|_| {
+        RuntimeError::NotFound(format!(
+            "no operation {action:?}: use start, stop, pause, resume, restart, hibernate or halt"
+        ))
+    })?;
+    let paused = q.get("paused").is_some_and(|v| v == "true");
+    Ok(Json(st.rt.power(&id, action, paused).await?).into_response())
+}
+
+async fn exec(State(st): State<AppState>, Path(id): Path<String>, Json(req): Json<ExecRequest>) -> R<Response> {
+    Ok(Json(st.rt.exec(&id, &req).await?).into_response())
+}
+
+async fn start_process(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Json(req): Json<ExecRequest>,
+) -> R<Response> {
+    Ok((StatusCode::CREATED, Json(st.rt.start_process(&id, &req).await?)).into_response())
+}
+
+async fn processes(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.processes(&id).await?).into_response())
+}
+
+async fn process(State(st): State<AppState>, Path((id, pid)): Path<(String, String)>) -> R<Response> {
+    Ok(Json(st.rt.process(&id, &pid).await?).into_response())
+}
+
+async fn process_logs(State(st): State<AppState>, Path((id, pid)): Path<(String, String)>) -> R<Response> {
+    let (stdout, stderr) = st.rt.process_logs(&id, &pid).await?;
+    Ok(Json(serde_json::json!({"stdout": stdout, "stderr": stderr})).into_response())
+}
+
+async fn wait_process(
+    State(st): State<AppState>,
+    Path((id, pid)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    let secs = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(60u64).min(3600);
+    Ok(Json(st.rt.wait_process(&id, &pid, Duration::from_secs(secs)).await?).into_response())
+}
+
+async fn kill_process(
+    State(st): State<AppState>,
+    Path((id, pid)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<StatusCode> {
+    st.rt.kill_process(&id, &pid, q.get("signal").map(String::as_str).unwrap_or("TERM")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn path_param(q: &HashMap<String, String>) -> R<String> {
+    q.get("path")
+        .cloned()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| RuntimeError::Invalid("the path query parameter is required".into()))
+}
+
+async fn read_file(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    let path = path_param(&q)?;
+    if q.get("list").is_some_and(|v| v == "true") {
+        return Ok(Json(st.rt.list_files(&id, &path).await?).into_response());
+    }
+    let data = st.rt.read_file(&id, &path).await?;
+    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+}
+
+async fn write_file(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    _headers: HeaderMap,
+    body: Bytes,
+) -> R<StatusCode> {
+    let path = path_param(&q)?;
+    let mode = match q.get("mode") {
+        Some(m) => u32::from_str_radix(m, 8)
+            .map_err(|_| RuntimeError::Invalid(format!("mode {m:?} must be octal, e.g. 644")))?,
+        None => 0o644,
+    };
+    st.rt.write_file(&id, &path, body.to_vec(), mode).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn delete_file(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<StatusCode> {
+    st.rt.delete_file(&id, &path_param(&q)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn stats(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.stats(&id).await?).into_response())
+}
+
+async fn list_templates(State(st): State<AppState>) -> Response {
+    Json(st.rt.templates()).into_response()
+}
+
+async fn get_template(State(st): State<AppState>, Path(name): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.template(&name)?).into_response())
+}
+
+async fn create_template(State(st): State<AppState>, Json(req): Json<CreateTemplateRequest>) -> R<Response> {
+    Ok((StatusCode::ACCEPTED, Json(st.rt.create_template(&req.name, &req.image_ref)?)).into_response())
+}

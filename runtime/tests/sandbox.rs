@@ -1,0 +1,199 @@
+//! The full life of a sandbox through the runtime's HTTP API, on real runc.
+
+use std::path::Path;
+use std::time::Duration;
+
+use kairon_model::SandboxSpec;
+use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, ProcessState, TemplateState, VmState};
+use kairon_runtime::client::{ClientError, RuntimeClient};
+use kairon_runtime::engine::{Runtime, RuntimeConfig};
+
+const TOKEN: &str = "test-runtime-token";
+
+async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient) {
+    let rt = Runtime::open(RuntimeConfig {
+        state_dir: state_dir.to_path_buf(),
+        node_name: node.to_string(),
+        registry: Default::default(),
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap();
+    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
+    (rt, client)
+}
+
+fn sandbox(name: &str) -> CreateVmRequest {
+    CreateVmRequest {
+        name: name.into(),
+        sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }),
+        ..Default::default()
+    }
+}
+
+fn sh(cmd: &str) -> ExecRequest {
+    ExecRequest { command: vec!["sh".into(), "-c".into(), cmd.into()], ..Default::default() }
+}
+
+fn api_status(e: ClientError) -> (u16, String) {
+    match e {
+        ClientError::Api { status, message, .. } => (status, message),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_lives_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, c) = serve(dir.path(), "life").await;
+    assert_eq!(c.template("busybox").await.unwrap().state, TemplateState::Ready);
+
+    let vm = c.create(&sandbox("kairon-default-life")).await.unwrap();
+    assert_eq!((vm.state, vm.backend.as_str()), (VmState::Running, "runc"));
+    let pid = vm.pid.unwrap();
+
+    let out = c.exec(&vm.id, &sh("echo hello; uname -s; echo oops >&2; exit 3")).await.unwrap();
+    assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "hello\nLinux\n", "oops\n"));
+    let env = c
+        .exec(&vm.id, &ExecRequest { command: vec!["pwd".into()], cwd: Some("/tmp".into()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(env.stdout, "/tmp\n");
+    let timed = c.exec(&vm.id, &ExecRequest { timeout_seconds: Some(1), ..sh("sleep 30") }).await.unwrap();
+    assert!(timed.timed_out);
+
+    // Files: written from outside, seen inside, and back.
+    c.write_file(&vm.id, "/work/task.py", b"print('hi')\n".to_vec(), 0o600).await.unwrap();
+    assert_eq!(c.exec(&vm.id, &sh("cat /work/task.py")).await.unwrap().stdout, "print('hi')\n");
+    c.exec(&vm.id, &sh("echo from-inside > /work/out.txt")).await.unwrap();
+    assert_eq!(c.read_file(&vm.id, "/work/out.txt").await.unwrap(), b"from-inside\n");
+    let names: Vec<_> = c.list_files(&vm.id, "/work").await.unwrap().into_iter().map(|f| f.name).collect();
+    assert_eq!(names, ["out.txt", "task.py"]);
+    c.delete_file(&vm.id, "/work/out.txt").await.unwrap();
+    assert_eq!(api_status(c.read_file(&vm.id, "/work/out.txt").await.unwrap_err()).0, 404);
+
+    // A background process: logs and exit code.
+    let p = c.start_process(&vm.id, &sh("echo started; sleep 0.3; echo done; exit 7")).await.unwrap();
+    let done = c.wait_process(&vm.id, &p.id, Duration::from_secs(10)).await.unwrap();
+    assert_eq!((done.state, done.exit_code), (ProcessState::Exited, Some(7)));
+    assert_eq!(c.process_logs(&vm.id, &p.id).await.unwrap().0, "started\ndone\n");
+
+    // A busy process, then pause: CPU time stops growing; resume: it grows again.
+    let busy = c.start_process(&vm.id, &sh("while :; do :; done")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = c.stats(&vm.id).await.unwrap();
+    assert!(before.cpu_time_nanos > 0 && before.process_count >= 3, "{before:?}");
+    let paused = c.power(&vm.id, PowerAction::Pause, false).await.unwrap();
+    assert_eq!(paused.state, VmState::Paused);
+    let a = c.stats(&vm.id).await.unwrap().cpu_time_nanos;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = c.stats(&vm.id).await.unwrap().cpu_time_nanos;
+    assert_eq!(a, b, "a paused sandbox uses no CPU");
+    let (code, msg) = api_status(c.exec(&vm.id, &sh("true")).await.unwrap_err());
+    assert_eq!(code, 409);
+    assert!(msg.contains("paused"), "{msg}");
+    c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(c.stats(&vm.id).await.unwrap().cpu_time_nanos > b);
+    c.kill_process(&vm.id, &busy.id, "TERM").await.unwrap();
+    let killed = c.wait_process(&vm.id, &busy.id, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(killed.state, ProcessState::Exited);
+
+    // Hibernate and Halt are refused with a reason.
+    let (code, msg) = api_status(c.power(&vm.id, PowerAction::Hibernate, false).await.unwrap_err());
+    assert_eq!(code, 501);
+    assert!(msg.contains("cannot hibernate"), "{msg}");
+
+    // Delete: no process, mount, cgroup, runc state or bundle left.
+    c.delete(&vm.id).await.unwrap();
+    assert!(c.get(&vm.id).await.unwrap_err().is_not_found());
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z")
+    );
+    assert!(!rt.instance_dir(&vm.id).exists(), "bundle removed");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&vm.id), "no mount left");
+    assert!(!Path::new(&format!("/sys/fs/cgroup/memory/kairon-life/{}", vm.id)).exists(), "no cgroup left");
+    assert!(!dir.path().join("runc").join(&vm.id).exists(), "no runc state left");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn paths_cannot_leave_the_sandbox_and_the_hardening_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, c) = serve(dir.path(), "hard").await;
+    let vm = c.create(&sandbox("kairon-default-hard")).await.unwrap();
+
+    for path in ["../../etc/shadow", "/../../../etc/passwd"] {
+        let (code, msg) = api_status(c.read_file(&vm.id, path).await.unwrap_err());
+        assert_eq!(code, 422, "{path}: {msg}");
+        assert!(msg.contains("leaves the sandbox"), "{msg}");
+    }
+    c.exec(&vm.id, &sh("ln -s ../../../../../etc/shadow /evil && mkdir -p /d && ln -s ../../../.. /d/up"))
+        .await
+        .unwrap();
+    for path in ["/evil", "/d/up/etc/shadow"] {
+        let (code, msg) = api_status(c.read_file(&vm.id, path).await.unwrap_err());
+        assert_eq!(code, 422, "{path}: {msg}");
+        assert!(msg.contains("outside the sandbox"), "{msg}");
+        let (code, _) = api_status(c.write_file(&vm.id, path, b"x".to_vec(), 0o644).await.unwrap_err());
+        assert_eq!(code, 422);
+    }
+    assert!(std::fs::read("/etc/shadow").map(|s| !s.starts_with(b"x")).unwrap_or(true));
+
+    // From inside: each hardening item fails.
+    let tries = [
+        ("mount", "mkdir -p /mnt/t && mount -t tmpfs none /mnt/t"),
+        ("raw socket", "ping -c 1 -W 1 127.0.0.1"),
+        ("write /proc/sys", "echo 1 > /proc/sys/kernel/sysrq"),
+        ("device node", "mknod /tmp/sda b 8 0"),
+    ];
+    for (what, cmd) in tries {
+        let r = c.exec(&vm.id, &sh(cmd)).await.unwrap();
+        assert_ne!(r.exit_code, 0, "{what} must fail inside a sandbox: {r:?}");
+    }
+    // A setuid-root binary run by an unprivileged user does not grant root (no_new_privs).
+    // The kernel ignores setuid bits for every process in the sandbox:
+    c.exec(&vm.id, &sh("cp /bin/busybox /tmp/id && chmod 4755 /tmp/id")).await.unwrap();
+    let r = c
+        .exec(
+            &vm.id,
+            &ExecRequest { user: Some("1000:1000".into()), ..sh("/tmp/id -u; grep NoNewPrivs /proc/self/status") },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stdout, "1000\nNoNewPrivs:\t1\n", "{r:?}");
+    c.delete(&vm.id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clear_errors_for_what_this_node_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, c) = serve(dir.path(), "errs").await;
+    let missing = CreateVmRequest {
+        sandbox: Some(SandboxSpec { template_name: Some("alpine-agent".into()) }),
+        ..sandbox("kairon-default-missing")
+    };
+    let (code, msg) = api_status(c.create(&missing).await.unwrap_err());
+    assert_eq!(code, 404);
+    assert!(msg.contains("template \"alpine-agent\" does not exist on node errs"), "{msg}");
+    let image = CreateVmRequest {
+        sandbox: Some(SandboxSpec::default()),
+        image: Some(kairon_model::ImageSource { path: "/images/sandbox.qcow2".into() }),
+        ..sandbox("kairon-default-image")
+    };
+    let (code, msg) = api_status(c.create(&image).await.unwrap_err());
+    assert_eq!(code, 501);
+    assert!(msg.contains("lightweight VM track"), "{msg}");
+    let vm = c.create(&sandbox("kairon-default-dup")).await.unwrap();
+    let (code, _) = api_status(c.create(&sandbox("kairon-default-dup")).await.unwrap_err());
+    assert_eq!(code, 409);
+    assert_eq!(c.find_by_name("kairon-default-dup").await.unwrap().unwrap().id, vm.id);
+    c.delete(&vm.id).await.unwrap();
+    let bad = RuntimeClient::new(c.endpoint(), "wrong").unwrap();
+    assert_eq!(api_status(bad.list().await.unwrap_err()).0, 401);
+}
