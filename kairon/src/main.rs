@@ -1,6 +1,7 @@
 //! `kairon`: the Kairon control plane in one binary.
 
 mod postgres;
+mod runtime_cmd;
 mod tls;
 mod up;
 
@@ -23,6 +24,8 @@ enum Command {
     /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
     /// unless DATABASE_URL is set.
     Up(up::UpArgs),
+    /// Run this node's runtime (the FluxVM v1 API over runc sandboxes) on its own.
+    Runtime(runtime_cmd::RuntimeArgs),
     /// Print a signed bearer token.
     Token(TokenArgs),
     /// Print the CustomResourceDefinitions (both versions) for a real cluster.
@@ -66,6 +69,7 @@ async fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
+        Command::Runtime(args) => runtime_cmd::run(args).await,
         Command::Token(t) => {
             let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
             let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;

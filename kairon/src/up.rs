@@ -33,6 +33,9 @@ pub struct UpArgs {
     /// How many recent revisions compaction keeps (watches may resume within them).
     #[arg(long, default_value_t = 100_000)]
     compact_keep: i64,
+    /// Run without this node's runtime (sandboxes need root for runc).
+    #[arg(long)]
+    no_runtime: bool,
     /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
     #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
     test_min_idle_timeout_seconds: i64,
@@ -127,6 +130,18 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let kubeconfig_path = data_dir.join("kubeconfig");
     write_private(&kubeconfig_path, kubeconfig(&server_url, &tls.ca_pem, &token).as_bytes())?;
 
+    let runtime_url = if args.no_runtime {
+        None
+    } else {
+        match start_runtime(args, data_dir).await {
+            Ok(url) => Some(url),
+            Err(e) => {
+                eprintln!("warning: the node runtime did not start, so sandboxes cannot run here: {e:#}");
+                None
+            }
+        }
+    };
+
     let compactor = {
         let store = store.clone();
         let (every, keep) = (args.compact_interval, args.compact_keep);
@@ -147,6 +162,9 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     println!("  data dir:    {}", data_dir.display());
     println!("  kubeconfig:  {}   (export KUBECONFIG={0})", kubeconfig_path.display());
     println!("  CA:          {}", data_dir.join("tls/ca.crt").display());
+    if let Some(u) = &runtime_url {
+        println!("  runtime:     {u}   (token in {})", data_dir.join("runtime-token").display());
+    }
     println!("  admin token: {token}");
     println!("Press Ctrl-C to stop.");
 
@@ -167,7 +185,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
@@ -177,4 +195,31 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term.recv() => {},
     }
+}
+
+/// Starts this node's runtime in-process on a free loopback port, with a token kept in the
+/// data dir, and returns its URL.
+async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<String> {
+    let token_path = data_dir.join("runtime-token");
+    let token = match std::fs::read_to_string(&token_path) {
+        Ok(t) => t.trim().to_string(),
+        Err(_) => {
+            let t = uuid::Uuid::new_v4().simple().to_string();
+            write_private(&token_path, t.as_bytes())?;
+            t
+        }
+    };
+    let rargs = crate::runtime_cmd::RuntimeArgs {
+        state_dir: data_dir.join("runtime").join(&args.node_name),
+        listen: "127.0.0.1:0".parse()?,
+        node_name: args.node_name.clone(),
+        token: token.clone(),
+        insecure_registries: vec![],
+    };
+    let rt = crate::runtime_cmd::open(&rargs).await?;
+    let listener = tokio::net::TcpListener::bind(rargs.listen).await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = kairon_runtime::server::router(rt, token);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
 }

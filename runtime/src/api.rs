@@ -66,6 +66,9 @@ pub struct Vm {
     pub template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the runtime deletes it (from `ttlSeconds`, counted from creation or claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     pub spec: CreateVmRequest,
 }
 
@@ -229,4 +232,57 @@ pub struct EgressDecision {
 pub struct ErrorBody {
     pub reason: String,
     pub message: String,
+}
+
+/// `POST /v1/pools`: keep `size` members booted and Paused, ready for an instant claim.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatePoolRequest {
+    pub name: String,
+    pub size: u32,
+    /// What each member is made from (its `name` is replaced per member).
+    pub template: CreateVmRequest,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolMemberState {
+    /// Booting, or not yet paused.
+    Booting,
+    /// Paused and ready to be claimed.
+    Ready,
+    /// Handed out by a claim; no longer counted in the pool's size.
+    Claimed,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolMember {
+    pub id: String,
+    pub name: String,
+    pub state: PoolMemberState,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    pub name: String,
+    pub size: u32,
+    pub template: CreateVmRequest,
+    pub members: Vec<PoolMember>,
+    /// The last error while filling, if the pool cannot reach its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub created_at: String,
+}
+
+/// `POST /v1/pools/{name}/claim`: both fields optional overrides.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimRequest {
+    /// The claimed instance's new runtime name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Delete the claimed instance this many seconds after the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<i64>,
 }

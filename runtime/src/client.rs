@@ -7,8 +7,8 @@ use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, ExecResult, FileEntry, PowerAction, Process, Stats,
-    Template, Vm,
+    ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, ExecResult,
+    FileEntry, Pool, PowerAction, Process, Stats, Template, Vm,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -196,6 +196,26 @@ impl RuntimeClient {
     pub async fn create_template(&self, name: &str, image_ref: &str) -> Result<Template> {
         let req = CreateTemplateRequest { name: name.into(), image_ref: image_ref.into() };
         self.json(self.http.post(self.url("/v1/templates")).json(&req)).await
+    }
+
+    pub async fn create_pool(&self, req: &CreatePoolRequest) -> Result<Pool> {
+        self.json(self.http.post(self.url("/v1/pools")).json(req)).await
+    }
+
+    pub async fn pools(&self) -> Result<Vec<Pool>> {
+        self.json(self.http.get(self.url("/v1/pools"))).await
+    }
+
+    pub async fn pool(&self, name: &str) -> Result<Pool> {
+        self.json(self.http.get(self.url(&format!("/v1/pools/{name}")))).await
+    }
+
+    pub async fn claim(&self, pool: &str, req: &ClaimRequest) -> Result<Vm> {
+        self.json(self.http.post(self.url(&format!("/v1/pools/{pool}/claim"))).json(req)).await
+    }
+
+    pub async fn delete_pool(&self, name: &str) -> Result<()> {
+        self.send(self.http.delete(self.url(&format!("/v1/pools/{name}")))).await.map(|_| ())
     }
 
     /// True when the runtime answers at all (any status).

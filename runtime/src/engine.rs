@@ -92,28 +92,34 @@ struct TemplateEntry {
     progress: Arc<oci::Progress>,
 }
 
-struct Inner {
-    cfg: RuntimeConfig,
-    host: SandboxHost,
+pub(crate) struct Inner {
+    pub(crate) cfg: RuntimeConfig,
+    pub(crate) host: SandboxHost,
     /// Instances by id; each behind its own lock so one slow operation does not stall others.
-    instances: std::sync::Mutex<BTreeMap<String, Arc<Mutex<Vm>>>>,
+    pub(crate) instances: std::sync::Mutex<BTreeMap<String, Arc<Mutex<Vm>>>>,
     templates: std::sync::Mutex<BTreeMap<String, TemplateEntry>>,
+    pub(crate) pools: std::sync::Mutex<BTreeMap<String, crate::pools::PoolEntry>>,
 }
 
 #[derive(Clone)]
 pub struct Runtime {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-fn now() -> String {
+/// The RFC 3339 instant `ttl` seconds from now.
+pub(crate) fn expiry(ttl: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::seconds(ttl)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn valid_name(s: &str) -> bool {
+pub(crate) fn valid_name(s: &str) -> bool {
     kairon_model::validate::is_dns_subdomain(s)
 }
 
@@ -129,10 +135,12 @@ impl Runtime {
                 host,
                 instances: std::sync::Mutex::new(BTreeMap::new()),
                 templates: std::sync::Mutex::new(BTreeMap::new()),
+                pools: std::sync::Mutex::new(BTreeMap::new()),
             }),
         };
         rt.load_templates();
         rt.adopt().await?;
+        rt.load_pools();
         if rt.template(BUSYBOX_TEMPLATE).is_err() {
             rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
         }
@@ -296,7 +304,7 @@ impl Runtime {
         self.inner.host.instance_dir(id).join("vm.json")
     }
 
-    fn save(&self, vm: &Vm) -> Result<()> {
+    pub(crate) fn save(&self, vm: &Vm) -> Result<()> {
         let raw = serde_json::to_vec_pretty(vm).map_err(|e| RuntimeError::Internal(e.to_string()))?;
         let path = self.vm_file(&vm.id);
         let tmp = path.with_extension("json.tmp");
@@ -325,8 +333,8 @@ impl Runtime {
             vm.state = state;
             vm.pid = pid;
             self.save(&vm)?;
-            if let Some(ttl) = vm.spec.ttl_seconds {
-                self.arm_ttl(&vm.id, &vm.created_at, ttl);
+            if let Some(at) = &vm.expires_at {
+                self.arm_ttl(&vm.id, at);
             }
             lock(&self.inner.instances).insert(vm.id.clone(), Arc::new(Mutex::new(vm)));
         }
@@ -342,7 +350,7 @@ impl Runtime {
         out
     }
 
-    fn slot(&self, id_or_name: &str) -> Result<Arc<Mutex<Vm>>> {
+    pub(crate) fn slot(&self, id_or_name: &str) -> Result<Arc<Mutex<Vm>>> {
         let map = lock(&self.inner.instances);
         if let Some(v) = map.get(id_or_name) {
             return Ok(v.clone());
@@ -404,6 +412,7 @@ impl Runtime {
             created_at: now(),
             template: Some(template_name.clone()),
             message: None,
+            expires_at: None,
             spec: req,
         };
         let slot = Arc::new(Mutex::new(vm.clone()));
@@ -426,7 +435,10 @@ impl Runtime {
         match self.boot(&mut guard, &template).await {
             Ok(()) => {
                 if let Some(ttl) = guard.spec.ttl_seconds {
-                    self.arm_ttl(&id, &guard.created_at, ttl);
+                    let at = expiry(ttl);
+                    guard.expires_at = Some(at.clone());
+                    self.save(&guard)?;
+                    self.arm_ttl(&id, &at);
                 }
                 Ok(guard.clone())
             }
@@ -455,14 +467,23 @@ impl Runtime {
         self.save(vm)
     }
 
-    fn arm_ttl(&self, id: &str, created_at: &str, ttl: i64) {
-        let Ok(created) = chrono::DateTime::parse_from_rfc3339(created_at) else { return };
-        let due = created.with_timezone(&chrono::Utc) + chrono::Duration::seconds(ttl);
+    /// Deletes the instance at `expires_at` (RFC 3339), unless it is gone by then.
+    pub(crate) fn arm_ttl(&self, id: &str, expires_at: &str) {
+        let Ok(due) = chrono::DateTime::parse_from_rfc3339(expires_at) else { return };
+        let due = due.with_timezone(&chrono::Utc);
         let wait = (due - chrono::Utc::now()).to_std().unwrap_or_default();
         let rt = self.clone();
         let id = id.to_string();
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
+            // A later claim may have moved the deadline; only the current one counts.
+            let current = rt.get(&id).await.ok().and_then(|vm| vm.expires_at);
+            let due_now = current.and_then(|at| chrono::DateTime::parse_from_rfc3339(&at).ok()).is_some_and(|at| {
+                at.with_timezone(&chrono::Utc) <= chrono::Utc::now() + chrono::Duration::milliseconds(50)
+            });
+            if !due_now {
+                return;
+            }
             if let Err(e) = rt.delete(&id).await
                 && !matches!(e, RuntimeError::NotFound(_))
             {

@@ -3,7 +3,10 @@
 
 pub mod api;
 pub mod client;
+pub mod egress;
 pub mod engine;
 pub mod oci;
+pub mod pools;
+pub mod proxy;
 pub mod sandbox;
 pub mod server;

@@ -13,7 +13,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::api::{CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, PowerAction};
+use crate::api::{
+    ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, PowerAction,
+};
 use crate::engine::{Runtime, RuntimeError};
 
 #[derive(Clone)]
@@ -53,6 +55,9 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
         .route("/v1/vms/{id}/stats", get(stats))
         .route("/v1/vms/{id}/{action}", post(power))
+        .route("/v1/pools", get(list_pools).post(create_pool))
+        .route("/v1/pools/{name}", get(get_pool).delete(delete_pool))
+        .route("/v1/pools/{name}/claim", post(claim))
         .route("/v1/templates", get(list_templates).post(create_template))
         .route("/v1/templates/{name}", get(get_template))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -234,4 +239,30 @@ async fn get_template(State(st): State<AppState>, Path(name): Path<String>) -> R
 
 async fn create_template(State(st): State<AppState>, Json(req): Json<CreateTemplateRequest>) -> R<Response> {
     Ok((StatusCode::ACCEPTED, Json(st.rt.create_template(&req.name, &req.image_ref)?)).into_response())
+}
+
+async fn list_pools(State(st): State<AppState>) -> Response {
+    Json(st.rt.pools()).into_response()
+}
+
+async fn create_pool(State(st): State<AppState>, Json(req): Json<CreatePoolRequest>) -> R<Response> {
+    Ok((StatusCode::CREATED, Json(st.rt.create_pool(req)?)).into_response())
+}
+
+async fn get_pool(State(st): State<AppState>, Path(name): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.pool(&name)?).into_response())
+}
+
+async fn delete_pool(State(st): State<AppState>, Path(name): Path<String>) -> R<StatusCode> {
+    st.rt.delete_pool(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn claim(State(st): State<AppState>, Path(name): Path<String>, body: Bytes) -> R<Response> {
+    let req: ClaimRequest = if body.is_empty() {
+        ClaimRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| RuntimeError::Invalid(format!("invalid claim request: {e}")))?
+    };
+    Ok(Json(st.rt.claim(&name, req).await?).into_response())
 }

@@ -1,0 +1,57 @@
+//! `kairon runtime`: this node's runtime behind the FluxVM v1 API, on its own.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use kairon_runtime::engine::{Runtime, RuntimeConfig};
+
+#[derive(clap::Args, Clone)]
+pub struct RuntimeArgs {
+    /// Where the runtime keeps templates, instances and runc state.
+    #[arg(long, env = "KAIRON_RUNTIME_STATE_DIR")]
+    pub state_dir: PathBuf,
+    /// Loopback address to serve on; port 0 picks a free one.
+    #[arg(long, env = "KAIRON_RUNTIME_LISTEN", default_value = "127.0.0.1:7444")]
+    pub listen: SocketAddr,
+    /// This node's name (it scopes the runc state root and cgroups).
+    #[arg(long, env = "KAIRON_NODE_NAME", default_value = "local")]
+    pub node_name: String,
+    /// The bearer token the node agent and the api use.
+    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// Registries reached over plain HTTP (host:port), for template pulls.
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+}
+
+/// Opens the runtime: the process becomes a child subreaper so sandbox inits that outlive
+/// their runc parent are reaped here (the host's PID 1 may not be an init).
+pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
+    rustix::process::set_child_subreaper(Some(rustix::process::getpid())).context("becoming a child subreaper")?;
+    let cfg = RuntimeConfig {
+        state_dir: args.state_dir.clone(),
+        node_name: args.node_name.clone(),
+        registry: kairon_runtime::oci::RegistryConfig {
+            insecure_hosts: args.insecure_registries.clone(),
+            ..Default::default()
+        },
+    };
+    Runtime::open(cfg).await.map_err(|e| anyhow::anyhow!("opening the runtime in {}: {e}", args.state_dir.display()))
+}
+
+pub async fn run(args: RuntimeArgs) -> Result<()> {
+    if !args.listen.ip().is_loopback() {
+        anyhow::bail!("the runtime API is for this host only: listen on 127.0.0.1");
+    }
+    let rt = open(&args).await?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    println!("Kairon runtime is up at http://{}", listener.local_addr()?);
+    println!("  node:      {}", args.node_name);
+    println!("  state dir: {}", args.state_dir.display());
+    let app = kairon_runtime::server::router(rt, args.token.clone());
+    axum::serve(listener, app).with_graceful_shutdown(crate::up::shutdown_signal()).await?;
+    Ok(())
+}

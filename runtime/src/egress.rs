@@ -1,0 +1,533 @@
+//! Egress policy: a stateless decision from the node config.
+//!
+//! The node reads its TOML config file once, at daemon startup; its `[sandbox]` table holds
+//! `egress_allow_domains` (a list of host patterns) and `inject_authorization` (a table of
+//! host pattern → credential, the secret the node injects as an `Authorization` header on a
+//! sandbox's requests to matching hosts). Nothing changes either at run time: there is no API
+//! to edit them. [`EgressPolicy`] is built once from [`SandboxConfig`] and answers each egress
+//! check ([`crate::api::EgressCheckRequest`]) with an [`EgressDecision`].
+//!
+//! # Patterns (`egress_allow_domains` entries and `inject_authorization` keys)
+//!
+//! | entry            | matches                                                        |
+//! |------------------|----------------------------------------------------------------|
+//! | `example.com`    | exactly `example.com`, nothing else                            |
+//! | `*.example.com`  | any subdomain at any depth (`a.example.com`, `a.b.example.com`), NOT `example.com` itself |
+//! | `.example.com`   | `example.com` and all its subdomains                           |
+//! | `192.0.2.7`      | only that IPv4 address                                         |
+//! | `2001:db8::1` or `[2001:db8::1]` | only that IPv6 address                         |
+//!
+//! Patterns are case-insensitive and one trailing dot is ignored (`Example.COM.` is
+//! `example.com`). A pattern is refused (with [`EgressError::BadPattern`], naming it) when
+//! it is empty, holds whitespace, a scheme (`https://…`), a path, a port, a `*` anywhere but
+//! a leading `*.`, an empty label (`a..b`), a character other than ASCII letters, digits,
+//! `-` and `_` (write internationalised names in their `xn--` form), a label that starts or
+//! ends with `-`, a label over 63 or a name over 253 characters, a last label that is all
+//! digits without the whole being an IPv4 address (`10.0.0`, `010.0.0.1`), or a wildcard or
+//! leading dot on an IP address. **Ports are refused** in patterns: the request's port is
+//! ignored for matching, so `example.com:443` in the allowlist would read as a restriction to
+//! port 443 that is not enforced; refusing it keeps the config honest.
+//!
+//! # Request hosts
+//!
+//! The checked host is matched case-insensitively, ignores one trailing dot, and may carry a
+//! port (`api.example.com:443`, `[2001:db8::1]:443`) that is ignored for matching. An IPv6
+//! literal may come in brackets (with or without a port) or bare (`2001:db8::1`, no port).
+//! An empty or malformed host (whitespace, a scheme, a path, `user@host`, a bad port, an empty
+//! label, a numeric last label that is not an IPv4 address like `127.1`) is
+//! [`EgressError::BadHost`], which the server maps to 422.
+//!
+//! Matching is on the name as written, never on what it resolves to: an IP entry does not
+//! allow a name that resolves to it, nor a name entry its addresses. IP addresses compare
+//! exactly, so `::ffff:192.0.2.7` does not match `192.0.2.7` (the safe direction: deny).
+//! Look-alikes never match: `.example.com` allows neither `example.com.evil.net` nor
+//! `evilexample.com`, because a match is always on whole labels from the right.
+//!
+//! # Decisions
+//!
+//! * An empty (or absent) `egress_allow_domains` allows every host, with the reason
+//!   `"no egress allowlist is configured on this node: all hosts are allowed"`.
+//! * Otherwise an allowed host's reason names the first entry (in list order) that matches
+//!   it; a denied host's reason says it is not in `egress_allow_domains` and names the entry
+//!   that would allow it.
+//! * `credential` is `Some(secret)` only when the host is allowed AND an
+//!   `inject_authorization` pattern matches it. When several match, the most specific wins:
+//!   an exact name or IP first, then the wildcard with the most labels; a tie goes to the
+//!   first in key order. The reason then also names that pattern (never the secret), also
+//!   after the no-allowlist reason above.
+//!
+//! # Missing config file
+//!
+//! [`NodeConfig::load`] of a file that does not exist gives [`NodeConfig::default`], that is
+//! an empty allowlist: allow everything, inject nothing. A node without a config file is one
+//! the operator has not restricted, and an absent `[sandbox]` table or key means the same;
+//! failing the node's startup instead would make the file mandatory. The choice is logged as
+//! a warning. Any other read error, and any parse error, is an error naming the
+//! file.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::api::EgressDecision;
+
+/// The reason given for every host when `egress_allow_domains` is empty.
+pub const NO_ALLOWLIST_REASON: &str = "no egress allowlist is configured on this node: all hosts are allowed";
+
+const ALLOW_FIELD: &str = "egress_allow_domains";
+const INJECT_FIELD: &str = "inject_authorization";
+
+/// Why a config, a pattern or a checked host was refused. No variant ever holds a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    /// The config file exists but could not be read.
+    #[error("cannot read node config {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config is not valid TOML, or a field has the wrong type.
+    #[error("invalid node config{}: {problem}", origin(file.as_deref()))]
+    Parse { file: Option<PathBuf>, problem: String },
+    /// An `egress_allow_domains` entry or `inject_authorization` key (or its value) is refused.
+    #[error("invalid [sandbox] {field} entry {pattern:?}: {problem}")]
+    BadPattern { field: &'static str, pattern: String, problem: String },
+    /// The checked host is empty or malformed (HTTP 422).
+    #[error("invalid egress host {host:?}: {problem}")]
+    BadHost { host: String, problem: String },
+}
+
+fn origin(file: Option<&Path>) -> String {
+    match file {
+        Some(path) => format!(" {}", path.display()),
+        None => String::new(),
+    }
+}
+
+/// The node config's `[sandbox]` table (the part of it this module reads).
+///
+/// `Debug` prints the `inject_authorization` patterns but not their credentials.
+#[derive(Clone, Default, Deserialize)]
+pub struct SandboxConfig {
+    /// Host patterns a sandbox may reach; empty or absent = allow everything.
+    #[serde(default)]
+    pub egress_allow_domains: Vec<String>,
+    /// Host pattern → the credential injected as an `Authorization` header for matching hosts.
+    #[serde(default)]
+    pub inject_authorization: BTreeMap<String, String>,
+}
+
+impl fmt::Debug for SandboxConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SandboxConfig")
+            .field("egress_allow_domains", &self.egress_allow_domains)
+            .field(
+                "inject_authorization",
+                &self.inject_authorization.keys().map(|k| (k.as_str(), "<redacted>")).collect::<BTreeMap<_, _>>(),
+            )
+            .finish()
+    }
+}
+
+/// The node's TOML config file; other tables are ignored here.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct NodeConfig {
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
+}
+
+impl NodeConfig {
+    /// Reads and parses the config file at `path`. A file that does not exist gives the
+    /// default config (no allowlist: allow everything), with a warning; see the module doc.
+    pub fn load(path: &Path) -> Result<NodeConfig, EgressError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::warn!(
+                    path = %path.display(),
+                    "node config file not found: no egress allowlist, all hosts are allowed"
+                );
+                return Ok(NodeConfig::default());
+            }
+            Err(source) => {
+                return Err(EgressError::Read { path: path.to_path_buf(), source });
+            }
+        };
+        parse_text(&text, Some(path))
+    }
+
+    /// Parses config text. Errors give the line and column and the problem, without echoing
+    /// the offending line (it may hold a credential).
+    pub fn parse(text: &str) -> Result<NodeConfig, EgressError> {
+        parse_text(text, None)
+    }
+}
+
+fn parse_text(text: &str, file: Option<&Path>) -> Result<NodeConfig, EgressError> {
+    let fail = |e: toml::de::Error, key: Option<String>| {
+        let message = e.message().trim_end();
+        let at = match key {
+            Some(key) => format!("`{key}`: "),
+            None => String::new(),
+        };
+        let problem = match e.span() {
+            Some(span) => {
+                let (line, column) = line_column(text, span.start);
+                format!("line {line}, column {column}: {at}{message}")
+            }
+            None => format!("{at}{message}"),
+        };
+        EgressError::Parse { file: file.map(Path::to_path_buf), problem }
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| fail(e, None))?;
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let key = e.path().to_string();
+        let key = (key != ".").then_some(key);
+        fail(e.into_inner(), key)
+    })
+}
+
+/// 1-based line and column (in characters) of byte offset `at` in `text`.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let before = text.get(..at).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// A checked host, normalised: a lower-case name without trailing dot, or an IP address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Host {
+    Name(String),
+    Ip(IpAddr),
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Name(name) => f.write_str(name),
+            Host::Ip(IpAddr::V4(ip)) => write!(f, "{ip}"),
+            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
+        }
+    }
+}
+
+/// A parsed pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Pattern {
+    /// `example.com`
+    Exact(String),
+    /// `*.example.com`: subdomains only.
+    Subdomains(String),
+    /// `.example.com`: the domain and its subdomains.
+    DomainAndSubdomains(String),
+    /// An IP literal.
+    Ip(IpAddr),
+}
+
+impl Pattern {
+    fn matches(&self, host: &Host) -> bool {
+        match (self, host) {
+            (Pattern::Exact(name), Host::Name(h)) => h == name,
+            (Pattern::Subdomains(base), Host::Name(h)) => is_subdomain(h, base),
+            (Pattern::DomainAndSubdomains(base), Host::Name(h)) => h == base || is_subdomain(h, base),
+            (Pattern::Ip(ip), Host::Ip(h)) => h == ip,
+            _ => false,
+        }
+    }
+
+    /// Higher is more specific: exact names and IPs, then wildcards by label count.
+    fn specificity(&self) -> (u8, usize) {
+        match self {
+            Pattern::Exact(_) | Pattern::Ip(_) => (1, 0),
+            Pattern::Subdomains(base) | Pattern::DomainAndSubdomains(base) => (0, base.split('.').count()),
+        }
+    }
+}
+
+/// `host` is a strict subdomain of `base`: it ends with `.base` on a label boundary.
+fn is_subdomain(host: &str, base: &str) -> bool {
+    host.len() > base.len() + 1 && host.ends_with(base) && host.as_bytes()[host.len() - base.len() - 1] == b'.'
+}
+
+/// A pattern with the text the operator wrote, for reasons.
+#[derive(Clone, Debug)]
+struct Entry {
+    text: String,
+    pattern: Pattern,
+}
+
+/// The egress decision for one node, built once from its [`SandboxConfig`].
+///
+/// `Debug` prints patterns, never credentials.
+#[derive(Clone)]
+pub struct EgressPolicy {
+    allow: Vec<Entry>,
+    inject: Vec<(Entry, String)>,
+}
+
+impl fmt::Debug for EgressPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EgressPolicy")
+            .field("egress_allow_domains", &self.allow.iter().map(|e| &e.text).collect::<Vec<_>>())
+            .field("inject_authorization", &self.inject.iter().map(|(e, _)| &e.text).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl EgressPolicy {
+    /// Validates every pattern (and that every credential is a usable header value) and
+    /// builds the policy. The first refused pattern is the error, naming it.
+    pub fn new(cfg: &SandboxConfig) -> Result<Self, EgressError> {
+        let allow =
+            cfg.egress_allow_domains.iter().map(|text| entry(ALLOW_FIELD, text)).collect::<Result<Vec<_>, _>>()?;
+        let inject = cfg
+            .inject_authorization
+            .iter()
+            .map(|(text, secret)| {
+                let entry = entry(INJECT_FIELD, text)?;
+                check_credential(text, secret)?;
+                Ok((entry, secret.clone()))
+            })
+            .collect::<Result<Vec<_>, EgressError>>()?;
+        Ok(EgressPolicy { allow, inject })
+    }
+
+    /// Decides whether a sandbox may reach `host` (optionally `host:port`).
+    ///
+    /// The returned decision's `credential` holds the literal secret that would be injected.
+    /// It is for the node's privileged callers only: the Kairon api turns it into
+    /// `wouldInjectCredential: bool` and never passes the value on. The `reason` never holds
+    /// a secret and may be shown to anyone who may run the check.
+    pub fn check(&self, host: &str) -> Result<EgressDecision, EgressError> {
+        let parsed = parse_host(host)?;
+        let mut reason = if self.allow.is_empty() {
+            NO_ALLOWLIST_REASON.to_string()
+        } else if let Some(entry) = self.allow.iter().find(|e| e.pattern.matches(&parsed)) {
+            format!("{parsed} is allowed by {ALLOW_FIELD} entry {:?}", entry.text)
+        } else {
+            return Ok(EgressDecision { allow: false, reason: denied_reason(&parsed), credential: None });
+        };
+        let mut best: Option<&(Entry, String)> = None;
+        for candidate in self.inject.iter().filter(|(e, _)| e.pattern.matches(&parsed)) {
+            if best.is_none_or(|(b, _)| candidate.0.pattern.specificity() > b.pattern.specificity()) {
+                best = Some(candidate);
+            }
+        }
+        let credential = best.map(|(entry, secret)| {
+            reason.push_str(&format!(
+                "; an Authorization header from {INJECT_FIELD} entry {:?} would be injected",
+                entry.text
+            ));
+            secret.clone()
+        });
+        Ok(EgressDecision { allow: true, reason, credential })
+    }
+}
+
+fn denied_reason(host: &Host) -> String {
+    let suggestion = match host {
+        Host::Ip(_) => format!("{:?}", host.to_string().trim_matches(['[', ']'])),
+        Host::Name(name) => {
+            let labels: Vec<&str> = name.split('.').collect();
+            match labels.len() {
+                1 => format!("{name:?}"),
+                2 => format!("{name:?} (or \".{name}\" for it and all its subdomains)"),
+                _ => {
+                    let parent = labels[1..].join(".");
+                    format!("{name:?} (or \".{parent}\" for all of {parent})")
+                }
+            }
+        }
+    };
+    format!(
+        "{host} is not in this node's {ALLOW_FIELD}; adding {suggestion} to {ALLOW_FIELD} in \
+         the [sandbox] table of the node's config file (read at node startup) would allow it"
+    )
+}
+
+fn entry(field: &'static str, text: &str) -> Result<Entry, EgressError> {
+    let pattern =
+        parse_pattern(text).map_err(|problem| EgressError::BadPattern { field, pattern: text.to_string(), problem })?;
+    Ok(Entry { text: text.to_string(), pattern })
+}
+
+fn check_credential(pattern: &str, secret: &str) -> Result<(), EgressError> {
+    let problem = if secret.trim().is_empty() {
+        "the credential is empty"
+    } else if secret.chars().any(|c| c.is_control()) {
+        "the credential holds a control character (such as a line break), which cannot go in \
+         an HTTP header"
+    } else {
+        return Ok(());
+    };
+    Err(EgressError::BadPattern { field: INJECT_FIELD, pattern: pattern.to_string(), problem: problem.to_string() })
+}
+
+/// Refusals shared by patterns and hosts, before any structure is read.
+fn common_refusal(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return Some("it is empty".into());
+    }
+    if text.chars().any(char::is_whitespace) {
+        return Some("it holds whitespace".into());
+    }
+    if text.contains("://") {
+        return Some("it holds a URL scheme; give the host name only".into());
+    }
+    if text.contains('/') {
+        return Some("it holds a path; give the host name only".into());
+    }
+    if text.contains('@') {
+        return Some("it holds user info (`@`); give the host name only".into());
+    }
+    None
+}
+
+fn parse_pattern(text: &str) -> Result<Pattern, String> {
+    if let Some(problem) = common_refusal(text) {
+        return Err(problem);
+    }
+    if let Some(ip) = ip_literal(text.strip_suffix('.').unwrap_or(text))? {
+        return Ok(Pattern::Ip(ip));
+    }
+    if text.contains(':') {
+        return Err("it holds a port; patterns match hosts on every port (the request's port is \
+             ignored), so give the host name only"
+            .into());
+    }
+    let (wildcard, rest) = if let Some(rest) = text.strip_prefix("*.") {
+        (Some(true), rest)
+    } else if let Some(rest) = text.strip_prefix('.') {
+        (Some(false), rest)
+    } else {
+        (None, text)
+    };
+    if rest.contains('*') {
+        return Err("`*` is only allowed as a leading `*.` (as in `*.example.com`); an empty allowlist \
+             already allows every host"
+            .into());
+    }
+    let rest = rest.strip_suffix('.').unwrap_or(rest);
+    if wildcard.is_some() && rest.parse::<IpAddr>().is_ok() {
+        return Err("a wildcard or leading dot cannot apply to an IP address".into());
+    }
+    let name = domain_name(rest)?;
+    Ok(match wildcard {
+        Some(true) => Pattern::Subdomains(name),
+        Some(false) => Pattern::DomainAndSubdomains(name),
+        None => Pattern::Exact(name),
+    })
+}
+
+/// An IP literal (`192.0.2.7`, `2001:db8::1`, `[2001:db8::1]`); `Ok(None)` when `text` is
+/// not shaped like one.
+fn ip_literal(text: &str) -> Result<Option<IpAddr>, String> {
+    if let Some(inner) = text.strip_prefix('[') {
+        return match inner.strip_suffix(']') {
+            Some(inner) => inner
+                .parse::<Ipv6Addr>()
+                .map(|ip| Some(IpAddr::V6(ip)))
+                .map_err(|_| format!("{inner:?} in brackets is not an IPv6 address")),
+            None => Err("it opens `[` for an IPv6 address without a plain closing `]`; give \
+                         no port"
+                .into()),
+        };
+    }
+    if text.matches(':').count() >= 2 {
+        return text
+            .parse::<Ipv6Addr>()
+            .map(|ip| Some(IpAddr::V6(ip)))
+            .map_err(|_| "it is not a valid IPv6 address".into());
+    }
+    Ok(text.parse::<Ipv4Addr>().ok().map(IpAddr::V4))
+}
+
+/// Validates a DNS name (no wildcard, no trailing dot) and lower-cases it.
+fn domain_name(name: &str) -> Result<String, String> {
+    if name.is_empty() {
+        return Err("it names no domain".into());
+    }
+    if !name.is_ascii() {
+        return Err("it holds non-ASCII characters; write an internationalised name in its `xn--` form".into());
+    }
+    if name.len() > 253 {
+        return Err("the name is longer than 253 characters".into());
+    }
+    let labels: Vec<&str> = name.split('.').collect();
+    for label in &labels {
+        if label.is_empty() {
+            return Err("it has an empty label (`..`, or a leading or extra trailing dot)".into());
+        }
+        if label.len() > 63 {
+            return Err(format!("the label {label:?} is longer than 63 characters"));
+        }
+        if let Some(c) = label.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
+            return Err(format!("{c:?} is not allowed in a host name (letters, digits, `-`, `_` and dots only)"));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(format!("the label {label:?} starts or ends with `-`"));
+        }
+    }
+    if labels.last().is_some_and(|l| l.chars().all(|c| c.is_ascii_digit())) {
+        return Err("it ends in an all-digit label but is not a dotted-quad IPv4 address (such as \
+             192.0.2.7)"
+            .into());
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+/// Parses a request host: `name`, `name:port`, `ipv4[:port]`, `[ipv6][:port]` or bare `ipv6`.
+fn parse_host(raw: &str) -> Result<Host, EgressError> {
+    let bad = |problem: String| EgressError::BadHost { host: raw.to_string(), problem };
+    if let Some(problem) = common_refusal(raw) {
+        return Err(bad(problem));
+    }
+    if let Some(inner) = raw.strip_prefix('[') {
+        let Some((addr, after)) = inner.split_once(']') else {
+            return Err(bad("it opens `[` without a closing `]`".into()));
+        };
+        if !after.is_empty() {
+            let port = after.strip_prefix(':').ok_or_else(|| bad("only `:port` may follow `]`".into()))?;
+            check_port(port).map_err(bad)?;
+        }
+        let ip = addr.parse::<Ipv6Addr>().map_err(|_| bad(format!("{addr:?} in brackets is not an IPv6 address")))?;
+        return Ok(Host::Ip(IpAddr::V6(ip)));
+    }
+    let name = match raw.matches(':').count() {
+        0 => raw,
+        1 => {
+            let (name, port) = raw.split_once(':').unwrap_or((raw, ""));
+            check_port(port).map_err(bad)?;
+            name
+        }
+        _ => {
+            let ip = raw.parse::<Ipv6Addr>().map_err(|_| {
+                bad("it is not a valid IPv6 address (put an IPv6 address with a port in \
+                     brackets: `[2001:db8::1]:443`)"
+                    .into())
+            })?;
+            return Ok(Host::Ip(IpAddr::V6(ip)));
+        }
+    };
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if let Ok(ip) = name.parse::<Ipv4Addr>() {
+        return Ok(Host::Ip(IpAddr::V4(ip)));
+    }
+    if name.contains('*') {
+        return Err(bad("a checked host cannot hold `*`".into()));
+    }
+    domain_name(name).map(Host::Name).map_err(bad)
+}
+
+fn check_port(port: &str) -> Result<(), String> {
+    if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("the port {port:?} is not a number from 0 to 65535"));
+    }
+    port.parse::<u16>().map(|_| ()).map_err(|_| format!("the port {port:?} is not a number from 0 to 65535"))
+}

@@ -1,0 +1,113 @@
+//! Node pools on real runc: Paused members, millisecond claims, backfill, no double claims.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kairon_model::SandboxSpec;
+use kairon_runtime::api::{ClaimRequest, CreatePoolRequest, CreateVmRequest, ExecRequest, PoolMemberState, VmState};
+use kairon_runtime::client::{ClientError, RuntimeClient};
+use kairon_runtime::engine::{Runtime, RuntimeConfig};
+
+const TOKEN: &str = "pool-token";
+
+async fn serve(state_dir: &Path, node: &str) -> RuntimeClient {
+    let rt = Runtime::open(RuntimeConfig {
+        state_dir: state_dir.to_path_buf(),
+        node_name: node.into(),
+        registry: Default::default(),
+    })
+    .await
+    .unwrap();
+    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, kairon_runtime::server::router(rt, TOKEN.into())).await });
+    RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap()
+}
+
+async fn ready(c: &RuntimeClient, pool: &str, want: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = c.pool(pool).await.unwrap();
+        let n = p.members.iter().filter(|m| m.state == PoolMemberState::Ready).count();
+        if n >= want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "pool {pool} did not fill: {p:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = serve(dir.path(), "pools").await;
+    let template =
+        CreateVmRequest { sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }), ..Default::default() };
+    let pool = c.create_pool(&CreatePoolRequest { name: "agents".into(), size: 3, template }).await.unwrap();
+    assert!(pool.members.is_empty(), "create returns at once, before members exist");
+    ready(&c, "agents", 3).await;
+    for m in c.pool("agents").await.unwrap().members {
+        assert_eq!(c.get(&m.id).await.unwrap().state, VmState::Paused);
+    }
+
+    // A claim resumes a member and hands it over Running, renamed, in milliseconds.
+    let t = Instant::now();
+    let vm = c
+        .claim("agents", &ClaimRequest { name: Some("kairon-agents-job-1".into()), ttl_seconds: Some(2) })
+        .await
+        .unwrap();
+    let took = t.elapsed();
+    assert_eq!((vm.state, vm.name.as_str()), (VmState::Running, "kairon-agents-job-1"));
+    assert!(took < Duration::from_millis(1000), "claim took {took:?}");
+    let out =
+        c.exec(&vm.id, &ExecRequest { command: vec!["echo".into(), "ok".into()], ..Default::default() }).await.unwrap();
+    assert_eq!(out.stdout, "ok\n");
+
+    // Backfill back to 3 ready members.
+    ready(&c, "agents", 3).await;
+
+    // Concurrent claims: 5 claims on 3 ready members → 3 distinct winners, 2 clear refusals.
+    let claims = (0..5).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move { c.claim("agents", &ClaimRequest::default()).await })
+    });
+    let results: Vec<_> = futures::future::join_all(claims).await.into_iter().map(|r| r.unwrap()).collect();
+    let won: BTreeSet<String> = results.iter().filter_map(|r| r.as_ref().ok()).map(|v| v.id.clone()).collect();
+    let refused: Vec<&ClientError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(won.len() + refused.len(), 5);
+    assert_eq!(won.len(), results.iter().filter(|r| r.is_ok()).count(), "no member handed out twice");
+    assert!(won.len() >= 3, "every ready member is claimable");
+    for e in refused {
+        match e {
+            ClientError::Api { status: 409, message, .. } => assert!(message.contains("no ready member"), "{message}"),
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    // The claimed instance with a TTL is deleted when it runs out.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(c.get(&vm.id).await.unwrap_err().is_not_found(), "expired claim deleted");
+
+    // An empty pool answers at once with a clear error, never a slow fallback.
+    let empty =
+        CreateVmRequest { sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }), ..Default::default() };
+    c.create_pool(&CreatePoolRequest { name: "empty".into(), size: 0, template: empty }).await.unwrap();
+    let t = Instant::now();
+    match c.claim("empty", &ClaimRequest::default()).await {
+        Err(ClientError::Api { status: 409, message, .. }) => {
+            assert!(message.contains("pool \"empty\" has no ready member"), "{message}")
+        }
+        other => panic!("expected a 409, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_millis(500));
+
+    // Deleting the pool deletes every member, claimed or not.
+    let all: Vec<String> = c.pool("agents").await.unwrap().members.into_iter().map(|m| m.id).collect();
+    c.delete_pool("agents").await.unwrap();
+    for id in all.iter().chain(won.iter()) {
+        assert!(c.get(id).await.unwrap_err().is_not_found(), "{id} deleted with the pool");
+    }
+    assert!(c.pool("agents").await.unwrap_err().is_not_found());
+}
