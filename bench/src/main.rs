@@ -3,6 +3,8 @@
 //! user's client would see it. Progress goes to stderr; the figures go to stdout, as an aligned
 //! table or (`--json`) one JSON object.
 
+mod sandbox;
+
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -38,6 +40,12 @@ struct Cli {
     /// Updates the single writer makes while the watches are open.
     #[arg(long, default_value_t = 500)]
     updates: usize,
+    /// Sandboxes created (and claims made) in the sandbox scenario.
+    #[arg(long, default_value_t = 20)]
+    sandboxes: usize,
+    /// Paused members of the pool in the sandbox scenario.
+    #[arg(long, default_value_t = 5)]
+    pool_size: u32,
     /// The writer's steady pace, in updates per second.
     #[arg(long, default_value_t = 50.0)]
     update_rate: f64,
@@ -59,6 +67,8 @@ struct Cli {
 enum Scenario {
     /// Create rate, full and paginated list, watch-event delivery latency.
     Store,
+    /// The node runtime on runc: cold create-to-exec, pool claim-to-exec, pause/resume, memory.
+    Sandbox,
     /// Every scenario.
     All,
 }
@@ -634,6 +644,12 @@ async fn run(cli: Cli) -> Result<Report> {
     let mut report = Report::default();
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     report.info.insert("bench build".into(), json!(profile));
+    if matches!(cli.scenario, Scenario::Sandbox | Scenario::All) {
+        sandbox::run(&cli, &mut report).await?;
+    }
+    if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
+        return Ok(report);
+    }
     report.info.insert("kairon binary".into(), json!(kairon_e2e::kairon_bin().display().to_string()));
     report.info.insert("database".into(), json!(kairon_e2e::database_url()));
 
@@ -643,7 +659,6 @@ async fn run(cli: Cli) -> Result<Report> {
     let result = async {
         let server = ServerProc::find(&k)?;
         report.info.insert("server pid".into(), json!(server.pid));
-        // `all` runs every scenario; there is one so far.
         if matches!(cli.scenario, Scenario::Store | Scenario::All) {
             store(&cli, &k, &server, &mut report).await?;
         }

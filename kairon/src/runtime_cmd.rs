@@ -21,6 +21,9 @@ pub struct RuntimeArgs {
     /// The bearer token the node agent and the api use.
     #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
     pub token: String,
+    /// The node's config file (TOML; `[sandbox] egress_allow_domains`, `inject_authorization`).
+    #[arg(long, env = "KAIRON_NODE_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Registries reached over plain HTTP (host:port), for template pulls.
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
@@ -30,7 +33,13 @@ pub struct RuntimeArgs {
 /// their runc parent are reaped here (the host's PID 1 may not be an init).
 pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).context("becoming a child subreaper")?;
+    let node_config = match &args.config {
+        Some(p) => kairon_runtime::egress::NodeConfig::load(p)?,
+        None => Default::default(),
+    };
+    let egress = kairon_runtime::egress::EgressPolicy::new(&node_config.sandbox)?;
     let cfg = RuntimeConfig {
+        egress,
         state_dir: args.state_dir.clone(),
         node_name: args.node_name.clone(),
         registry: kairon_runtime::oci::RegistryConfig {

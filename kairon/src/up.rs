@@ -214,6 +214,7 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<String> {
         listen: "127.0.0.1:0".parse()?,
         node_name: args.node_name.clone(),
         token: token.clone(),
+        config: None,
         insecure_registries: vec![],
     };
     let rt = crate::runtime_cmd::open(&rargs).await?;

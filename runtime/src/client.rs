@@ -218,6 +218,11 @@ impl RuntimeClient {
         self.send(self.http.delete(self.url(&format!("/v1/pools/{name}")))).await.map(|_| ())
     }
 
+    pub async fn egress_check(&self, host: &str) -> Result<crate::api::EgressDecision> {
+        let req = crate::api::EgressCheckRequest { host: host.to_string() };
+        self.json(self.http.post(self.url("/v1/egress-check")).json(&req)).await
+    }
+
     /// True when the runtime answers at all (any status).
     pub async fn reachable(&self) -> bool {
         self.http.get(self.url("/v1/node")).send().await.is_ok_and(|r| r.status() != StatusCode::BAD_GATEWAY)

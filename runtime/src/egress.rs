@@ -271,6 +271,13 @@ pub struct EgressPolicy {
     inject: Vec<(Entry, String)>,
 }
 
+/// No allowlist and nothing to inject: every host is allowed (a node with no config file).
+impl Default for EgressPolicy {
+    fn default() -> Self {
+        EgressPolicy { allow: Vec::new(), inject: Vec::new() }
+    }
+}
+
 impl fmt::Debug for EgressPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EgressPolicy")

@@ -85,6 +85,8 @@ pub struct RuntimeConfig {
     pub state_dir: PathBuf,
     pub node_name: String,
     pub registry: oci::RegistryConfig,
+    /// From the node's config file (`[sandbox] egress_allow_domains`, `inject_authorization`).
+    pub egress: crate::egress::EgressPolicy,
 }
 
 struct TemplateEntry {
@@ -635,6 +637,18 @@ impl Runtime {
         Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::remove(&root, &path))
             .await
             .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+    }
+
+    /// The host pid of a running instance's init (the proxy dials in its network namespace).
+    pub async fn guest_pid(&self, id_or_name: &str) -> Result<u32> {
+        let vm = self.running(id_or_name).await?;
+        vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))
+    }
+
+    /// Whether a sandbox on this node may reach `host`: a stateless check against the node's
+    /// config, which no API changes.
+    pub fn egress_check(&self, host: &str) -> Result<crate::api::EgressDecision> {
+        self.inner.cfg.egress.check(host).map_err(|e| RuntimeError::Invalid(e.to_string()))
     }
 
     pub async fn stats(&self, id_or_name: &str) -> Result<Stats> {

@@ -11,8 +11,9 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 
+use crate::api::EgressCheckRequest;
 use crate::api::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, PowerAction,
 };
@@ -54,7 +55,10 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/processes/{pid}/kill", post(kill_process))
         .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
         .route("/v1/vms/{id}/stats", get(stats))
+        .route("/v1/vms/{id}/proxy/{port}", any(proxy_root))
+        .route("/v1/vms/{id}/proxy/{port}/{*path}", any(proxy_path))
         .route("/v1/vms/{id}/{action}", post(power))
+        .route("/v1/egress-check", post(egress_check))
         .route("/v1/pools", get(list_pools).post(create_pool))
         .route("/v1/pools/{name}", get(get_pool).delete(delete_pool))
         .route("/v1/pools/{name}/claim", post(claim))
@@ -265,4 +269,27 @@ async fn claim(State(st): State<AppState>, Path(name): Path<String>, body: Bytes
         serde_json::from_slice(&body).map_err(|e| RuntimeError::Invalid(format!("invalid claim request: {e}")))?
     };
     Ok(Json(st.rt.claim(&name, req).await?).into_response())
+}
+
+async fn proxy_root(State(st): State<AppState>, Path((id, port)): Path<(String, u16)>, req: Request) -> R<Response> {
+    relay(st, id, port, None, req).await
+}
+
+async fn proxy_path(
+    State(st): State<AppState>,
+    Path((id, port, path)): Path<(String, u16, String)>,
+    req: Request,
+) -> R<Response> {
+    relay(st, id, port, Some(path), req).await
+}
+
+/// Relays a request to a server inside the sandbox, dialled in its network namespace.
+async fn relay(st: AppState, id: String, port: u16, path: Option<String>, req: Request) -> R<Response> {
+    let pid = st.rt.guest_pid(&id).await?;
+    let target = crate::proxy::guest_path(path.as_deref(), req.uri().query());
+    Ok(crate::proxy::proxy(pid, port, req, &target).await)
+}
+
+async fn egress_check(State(st): State<AppState>, Json(req): Json<EgressCheckRequest>) -> R<Response> {
+    Ok(Json(st.rt.egress_check(&req.host)?).into_response())
 }

@@ -16,6 +16,7 @@ async fn serve(state_dir: &Path, node: &str) -> RuntimeClient {
         state_dir: state_dir.to_path_buf(),
         node_name: node.into(),
         registry: Default::default(),
+        egress: Default::default(),
     })
     .await
     .unwrap();

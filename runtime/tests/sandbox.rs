@@ -15,6 +15,7 @@ async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient) {
         state_dir: state_dir.to_path_buf(),
         node_name: node.to_string(),
         registry: Default::default(),
+        egress: Default::default(),
     })
     .await
     .unwrap();
