@@ -56,6 +56,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
         .route("/v1/vms/{id}/stats", get(stats))
         .route("/v1/vms/{id}/proxy/{port}", any(proxy_root))
+        .route("/v1/vms/{id}/proxy/{port}/", any(proxy_root))
         .route("/v1/vms/{id}/proxy/{port}/{*path}", any(proxy_path))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))

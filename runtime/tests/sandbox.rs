@@ -8,13 +8,23 @@ use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, ProcessStat
 use kairon_runtime::client::{ClientError, RuntimeClient};
 use kairon_runtime::engine::{Runtime, RuntimeConfig};
 
+mod common;
+
 const TOKEN: &str = "test-runtime-token";
 
 async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient) {
+    serve_with(state_dir, node, Default::default()).await
+}
+
+async fn serve_with(
+    state_dir: &Path,
+    node: &str,
+    registry: kairon_runtime::oci::RegistryConfig,
+) -> (Runtime, RuntimeClient) {
     let rt = Runtime::open(RuntimeConfig {
         state_dir: state_dir.to_path_buf(),
         node_name: node.to_string(),
-        registry: Default::default(),
+        registry,
         egress: Default::default(),
     })
     .await
@@ -47,13 +57,56 @@ fn api_status(e: ClientError) -> (u16, String) {
     }
 }
 
+/// Pushes an image built from busybox to a real registry on loopback, for the runtime to pull.
+async fn seed_registry(registry: &common::Registry) -> u64 {
+    let src = tempfile::tempdir().unwrap();
+    let config = kairon_runtime::oci::build_busybox_rootfs(src.path()).unwrap();
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    builder.append_dir_all(".", src.path()).unwrap();
+    let layer = common::layer(builder.into_inner().unwrap(), common::TAR_GZIP);
+    let size = layer.blob.len() as u64;
+    let run = serde_json::json!({"Cmd": config.cmd, "Env": config.env, "WorkingDir": "/root"});
+    common::Pusher::new(registry).image("agents/busybox", "1.35", &[layer], "amd64", run).await;
+    size
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sandbox_lives_and_leaves_nothing_behind() {
+    let registry = common::Registry::start();
+    let layer_bytes = seed_registry(&registry).await;
     let dir = tempfile::tempdir().unwrap();
-    let (rt, c) = serve(dir.path(), "life").await;
-    assert_eq!(c.template("busybox").await.unwrap().state, TemplateState::Ready);
+    let insecure =
+        kairon_runtime::oci::RegistryConfig { insecure_hosts: vec![registry.host.clone()], ..Default::default() };
+    let (rt, c) = serve_with(dir.path(), "life", insecure).await;
 
-    let vm = c.create(&sandbox("kairon-default-life")).await.unwrap();
+    // A template pulled from the registry, with its progress visible while it builds.
+    let image_ref = format!("{}/agents/busybox:1.35", registry.host);
+    let building = c.create_template("agent-busybox", &image_ref).await.unwrap();
+    assert_eq!(building.state, TemplateState::Building);
+    let mut tries = 0;
+    let template = loop {
+        let t = c.template("agent-busybox").await.unwrap();
+        if t.state != TemplateState::Building {
+            break t;
+        }
+        tries += 1;
+        assert!(tries < 600, "template build did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(template.state, TemplateState::Ready, "{template:?}");
+    assert_eq!((template.bytes_done, template.bytes_total), (layer_bytes, Some(layer_bytes)));
+    assert!(template.digest.as_deref().is_some_and(|d| d.starts_with("sha256:")));
+    assert_eq!(template.config.working_dir.as_deref(), Some("/root"));
+    let (code, _) = api_status(c.create_template("agent-busybox", &image_ref).await.unwrap_err());
+    assert_eq!(code, 409, "a template name is taken once");
+
+    let req = CreateVmRequest {
+        sandbox: Some(SandboxSpec { template_name: Some("agent-busybox".into()) }),
+        ..sandbox("kairon-default-life")
+    };
+    let vm = c.create(&req).await.unwrap();
+    assert_eq!(c.exec(&vm.id, &sh("pwd")).await.unwrap().stdout, "/root\n", "the image's working dir");
     assert_eq!((vm.state, vm.backend.as_str()), (VmState::Running, "runc"));
     let pid = vm.pid.unwrap();
 
@@ -103,6 +156,26 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     c.kill_process(&vm.id, &busy.id, "TERM").await.unwrap();
     let killed = c.wait_process(&vm.id, &busy.id, Duration::from_secs(10)).await.unwrap();
     assert_eq!(killed.state, ProcessState::Exited);
+
+    // The HTTP proxy route reaches a server the sandbox started (dialled in its own netns).
+    c.write_file(&vm.id, "/www/index.html", b"hello from the guest\n".to_vec(), 0o644).await.unwrap();
+    c.start_process(&vm.id, &sh("httpd -f -p 8080 -h /www")).await.unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("{}/v1/vms/{}/proxy/8080/index.html", c.endpoint(), vm.id);
+    let mut body = String::new();
+    for _ in 0..100 {
+        let resp = http.get(&url).bearer_auth(TOKEN).send().await.unwrap();
+        if resp.status() == 200 {
+            body = resp.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(body, "hello from the guest\n");
+    let closed =
+        http.get(format!("{}/v1/vms/{}/proxy/9/", c.endpoint(), vm.id)).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(closed.status(), 502);
+    assert_eq!(http.get(&url).send().await.unwrap().status(), 401, "the runtime API needs its token");
 
     // Hibernate and Halt are refused with a reason.
     let (code, msg) = api_status(c.power(&vm.id, PowerAction::Hibernate, false).await.unwrap_err());
@@ -195,6 +268,10 @@ async fn clear_errors_for_what_this_node_cannot_run() {
     assert_eq!(code, 409);
     assert_eq!(c.find_by_name("kairon-default-dup").await.unwrap().unwrap().id, vm.id);
     c.delete(&vm.id).await.unwrap();
+    // With no node config, every host is allowed, and the reason says why.
+    let d = c.egress_check("api.example.com").await.unwrap();
+    assert!(d.allow && d.reason.contains("no egress allowlist"), "{d:?}");
+    assert_eq!(api_status(c.egress_check("").await.unwrap_err()).0, 422);
     let bad = RuntimeClient::new(c.endpoint(), "wrong").unwrap();
     assert_eq!(api_status(bad.list().await.unwrap_err()).0, 401);
 }
