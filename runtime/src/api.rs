@@ -286,3 +286,33 @@ pub struct ClaimRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
 }
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkRequest {
+    /// The new instance's runtime name.
+    pub name: String,
+}
+
+/// A fork's result: `live` says whether memory and processes were copied too (QEMU), or only
+/// the filesystem (a runc sandbox).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkResult {
+    pub vm: Vm,
+    pub live: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotRequest {
+    /// Absolute path of the tar file to write on the node.
+    pub path: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotResult {
+    pub path: String,
+    pub bytes: u64,
+}

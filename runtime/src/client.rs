@@ -223,6 +223,18 @@ impl RuntimeClient {
         self.json(self.http.post(self.url("/v1/egress-check")).json(&req)).await
     }
 
+    /// A copy of an instance; see `ForkResult::live`.
+    pub async fn fork(&self, id: &str, name: &str) -> Result<crate::api::ForkResult> {
+        let req = crate::api::ForkRequest { name: name.to_string() };
+        self.json(self.http.post(self.url(&format!("/v1/vms/{id}/fork"))).json(&req)).await
+    }
+
+    /// Exports a sandbox's root filesystem to a tar file on the node.
+    pub async fn snapshot(&self, id: &str, path: &str) -> Result<crate::api::SnapshotResult> {
+        let req = crate::api::SnapshotRequest { path: path.to_string() };
+        self.json(self.http.post(self.url(&format!("/v1/sandboxes/{id}/snapshot"))).json(&req)).await
+    }
+
     /// True when the runtime answers at all (any status).
     pub async fn reachable(&self) -> bool {
         self.http.get(self.url("/v1/node")).send().await.is_ok_and(|r| r.status() != StatusCode::BAD_GATEWAY)

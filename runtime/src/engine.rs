@@ -382,6 +382,12 @@ impl Runtime {
     }
 
     pub async fn create(&self, req: CreateVmRequest) -> Result<Vm> {
+        self.create_seeded(req, None).await
+    }
+
+    /// Creates an instance; with `seed`, its root starts as a copy of another sandbox's
+    /// changes (a directory laid out like an overlay upper dir).
+    async fn create_seeded(&self, req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
@@ -434,6 +440,15 @@ impl Runtime {
         }
         std::fs::create_dir_all(self.inner.host.instance_dir(&id))?;
         self.save(&guard)?;
+        if let Some(seed) = seed {
+            let upper = self.inner.host.instance_dir(&id).join("upper");
+            if let Err(e) = copy_tree(seed, &upper).await {
+                drop(guard);
+                let _ = self.inner.host.destroy(&id).await;
+                lock(&self.inner.instances).remove(&id);
+                return Err(e);
+            }
+        }
         match self.boot(&mut guard, &template).await {
             Ok(()) => {
                 if let Some(ttl) = guard.spec.ttl_seconds {
@@ -639,6 +654,83 @@ impl Runtime {
             .map_err(|e| RuntimeError::Internal(e.to_string()))??)
     }
 
+    /// Copies a sandbox into a new one named `name`: its files as they are now (the source is
+    /// frozen for the copy so it is consistent), in a fresh sandbox from the same template.
+    /// Processes are not copied — a runc sandbox has no live fork (CRIU fails on this kernel);
+    /// a live fork is the VM backend's.
+    pub async fn fork(&self, id_or_name: &str, name: &str) -> Result<Vm> {
+        let slot = self.slot(id_or_name)?;
+        let source = slot.lock().await;
+        let upper = self.inner.host.instance_dir(&source.id).join("upper");
+        let staging =
+            self.inner.cfg.state_dir.join("instances").join(format!(".fork-{}", uuid::Uuid::new_v4().simple()));
+        let freeze = source.state == VmState::Running;
+        if freeze {
+            self.inner.host.set_frozen(&source.id, true).await?;
+        }
+        let copied = copy_tree(&upper, &staging).await;
+        if freeze {
+            self.inner.host.set_frozen(&source.id, false).await?;
+        }
+        copied?;
+        let mut req = source.spec.clone();
+        req.name = name.to_string();
+        req.start_paused = false;
+        drop(source);
+        let result = self.create_seeded(req, Some(&staging)).await;
+        let _ = std::fs::remove_dir_all(&staging);
+        result
+    }
+
+    /// Writes the sandbox's root filesystem as it is now to a tar file at `path` on the node
+    /// (the source is frozen meanwhile, so the export is consistent). Returns the bytes written.
+    pub async fn snapshot(&self, id_or_name: &str, path: &str) -> Result<u64> {
+        let target = PathBuf::from(path);
+        if !target.is_absolute() || target.file_name().is_none() {
+            return Err(RuntimeError::Invalid(format!(
+                "snapshot path {path:?} must be an absolute file path on the node"
+            )));
+        }
+        let parent = target.parent().unwrap_or(Path::new("/"));
+        if !parent.is_dir() {
+            return Err(RuntimeError::Invalid(format!(
+                "the directory {} does not exist on the node",
+                parent.display()
+            )));
+        }
+        if target.starts_with(&self.inner.cfg.state_dir) {
+            return Err(RuntimeError::Invalid(
+                "the snapshot path may not be inside the runtime's state directory".into(),
+            ));
+        }
+        let slot = self.slot(id_or_name)?;
+        let vm = slot.lock().await;
+        let root = self.rootfs_of(&vm)?;
+        let freeze = vm.state == VmState::Running;
+        if freeze {
+            self.inner.host.set_frozen(&vm.id, true).await?;
+        }
+        let tmp = target.with_extension("partial");
+        let (root2, tmp2) = (root.clone(), tmp.clone());
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
+            let file = std::fs::File::create(&tmp2)?;
+            let mut builder = tar::Builder::new(file);
+            builder.follow_symlinks(false);
+            builder.append_dir_all(".", &root2)?;
+            let file = builder.into_inner()?;
+            file.sync_all()?;
+            Ok(file.metadata()?.len())
+        })
+        .await
+        .map_err(|e| RuntimeError::Internal(e.to_string()));
+        if freeze {
+            self.inner.host.set_frozen(&vm.id, false).await?;
+        }
+        let written = written?.map_err(|e| RuntimeError::Internal(format!("writing the snapshot: {e}")))?;
+        std::fs::rename(&tmp, &target)?;
+        Ok(written)
+    }
+
     /// The host pid of a running instance's init (the proxy dials in its network namespace).
     pub async fn guest_pid(&self, id_or_name: &str) -> Result<u32> {
         let vm = self.running(id_or_name).await?;
@@ -664,6 +756,24 @@ impl Runtime {
     pub fn sandbox_host(&self) -> &SandboxHost {
         &self.inner.host
     }
+}
+
+/// `cp -a` keeps what an overlay upper dir holds: ownership, modes, xattrs (opaque markers)
+/// and whiteout device nodes.
+async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    if !from.exists() {
+        return Ok(());
+    }
+    let out =
+        tokio::process::Command::new("cp").arg("-a").arg(format!("{}/.", from.display())).arg(to).output().await?;
+    if !out.status.success() {
+        return Err(RuntimeError::Internal(format!(
+            "copying the sandbox's files: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }
 
 fn live_template(e: &TemplateEntry) -> Template {
