@@ -1,5 +1,6 @@
 //! `kairon`: the Kairon control plane in one binary.
 
+mod node_cmd;
 mod postgres;
 mod runtime_cmd;
 mod tls;
@@ -24,6 +25,9 @@ enum Command {
     /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
     /// unless DATABASE_URL is set.
     Up(up::UpArgs),
+    /// Run a node agent (with its own runtime unless --runtime-endpoint is given) against a
+    /// Kairon API.
+    Node(node_cmd::NodeArgs),
     /// Run this node's runtime (the FluxVM v1 API over runc sandboxes) on its own.
     Runtime(runtime_cmd::RuntimeArgs),
     /// Print a signed bearer token.
@@ -70,6 +74,7 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
         Command::Runtime(args) => runtime_cmd::run(args).await,
+        Command::Node(args) => node_cmd::run(args).await,
         Command::Token(t) => {
             let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
             let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;

@@ -33,9 +33,11 @@ pub struct UpArgs {
     /// How many recent revisions compaction keeps (watches may resume within them).
     #[arg(long, default_value_t = 100_000)]
     compact_keep: i64,
-    /// Run without this node's runtime (sandboxes need root for runc).
+    /// Run without this node's runtime and node agent (sandboxes need root for runc).
     #[arg(long)]
     no_runtime: bool,
+    #[command(flatten)]
+    node: crate::node_cmd::NodeTuning,
     /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
     #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
     test_min_idle_timeout_seconds: i64,
@@ -134,7 +136,13 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
         None
     } else {
         match start_runtime(args, data_dir).await {
-            Ok(url) => Some(url),
+            Ok((url, token)) => {
+                let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
+                let cfg = args.node.config(&args.node_name, &url, &token);
+                crate::node_cmd::spawn_node_agent(client.clone(), cfg);
+                crate::node_cmd::spawn_scheduler(client);
+                Some(url)
+            }
             Err(e) => {
                 eprintln!("warning: the node runtime did not start, so sandboxes cannot run here: {e:#}");
                 None
@@ -199,7 +207,7 @@ pub async fn shutdown_signal() {
 
 /// Starts this node's runtime in-process on a free loopback port, with a token kept in the
 /// data dir, and returns its URL.
-async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<String> {
+async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<(String, String)> {
     let token_path = data_dir.join("runtime-token");
     let token = match std::fs::read_to_string(&token_path) {
         Ok(t) => t.trim().to_string(),
@@ -220,7 +228,7 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<String> {
     let rt = crate::runtime_cmd::open(&rargs).await?;
     let listener = tokio::net::TcpListener::bind(rargs.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
-    let app = kairon_runtime::server::router(rt, token);
+    let app = kairon_runtime::server::router(rt, token.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(url)
+    Ok((url, token))
 }

@@ -182,10 +182,18 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), String> {
     // Patch a copy and commit only on success: atomic without relying on the
     // crate's undo path (which panics if undo itself fails).
     let mut doc = target.clone();
-    json_patch::patch_unsafe(&mut doc, &parsed).map_err(|e| {
-        let name = parsed.get(e.operation).map_or("?", op_name);
-        format!("JSON patch operation {} ({name} {}) failed: {}", e.operation, e.path, e.kind)
-    })?;
+    for (i, op) in parsed.iter().enumerate() {
+        // As in Kubernetes, `test` of a missing member against null passes: kube-rs's finalizer
+        // helper adds the first finalizer after testing that the list is null.
+        if let json_patch::PatchOperation::Test(t) = op
+            && t.value.is_null()
+            && doc.pointer(t.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch_unsafe(&mut doc, std::slice::from_ref(op))
+            .map_err(|e| format!("JSON patch operation {i} ({} {}) failed: {}", op_name(op), e.path, e.kind))?;
+    }
     *target = doc;
     Ok(())
 }
@@ -884,6 +892,19 @@ fn prune_empty_parents(v: &mut Value, path: &[String], keep: &dyn Fn(&[String]) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn test_of_a_missing_member_against_null_passes() {
+        let mut obj = serde_json::json!({"metadata": {"name": "m"}});
+        let patch = serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["kairon.zyvor.dev/machine"]}
+        ]);
+        super::json_patch(&mut obj, &patch).unwrap();
+        assert_eq!(obj["metadata"]["finalizers"][0], "kairon.zyvor.dev/machine");
+        let again = serde_json::json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]);
+        assert!(super::json_patch(&mut obj, &again).is_err(), "present and not null: the test fails");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -1,0 +1,130 @@
+//! `kairon node`: a node agent against a Kairon API, and the controllers `kairon up` runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use kairon_model::Quantity;
+use kairon_node::NodeConfig;
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    kairon_model::duration::parse_seconds(s).map(|s| Duration::from_secs(s as u64))
+}
+
+/// How the node agent samples and what it advertises.
+#[derive(clap::Args, Clone)]
+pub struct NodeTuning {
+    /// How often lifecycle Machines are sampled for activity.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub node_tick: Duration,
+    /// status.lifecycle.lastActivityTime is written at most this often (30s in production;
+    /// tests shorten it).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub activity_write_interval: Duration,
+    /// How often the node reports it is alive.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// CPU to advertise (the host's CPUs when unset).
+    #[arg(long)]
+    pub node_cpu: Option<String>,
+    /// Memory to advertise (the host's memory when unset).
+    #[arg(long)]
+    pub node_memory: Option<String>,
+    /// Most Machines this node takes.
+    #[arg(long)]
+    pub node_max_machines: Option<i32>,
+}
+
+impl NodeTuning {
+    pub fn config(&self, node: &str, runtime_url: &str, token: &str) -> NodeConfig {
+        let mut cfg = NodeConfig::new(node, runtime_url, token);
+        cfg.tick = self.node_tick;
+        cfg.activity_write_interval = self.activity_write_interval;
+        cfg.heartbeat_interval = self.heartbeat_interval;
+        cfg.cpu = self.node_cpu.as_deref().map(Quantity::from);
+        cfg.memory = self.node_memory.as_deref().map(Quantity::from);
+        cfg.max_machines = self.node_max_machines;
+        cfg
+    }
+}
+
+#[derive(clap::Args)]
+pub struct NodeArgs {
+    /// The kubeconfig of the Kairon API (what `kairon up` writes).
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: PathBuf,
+    #[arg(long, env = "KAIRON_NODE_NAME")]
+    node_name: String,
+    /// Where this node's own runtime keeps its state (when it runs in this process).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// An existing runtime to use instead (with --runtime-token).
+    #[arg(long)]
+    runtime_endpoint: Option<String>,
+    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
+    runtime_token: Option<String>,
+    /// Also run the scheduler (a cluster needs exactly one).
+    #[arg(long)]
+    scheduler: bool,
+    #[command(flatten)]
+    tuning: NodeTuning,
+}
+
+/// Keeps the node agent running; it starts over after an error (the API may not be up yet).
+pub fn spawn_node_agent(client: kube::Client, cfg: NodeConfig) {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = kairon_node::run(client.clone(), cfg.clone()).await {
+                tracing::warn!(error = %e, "node agent stopped; starting over");
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
+pub fn spawn_scheduler(client: kube::Client) {
+    tokio::spawn(async move {
+        loop {
+            kairon_reconciler::scheduler::run(client.clone()).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+}
+
+pub async fn run(args: NodeArgs) -> Result<()> {
+    let client = kairon_node::client_from_kubeconfig(&args.kubeconfig).await.context("reading the kubeconfig")?;
+    let (endpoint, token) = match (&args.runtime_endpoint, &args.runtime_token) {
+        (Some(e), Some(t)) => (e.clone(), t.clone()),
+        (Some(_), None) => anyhow::bail!("--runtime-endpoint needs --runtime-token"),
+        (None, _) => {
+            let state_dir = args
+                .state_dir
+                .clone()
+                .context("give --state-dir (for this node's own runtime) or --runtime-endpoint")?;
+            let token = uuid::Uuid::new_v4().simple().to_string();
+            let rargs = crate::runtime_cmd::RuntimeArgs {
+                state_dir,
+                listen: "127.0.0.1:0".parse()?,
+                node_name: args.node_name.clone(),
+                token: token.clone(),
+                config: None,
+                insecure_registries: vec![],
+            };
+            let rt = crate::runtime_cmd::open(&rargs).await?;
+            let listener = tokio::net::TcpListener::bind(rargs.listen).await?;
+            let url = format!("http://{}", listener.local_addr()?);
+            let app = kairon_runtime::server::router(rt, token.clone());
+            tokio::spawn(async move { axum::serve(listener, app).await });
+            (url, token)
+        }
+    };
+    println!("Kairon node {} is up (runtime {endpoint})", args.node_name);
+    if args.scheduler {
+        spawn_scheduler(client.clone());
+    }
+    let cfg = args.tuning.config(&args.node_name, &endpoint, &token);
+    spawn_node_agent(client, cfg);
+    crate::up::shutdown_signal().await;
+    Ok(())
+}

@@ -1,0 +1,411 @@
+//! kairon-node: the node agent. It registers its node, then reconciles every Machine the
+//! scheduler placed here onto the node's runtime (through the FluxVM v1 API only), follows
+//! `spec.powerState`, reports status, and samples activity for lifecycle Machines.
+
+pub mod activity;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use kairon_model::keys::{annotations, finalizers};
+use kairon_model::node::{Acceleration, NodeCapacity};
+use kairon_model::{
+    Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
+};
+use kairon_runtime::api::{CreateVmRequest, PowerAction, Vm, VmState};
+use kairon_runtime::client::{ClientError, RuntimeClient};
+
+use activity::Sample;
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub node_name: String,
+    pub runtime_endpoint: String,
+    pub runtime_token: String,
+    /// How often lifecycle Machines are sampled.
+    pub tick: Duration,
+    /// `status.lifecycle.lastActivityTime` is written at most this often.
+    pub activity_write_interval: Duration,
+    pub heartbeat_interval: Duration,
+    /// Capacity to advertise; the host's CPUs and memory when unset.
+    pub cpu: Option<Quantity>,
+    pub memory: Option<Quantity>,
+    pub max_machines: Option<i32>,
+}
+
+impl NodeConfig {
+    pub fn new(node_name: &str, runtime_endpoint: &str, runtime_token: &str) -> Self {
+        NodeConfig {
+            node_name: node_name.into(),
+            runtime_endpoint: runtime_endpoint.into(),
+            runtime_token: runtime_token.into(),
+            tick: Duration::from_secs(10),
+            activity_write_interval: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(10),
+            cpu: None,
+            memory: None,
+            max_machines: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("runtime: {0}")]
+    Runtime(#[from] ClientError),
+    #[error("finalizer: {0}")]
+    Finalizer(String),
+    #[error("kubeconfig {0}")]
+    Config(String),
+}
+
+struct Ctx {
+    client: kube::Client,
+    runtime: RuntimeClient,
+    cfg: NodeConfig,
+    recorder: Recorder,
+    /// The last counters of each lifecycle Machine (by uid), for the activity check.
+    samples: Mutex<HashMap<String, Sample>>,
+    started: Instant,
+}
+
+fn host_capacity() -> (Quantity, Quantity) {
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mem_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(1024 * 1024);
+    (Quantity(cpus.to_string()), Quantity(format!("{mem_kib}Ki")))
+}
+
+/// Creates or updates this node's KaironNode from what its runtime offers.
+pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeError> {
+    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
+    let info = runtime.node().await?;
+    let backends: Vec<NodeBackend> = info["backends"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| serde_json::from_value(b.clone()).ok())
+        .collect();
+    let acceleration: Option<Acceleration> = serde_json::from_value(info["acceleration"].clone()).ok();
+    let (cpu, memory) = host_capacity();
+    let spec = KaironNodeSpec {
+        runtime_endpoint: cfg.runtime_endpoint.clone(),
+        capacity: NodeCapacity {
+            cpu: cfg.cpu.clone().unwrap_or(cpu),
+            memory: cfg.memory.clone().unwrap_or(memory),
+            machines: cfg.max_machines,
+        },
+        backends,
+        acceleration,
+    };
+    let api: Api<KaironNode> = Api::all(client.clone());
+    let node = KaironNode::new(&cfg.node_name, spec);
+    let pp = PatchParams::apply("kairon-node").force();
+    api.patch(&cfg.node_name, &pp, &Patch::Apply(&node)).await?;
+    heartbeat(client, cfg).await
+}
+
+async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeError> {
+    let api: Api<KaironNode> = Api::all(client.clone());
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let status = json!({"status": {"heartbeatTime": now, "conditions": [{
+        "type": "Ready", "status": "True", "reason": "RuntimeReachable",
+        "message": "the node agent and its runtime are up", "lastTransitionTime": now
+    }]}});
+    api.patch_status(&cfg.node_name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    Ok(())
+}
+
+/// Runs the node agent until the stream of Machines ends.
+pub async fn run(client: kube::Client, cfg: NodeConfig) -> Result<(), NodeError> {
+    register(&client, &cfg).await?;
+    {
+        let (client, cfg) = (client.clone(), cfg.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(cfg.heartbeat_interval);
+            loop {
+                tick.tick().await;
+                if let Err(e) = heartbeat(&client, &cfg).await {
+                    tracing::warn!(error = %e, "node heartbeat failed");
+                }
+            }
+        });
+    }
+    let reporter = Reporter { controller: "kairon-node".into(), instance: Some(cfg.node_name.clone()) };
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        runtime: RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?,
+        recorder: Recorder::new(client.clone(), reporter),
+        cfg: cfg.clone(),
+        samples: Mutex::new(HashMap::new()),
+        started: Instant::now(),
+    });
+    let machines: Api<Machine> = Api::all(client);
+    let mine = watcher::Config::default().fields(&format!("status.nodeName={}", cfg.node_name));
+    Controller::new(machines, mine)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "node reconcile");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+fn error_policy(m: Arc<Machine>, e: &NodeError, _: Arc<Ctx>) -> Action {
+    tracing::warn!(machine = %m.name_any(), error = %e, "reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> {
+    let ns = m.namespace().unwrap_or_else(|| "default".into());
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, finalizers::MACHINE, m, |event| async {
+        match event {
+            Finalizer::Apply(m) => apply(&m, &ctx).await,
+            Finalizer::Cleanup(m) => cleanup(&m, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => NodeError::Finalizer(other.to_string()),
+    })
+}
+
+/// The runtime instance of a Machine: by id, else by runtime name (adoption after a restart, or
+/// a pool claim with createMachine), else none.
+async fn find(m: &Machine, ctx: &Ctx) -> Result<Option<Vm>, NodeError> {
+    if let Some(id) = m.status.as_ref().and_then(|s| s.runtime_id.as_deref()) {
+        match ctx.runtime.get(id).await {
+            Ok(vm) => return Ok(Some(vm)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(ctx.runtime.find_by_name(&m.runtime_name()).await?)
+}
+
+fn create_request(m: &Machine) -> CreateVmRequest {
+    let s = &m.spec;
+    CreateVmRequest {
+        name: m.runtime_name(),
+        image: s.image.clone(),
+        resources: s.resources.clone(),
+        runtime: s.runtime.clone(),
+        network: s.network.clone(),
+        volumes: s.volumes.clone(),
+        guest_agent: s.guest_agent.clone(),
+        sandbox: s.sandbox.clone(),
+        // The controller enforces lifetimes on the Machine; the instance lives as long as it.
+        ttl_seconds: None,
+        start_paused: s.desired_power_state() == PowerState::Paused,
+        labels: Default::default(),
+    }
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: Some(Time(k8s_openapi::jiff::Timestamp::now())),
+        observed_generation: None,
+    }
+}
+
+/// Keeps conditions of other types, and the transition time of one whose status is unchanged.
+fn merge_conditions(old: &[Condition], new: Vec<Condition>) -> Vec<Condition> {
+    let mut out: Vec<Condition> = old.iter().filter(|c| !new.iter().any(|n| n.type_ == c.type_)).cloned().collect();
+    for mut c in new {
+        if let Some(prev) = old.iter().find(|o| o.type_ == c.type_ && o.status == c.status) {
+            c.last_transition_time = prev.last_transition_time.clone();
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn phase_of(state: VmState) -> MachinePhase {
+    match state {
+        VmState::Creating => MachinePhase::Provisioning,
+        VmState::Running => MachinePhase::Running,
+        VmState::Paused => MachinePhase::Paused,
+        VmState::Stopped => MachinePhase::Stopped,
+        VmState::Hibernated => MachinePhase::Hibernated,
+        VmState::Halted => MachinePhase::Halted,
+        VmState::Failed => MachinePhase::Failed,
+    }
+}
+
+/// The runtime operation that moves an instance toward the asked power state.
+fn power_step(want: PowerState, have: VmState) -> Option<(PowerAction, bool)> {
+    use PowerState as P;
+    use VmState as V;
+    match (want, have) {
+        (P::Running, V::Paused) => Some((PowerAction::Resume, false)),
+        (P::Running, V::Stopped | V::Halted | V::Hibernated) => Some((PowerAction::Start, false)),
+        (P::Paused, V::Running) => Some((PowerAction::Pause, false)),
+        (P::Paused, V::Stopped | V::Halted | V::Hibernated) => Some((PowerAction::Start, true)),
+        (P::Stopped, V::Running | V::Paused | V::Halted | V::Hibernated) => Some((PowerAction::Stop, false)),
+        (P::Hibernated, V::Running | V::Paused) => Some((PowerAction::Hibernate, false)),
+        (P::Halted, V::Running) => Some((PowerAction::Halt, false)),
+        _ => None,
+    }
+}
+
+async fn warn(ctx: &Ctx, m: &Machine, reason: &str, note: String) {
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &m.object_ref(&())).await {
+        tracing::debug!(error = %e, "publishing an event failed");
+    }
+}
+
+async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
+    let old = m.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    let mut conditions = Vec::new();
+    let mut requeue = if m.spec.lifecycle.is_some() { ctx.cfg.tick } else { Duration::from_secs(60) };
+
+    let vm = match find(m, ctx).await? {
+        Some(vm) => Some(vm),
+        None => match ctx.runtime.create(&create_request(m)).await {
+            Ok(vm) => Some(vm),
+            Err(ClientError::Api { status: code, reason, message }) if code < 500 => {
+                // The user must act (build the template, pick another backend): say so.
+                let why = match reason.as_str() {
+                    "NotFound" => "TemplateNotFound",
+                    "NotSupported" => "BackendUnsupported",
+                    _ => "CreateFailed",
+                };
+                if old.conditions.iter().all(|c| c.reason != why) {
+                    warn(ctx, m, why, message.clone()).await;
+                }
+                conditions.push(condition("Ready", false, why, &message));
+                status.phase = Some(MachinePhase::Failed);
+                requeue = Duration::from_secs(30);
+                None
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+
+    if let Some(mut vm) = vm {
+        let want = m.spec.desired_power_state();
+        if let Some((action, paused)) = power_step(want, vm.state) {
+            match ctx.runtime.power(&vm.id, action, paused).await {
+                Ok(v) => vm = v,
+                Err(ClientError::Api { status: code, message, .. }) if code < 500 => {
+                    if old.conditions.iter().all(|c| c.reason != "PowerStateUnsupported") {
+                        warn(ctx, m, "PowerStateUnsupported", message.clone()).await;
+                    }
+                    conditions.push(condition("PowerState", false, "PowerStateUnsupported", &message));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            conditions.push(condition("PowerState", true, "AsRequested", &format!("{want}")));
+        }
+        status.phase = Some(phase_of(vm.state));
+        status.runtime_id = Some(vm.id.clone());
+        status.guest_ip = vm.guest_ip.clone();
+        let ready = vm.state == VmState::Running;
+        conditions.push(condition(
+            "Ready",
+            ready,
+            if ready { "Running" } else { "NotRunning" },
+            &vm.message.clone().unwrap_or_else(|| format!("the instance is {:?}", vm.state)),
+        ));
+        if let Some(lifecycle) = &m.spec.lifecycle {
+            sample(m, &vm, lifecycle.idle_cpu_millicores, &mut status, ctx).await;
+        }
+        if m.annotations().contains_key(annotations::FS_FROZEN_UNTIL) && vm.backend == "runc" {
+            let why = "filesystem freeze needs a VM: in a sandbox, FIFREEZE would freeze the host's filesystem; remove the kairon.zyvor.dev/fs-frozen-until annotation";
+            if old.conditions.iter().all(|c| c.reason != "FreezeUnsupported") {
+                warn(ctx, m, "FreezeUnsupported", why.into()).await;
+            }
+            conditions.push(condition("FilesystemFrozen", false, "FreezeUnsupported", why));
+        }
+    }
+    status.conditions = merge_conditions(&old.conditions, conditions);
+    status.observed_generation = m.metadata.generation;
+    if status != old {
+        let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+        api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// Samples the instance and, when it was active, moves `lastActivityTime` (throttled).
+async fn sample(m: &Machine, vm: &Vm, idle_cpu_millicores: i64, status: &mut MachineStatus, ctx: &Ctx) {
+    let Ok(stats) = ctx.runtime.stats(&vm.id).await else { return };
+    let cur = Sample {
+        at: ctx.started.elapsed().as_secs_f64(),
+        cpu_nanos: stats.cpu_time_nanos,
+        disk_bytes: stats.disk_read_bytes + stats.disk_write_bytes,
+        pid: stats.vmm_pid,
+    };
+    let uid = m.uid().unwrap_or_default();
+    let prev = ctx.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid, cur);
+    let lifecycle = status.lifecycle.get_or_insert_with(Default::default);
+    let recorded_pid = lifecycle.vmm_pid.map(|p| p as u32);
+    let active = match prev {
+        Some(prev) => activity::activity(&prev, &cur, idle_cpu_millicores).is_some(),
+        // First sample since this agent started: only a process it has not seen counts.
+        None => recorded_pid != cur.pid,
+    };
+    lifecycle.vmm_pid = cur.pid.map(i64::from);
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let last = lifecycle.last_activity_time.as_ref().map(|t| t.0.as_second());
+    if active && activity::should_write(last, now.as_second(), ctx.cfg.activity_write_interval.as_secs() as i64) {
+        lifecycle.last_activity_time = Some(Time(now));
+    }
+}
+
+async fn cleanup(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
+    if let Some(vm) = find(m, ctx).await? {
+        match ctx.runtime.delete(&vm.id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    ctx.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&m.uid().unwrap_or_default());
+    Ok(Action::await_change())
+}
+
+/// A kube client from a kubeconfig file (what `kairon up` writes).
+pub async fn client_from_kubeconfig(path: &std::path::Path) -> Result<kube::Client, NodeError> {
+    let bad = |e: kube::config::KubeconfigError| NodeError::Config(format!("{}: {e}", path.display()));
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(bad)?;
+    let cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(bad)?;
+    Ok(kube::Client::try_from(cfg)?)
+}

@@ -1,0 +1,362 @@
+//! The scheduler: places each new Machine on a node that has the backend it needs and room
+//! for it, or leaves it Pending with a condition that says why no node fits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use kairon_model::keys::reasons;
+use kairon_model::{Condition, KaironNode, Machine, MachinePhase, MachineSpec, NodeBackend};
+
+/// What a template sandbox takes when its spec names no resources (the template's own spec).
+pub const TEMPLATE_CPU_MILLIS: i64 = 1000;
+pub const TEMPLATE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+
+/// A node is considered gone when its heartbeat is older than this.
+pub const NODE_STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// What a Machine asks of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Demand {
+    pub backend: NodeBackend,
+    pub cpu_millis: i64,
+    pub memory_bytes: u64,
+}
+
+pub fn demand(spec: &MachineSpec) -> Demand {
+    let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
+    let backend = if template_sandbox { NodeBackend::Sandbox } else { NodeBackend::Vm };
+    let r = spec.resources.as_ref().filter(|_| !template_sandbox);
+    Demand {
+        backend,
+        cpu_millis: r.and_then(|r| r.cpu.as_ref()).and_then(|q| q.to_milli().ok()).unwrap_or(TEMPLATE_CPU_MILLIS),
+        memory_bytes: r
+            .and_then(|r| r.memory.as_ref())
+            .and_then(|q| q.to_bytes().ok())
+            .unwrap_or(TEMPLATE_MEMORY_BYTES),
+    }
+}
+
+/// A node as the scheduler sees it: what it offers and what is already placed on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeView {
+    pub name: String,
+    pub backends: Vec<NodeBackend>,
+    pub cpu_millis: i64,
+    pub memory_bytes: u64,
+    pub max_machines: Option<i32>,
+    pub used_cpu_millis: i64,
+    pub used_memory_bytes: u64,
+    pub machines: i32,
+    pub fresh: bool,
+}
+
+/// Picks the node with the most free memory among those that fit (ties: by name), or explains
+/// for every node why it does not.
+pub fn choose(nodes: &[NodeView], d: Demand, pinned: Option<&str>) -> Result<String, String> {
+    let mut why = Vec::new();
+    let mut best: Option<&NodeView> = None;
+    for n in nodes {
+        if pinned.is_some_and(|p| p != n.name) {
+            continue;
+        }
+        let reason = if !n.fresh {
+            Some("its node agent has not reported recently".to_string())
+        } else if !n.backends.contains(&d.backend) {
+            Some(format!("it has no {} backend", backend_name(d.backend)))
+        } else if n.max_machines.is_some_and(|max| n.machines >= max) {
+            Some(format!("it already runs its maximum of {} Machines", n.machines))
+        } else if n.cpu_millis - n.used_cpu_millis < d.cpu_millis {
+            Some(format!("{}m CPU free, {}m needed", n.cpu_millis - n.used_cpu_millis, d.cpu_millis))
+        } else if n.memory_bytes.saturating_sub(n.used_memory_bytes) < d.memory_bytes {
+            Some(format!(
+                "{} MiB memory free, {} MiB needed",
+                n.memory_bytes.saturating_sub(n.used_memory_bytes) >> 20,
+                d.memory_bytes >> 20
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(r) => why.push(format!("{}: {r}", n.name)),
+            None => {
+                let free = |n: &NodeView| n.memory_bytes.saturating_sub(n.used_memory_bytes);
+                if best.is_none_or(|b| free(n) > free(b)) {
+                    best = Some(n);
+                }
+            }
+        }
+    }
+    if let Some(b) = best {
+        return Ok(b.name.clone());
+    }
+    if let Some(p) = pinned
+        && !nodes.iter().any(|n| n.name == p)
+    {
+        return Err(format!("spec.nodeName {p:?} is not a registered node"));
+    }
+    if nodes.is_empty() {
+        return Err("no node is registered: start a node agent (kairon up or kairon node)".into());
+    }
+    Err(format!("no node fits: {}", why.join("; ")))
+}
+
+fn backend_name(b: NodeBackend) -> &'static str {
+    match b {
+        NodeBackend::Sandbox => "sandbox (runc)",
+        NodeBackend::Vm => "vm (QEMU)",
+    }
+}
+
+struct Ctx {
+    client: kube::Client,
+    machines: Store<Machine>,
+    nodes: Store<KaironNode>,
+    recorder: Recorder,
+    /// Placements made but not yet seen in the Machine store (so two binds in quick succession
+    /// do not both take the last slot).
+    assumed: Mutex<HashMap<String, (String, Demand)>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+fn views(ctx: &Ctx) -> Vec<NodeView> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut views: Vec<NodeView> = ctx
+        .nodes
+        .state()
+        .iter()
+        .map(|n| {
+            let fresh = n
+                .status
+                .as_ref()
+                .and_then(|s| s.heartbeat_time.as_ref())
+                .is_some_and(|t| (now.as_second() - t.0.as_second()) < NODE_STALE_AFTER.as_secs() as i64);
+            NodeView {
+                name: n.name_any(),
+                backends: n.spec.backends.clone(),
+                cpu_millis: n.spec.capacity.cpu.to_milli().unwrap_or(0),
+                memory_bytes: n.spec.capacity.memory.to_bytes().unwrap_or(0),
+                max_machines: n.spec.capacity.machines,
+                used_cpu_millis: 0,
+                used_memory_bytes: 0,
+                machines: 0,
+                fresh,
+            }
+        })
+        .collect();
+    let mut assumed = ctx.assumed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut add = |node: &str, d: Demand| {
+        if let Some(v) = views.iter_mut().find(|v| v.name == node) {
+            v.used_cpu_millis += d.cpu_millis;
+            v.used_memory_bytes += d.memory_bytes;
+            v.machines += 1;
+        }
+    };
+    for m in ctx.machines.state() {
+        if let Some(node) = m.status.as_ref().and_then(|s| s.node_name.as_deref()) {
+            assumed.remove(&m.uid().unwrap_or_default());
+            add(node, demand(&m.spec));
+        }
+    }
+    for (node, d) in assumed.values() {
+        add(node, *d);
+    }
+    views.sort_by(|a, b| a.name.cmp(&b.name));
+    views
+}
+
+async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, SchedulerError> {
+    if m.status.as_ref().and_then(|s| s.node_name.as_ref()).is_some() || m.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let d = demand(&m.spec);
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    match choose(&views(&ctx), d, m.spec.node_name.as_deref()) {
+        Ok(node) => {
+            let cond = Condition {
+                type_: "Scheduled".into(),
+                status: "True".into(),
+                reason: "Scheduled".into(),
+                message: format!("placed on node {node}"),
+                last_transition_time: Some(now),
+                observed_generation: m.metadata.generation,
+            };
+            let mut conditions: Vec<Condition> = m
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|c| c.type_ != "Scheduled")
+                .collect();
+            conditions.push(cond);
+            let patch =
+                json!({"status": {"nodeName": node, "phase": MachinePhase::Provisioning, "conditions": conditions}});
+            api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            ctx.assumed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(m.uid().unwrap_or_default(), (node.clone(), d));
+            let ev = Event {
+                type_: EventType::Normal,
+                reason: reasons::SCHEDULED.into(),
+                note: Some(format!("placed on node {node}")),
+                action: "Schedule".into(),
+                secondary: None,
+            };
+            let _ = ctx.recorder.publish(&ev, &m.object_ref(&())).await;
+            Ok(Action::await_change())
+        }
+        Err(why) => {
+            let old = m
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Scheduled"))
+                .map(|c| c.message.clone());
+            if old.as_deref() != Some(why.as_str()) {
+                let cond = json!({"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": why, "lastTransitionTime": now});
+                let mut conditions: Vec<serde_json::Value> = m
+                    .status
+                    .as_ref()
+                    .map(|s| s.conditions.iter().filter(|c| c.type_ != "Scheduled").map(|c| json!(c)).collect())
+                    .unwrap_or_default();
+                conditions.push(cond);
+                let patch = json!({"status": {"phase": MachinePhase::Pending, "conditions": conditions}});
+                api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                let ev = Event {
+                    type_: EventType::Warning,
+                    reason: reasons::FAILED_SCHEDULING.into(),
+                    note: Some(why),
+                    action: "Schedule".into(),
+                    secondary: None,
+                };
+                let _ = ctx.recorder.publish(&ev, &m.object_ref(&())).await;
+            }
+            // A node joining or changing re-queues it (see `run`); this is only a backstop.
+            Ok(Action::requeue(Duration::from_secs(60)))
+        }
+    }
+}
+
+fn error_policy(m: Arc<Machine>, e: &SchedulerError, _: Arc<Ctx>) -> Action {
+    tracing::warn!(machine = %m.name_any(), error = %e, "scheduling failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+/// Runs the scheduler until its stream ends. One Machine is placed at a time, so capacity is
+/// never promised twice.
+pub async fn run(client: kube::Client) {
+    let machines: Api<Machine> = Api::all(client.clone());
+    let nodes: Api<KaironNode> = Api::all(client.clone());
+    let (node_store, node_writer) = kube::runtime::reflector::store();
+    let node_stream = kube::runtime::reflector(node_writer, watcher(nodes.clone(), watcher::Config::default()));
+    tokio::spawn(node_stream.for_each(|_| async {}));
+    let controller = Controller::new(machines, watcher::Config::default());
+    let machine_store = controller.store();
+    let pending_store = machine_store.clone();
+    let reporter = Reporter { controller: "kairon-scheduler".into(), instance: None };
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        machines: machine_store,
+        nodes: node_store,
+        recorder: Recorder::new(client, reporter),
+        assumed: Mutex::new(HashMap::new()),
+    });
+    // A node that joins, changes capacity or heartbeats can make pending Machines fit.
+    let pending = move |_: KaironNode| {
+        pending_store
+            .state()
+            .into_iter()
+            .filter(|m| m.status.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+            .map(|m| ObjectRef::from_obj(&*m))
+            .collect::<Vec<_>>()
+    };
+    controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(1))
+        .watches(nodes, watcher::Config::default(), pending)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, backends: &[NodeBackend], cpu: i64, mem_gib: u64) -> NodeView {
+        NodeView {
+            name: name.into(),
+            backends: backends.to_vec(),
+            cpu_millis: cpu,
+            memory_bytes: mem_gib << 30,
+            max_machines: None,
+            used_cpu_millis: 0,
+            used_memory_bytes: 0,
+            machines: 0,
+            fresh: true,
+        }
+    }
+
+    const SANDBOX: Demand = Demand { backend: NodeBackend::Sandbox, cpu_millis: 1000, memory_bytes: 512 << 20 };
+    const VM: Demand = Demand { backend: NodeBackend::Vm, cpu_millis: 2000, memory_bytes: 2 << 30 };
+
+    #[test]
+    fn backend_and_room_decide() {
+        let nodes =
+            [node("a", &[NodeBackend::Sandbox], 4000, 8), node("b", &[NodeBackend::Sandbox, NodeBackend::Vm], 4000, 4)];
+        assert_eq!(choose(&nodes, VM, None), Ok("b".into()));
+        assert_eq!(choose(&nodes, SANDBOX, None), Ok("a".into()), "the most free memory wins");
+        let err = choose(&nodes[..1], VM, None).unwrap_err();
+        assert_eq!(err, "no node fits: a: it has no vm (QEMU) backend");
+        let mut full = node("c", &[NodeBackend::Sandbox], 1500, 8);
+        full.used_cpu_millis = 1000;
+        assert_eq!(choose(&[full], SANDBOX, None).unwrap_err(), "no node fits: c: 500m CPU free, 1000m needed");
+    }
+
+    #[test]
+    fn pinning_staleness_and_limits() {
+        let mut stale = node("old", &[NodeBackend::Sandbox], 4000, 8);
+        stale.fresh = false;
+        let mut capped = node("capped", &[NodeBackend::Sandbox], 4000, 8);
+        capped.max_machines = Some(2);
+        capped.machines = 2;
+        let nodes = [stale, capped, node("z", &[NodeBackend::Sandbox], 1000, 1)];
+        assert_eq!(choose(&nodes, SANDBOX, None), Ok("z".into()));
+        assert_eq!(choose(&nodes, SANDBOX, Some("z")), Ok("z".into()));
+        assert!(choose(&nodes, SANDBOX, Some("old")).unwrap_err().contains("has not reported recently"));
+        assert_eq!(
+            choose(&nodes, SANDBOX, Some("nope")).unwrap_err(),
+            "spec.nodeName \"nope\" is not a registered node"
+        );
+        assert!(choose(&[], SANDBOX, None).unwrap_err().starts_with("no node is registered"));
+    }
+
+    #[test]
+    fn demand_of_a_template_sandbox_ignores_resources() {
+        let spec: MachineSpec = serde_json::from_value(json!({
+            "sandbox": {"templateName": "busybox"}, "resources": {"cpu": "8", "memory": "64Gi"}
+        }))
+        .unwrap();
+        assert_eq!(demand(&spec), SANDBOX);
+        let vm: MachineSpec =
+            serde_json::from_value(json!({"image": {"path": "/i.qcow2"}, "resources": {"cpu": "2", "memory": "2Gi"}}))
+                .unwrap();
+        assert_eq!(demand(&vm), VM);
+    }
+}
