@@ -82,8 +82,12 @@ struct Ctx {
     started: Instant,
 }
 
+/// Sandboxes idle most of the time and a CPU limit is a ceiling, not a reservation, so a node
+/// advertises this many vCPUs per host CPU by default (memory is not overcommitted).
+pub const CPU_OVERCOMMIT: usize = 10;
+
 fn host_capacity() -> (Quantity, Quantity) {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) * CPU_OVERCOMMIT;
     let mem_kib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {

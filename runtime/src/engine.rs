@@ -22,6 +22,9 @@ pub const TEMPLATE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 /// The template every node has, built locally from the host's busybox-static with no network.
 pub const BUSYBOX_TEMPLATE: &str = "busybox";
 pub const BUILTIN_BUSYBOX: &str = "builtin:busybox";
+/// A minimal Debian with python3 (agents expect Python), built on first use and cached.
+pub const PYTHON_TEMPLATE: &str = "python";
+pub const BUILTIN_PYTHON: &str = "builtin:python";
 /// Largest file the files API reads in one request.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -272,6 +275,12 @@ impl Runtime {
                 .map_err(|e| RuntimeError::Internal(e.to_string()))?;
             return Ok((None, config));
         }
+        if image_ref == BUILTIN_PYTHON {
+            let config = oci::debian::build_python_rootfs(&rootfs, progress)
+                .await
+                .map_err(|e| RuntimeError::Internal(format!("building the python template: {e}")))?;
+            return Ok((None, config));
+        }
         let pulled = oci::pull(image_ref, &rootfs, &self.inner.cfg.registry, progress)
             .await
             .map_err(|e| RuntimeError::Invalid(format!("pulling {image_ref}: {e}")))?;
@@ -402,7 +411,15 @@ impl Runtime {
                 "a sandbox booting spec.image runs on the lightweight VM track (QEMU microvm), which this node does not have yet: use spec.sandbox.templateName".into(),
             ));
         };
-        let template = self.template(&template_name)?;
+        let template = match self.template(&template_name) {
+            Err(RuntimeError::NotFound(_)) if template_name == PYTHON_TEMPLATE => {
+                self.create_template(PYTHON_TEMPLATE, BUILTIN_PYTHON)?;
+                return Err(RuntimeError::Conflict(format!(
+                    "template {PYTHON_TEMPLATE:?} is being built on first use (about a minute): follow GET /v1/templates/{PYTHON_TEMPLATE} and retry when it is Ready"
+                )));
+            }
+            other => other?,
+        };
         if template.state != TemplateState::Ready {
             return Err(RuntimeError::Conflict(format!(
                 "template {template_name:?} is not ready yet ({:?}): wait for it to finish building",

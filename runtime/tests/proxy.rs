@@ -2,6 +2,7 @@
 //! network namespace, loopback only), and byte-level checks against a server in the test's
 //! own namespace (the proxy dials `/proc/<pid>/ns/net`, so the test process's pid works too).
 
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest};
 use kairon_runtime::client::RuntimeClient;
@@ -88,6 +89,11 @@ async fn error_json(resp: Response) -> (StatusCode, serde_json::Value) {
     (status, serde_json::from_str(&body_text(resp).await).unwrap())
 }
 
+/// Fails instead of hanging when something that should flow does not.
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f).await.expect("nothing arrived within 10 s")
+}
+
 /// Every thread of this process is still in the host's network namespace: the dial moved only
 /// its own short-lived thread (retried briefly: such a thread may be just exiting).
 fn assert_no_thread_left_the_host_netns() {
@@ -121,9 +127,23 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
         .await
         .unwrap();
     let pid = vm.pid.unwrap();
+    // The sandbox goes away even when a check fails.
+    let checks = AssertUnwindSafe(through_the_sandbox(&c, &vm.id, pid)).catch_unwind().await;
+    c.delete(&vm.id).await.unwrap();
+    if let Err(panic) = checks {
+        std::panic::resume_unwind(panic);
+    }
+    let resp = proxy(pid, 8080, request("GET", "/", &[], Body::empty()), "/").await;
+    let (status, err) = error_json(resp).await;
+    assert_eq!((status, err["reason"].as_str()), (StatusCode::BAD_GATEWAY, Some("GuestUnreachable")));
+    let msg = err["message"].as_str().unwrap();
+    // The pid may linger as a zombie of this process for a moment; either way, no server.
+    assert!(msg.contains("is gone") || msg.contains("nothing listens"), "{msg}");
+}
 
+async fn through_the_sandbox(c: &RuntimeClient, id: &str, pid: u32) {
     // The sandbox's own namespace has only a loopback interface, and runc brought it up.
-    let links = c.exec(&vm.id, &sh("ip -o link show; ip -o addr show lo")).await.unwrap();
+    let links = c.exec(id, &sh("ip -o link show; ip -o addr show lo")).await.unwrap();
     assert_eq!(links.exit_code, 0, "{links:?}");
     let link_lines: Vec<&str> = links.stdout.lines().filter(|l| l.contains("link/")).collect();
     assert_eq!(link_lines.len(), 1, "{}", links.stdout);
@@ -131,13 +151,11 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     assert!(links.stdout.contains("inet 127.0.0.1/8"), "{}", links.stdout);
 
     for (name, script) in [("echo", ECHO_CGI), ("stream", STREAM_CGI), ("upload", UPLOAD_CGI)] {
-        c.write_file(&vm.id, &format!("/www/cgi-bin/{name}"), script.as_bytes().to_vec(), 0o755).await.unwrap();
+        c.write_file(id, &format!("/www/cgi-bin/{name}"), script.as_bytes().to_vec(), 0o755).await.unwrap();
     }
-    c.write_file(&vm.id, "/www/index.html", b"<h1>guest</h1>\n".to_vec(), 0o644).await.unwrap();
+    c.write_file(id, "/www/index.html", b"<h1>guest</h1>\n".to_vec(), 0o644).await.unwrap();
     let cmd = ["httpd", "-f", "-p", "8080", "-h", "/www"];
-    c.start_process(&vm.id, &ExecRequest { command: cmd.map(String::from).to_vec(), ..Default::default() })
-        .await
-        .unwrap();
+    c.start_process(id, &ExecRequest { command: cmd.map(String::from).to_vec(), ..Default::default() }).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while let Err(e) = dial_in_netns(pid, 8080).await {
         assert!(Instant::now() < deadline, "httpd did not start listening: {e}");
@@ -180,11 +198,11 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     assert_eq!(resp.headers().get("content-type").unwrap(), "text/event-stream");
     let start = Instant::now();
     let mut stream = resp.into_body().into_data_stream();
-    let first = stream.next().await.unwrap().unwrap();
+    let first = within(stream.next()).await.unwrap().unwrap();
     let first_at = start.elapsed();
     let mut all = String::from_utf8(first.to_vec()).unwrap();
     assert!(all.contains("data: line1") && !all.contains("line3"), "{all:?}");
-    while let Some(chunk) = stream.next().await {
+    while let Some(chunk) = within(stream.next()).await {
         all.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
     }
     let end_at = start.elapsed();
@@ -199,7 +217,7 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     tx.send(Ok(Bytes::from_static(b"part1\n"))).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let got = c.exec(&vm.id, &sh("cat /tmp/first-part 2>/dev/null")).await.unwrap();
+        let got = c.exec(id, &sh("cat /tmp/first-part 2>/dev/null")).await.unwrap();
         if got.stdout == "part1\n" {
             break;
         }
@@ -209,7 +227,7 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     assert!(!upload.is_finished());
     tx.send(Ok(Bytes::from_static(b"part2"))).await.unwrap();
     drop(tx);
-    let resp = upload.await.unwrap();
+    let resp = within(upload).await.unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(body_text(resp).await, "first=part1\nrest=part2\n");
 
@@ -226,13 +244,6 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     assert_eq!((status, err["reason"].as_str()), (StatusCode::BAD_GATEWAY, Some("GuestUnreachable")));
 
     assert_no_thread_left_the_host_netns();
-    c.delete(&vm.id).await.unwrap();
-    let resp = proxy(pid, 8080, request("GET", "/", &[], Body::empty()), "/").await;
-    let (status, err) = error_json(resp).await;
-    assert_eq!((status, err["reason"].as_str()), (StatusCode::BAD_GATEWAY, Some("GuestUnreachable")));
-    let msg = err["message"].as_str().unwrap();
-    // The pid may linger as a zombie of this process for a moment; either way, no server.
-    assert!(msg.contains("is gone") || msg.contains("nothing listens"), "{msg}");
 }
 
 /// Reads one request head (through the blank line) from `s`.
@@ -290,9 +301,9 @@ async fn exactly_the_end_to_end_headers_pass_and_chunks_flow_as_written() {
     h.sort();
     assert_eq!(h, [("x-kept".to_string(), "1".to_string())]);
     let mut stream = resp.into_body().into_data_stream();
-    assert_eq!(stream.next().await.unwrap().unwrap(), "first");
+    assert_eq!(within(stream.next()).await.unwrap().unwrap(), "first");
     got_first_tx.send(()).unwrap();
-    assert_eq!(stream.next().await.unwrap().unwrap(), "last");
+    assert_eq!(within(stream.next()).await.unwrap().unwrap(), "last");
     assert!(stream.next().await.is_none());
 
     let (head, body) = guest.await.unwrap();

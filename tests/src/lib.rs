@@ -51,6 +51,8 @@ pub struct Kairon {
     pub data_dir: tempfile::TempDir,
     pub kubeconfig: PathBuf,
     pub admin_token: String,
+    /// This node's runtime (when `kairon up` started one).
+    pub runtime_url: Option<String>,
     database: Option<String>,
     database_url: Option<String>,
     extra: Vec<String>,
@@ -111,21 +113,22 @@ impl Kairon {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut url = None;
-            let mut token = None;
+            let mut runtime = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(u) = line.strip_prefix("Kairon is up at ") {
                     url = Some(u.trim().to_string());
                 }
-                if let Some(t) = line.trim().strip_prefix("admin token: ") {
-                    token = Some(t.trim().to_string());
+                if let Some(r) = line.trim().strip_prefix("runtime:") {
+                    runtime = r.split_whitespace().next().map(String::from);
                 }
-                if let (Some(u), Some(t)) = (&url, &token) {
-                    let _ = tx.send((u.clone(), t.clone()));
-                    url = None;
+                if let Some(t) = line.trim().strip_prefix("admin token: ")
+                    && let Some(u) = url.take()
+                {
+                    let _ = tx.send((u, t.trim().to_string(), runtime.take()));
                 }
             }
         });
-        let (url, admin_token) = match rx.recv_timeout(Duration::from_secs(120)) {
+        let (url, admin_token, runtime_url) = match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(v) => v,
             Err(_) => {
                 let _ = child.kill();
@@ -140,6 +143,7 @@ impl Kairon {
             data_dir,
             kubeconfig,
             admin_token,
+            runtime_url,
             database: None,
             database_url,
             extra,
@@ -164,6 +168,13 @@ impl Kairon {
         }
         let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
         Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// A client of this node's runtime (the one `kairon up` runs in-process).
+    pub fn runtime(&self) -> Result<kairon_runtime::client::RuntimeClient> {
+        let url = self.runtime_url.as_deref().context("this kairon up runs no runtime")?;
+        let token = std::fs::read_to_string(self.data_dir.path().join("runtime-token"))?;
+        Ok(kairon_runtime::client::RuntimeClient::new(url, token.trim())?)
     }
 
     /// Runs kubectl against this instance.
@@ -243,6 +254,61 @@ impl Drop for Kairon {
         if let Some(db) = &self.database {
             let _ = psql(&database_url(), &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
         }
+    }
+}
+
+/// Polls `check` every 100 ms until it returns Some, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `kairon` subprocess (node agent, runtime) whose stdout is read until `ready` appears.
+pub struct Process {
+    pub child: Child,
+    pub ready_line: String,
+}
+
+impl Process {
+    pub fn start(args: &[&str], ready: &str) -> Result<Process> {
+        let mut child = Command::new(kairon_bin())
+            .args(args)
+            .env("KAIRON_LOG", "info,sqlx=warn,kube=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+        let ready_line = loop {
+            match lines.next() {
+                Some(Ok(l)) if l.contains(ready) => break l,
+                Some(_) => {}
+                None => bail!("kairon {args:?} exited before printing {ready:?}"),
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Ok(Process { child, ready_line })
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill9();
     }
 }
 

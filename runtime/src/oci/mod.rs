@@ -6,6 +6,7 @@
 //! without any registry.
 
 mod busybox;
+pub mod debian;
 mod layer;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,332 @@
+//! The node agent and the scheduler under `kairon up`, with real runc: Machines follow
+//! `spec.powerState`, land on nodes by backend and capacity, report activity, and survive a
+//! kill -9 of their node agent.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use kairon_e2e::{Kairon, Process, eventually};
+use kairon_model::{Machine, MachinePhase};
+use kairon_runtime::api::{ExecRequest, VmState};
+
+const FAST: [&str; 6] = ["--node-tick", "1s", "--activity-write-interval", "2s", "--heartbeat-interval", "1s"];
+
+fn sandbox(name: &str, lifecycle: Option<serde_json::Value>) -> Machine {
+    let mut m = json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": name, "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}}
+    });
+    if let Some(l) = lifecycle {
+        m["spec"]["lifecycle"] = l;
+    }
+    serde_json::from_value(m).unwrap()
+}
+
+fn phase(m: &Machine) -> Option<MachinePhase> {
+    m.status.as_ref().and_then(|s| s.phase)
+}
+
+async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) -> Machine {
+    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
+    })
+    .await
+}
+
+fn condition<'a>(m: &'a Machine, type_: &str) -> Option<&'a kairon_model::Condition> {
+    m.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_machine_applied_with_kubectl_follows_its_power_state() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
+    let rt = k.runtime().unwrap();
+    let manifest = "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: sb, namespace: agents}\nspec:\n  sandbox: {templateName: busybox}\n";
+    let out = k.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert!(out.status.success(), "{out:?}");
+
+    let m = wait_phase(&api, "sb", MachinePhase::Running).await;
+    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    assert_eq!(m.status.as_ref().unwrap().node_name.as_deref(), Some("local"));
+    assert_eq!(rt.get(&id).await.unwrap().name, "kairon-agents-sb");
+    assert!(m.finalizers().contains(&"kairon.zyvor.dev/machine".to_string()));
+
+    for (want, phase_want, state) in [
+        ("Paused", MachinePhase::Paused, VmState::Paused),
+        ("Running", MachinePhase::Running, VmState::Running),
+        ("Stopped", MachinePhase::Stopped, VmState::Stopped),
+        ("Running", MachinePhase::Running, VmState::Running),
+    ] {
+        k.kubectl_ok(&[
+            "patch",
+            "machine",
+            "sb",
+            "-n",
+            "agents",
+            "--type",
+            "merge",
+            "-p",
+            &format!("{{\"spec\":{{\"powerState\":\"{want}\"}}}}"),
+        ]);
+        wait_phase(&api, "sb", phase_want).await;
+        assert_eq!(rt.get(&id).await.unwrap().state, state, "the instance follows {want}");
+    }
+
+    k.kubectl_ok(&["delete", "machine", "sb", "-n", "agents", "--timeout=60s"]);
+    assert!(api.get_opt("sb").await.unwrap().is_none());
+    assert!(rt.get(&id).await.unwrap_err().is_not_found(), "the instance is gone with the Machine");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
+    // Each node takes one template sandbox (1 CPU each).
+    let mut args: Vec<&str> = FAST.to_vec();
+    args.extend(["--node-cpu", "1"]);
+    let k = Kairon::start_with(&args).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let _second = Process::start(
+        &[
+            "node",
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-name",
+            "second",
+            "--state-dir",
+            &state.path().to_string_lossy(),
+            "--node-cpu",
+            "1",
+            "--heartbeat-interval",
+            "1s",
+            "--node-tick",
+            "1s",
+        ],
+        "is up",
+    )
+    .unwrap();
+    let client = k.client().await.unwrap();
+    let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
+    eventually("two nodes", Duration::from_secs(30), || async {
+        (nodes.list(&Default::default()).await.ok()?.items.len() == 2).then_some(())
+    })
+    .await;
+
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    for name in ["a", "b"] {
+        api.create(&PostParams::default(), &sandbox(name, None)).await.unwrap();
+    }
+    let a = wait_phase(&api, "a", MachinePhase::Running).await;
+    let b = wait_phase(&api, "b", MachinePhase::Running).await;
+    let placed: BTreeSet<_> = [&a, &b].iter().map(|m| m.status.as_ref().unwrap().node_name.clone().unwrap()).collect();
+    assert_eq!(placed, BTreeSet::from(["local".to_string(), "second".to_string()]), "one on each node");
+
+    // A third fits nowhere, and says why.
+    api.create(&PostParams::default(), &sandbox("c", None)).await.unwrap();
+    let c = eventually("c to be unschedulable", Duration::from_secs(30), || async {
+        api.get("c").await.ok().filter(|m| condition(m, "Scheduled").is_some_and(|c| c.status == "False"))
+    })
+    .await;
+    assert_eq!(phase(&c), Some(MachinePhase::Pending));
+    let msg = &condition(&c, "Scheduled").unwrap().message;
+    assert!(msg.contains("local: 0m CPU free, 1000m needed") && msg.contains("second: 0m CPU free"), "{msg}");
+
+    // A VM needs the QEMU backend, which no node has.
+    let vm: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "vm"},
+        "spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}, "resources": {"cpu": "1", "memory": "512Mi"}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &vm).await.unwrap();
+    let vm = eventually("vm to be unschedulable", Duration::from_secs(30), || async {
+        api.get("vm").await.ok().filter(|m| condition(m, "Scheduled").is_some_and(|c| c.status == "False"))
+    })
+    .await;
+    assert!(condition(&vm, "Scheduled").unwrap().message.contains("it has no vm (QEMU) backend"));
+
+    // Room frees up: the pending sandbox is placed.
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    wait_phase(&api, "c", MachinePhase::Running).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn activity_moves_last_activity_time_and_quiet_does_not() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let rt = k.runtime().unwrap();
+    api.create(&PostParams::default(), &sandbox("quiet", Some(json!({"idleTimeoutSeconds": 600})))).await.unwrap();
+    api.create(&PostParams::default(), &sandbox("plain", None)).await.unwrap();
+    let m = wait_phase(&api, "quiet", MachinePhase::Running).await;
+    let last = |m: &Machine| {
+        m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
+    };
+    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let start = eventually("a first lastActivityTime (new VMM process)", Duration::from_secs(20), || async {
+        api.get("quiet").await.ok().and_then(|m| last(&m))
+    })
+    .await;
+
+    // Quiet: nothing moves.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(last(&api.get("quiet").await.unwrap()), Some(start), "a quiet guest is idle");
+    let plain = wait_phase(&api, "plain", MachinePhase::Running).await;
+    assert!(plain.status.unwrap().lifecycle.is_none(), "a Machine without spec.lifecycle is not sampled");
+
+    // Busy in a grandchild process: it moves, at most once per write interval.
+    let busy = ExecRequest {
+        command: vec!["sh".into(), "-c".into(), "sh -c 'while :; do :; done' & wait".into()],
+        ..Default::default()
+    };
+    rt.start_process(&id, &busy).await.unwrap();
+    let mut seen = vec![start];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(9);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(t) = last(&api.get("quiet").await.unwrap())
+            && seen.last() != Some(&t)
+        {
+            seen.push(t);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(seen.len() >= 3, "a busy guest keeps moving lastActivityTime: {seen:?}");
+    for pair in seen.windows(2) {
+        assert!(pair[1].as_second() - pair[0].as_second() >= 2, "written at most every 2 s: {seen:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disk_writes_count_as_activity() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let rt = k.runtime().unwrap();
+    // CPU never counts here (threshold far above what the writer uses), so only disk can.
+    api.create(
+        &PostParams::default(),
+        &sandbox("disk", Some(json!({"idleTimeoutSeconds": 600, "idleCPUMillicores": 100000}))),
+    )
+    .await
+    .unwrap();
+    let m = wait_phase(&api, "disk", MachinePhase::Running).await;
+    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let last = |m: &Machine| {
+        m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
+    };
+    let start = eventually("a first lastActivityTime", Duration::from_secs(20), || async {
+        api.get("disk").await.ok().and_then(|m| last(&m))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(last(&api.get("disk").await.unwrap()), Some(start));
+    // ~2 MiB/s of buffered writes, well above 256 KiB/s.
+    let writer =
+        "i=0; while :; do dd if=/dev/zero of=/tmp/f$((i%4)) bs=64k count=32 2>/dev/null; i=$((i+1)); sleep 1; done";
+    rt.start_process(
+        &id,
+        &ExecRequest { command: vec!["sh".into(), "-c".into(), writer.into()], ..Default::default() },
+    )
+    .await
+    .unwrap();
+    eventually("disk writes to move lastActivityTime", Duration::from_secs(15), || async {
+        api.get("disk").await.ok().and_then(|m| last(&m)).filter(|t| *t > start)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_reach_the_user_as_conditions_and_events() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let mut missing = sandbox("missing", None);
+    missing.spec.sandbox = Some(kairon_model::SandboxSpec { template_name: Some("alpine-agent".into()) });
+    api.create(&PostParams::default(), &missing).await.unwrap();
+    let m = eventually("a TemplateNotFound condition", Duration::from_secs(30), || async {
+        api.get("missing").await.ok().filter(|m| condition(m, "Ready").is_some_and(|c| c.reason == "TemplateNotFound"))
+    })
+    .await;
+    assert!(condition(&m, "Ready").unwrap().message.contains("template \"alpine-agent\" does not exist on node local"));
+    let described = k.kubectl_ok(&["describe", "machine", "missing"]);
+    assert!(described.contains("TemplateNotFound"), "{described}");
+
+    api.create(&PostParams::default(), &sandbox("frozen", None)).await.unwrap();
+    wait_phase(&api, "frozen", MachinePhase::Running).await;
+    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": "2030-01-01T00:00:00Z"}}});
+    api.patch("frozen", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let m = eventually("a FreezeUnsupported condition", Duration::from_secs(30), || async {
+        api.get("frozen").await.ok().filter(|m| condition(m, "FilesystemFrozen").is_some())
+    })
+    .await;
+    let c = condition(&m, "FilesystemFrozen").unwrap();
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "FreezeUnsupported"));
+    assert!(!m.annotations().contains_key("kairon.zyvor.dev/fs-frozen"), "never confirmed on a sandbox");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let token = "node-e2e-token";
+    let runtime = Process::start(
+        &[
+            "runtime",
+            "--listen",
+            "127.0.0.1:0",
+            "--node-name",
+            "killme",
+            "--token",
+            token,
+            "--state-dir",
+            &state.path().to_string_lossy(),
+        ],
+        "is up at",
+    )
+    .unwrap();
+    let endpoint = runtime.ready_line.split_whitespace().last().unwrap().to_string();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let node_args = [
+        "node",
+        "--kubeconfig",
+        &kubeconfig,
+        "--node-name",
+        "killme",
+        "--runtime-endpoint",
+        &endpoint,
+        "--runtime-token",
+        token,
+        "--scheduler",
+        "--heartbeat-interval",
+        "1s",
+        "--node-tick",
+        "1s",
+    ];
+    let mut node = Process::start(&node_args, "is up").unwrap();
+    let rt = kairon_runtime::client::RuntimeClient::new(&endpoint, token).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    for n in ["k1", "k2", "k3"] {
+        api.create(&PostParams::default(), &sandbox(n, None)).await.unwrap();
+    }
+    for n in ["k1", "k2", "k3"] {
+        wait_phase(&api, n, MachinePhase::Running).await;
+    }
+
+    node.kill9();
+    // While it is down: one more Machine, one deleted, one paused.
+    api.create(&PostParams::default(), &sandbox("k4", None)).await.unwrap();
+    api.delete("k1", &DeleteParams::default()).await.unwrap();
+    api.patch("k2", &PatchParams::default(), &Patch::Merge(json!({"spec": {"powerState": "Paused"}}))).await.unwrap();
+
+    let _node = Process::start(&node_args, "is up").unwrap();
+    wait_phase(&api, "k4", MachinePhase::Running).await;
+    wait_phase(&api, "k2", MachinePhase::Paused).await;
+    eventually("k1 to be gone", Duration::from_secs(30), || async {
+        api.get_opt("k1").await.ok().flatten().is_none().then_some(())
+    })
+    .await;
+    let names: BTreeSet<String> = rt.list().await.unwrap().into_iter().map(|v| v.name).collect();
+    let want: BTreeSet<String> = ["k2", "k3", "k4"].iter().map(|n| format!("kairon-default-{n}")).collect();
+    assert_eq!(names, want, "one instance per Machine: none twice, none lost");
+}
