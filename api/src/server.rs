@@ -15,7 +15,9 @@ use crate::state::AppState;
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
 pub fn router(state: AppState) -> Router {
-    let authed = crate::k8s::router().layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let authed = crate::k8s::router()
+        .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))

@@ -14,10 +14,12 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub keys: TokenKeys,
     pub validation: ValidationOptions,
+    /// Renders the process's Prometheus metrics (the controllers count into them).
+    pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
 }
 
 impl AppState {
     pub fn new(store: Store, keys: TokenKeys, validation: ValidationOptions) -> Self {
-        AppState { store, registry: Arc::new(Registry::new()), keys, validation }
+        AppState { store, registry: Arc::new(Registry::new()), keys, validation, metrics: Arc::new(String::new) }
     }
 }

@@ -64,7 +64,7 @@ pub struct NodeArgs {
     runtime_endpoint: Option<String>,
     #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
     runtime_token: Option<String>,
-    /// Also run the scheduler (a cluster needs exactly one).
+    /// Also run the controllers (scheduler, lifecycle, pools, claims; leader-elected).
     #[arg(long)]
     scheduler: bool,
     #[command(flatten)]
@@ -83,13 +83,9 @@ pub fn spawn_node_agent(client: kube::Client, cfg: NodeConfig) {
     });
 }
 
-pub fn spawn_scheduler(client: kube::Client) {
-    tokio::spawn(async move {
-        loop {
-            kairon_reconciler::scheduler::run(client.clone()).await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    });
+/// The controllers (scheduler, lifecycle, pools, claims, usage), under leader election.
+pub fn spawn_controllers(client: kube::Client, cfg: kairon_reconciler::ControllerConfig) {
+    tokio::spawn(kairon_reconciler::run_all(client, cfg));
 }
 
 pub async fn run(args: NodeArgs) -> Result<()> {
@@ -121,7 +117,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
     };
     println!("Kairon node {} is up (runtime {endpoint})", args.node_name);
     if args.scheduler {
-        spawn_scheduler(client.clone());
+        spawn_controllers(client.clone(), Default::default());
     }
     let cfg = args.tuning.config(&args.node_name, &endpoint, &token);
     spawn_node_agent(client, cfg);

@@ -38,6 +38,12 @@ pub struct UpArgs {
     no_runtime: bool,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
+    /// TEST ONLY: how often bound claims accrue usage (30 s in production).
+    #[arg(long, hide = true, default_value = "30s", value_parser = parse_duration)]
+    test_usage_interval: Duration,
+    /// TEST ONLY: the controller Lease duration (15 s in production).
+    #[arg(long, hide = true, default_value = "15s", value_parser = parse_duration)]
+    test_lease_duration: Duration,
     /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
     #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
     test_min_idle_timeout_seconds: i64,
@@ -116,7 +122,8 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let store = Store::connect(url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&signing_secret(data_dir, true)?)?;
     let validation = ValidationOptions { min_idle_timeout_seconds: args.test_min_idle_timeout_seconds };
-    let state = AppState::new(store.clone(), keys.clone(), validation);
+    let mut state = AppState::new(store.clone(), keys.clone(), validation);
+    state.metrics = std::sync::Arc::new(|| kairon_reconciler::metrics::global().render());
 
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     listener.set_nonblocking(true)?;
@@ -140,7 +147,14 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
                 let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
                 let cfg = args.node.config(&args.node_name, &url, &token);
                 crate::node_cmd::spawn_node_agent(client.clone(), cfg);
-                crate::node_cmd::spawn_scheduler(client);
+                let controllers = kairon_reconciler::ControllerConfig {
+                    usage_interval: args.test_usage_interval,
+                    min_idle_timeout: Duration::from_secs(args.test_min_idle_timeout_seconds.max(0) as u64),
+                    lease_duration: args.test_lease_duration,
+                    identity: format!("kairon-controller-{}", args.node_name),
+                    store: Some(store.clone()),
+                };
+                crate::node_cmd::spawn_controllers(client, controllers);
                 Some(url)
             }
             Err(e) => {
