@@ -406,6 +406,13 @@ impl Runtime {
                 self.node_name()
             )));
         };
+        if let Some(net) = &req.network
+            && matches!(net.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge)
+        {
+            return Err(RuntimeError::NotSupported(
+                "guest networking (tap/bridge) is not offered by this node yet: a sandbox has loopback only; reach its services through the HTTP proxy or a port tunnel".into(),
+            ));
+        }
         let Some(template_name) = sandbox.template_name.clone() else {
             return Err(RuntimeError::NotSupported(
                 "a sandbox booting spec.image runs on the lightweight VM track (QEMU microvm), which this node does not have yet: use spec.sandbox.templateName".into(),
