@@ -3,6 +3,7 @@
 //! user's client would see it. Progress goes to stderr; the figures go to stdout, as an aligned
 //! table or (`--json`) one JSON object.
 
+mod node;
 mod sandbox;
 
 use std::collections::BTreeMap;
@@ -43,6 +44,9 @@ struct Cli {
     /// Sandboxes created (and claims made) in the sandbox scenario.
     #[arg(long, default_value_t = 20)]
     sandboxes: usize,
+    /// Lifecycle sandboxes the node scenario runs.
+    #[arg(long, default_value_t = 500)]
+    node_machines: usize,
     /// Paused members of the pool in the sandbox scenario.
     #[arg(long, default_value_t = 5)]
     pool_size: u32,
@@ -69,6 +73,8 @@ enum Scenario {
     Store,
     /// The node runtime on runc: cold create-to-exec, pool claim-to-exec, pause/resume, memory.
     Sandbox,
+    /// The node agent's CPU per tick with many lifecycle sandboxes.
+    Node,
     /// Every scenario.
     All,
 }
@@ -646,6 +652,9 @@ async fn run(cli: Cli) -> Result<Report> {
     report.info.insert("bench build".into(), json!(profile));
     if matches!(cli.scenario, Scenario::Sandbox | Scenario::All) {
         sandbox::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Node | Scenario::All) {
+        node::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

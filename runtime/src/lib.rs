@@ -10,3 +10,4 @@ pub mod pools;
 pub mod proxy;
 pub mod sandbox;
 pub mod server;
+pub mod stream;

@@ -58,6 +58,10 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/proxy/{port}", any(proxy_root))
         .route("/v1/vms/{id}/proxy/{port}/", any(proxy_root))
         .route("/v1/vms/{id}/proxy/{port}/{*path}", any(proxy_path))
+        .route("/v1/vms/{id}/tunnel/{port}", get(ws_tunnel))
+        .route("/v1/vms/{id}/console", get(ws_console))
+        .route("/v1/vms/{id}/fork", post(fork))
+        .route("/v1/sandboxes/{id}/snapshot", post(snapshot))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))
         .route("/v1/pools", get(list_pools).post(create_pool))
@@ -293,4 +297,36 @@ async fn relay(st: AppState, id: String, port: u16, path: Option<String>, req: R
 
 async fn egress_check(State(st): State<AppState>, Json(req): Json<EgressCheckRequest>) -> R<Response> {
     Ok(Json(st.rt.egress_check(&req.host)?).into_response())
+}
+
+/// A WebSocket carrying raw TCP bytes to and from a port inside the sandbox.
+async fn ws_tunnel(
+    State(st): State<AppState>,
+    Path((id, port)): Path<(String, u16)>,
+    ws: crate::stream::Upgrade,
+) -> Response {
+    crate::stream::tunnel(&st.rt, &id, port, ws).await
+}
+
+/// A WebSocket bridged to an interactive shell in the sandbox.
+async fn ws_console(State(st): State<AppState>, Path(id): Path<String>, ws: crate::stream::Upgrade) -> Response {
+    crate::stream::console(&st.rt, &id, ws).await
+}
+
+async fn fork(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Json(req): Json<crate::api::ForkRequest>,
+) -> R<Response> {
+    let vm = st.rt.fork(&id, &req.name).await?;
+    Ok((StatusCode::CREATED, Json(crate::api::ForkResult { vm, live: false })).into_response())
+}
+
+async fn snapshot(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Json(req): Json<crate::api::SnapshotRequest>,
+) -> R<Response> {
+    let bytes = st.rt.snapshot(&id, &req.path).await?;
+    Ok(Json(crate::api::SnapshotResult { path: req.path, bytes }).into_response())
 }

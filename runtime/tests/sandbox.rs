@@ -177,6 +177,24 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     assert_eq!(closed.status(), 502);
     assert_eq!(http.get(&url).send().await.unwrap().status(), 401, "the runtime API needs its token");
 
+    // Fork: a new sandbox with a copy of the files (no processes: live is false).
+    c.exec(&vm.id, &sh("echo parent-state > /root/state")).await.unwrap();
+    let fork = c.fork(&vm.id, "kairon-default-life-fork").await.unwrap();
+    assert!(!fork.live);
+    assert_eq!(c.exec(&fork.vm.id, &sh("cat /root/state")).await.unwrap().stdout, "parent-state\n");
+    c.exec(&fork.vm.id, &sh("echo child > /root/state")).await.unwrap();
+    assert_eq!(c.exec(&vm.id, &sh("cat /root/state")).await.unwrap().stdout, "parent-state\n", "copies diverge");
+    c.delete(&fork.vm.id).await.unwrap();
+
+    // Snapshot: the root filesystem exported to a tar file on the node.
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("life.tar");
+    let snap = c.snapshot(&vm.id, &target.to_string_lossy()).await.unwrap();
+    assert!(snap.bytes > 0 && target.exists());
+    let listing = std::process::Command::new("tar").arg("-tf").arg(&target).output().unwrap();
+    assert!(String::from_utf8_lossy(&listing.stdout).lines().any(|l| l.trim_start_matches("./") == "root/state"));
+    assert_eq!(api_status(c.snapshot(&vm.id, "relative.tar").await.unwrap_err()).0, 422);
+
     // Hibernate and Halt are refused with a reason.
     let (code, msg) = api_status(c.power(&vm.id, PowerAction::Hibernate, false).await.unwrap_err());
     assert_eq!(code, 501);
@@ -264,7 +282,11 @@ async fn clear_errors_for_what_this_node_cannot_run() {
     assert_eq!(code, 501);
     assert!(msg.contains("lightweight VM track"), "{msg}");
     let bridged = CreateVmRequest {
-        network: Some(kairon_model::NetworkSpec { mode: kairon_model::NetworkMode::Bridge, bridge: Some("br0".into()), mac_address: None }),
+        network: Some(kairon_model::NetworkSpec {
+            mode: kairon_model::NetworkMode::Bridge,
+            bridge: Some("br0".into()),
+            mac_address: None,
+        }),
         ..sandbox("kairon-default-net")
     };
     let (code, msg) = api_status(c.create(&bridged).await.unwrap_err());

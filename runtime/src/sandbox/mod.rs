@@ -456,6 +456,15 @@ impl SandboxHost {
             process_count: pids.len() as u32,
         }
     }
+
+    /// A `runc exec` of `command` in sandbox `id` that stays attached (runc relays the
+    /// process's stdio and exits with its status), writing the process's host pid to
+    /// `pid_file`. The interactive console streams over it.
+    pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &[&str]) -> Command {
+        let mut c = self.runc();
+        c.arg("exec").arg("--pid-file").arg(pid_file).arg(id).args(command);
+        c
+    }
 }
 
 /// Collects a container init that was re-parented to this process (the runtime is a child

@@ -1,0 +1,398 @@
+//! Streams into a running sandbox over WebSocket: a TCP port tunnel and an interactive console.
+//!
+//! * Tunnel (`GET /v1/vms/{id}/tunnel/{port}`): binary frames carry raw TCP bytes both ways
+//!   between the client and `127.0.0.1:<port>` inside the sandbox, dialled in its network
+//!   namespace (see [`dial_in_netns`]). Port-forwarding and SSH over a forwarded port ride on
+//!   it. The port is dialled *before* the upgrade, so a closed port is a plain 502 JSON error
+//!   (`GuestUnreachable`) rather than a socket that opens and closes at once.
+//! * Console (`GET /v1/vms/{id}/console`): an interactive shell in the sandbox; client frames
+//!   are its stdin, its stdout and stderr come back as binary frames as they are produced, and
+//!   its exit ends the socket with a Close frame whose reason is `exit <code>`.
+//!
+//! A sandbox that is not running (paused, stopped, still creating) answers 409 with the
+//! engine's message, before any upgrade. Both relays hold at most one frame in flight per
+//! direction: a slow reader on one side slows the writer on the other, nothing piles up.
+
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::response::{IntoResponse, Response};
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::process::Child;
+
+use crate::engine::{Runtime, RuntimeError};
+use crate::proxy::{ProxyError, dial_in_netns};
+use crate::sandbox::pid_alive;
+
+/// The upgrade as the route extracts it: a request that is not a WebSocket handshake is only
+/// refused after the sandbox checks, so e.g. a paused sandbox is a 409 either way.
+pub type Upgrade = Result<WebSocketUpgrade, WebSocketUpgradeRejection>;
+
+/// Largest frame sent to the client: one read from the guest.
+const FRAME_BYTES: usize = 64 * 1024;
+/// How long the other side gets to answer our Close frame (or to flush its own) at the end.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// How often the console checks whether its shell has exited.
+const SHELL_POLL: Duration = Duration::from_millis(50);
+/// How long `runc exec` gets to exit by itself once its shell has exited, before the jobs the
+/// shell left behind (holding runc's output pipes) are killed.
+const JOBS_GRACE: Duration = Duration::from_millis(100);
+/// How long `runc exec` gets to exit once its shell (and the shell's process group) is gone.
+const RUNC_EXIT_GRACE: Duration = Duration::from_secs(3);
+
+type WsTx = SplitSink<WebSocket, Message>;
+type WsRx = SplitStream<WebSocket>;
+
+/// A Close frame; the reason is cut to the protocol's 123 bytes (at a character boundary).
+fn close(code: u16, reason: &str) -> Message {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    Message::Close(Some(CloseFrame { code, reason: reason[..end].into() }))
+}
+
+/// Sends our Close (when there is one) and flushes whatever tungstenite has queued (e.g. its
+/// reply to the client's Close), bounded by [`CLOSE_GRACE`].
+async fn finish(ws_tx: &mut WsTx, last: Option<Message>) {
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        if let Some(m) = last {
+            let _ = ws_tx.send(m).await;
+        }
+        let _ = ws_tx.close().await;
+    })
+    .await;
+}
+
+/// What the client sent, as bytes for the other side; `None` when it closed or went away.
+/// Pings are answered by the WebSocket layer itself.
+async fn next_client_bytes(ws_rx: &mut WsRx) -> Option<Bytes> {
+    loop {
+        match ws_rx.next().await? {
+            Ok(Message::Binary(b)) => return Some(b),
+            Ok(Message::Text(t)) => return Some(Bytes::copy_from_slice(t.as_str().as_bytes())),
+            Ok(Message::Ping(_) | Message::Pong(_)) => {}
+            Ok(Message::Close(_)) | Err(_) => return None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Port tunnel
+
+/// `GET /v1/vms/{id}/tunnel/{port}`: checks the sandbox runs, dials the port inside it, and
+/// only then upgrades to the byte pipe.
+pub async fn tunnel(rt: &Runtime, id: &str, port: u16, ws: Upgrade) -> Response {
+    let pid = match rt.guest_pid(id).await {
+        Ok(pid) => pid,
+        Err(e) => return e.into_response(),
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let guest = match dial_in_netns(pid, port).await {
+        Ok(s) => s,
+        Err(e) => return ProxyError::GuestUnreachable(e.to_string()).into_response(),
+    };
+    ws.on_upgrade(move |socket| pipe_tcp(socket, guest, port))
+}
+
+/// How the client-to-guest direction ended.
+enum Up {
+    /// Close frame, end of stream or a broken WebSocket.
+    ClientClosed,
+    /// The guest stopped taking bytes.
+    GuestWriteFailed(io::Error),
+}
+
+async fn client_to_guest<W: AsyncWrite + Unpin>(ws_rx: &mut WsRx, guest: &mut W) -> Up {
+    while let Some(bytes) = next_client_bytes(ws_rx).await {
+        if let Err(e) = guest.write_all(&bytes).await {
+            return Up::GuestWriteFailed(e);
+        }
+    }
+    Up::ClientClosed
+}
+
+/// Relays the guest's bytes until it closes its side (then our Close frame is sent) or the
+/// client can no longer be written to.
+async fn guest_to_client<R: AsyncRead + Unpin>(guest: &mut R, ws_tx: &mut WsTx, port: u16) {
+    let mut buf = vec![0u8; FRAME_BYTES];
+    loop {
+        let msg = match guest.read(&mut buf).await {
+            Ok(0) => close(close_code::NORMAL, &format!("port {port} inside the sandbox closed the connection")),
+            Ok(n) => Message::Binary(Bytes::copy_from_slice(&buf[..n])),
+            Err(e) => close(close_code::ERROR, &format!("reading from port {port} inside the sandbox: {e}")),
+        };
+        let last = matches!(msg, Message::Close(_));
+        if ws_tx.send(msg).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// The tunnel proper. The guest closing its side sends a Close frame (the client may still
+/// deliver what it has in flight until it answers); the client closing shuts down the TCP
+/// write side, so the guest reads end-of-file.
+async fn pipe_tcp(socket: WebSocket, guest: TcpStream, port: u16) {
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    let (mut guest_rx, mut guest_tx) = guest.into_split();
+    let up_end = {
+        let up = client_to_guest(&mut ws_rx, &mut guest_tx);
+        let down = guest_to_client(&mut guest_rx, &mut ws_tx, port);
+        tokio::pin!(up, down);
+        tokio::select! {
+            end = &mut up => Some(end),
+            () = &mut down => {
+                // Our Close is out: take what the client still sends until it answers.
+                let _ = tokio::time::timeout(CLOSE_GRACE, &mut up).await;
+                None
+            }
+        }
+    };
+    let _ = guest_tx.shutdown().await;
+    let last = match up_end {
+        Some(Up::GuestWriteFailed(e)) => {
+            Some(close(close_code::ERROR, &format!("writing to port {port} inside the sandbox: {e}")))
+        }
+        Some(Up::ClientClosed) | None => None,
+    };
+    finish(&mut ws_tx, last).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interactive console
+
+/// `GET /v1/vms/{id}/console`: checks the sandbox runs, starts the shell, then upgrades.
+///
+/// The shell is `/bin/sh -i` (the sandbox's own, as the guest resolves it), or the sandbox
+/// tools' `/.kairon/busybox sh -i` when the template has no `/bin/sh`. It runs under an
+/// attached `runc exec` with plain pipes and **no terminal**: `runc exec --tty` needs a
+/// console socket to hand the pseudo-terminal's master to, which this runtime does not set
+/// up. So there is no line editing, no echo of the input, no job control and no window size;
+/// programs that insist on a terminal (e.g. `vi`, `top`) will not work.
+///
+/// The session ends when the shell exits: whatever the shell left running in its process
+/// group (background jobs) is killed with it, and the socket closes with reason
+/// `exit <code>`. When the client closes (or goes away), the shell and its process group are
+/// killed.
+pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
+    if let Err(e) = rt.guest_pid(id).await {
+        return e.into_response();
+    }
+    let vm = match rt.get(id).await {
+        Ok(vm) => vm,
+        Err(e) => return e.into_response(),
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let host = rt.sandbox_host();
+    let shell: &[&str] =
+        if guest_has(&host.rootfs(&vm.id), "bin/sh") { &["/bin/sh", "-i"] } else { &["/.kairon/busybox", "sh", "-i"] };
+    let pid_file = PidFile(host.instance_dir(&vm.id).join(format!("console-{}.pid", uuid::Uuid::new_v4().simple())));
+    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, shell);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return RuntimeError::Internal(format!("starting the console shell: {e}")).into_response(),
+    };
+    ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
+/// Whether `path` (relative to the root) exists as the guest sees it: symlinks are followed
+/// inside the sandbox's root, never out of it.
+fn guest_has(rootfs: &Path, path: &str) -> bool {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let Ok(root) = rustix::fs::open(rootfs, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    rustix::fs::openat2(
+        &root,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
+    .is_ok()
+}
+
+/// Where runc writes the shell's host pid; removed with the session (also when the upgrade
+/// never happens).
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(&self.0).ok()?.trim().parse().ok().filter(|p| *p > 1)
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Kills the shell's process group: runc makes the exec'd shell a session leader, and without
+/// a terminal (no job control) everything it starts stays in its group.
+fn kill_shell_group(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// Kills the shell and its process group. runc writes the pid file only once it has finished
+/// starting the shell, which may be a little after the shell has begun to run (and print), so
+/// a missing file is waited for; if runc ends or never writes it, runc itself is killed.
+async fn kill_shell(child: &mut Child, pid_file: &PidFile) {
+    let deadline = tokio::time::Instant::now() + RUNC_EXIT_GRACE;
+    loop {
+        if let Some(pid) = pid_file.pid() {
+            kill_shell_group(pid);
+            return;
+        }
+        if !matches!(child.try_wait(), Ok(None)) || tokio::time::Instant::now() >= deadline {
+            let _ = child.start_kill();
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the shell has exited; returns its pid (still its process group's id).
+async fn shell_gone(pid_file: &PidFile) -> u32 {
+    let mut pid = None;
+    loop {
+        tokio::time::sleep(SHELL_POLL).await;
+        if pid.is_none() {
+            pid = pid_file.pid();
+        }
+        if let Some(p) = pid
+            && !pid_alive(p)
+        {
+            return p;
+        }
+    }
+}
+
+/// Relays the shell's stdout and stderr, as produced, until both end (runc exited) or the
+/// client can no longer be written to (then `false`).
+async fn output_to_client<O, E>(stdout: Option<O>, stderr: Option<E>, ws_tx: &mut WsTx) -> bool
+where
+    O: AsyncRead + Unpin,
+    E: AsyncRead + Unpin,
+{
+    let (mut out, mut err) = (stdout, stderr);
+    let (mut out_buf, mut err_buf) = (vec![0u8; FRAME_BYTES], vec![0u8; FRAME_BYTES]);
+    while out.is_some() || err.is_some() {
+        let got = tokio::select! {
+            r = async { out.as_mut()?.read(&mut out_buf).await.ok() }, if out.is_some() => match r {
+                Some(n) if n > 0 => Some(Bytes::copy_from_slice(&out_buf[..n])),
+                _ => { out = None; None }
+            },
+            r = async { err.as_mut()?.read(&mut err_buf).await.ok() }, if err.is_some() => match r {
+                Some(n) if n > 0 => Some(Bytes::copy_from_slice(&err_buf[..n])),
+                _ => { err = None; None }
+            },
+        };
+        if let Some(bytes) = got
+            && ws_tx.send(Message::Binary(bytes)).await.is_err()
+        {
+            return false;
+        }
+    }
+    true
+}
+
+/// Feeds the client's frames to the shell's stdin until the client closes. Input the shell
+/// no longer takes (it is exiting) is dropped.
+async fn client_to_stdin<W: AsyncWrite + Unpin>(ws_rx: &mut WsRx, stdin: Option<W>) {
+    let mut stdin = stdin;
+    while let Some(bytes) = next_client_bytes(ws_rx).await {
+        if let Some(w) = stdin.as_mut()
+            && w.write_all(&bytes).await.is_err()
+        {
+            stdin = None;
+        }
+    }
+}
+
+fn exit_reason(status: io::Result<ExitStatus>) -> String {
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit {code}"),
+            (None, Some(sig)) => format!("exit {}", 128 + sig),
+            (None, None) => "exit -1".into(),
+        },
+        Err(e) => format!("exit -1 (waiting for the shell: {e})"),
+    }
+}
+
+async fn console_session(socket: WebSocket, mut child: Child, pid_file: PidFile) {
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let shell_exited = {
+        let up = client_to_stdin(&mut ws_rx, stdin);
+        let down = output_to_client(stdout, stderr, &mut ws_tx);
+        let gone = shell_gone(&pid_file);
+        tokio::pin!(up, down, gone);
+        // Output ends when runc exits, which it does (with the shell's status) once the
+        // shell's output pipes are closed. Jobs the shell left running hold them open: once
+        // the shell is gone they are killed with its process group, and if something outside
+        // the group still holds the pipes, runc itself is killed.
+        let output = async {
+            let shell = tokio::select! {
+                client_ok = &mut down => return client_ok,
+                pid = &mut gone => pid,
+            };
+            if let Ok(client_ok) = tokio::time::timeout(JOBS_GRACE, &mut down).await {
+                return client_ok;
+            }
+            // runc still runs, so something holds the pipes: the group is not empty.
+            kill_shell_group(shell);
+            match tokio::time::timeout(RUNC_EXIT_GRACE, &mut down).await {
+                Ok(client_ok) => client_ok,
+                Err(_) => {
+                    let _ = child.start_kill();
+                    down.await
+                }
+            }
+        };
+        tokio::select! {
+            () = &mut up => false,
+            client_ok = output => client_ok,
+        }
+    };
+    if !shell_exited {
+        // The client closed or went away: end the shell and all it started.
+        kill_shell(&mut child, &pid_file).await;
+    }
+    let status = match tokio::time::timeout(RUNC_EXIT_GRACE, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            // Something outside the shell's group still holds runc's pipes.
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    if !shell_exited {
+        finish(&mut ws_tx, None).await;
+        return;
+    }
+    let reason = exit_reason(status);
+    let _ = ws_tx.send(close(close_code::NORMAL, &reason)).await;
+    // Let the client answer our Close; its input goes nowhere now.
+    let _ = tokio::time::timeout(CLOSE_GRACE, client_to_stdin::<tokio::process::ChildStdin>(&mut ws_rx, None)).await;
+    finish(&mut ws_tx, None).await;
+}
