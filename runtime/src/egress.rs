@@ -138,6 +138,47 @@ impl fmt::Debug for SandboxConfig {
 pub struct NodeConfig {
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Template pulls: `[registry] insecure = ["host:port"]` and
+    /// `[registry.auth."host"] username = "…", password = "…"`.
+    #[serde(default)]
+    pub registry: RegistrySettings,
+}
+
+#[derive(Clone, Default, Deserialize)]
+pub struct RegistrySettings {
+    /// Registries reached over plain HTTP.
+    #[serde(default)]
+    pub insecure: Vec<String>,
+    #[serde(default)]
+    pub auth: BTreeMap<String, RegistryLogin>,
+}
+
+#[derive(Clone, Deserialize)]
+pub struct RegistryLogin {
+    pub username: String,
+    pub password: String,
+}
+
+/// Never prints passwords.
+impl fmt::Debug for RegistrySettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistrySettings")
+            .field("insecure", &self.insecure)
+            .field("auth", &self.auth.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl RegistrySettings {
+    /// The pull settings these give, plus extra insecure hosts (from the command line).
+    pub fn to_config(&self, extra_insecure: &[String]) -> crate::oci::RegistryConfig {
+        let mut insecure_hosts = self.insecure.clone();
+        insecure_hosts.extend(extra_insecure.iter().cloned());
+        crate::oci::RegistryConfig {
+            insecure_hosts,
+            auth: self.auth.iter().map(|(h, l)| (h.clone(), (l.username.clone(), l.password.clone()))).collect(),
+        }
+    }
 }
 
 impl NodeConfig {

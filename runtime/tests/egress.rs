@@ -456,7 +456,7 @@ fn debug_output_never_shows_credentials() {
         assert!(!text.contains("top-secret"), "{text}");
         assert!(text.contains("example.com"), "{text}");
     }
-    let node = NodeConfig { sandbox: cfg };
+    let node = NodeConfig { sandbox: cfg, ..Default::default() };
     assert!(!format!("{node:?}").contains("top-secret"));
 }
 
@@ -563,4 +563,16 @@ fn load_of_a_missing_file_is_the_allow_all_default() {
     let d = EgressPolicy::new(&cfg.sandbox).expect("valid").check("anything.example").expect("ok");
     assert!(d.allow);
     assert_eq!(d.reason, NO_ALLOWLIST_REASON);
+}
+
+#[test]
+fn the_node_config_carries_registry_settings() {
+    let cfg = kairon_runtime::egress::NodeConfig::parse(
+        "[registry]\ninsecure = [\"127.0.0.1:5000\"]\n[registry.auth.\"registry.example.com\"]\nusername = \"bot\"\npassword = \"s3cret\"\n",
+    )
+    .unwrap();
+    let pull = cfg.registry.to_config(&["localhost:5001".into()]);
+    assert_eq!(pull.insecure_hosts, ["127.0.0.1:5000", "localhost:5001"]);
+    assert_eq!(pull.auth["registry.example.com"], ("bot".to_string(), "s3cret".to_string()));
+    assert!(!format!("{cfg:?}").contains("s3cret"), "Debug never prints passwords");
 }
