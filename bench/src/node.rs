@@ -34,7 +34,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         &[
             "node", "--kubeconfig", &kubeconfig, "--node-name", "bench", "--runtime-endpoint", &endpoint,
             "--runtime-token", token, "--scheduler", "--node-tick", &tick_s, "--heartbeat-interval", "10s",
-            "--node-memory", "64Gi",
+            "--node-memory", "64Gi", "--node-cpu", "10000",
         ],
         "is up",
     )?;

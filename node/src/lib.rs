@@ -82,8 +82,8 @@ struct Ctx {
     started: Instant,
 }
 
-/// Sandboxes idle most of the time and a CPU limit is a ceiling, not a reservation, so a node
-/// advertises this many vCPUs per host CPU by default (memory is not overcommitted).
+/// A node advertises this many vCPUs per host CPU by default: Machines are placed by what they
+/// request, and sandboxes idle most of their life (memory is not overcommitted).
 pub const CPU_OVERCOMMIT: usize = 10;
 
 fn host_capacity() -> (Quantity, Quantity) {

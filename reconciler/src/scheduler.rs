@@ -18,9 +18,14 @@ use serde_json::json;
 use kairon_model::keys::reasons;
 use kairon_model::{Condition, KaironNode, Machine, MachinePhase, MachineSpec, NodeBackend};
 
-/// What a template sandbox takes when its spec names no resources (the template's own spec).
-pub const TEMPLATE_CPU_MILLIS: i64 = 1000;
-pub const TEMPLATE_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+/// What a template sandbox reserves on its node. Its limits are the template's (1 CPU, 512 MiB)
+/// but it idles most of its life (a paused one uses no CPU and well under 1 MiB), so it is
+/// placed by this request, as Kubernetes places pods by requests rather than limits.
+pub const TEMPLATE_CPU_MILLIS: i64 = 100;
+pub const TEMPLATE_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
+/// What a template sandbox may use (the runtime's template spec): what usage bills for.
+pub const TEMPLATE_CPU_LIMIT_MILLIS: i64 = 1000;
+pub const TEMPLATE_MEMORY_LIMIT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// A node is considered gone when its heartbeat is older than this.
 pub const NODE_STALE_AFTER: Duration = Duration::from_secs(60);
@@ -313,7 +318,7 @@ mod tests {
         }
     }
 
-    const SANDBOX: Demand = Demand { backend: NodeBackend::Sandbox, cpu_millis: 1000, memory_bytes: 512 << 20 };
+    const SANDBOX: Demand = Demand { backend: NodeBackend::Sandbox, cpu_millis: 100, memory_bytes: 64 << 20 };
     const VM: Demand = Demand { backend: NodeBackend::Vm, cpu_millis: 2000, memory_bytes: 2 << 30 };
 
     #[test]
@@ -325,8 +330,8 @@ mod tests {
         let err = choose(&nodes[..1], VM, None).unwrap_err();
         assert_eq!(err, "no node fits: a: it has no vm (QEMU) backend");
         let mut full = node("c", &[NodeBackend::Sandbox], 1500, 8);
-        full.used_cpu_millis = 1000;
-        assert_eq!(choose(&[full], SANDBOX, None).unwrap_err(), "no node fits: c: 500m CPU free, 1000m needed");
+        full.used_cpu_millis = 1450;
+        assert_eq!(choose(&[full], SANDBOX, None).unwrap_err(), "no node fits: c: 50m CPU free, 100m needed");
     }
 
     #[test]

@@ -85,9 +85,9 @@ async fn a_machine_applied_with_kubectl_follows_its_power_state() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
-    // Each node takes one template sandbox (1 CPU each).
+    // Each node takes one template sandbox (each requests 100m CPU).
     let mut args: Vec<&str> = FAST.to_vec();
-    args.extend(["--node-cpu", "1"]);
+    args.extend(["--node-cpu", "100m"]);
     let k = Kairon::start_with(&args).unwrap();
     let state = tempfile::tempdir().unwrap();
     let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
@@ -134,7 +134,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     .await;
     assert_eq!(phase(&c), Some(MachinePhase::Pending));
     let msg = &condition(&c, "Scheduled").unwrap().message;
-    assert!(msg.contains("local: 0m CPU free, 1000m needed") && msg.contains("second: 0m CPU free"), "{msg}");
+    assert!(msg.contains("local: 0m CPU free, 100m needed") && msg.contains("second: 0m CPU free"), "{msg}");
 
     // A VM needs the QEMU backend, which no node has.
     let vm: Machine = serde_json::from_value(json!({

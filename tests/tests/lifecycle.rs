@@ -1,0 +1,238 @@
+//! The lifecycle controller and leader election under `kairon up`, with real runc: idle
+//! Machines are paused, stopped or deleted; busy, hand-paused, stopped and lifecycle-less ones
+//! are left alone; max lifetime and ttlSeconds delete; the controller holds its Lease.
+//!
+//! Hibernate and Halt are refused by API validation for template sandboxes (they need the
+//! QEMU backend), so they are covered by the pure `decide` unit tests in the reconciler only.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use kairon_e2e::{Kairon, eventually};
+use kairon_model::{Machine, MachinePhase, PowerState};
+use kairon_runtime::api::ExecRequest;
+
+const FLAGS: [&str; 8] = [
+    "--test-min-idle-timeout-seconds",
+    "1",
+    "--node-tick",
+    "1s",
+    "--activity-write-interval",
+    "1s",
+    "--heartbeat-interval",
+    "1s",
+];
+
+const IDLE_SUSPENDED: &str = "kairon.zyvor.dev/idle-suspended";
+
+fn sandbox(name: &str, spec_extra: serde_json::Value, labels: serde_json::Value) -> Machine {
+    let mut m = json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": name, "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}}
+    });
+    if let serde_json::Value::Object(extra) = spec_extra {
+        for (k, v) in extra {
+            m["spec"][k] = v;
+        }
+    }
+    if let serde_json::Value::Object(l) = labels {
+        for (k, v) in l {
+            m["metadata"]["labels"][k] = v;
+        }
+    }
+    serde_json::from_value(m).unwrap()
+}
+
+fn phase(m: &Machine) -> Option<MachinePhase> {
+    m.status.as_ref().and_then(|s| s.phase)
+}
+
+fn suspended(m: &Machine) -> Option<String> {
+    m.annotations().get(IDLE_SUSPENDED).cloned()
+}
+
+async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) -> Machine {
+    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
+    })
+    .await
+}
+
+async fn wait_gone(api: &Api<Machine>, name: &str, within: Duration) {
+    eventually(&format!("{name} to be deleted"), within, || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await
+}
+
+async fn events(client: &kube::Client, reason: &str, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_event(client: &kube::Client, reason: &str, name: &str) -> Event {
+    eventually(&format!("a {reason} event for {name}"), Duration::from_secs(30), || async {
+        events(client, reason, name).await.into_iter().next()
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_machines_are_suspended_and_others_left_alone() {
+    let k = Kairon::start_with(&FLAGS).unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let rt = k.runtime().unwrap();
+    let pp = PostParams::default();
+    let none = json!({});
+
+    // A busy one first, so its loop runs before it could be idle for its timeout.
+    api.create(&pp, &sandbox("busy", json!({"lifecycle": {"idleTimeoutSeconds": 6}}), none.clone())).await.unwrap();
+    for (name, action) in [("idle-pause", "Pause"), ("idle-stop", "Stop"), ("idle-delete", "Delete")] {
+        let spec = json!({"lifecycle": {"idleTimeoutSeconds": 3, "idleAction": action}});
+        api.create(&pp, &sandbox(name, spec, none.clone())).await.unwrap();
+    }
+    api.create(&pp, &sandbox("plain", json!({}), none.clone())).await.unwrap();
+    let quick = |ps: &str| json!({"lifecycle": {"idleTimeoutSeconds": 1}, "powerState": ps});
+    api.create(&pp, &sandbox("by-hand", quick("Paused"), none.clone())).await.unwrap();
+    api.create(&pp, &sandbox("stopped", quick("Stopped"), none.clone())).await.unwrap();
+
+    let m = wait_phase(&api, "busy", MachinePhase::Running).await;
+    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let busy = ExecRequest {
+        command: vec!["sh".into(), "-c".into(), "sh -c 'while :; do :; done' & wait".into()],
+        ..Default::default()
+    };
+    rt.start_process(&id, &busy).await.unwrap();
+    let busy_since = Instant::now();
+
+    // Pause: powerState Paused, the annotation, and the node follows.
+    let m = wait_phase(&api, "idle-pause", MachinePhase::Paused).await;
+    assert_eq!(m.spec.power_state, Some(PowerState::Paused));
+    assert!(suspended(&m).is_some_and(|v| v.starts_with("Pause")), "{:?}", m.annotations());
+    // Stop.
+    let m = wait_phase(&api, "idle-stop", MachinePhase::Stopped).await;
+    assert_eq!(m.spec.power_state, Some(PowerState::Stopped));
+    assert!(suspended(&m).is_some_and(|v| v.starts_with("Stop")));
+    // Delete.
+    wait_gone(&api, "idle-delete", Duration::from_secs(60)).await;
+
+    let ev = wait_event(&client, "IdleSuspended", "idle-pause").await;
+    let note = ev.note.clone().unwrap_or_default();
+    assert!(note.contains("(threshold 3s): paused"), "{note}");
+    assert!(note.starts_with("idle for "), "{note}");
+    wait_event(&client, "IdleSuspended", "idle-stop").await;
+    wait_event(&client, "IdleSuspended", "idle-delete").await;
+
+    let metrics = k.kubectl_ok(&["get", "--raw", "/metrics"]);
+    assert!(metrics.contains("kairon_lifecycle_actions_total{action=\"Pause\"}"), "{metrics}");
+    assert!(metrics.contains("kairon_lifecycle_actions_total{action=\"Stop\"}"), "{metrics}");
+    assert!(metrics.contains("kairon_lifecycle_actions_total{action=\"Delete\"}"), "{metrics}");
+
+    // The busy one outlives its 6 s timeout (by more than twice) untouched.
+    let left = Duration::from_secs(14).saturating_sub(busy_since.elapsed());
+    tokio::time::sleep(left).await;
+    let m = api.get("busy").await.unwrap();
+    assert_eq!(phase(&m), Some(MachinePhase::Running), "a busy Machine keeps running");
+    assert_eq!(m.spec.power_state, None);
+    assert_eq!(suspended(&m), None);
+
+    // Without spec.lifecycle, paused by hand, or stopped: never touched.
+    let m = api.get("plain").await.unwrap();
+    assert_eq!((m.spec.power_state, suspended(&m)), (None, None));
+    assert_eq!(phase(&m), Some(MachinePhase::Running));
+    for (name, ps) in [("by-hand", PowerState::Paused), ("stopped", PowerState::Stopped)] {
+        let m = api.get(name).await.unwrap();
+        assert_eq!(m.spec.power_state, Some(ps), "{name}");
+        assert_eq!(suspended(&m), None, "{name}");
+        assert!(events(&client, "IdleSuspended", name).await.is_empty(), "{name}");
+    }
+    assert!(events(&client, "IdleSuspended", "busy").await.is_empty());
+    assert!(events(&client, "IdleSuspended", "plain").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_lifetime_and_ttl_delete_and_warm_pool_members_are_exempt() {
+    let k = Kairon::start_with(&FLAGS).unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let max3 = json!({"lifecycle": {"maxLifetimeSeconds": 3}});
+
+    let created = Instant::now();
+    api.create(&pp, &sandbox("short", max3.clone(), json!({}))).await.unwrap();
+    api.create(&pp, &sandbox("ttl", json!({"ttlSeconds": 3}), json!({}))).await.unwrap();
+    api.create(&pp, &sandbox("warm", max3.clone(), json!({"kairon.zyvor.dev/pool": "nopool"}))).await.unwrap();
+    // A claimed member whose lifecycle started 8 s after now: it lives until then + 3 s.
+    let start = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(8);
+    let mut claimed =
+        sandbox("claimed", max3.clone(), json!({"kairon.zyvor.dev/pool": "nopool", "kairon.zyvor.dev/claim": "c"}));
+    claimed.annotations_mut().insert("kairon.zyvor.dev/lifecycle-start".into(), format!("{start:.0}"));
+    api.create(&pp, &claimed).await.unwrap();
+
+    wait_gone(&api, "short", Duration::from_secs(30)).await;
+    assert!(created.elapsed() >= Duration::from_secs(2), "not before its lifetime: {:?}", created.elapsed());
+    wait_gone(&api, "ttl", Duration::from_secs(30)).await;
+    let ev = wait_event(&client, "LifetimeExpired", "short").await;
+    assert!(ev.note.unwrap_or_default().contains("max lifetime of 3s"));
+    let ev = wait_event(&client, "LifetimeExpired", "ttl").await;
+    assert!(ev.note.unwrap_or_default().contains("ttlSeconds of 3s"));
+
+    // Past creation + 3 s, the claimed one (lifecycle-start + 3 s) and the warm one remain.
+    let wait = Duration::from_secs(6).saturating_sub(created.elapsed());
+    tokio::time::sleep(wait).await;
+    for name in ["claimed", "warm"] {
+        let m = api.get(name).await.unwrap();
+        assert!(m.metadata.deletion_timestamp.is_none(), "{name} is not being deleted");
+    }
+    wait_gone(&api, "claimed", Duration::from_secs(30)).await;
+    assert!(created.elapsed() >= Duration::from_secs(10), "claimed lived until lifecycle-start + 3 s");
+    wait_event(&client, "LifetimeExpired", "claimed").await;
+
+    // The warm member outlived its lifetime; once claimed, it expires.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let m = api.get("warm").await.unwrap();
+    assert!(m.metadata.deletion_timestamp.is_none());
+    let patch = json!({"metadata": {"labels": {"kairon.zyvor.dev/claim": "c2"}}});
+    api.patch("warm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    wait_gone(&api, "warm", Duration::from_secs(30)).await;
+    wait_event(&client, "LifetimeExpired", "warm").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_holds_its_lease() {
+    let k = Kairon::start_with(&["--test-lease-duration", "3s"]).unwrap();
+    let leases: Api<Lease> = Api::namespaced(k.client().await.unwrap(), "kairon-system");
+    let first = eventually("the controller Lease", Duration::from_secs(30), || async {
+        leases.get_opt("kairon-controller").await.ok().flatten()
+    })
+    .await;
+    let spec = first.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("kairon-controller-local"));
+    assert_eq!(spec.lease_duration_seconds, Some(3));
+    let renewed = spec.renew_time.unwrap().0;
+    // It keeps renewing (every lease duration / 3).
+    eventually("the Lease renewed", Duration::from_secs(15), || async {
+        let l = leases.get("kairon-controller").await.ok()?;
+        let s = l.spec?;
+        (s.holder_identity.as_deref() == Some("kairon-controller-local") && s.renew_time?.0 > renewed).then_some(())
+    })
+    .await;
+}
