@@ -1,5 +1,364 @@
-//! Not yet in this build.
+//! The MachineClaim controller: binds each claim to exactly one warm member of its pool
+//! (optimistic concurrency on the member's resourceVersion), ends claims at their TTL, and on
+//! deletion records a Released Event with the usage found in `status.usage` and releases the
+//! Machine.
 
-pub async fn run(_client: kube::Client, _cfg: crate::ControllerConfig) {
-    std::future::pending::<()>().await
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use kairon_model::keys::{annotations, finalizers, labels, reasons};
+use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePool};
+
+use crate::pools::{self, MemberView};
+
+/// The condition a claim reports its binding in.
+pub const BOUND_CONDITION: &str = "Bound";
+pub const NO_WARM_MEMBER: &str = "NoWarmMember";
+pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+
+/// What to do with a claim now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Find it a warm member.
+    Bind,
+    /// Bound; its TTL ends in this many milliseconds.
+    WaitTtl(i64),
+    /// Bound with no TTL: nothing until something changes.
+    Idle,
+    /// Bound and past its TTL: delete the claim (its finalizer releases the Machine).
+    Expire,
+}
+
+/// Decides from the claim's phase, bound time, TTL and the clock (Unix ms).
+pub fn step(
+    phase: Option<ClaimPhase>,
+    machine: Option<&str>,
+    bound_ms: Option<i64>,
+    ttl: Option<i64>,
+    now: i64,
+) -> Step {
+    if phase != Some(ClaimPhase::Bound) || machine.is_none() {
+        return Step::Bind;
+    }
+    match (ttl, bound_ms) {
+        (Some(ttl), Some(bound)) => {
+            let end = bound + ttl.max(0) * 1000;
+            if end <= now { Step::Expire } else { Step::WaitTtl(end - now) }
+        }
+        _ => Step::Idle,
+    }
+}
+
+/// The order a claim tries warm members in: rotated by a hash of its name so many claims
+/// racing spread over the members instead of all fighting for the first.
+pub fn try_order(mut warm: Vec<String>, claim: &str) -> Vec<String> {
+    warm.sort();
+    if warm.is_empty() {
+        return warm;
+    }
+    let mut h = DefaultHasher::new();
+    claim.hash(&mut h);
+    let k = (h.finish() % warm.len() as u64) as usize;
+    warm.rotate_left(k);
+    warm
+}
+
+pub fn no_warm_member_message(pool: &str) -> String {
+    format!("pool {pool} has no warm member right now; the claim binds when one is ready")
+}
+
+pub fn pool_not_found_message(pool: &str, ns: &str) -> String {
+    format!("MachinePool {pool} does not exist in namespace {ns}; the claim binds once it exists and has a warm member")
+}
+
+/// The Released Event's note: the Machine and the usage found in status.usage.
+pub fn released_note(machine: Option<&str>, usage: Option<&ClaimUsage>) -> String {
+    let what = match machine {
+        Some(m) => format!("released Machine {m}"),
+        None => "released before binding a Machine".to_string(),
+    };
+    match usage {
+        Some(u) => format!(
+            "{what}; usage: activeSeconds={} suspendedSeconds={} vcpuSeconds={:.3} memoryGiBSeconds={:.3}",
+            u.active_seconds, u.suspended_seconds, u.vcpu_seconds, u.memory_gib_seconds
+        ),
+        None => format!("{what}; usage: none recorded"),
+    }
+}
+
+struct Ctx {
+    client: kube::Client,
+    recorder: Recorder,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<ClaimError>>),
+}
+
+fn bound_ms(c: &MachineClaim) -> Option<i64> {
+    c.status.as_ref()?.bound_time.as_ref().map(|t| t.0.as_millisecond())
+}
+
+async fn publish(ctx: &Ctx, claim: &MachineClaim, type_: EventType, reason: &str, action: &str, note: String) {
+    let ev = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    if let Err(e) = ctx.recorder.publish(&ev, &claim.object_ref(&())).await {
+        tracing::warn!(claim = %claim.name_any(), error = %e, "could not record event");
+    }
+}
+
+/// Sets the Bound condition to False with `reason` unless it already says so.
+async fn pending(
+    api: &Api<MachineClaim>,
+    claim: &MachineClaim,
+    reason: &str,
+    message: String,
+) -> Result<(), ClaimError> {
+    let status = claim.status.clone().unwrap_or_default();
+    let same = status.phase == Some(ClaimPhase::Pending)
+        && status.conditions.iter().any(|c| c.type_ == BOUND_CONDITION && c.reason == reason && c.message == message);
+    if same {
+        return Ok(());
+    }
+    let mut conditions: Vec<serde_json::Value> =
+        status.conditions.iter().filter(|c| c.type_ != BOUND_CONDITION).map(|c| json!(c)).collect();
+    conditions.push(json!({
+        "type": BOUND_CONDITION, "status": "False", "reason": reason, "message": message,
+        "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+        "observedGeneration": claim.metadata.generation,
+    }));
+    let patch = json!({"status": {"phase": ClaimPhase::Pending, "conditions": conditions}});
+    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// Records the binding in the claim's status and a Bound Event.
+async fn bound(
+    api: &Api<MachineClaim>,
+    ctx: &Ctx,
+    claim: &MachineClaim,
+    machine: &str,
+    at: &str,
+) -> Result<Action, ClaimError> {
+    let status = claim.status.clone().unwrap_or_default();
+    let mut conditions: Vec<serde_json::Value> =
+        status.conditions.iter().filter(|c| c.type_ != BOUND_CONDITION).map(|c| json!(c)).collect();
+    let message = format!("bound Machine {machine} of pool {}", claim.spec.pool_name);
+    conditions.push(json!({
+        "type": BOUND_CONDITION, "status": "True", "reason": reasons::BOUND, "message": message,
+        "lastTransitionTime": at, "observedGeneration": claim.metadata.generation,
+    }));
+    let patch = json!({"status": {
+        "phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions,
+    }});
+    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    publish(ctx, claim, EventType::Normal, reasons::BOUND, "Bind", message).await;
+    let now = pools::now_ms();
+    let bound = pools::parse_ms(at).unwrap_or(now);
+    Ok(match step(Some(ClaimPhase::Bound), Some(machine), Some(bound), claim.spec.ttl_seconds, now) {
+        Step::WaitTtl(ms) => Action::requeue(Duration::from_millis(ms as u64 + 20)),
+        Step::Expire => Action::requeue(Duration::from_millis(10)),
+        _ => Action::await_change(),
+    })
+}
+
+async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError> {
+    let ns = claim.namespace().unwrap_or_default();
+    let name = claim.name_any();
+    let api: Api<MachineClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let status = claim.status.clone().unwrap_or_default();
+    let now = pools::now_ms();
+    match step(status.phase, status.machine_name.as_deref(), bound_ms(&claim), claim.spec.ttl_seconds, now) {
+        Step::Expire => {
+            tracing::info!(claim = %name, "claim TTL ended; releasing");
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Action::await_change());
+        }
+        Step::WaitTtl(ms) => return Ok(Action::requeue(Duration::from_millis(ms as u64 + 20))),
+        Step::Idle => return Ok(Action::await_change()),
+        Step::Bind => {}
+    }
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    // A member already labelled for this claim (a bind whose status write was lost) is ours.
+    let lp = ListParams::default().labels(&format!("{}={name}", labels::CLAIM));
+    if let Some(m) = machines.list(&lp).await?.items.into_iter().find(|m| m.metadata.deletion_timestamp.is_none()) {
+        let at = m.annotations().get(annotations::LIFECYCLE_START).cloned().unwrap_or_else(|| pools::rfc3339(now));
+        return bound(&api, ctx, &claim, &m.name_any(), &at).await;
+    }
+    let pools_api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(pool) = pools_api.get_opt(&claim.spec.pool_name).await? else {
+        pending(&api, &claim, POOL_NOT_FOUND, pool_not_found_message(&claim.spec.pool_name, &ns)).await?;
+        // The pool watch re-queues it when the pool appears.
+        return Ok(Action::await_change());
+    };
+    let members = pools::members(&ctx.client, &pool).await?;
+    let warm: Vec<String> = members
+        .iter()
+        .filter(|m| pools::is_warm(&MemberView::of(m), pool.spec.warm_power_state, pool.spec.warmup_seconds, now))
+        .map(|m| m.name_any())
+        .collect();
+    let at = pools::rfc3339(now);
+    for member in try_order(warm, &name) {
+        let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
+        // Exactly once: the patch applies only to the resourceVersion we saw warm and unclaimed.
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": m.resource_version(),
+                "labels": {labels::CLAIM: name},
+                "annotations": {annotations::LIFECYCLE_START: at},
+            },
+            "spec": {"powerState": "Running"},
+        });
+        match machines.patch(&member, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                tracing::info!(claim = %name, machine = %member, "claim bound");
+                return bound(&api, ctx, &claim, &member, &at).await;
+            }
+            // Another claim (or the pool) changed it first: try the next.
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    pending(&api, &claim, NO_WARM_MEMBER, no_warm_member_message(&claim.spec.pool_name)).await?;
+    // A member of the pool turning warm (or the pool's status changing) re-queues it.
+    Ok(Action::requeue(Duration::from_secs(30)))
+}
+
+async fn cleanup(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError> {
+    let ns = claim.namespace().unwrap_or_default();
+    let name = claim.name_any();
+    let status = claim.status.clone().unwrap_or_default();
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let lp = ListParams::default().labels(&format!("{}={name}", labels::CLAIM));
+    let mut names: Vec<String> = machines.list(&lp).await?.items.iter().map(|m| m.name_any()).collect();
+    if let Some(m) = &status.machine_name
+        && !names.contains(m)
+    {
+        names.push(m.clone());
+    }
+    for m in &names {
+        match machines.delete(m, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let note = released_note(status.machine_name.as_deref(), status.usage.as_ref());
+    publish(ctx, &claim, EventType::Normal, reasons::RELEASED, "Release", note).await;
+    Ok(Action::await_change())
+}
+
+async fn reconcile(claim: Arc<MachineClaim>, ctx: Arc<Ctx>) -> Result<Action, ClaimError> {
+    let api: Api<MachineClaim> = Api::namespaced(ctx.client.clone(), &claim.namespace().unwrap_or_default());
+    finalizer(&api, finalizers::CLAIM, claim, |ev| async {
+        match ev {
+            Finalizer::Apply(c) => apply(c, &ctx).await,
+            Finalizer::Cleanup(c) => cleanup(c, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| ClaimError::Finalizer(Box::new(e)))
+}
+
+fn error_policy(claim: Arc<MachineClaim>, e: &ClaimError, _: Arc<Ctx>) -> Action {
+    tracing::warn!(claim = %claim.name_any(), error = %e, "claim reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Pending claims of `pool` in `ns`.
+fn pending_of(store: &Store<MachineClaim>, ns: &str, pool: &str) -> Vec<ObjectRef<MachineClaim>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|c| c.namespace().as_deref() == Some(ns) && c.spec.pool_name == pool)
+        .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound))
+        .map(|c| ObjectRef::from_obj(&*c))
+        .collect()
+}
+
+pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig) {
+    let claims: Api<MachineClaim> = Api::all(client.clone());
+    let pools_api: Api<MachinePool> = Api::all(client.clone());
+    let machines: Api<Machine> = Api::all(client.clone());
+    let controller = Controller::new(claims, watcher::Config::default());
+    let by_member = controller.store();
+    let by_pool = by_member.clone();
+    let reporter = Reporter { controller: "kairon-claims".into(), instance: None };
+    let ctx = Arc::new(Ctx { client: client.clone(), recorder: Recorder::new(client, reporter) });
+    controller
+        .watches(pools_api, watcher::Config::default(), move |p: MachinePool| {
+            pending_of(&by_pool, &p.namespace().unwrap_or_default(), &p.name_any())
+        })
+        .watches(machines, watcher::Config::default().labels(labels::POOL), move |m: Machine| {
+            match m.labels().get(labels::POOL) {
+                Some(pool) => pending_of(&by_member, &m.namespace().unwrap_or_default(), pool),
+                None => Vec::new(),
+            }
+        })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_claims_bind_and_bound_ones_wait_for_their_ttl() {
+        assert_eq!(step(None, None, None, Some(2), 0), Step::Bind);
+        assert_eq!(step(Some(ClaimPhase::Pending), None, None, None, 0), Step::Bind);
+        assert_eq!(step(Some(ClaimPhase::Bound), None, Some(0), None, 0), Step::Bind, "bound without a machine");
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), None, 99_999), Step::Idle);
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), 1500), Step::WaitTtl(1500));
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), 3000), Step::Expire);
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(0), 1000), Step::Expire);
+    }
+
+    #[test]
+    fn try_order_is_a_rotation_of_all_warm_members() {
+        let warm: Vec<String> = ["c", "a", "b"].iter().map(|s| s.to_string()).collect();
+        for claim in ["x", "y", "claim-7"] {
+            let o = try_order(warm.clone(), claim);
+            let mut sorted = o.clone();
+            sorted.sort();
+            assert_eq!(sorted, vec!["a", "b", "c"]);
+            let i = o.iter().position(|s| s == "a").unwrap();
+            assert_eq!(o[(i + 1) % 3], "b");
+        }
+        assert!(try_order(Vec::new(), "x").is_empty());
+    }
+
+    #[test]
+    fn notes_and_messages() {
+        assert_eq!(
+            no_warm_member_message("agents"),
+            "pool agents has no warm member right now; the claim binds when one is ready"
+        );
+        let u = ClaimUsage { active_seconds: 3, suspended_seconds: 4, vcpu_seconds: 3.0, ..Default::default() };
+        let note = released_note(Some("agents-x2b4c"), Some(&u));
+        assert!(
+            note.contains("agents-x2b4c") && note.contains("activeSeconds=3") && note.contains("suspendedSeconds=4")
+        );
+        assert!(released_note(None, None).contains("none recorded"));
+    }
 }

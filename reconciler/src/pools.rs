@@ -1,5 +1,438 @@
-//! Not yet in this build.
+//! The MachinePool controller: keeps `replicas` unclaimed members, warms them up, pauses them
+//! (Paused pools) or resumes them (Running pools), trims the surplus (non-warm first), and
+//! reports replicas, ready, warm and claimed.
 
-pub async fn run(_client: kube::Client, _cfg: crate::ControllerConfig) {
-    std::future::pending::<()>().await
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use kairon_model::keys::labels;
+use kairon_model::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerState};
+
+/// Set by the pool controller when it first sees a member Running: where warm-up counts from.
+pub const WARM_SINCE: &str = "kairon.zyvor.dev/warm-since";
+
+/// A pool member as the pure decisions see it. Times are Unix milliseconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemberView {
+    pub name: String,
+    pub created_ms: i64,
+    pub claimed: bool,
+    pub deleting: bool,
+    pub phase: Option<MachinePhase>,
+    pub power_state: PowerState,
+    pub warm_since_ms: Option<i64>,
+}
+
+impl MemberView {
+    pub fn of(m: &Machine) -> MemberView {
+        MemberView {
+            name: m.name_any(),
+            created_ms: m.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(0),
+            claimed: m.labels().contains_key(labels::CLAIM),
+            deleting: m.metadata.deletion_timestamp.is_some(),
+            phase: m.status.as_ref().and_then(|s| s.phase),
+            power_state: m.spec.desired_power_state(),
+            warm_since_ms: m.annotations().get(WARM_SINCE).and_then(|s| parse_ms(s)),
+        }
+    }
+
+    /// When warm-up ends, if the member has started it.
+    pub fn warm_at_ms(&self, warmup_seconds: i64) -> Option<i64> {
+        self.warm_since_ms.map(|t| t + warmup_seconds.max(0) * 1000)
+    }
+}
+
+pub fn parse_ms(s: &str) -> Option<i64> {
+    s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_millisecond())
+}
+
+pub fn now_ms() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_millisecond()
+}
+
+pub fn rfc3339(ms: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm power
+/// state's phase (Paused pool: Paused; Running pool: Running).
+pub fn is_warm(m: &MemberView, warm: WarmPowerState, warmup_seconds: i64, now_ms: i64) -> bool {
+    if m.claimed || m.deleting {
+        return false;
+    }
+    let past = m.warm_at_ms(warmup_seconds).is_some_and(|t| t <= now_ms);
+    let want = match warm {
+        WarmPowerState::Paused => MachinePhase::Paused,
+        WarmPowerState::Running => MachinePhase::Running,
+    };
+    past && m.phase == Some(want)
+}
+
+/// What the pool controller should do now.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// How many new members to create.
+    pub create: usize,
+    /// Members to delete (surplus).
+    pub delete: Vec<String>,
+    /// Members seen Running for the first time: stamp warm-since = now.
+    pub stamp: Vec<String>,
+    /// Members whose spec.powerState should change.
+    pub power: Vec<(String, PowerState)>,
+    pub counts: Counts,
+    /// When the next member's warm-up ends (ms from now).
+    pub requeue_after_ms: Option<i64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub replicas: i32,
+    pub ready: i32,
+    pub warm: i32,
+    pub claimed: i32,
+}
+
+/// Decides creations, trimming, warm-up stamps, power changes, counts and the next wake-up.
+/// `template_paused`: the template itself asks for powerState Paused (a Running pool then leaves
+/// Paused members alone).
+pub fn plan(
+    replicas: i32,
+    warm: WarmPowerState,
+    warmup_seconds: i64,
+    template_paused: bool,
+    members: &[MemberView],
+    now_ms: i64,
+) -> Plan {
+    let mut p = Plan::default();
+    // Members first seen Running start their warm-up now.
+    let members: Vec<MemberView> = members
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            if !m.claimed && !m.deleting && m.warm_since_ms.is_none() && m.phase == Some(MachinePhase::Running) {
+                p.stamp.push(m.name.clone());
+                m.warm_since_ms = Some(now_ms);
+            }
+            m
+        })
+        .collect();
+    let mut unclaimed: Vec<&MemberView> = members.iter().filter(|m| !m.claimed && !m.deleting).collect();
+    p.counts.claimed = members.iter().filter(|m| m.claimed && !m.deleting).count() as i32;
+    let want = replicas.max(0) as usize;
+    if unclaimed.len() < want {
+        p.create = want - unclaimed.len();
+    } else if unclaimed.len() > want {
+        // Non-warm first, then the newest.
+        let mut order = unclaimed.clone();
+        order.sort_by_key(|m| {
+            (is_warm(m, warm, warmup_seconds, now_ms), std::cmp::Reverse(m.created_ms), m.name.clone())
+        });
+        let surplus: Vec<String> = order.iter().take(unclaimed.len() - want).map(|m| m.name.clone()).collect();
+        unclaimed.retain(|m| !surplus.contains(&m.name));
+        p.delete = surplus;
+    }
+    for m in &unclaimed {
+        let past = m.warm_at_ms(warmup_seconds).is_some_and(|t| t <= now_ms);
+        if let Some(t) = m.warm_at_ms(warmup_seconds).filter(|t| *t > now_ms) {
+            let after = t - now_ms;
+            p.requeue_after_ms = Some(p.requeue_after_ms.map_or(after, |a| a.min(after)));
+        }
+        match warm {
+            WarmPowerState::Paused => {
+                if past && m.power_state != PowerState::Paused && m.phase == Some(MachinePhase::Running) {
+                    p.power.push((m.name.clone(), PowerState::Paused));
+                }
+            }
+            WarmPowerState::Running => {
+                if !template_paused && m.power_state == PowerState::Paused {
+                    p.power.push((m.name.clone(), PowerState::Running));
+                }
+            }
+        }
+        if matches!(m.phase, Some(MachinePhase::Running | MachinePhase::Paused)) {
+            p.counts.ready += 1;
+        }
+        if is_warm(m, warm, warmup_seconds, now_ms) {
+            p.counts.warm += 1;
+        }
+    }
+    p.counts.replicas = unclaimed.len() as i32;
+    p
+}
+
+/// `<pool>-<5 random chars>`, Kubernetes-style (no vowels, no look-alikes).
+pub fn member_name(pool: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_i64(k8s_openapi::jiff::Timestamp::now().as_nanosecond() as i64);
+    let mut x = h.finish();
+    let mut s = String::with_capacity(pool.len() + 6);
+    s.push_str(pool);
+    s.push('-');
+    for _ in 0..5 {
+        s.push(ALPHABET[(x % ALPHABET.len() as u64) as usize] as char);
+        x /= ALPHABET.len() as u64;
+    }
+    s
+}
+
+/// A new member of `pool`, from its template.
+pub fn member(pool: &MachinePool) -> Machine {
+    let name = pool.name_any();
+    let tmeta = pool.spec.template.metadata.clone().unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = tmeta.labels;
+    labels.insert(labels::POOL.to_string(), name.clone());
+    let mut spec = pool.spec.template.spec.clone();
+    if pool.spec.warm_power_state == WarmPowerState::Paused {
+        // Every member boots Running and is paused after its warm-up.
+        spec.power_state = Some(PowerState::Running);
+    }
+    let mut m = Machine::new(&member_name(&name), spec);
+    m.metadata.namespace = pool.namespace();
+    m.metadata.labels = Some(labels);
+    if !tmeta.annotations.is_empty() {
+        m.metadata.annotations = Some(tmeta.annotations);
+    }
+    m.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
+    m
+}
+
+/// The members of a pool: Machines in its namespace labelled with it and owned by it.
+pub async fn members(client: &kube::Client, pool: &MachinePool) -> Result<Vec<Machine>, kube::Error> {
+    let api: Api<Machine> = Api::namespaced(client.clone(), &pool.namespace().unwrap_or_default());
+    let lp = ListParams::default().labels(&format!("{}={}", labels::POOL, pool.name_any()));
+    let uid = pool.uid();
+    Ok(api
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|m| uid.is_none() || m.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
+        .collect())
+}
+
+struct Ctx {
+    client: kube::Client,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Ctx>) -> Result<Action, PoolError> {
+    if pool.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = pool.namespace().unwrap_or_default();
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &ns);
+    let machines = members(&ctx.client, &pool).await?;
+    let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
+    let now = now_ms();
+    let template_paused = pool.spec.template.spec.power_state == Some(PowerState::Paused);
+    let p =
+        plan(pool.spec.replicas, pool.spec.warm_power_state, pool.spec.warmup_seconds, template_paused, &views, now);
+    for _ in 0..p.create {
+        let m = member(&pool);
+        api.create(&PostParams::default(), &m).await?;
+        tracing::info!(pool = %pool.name_any(), member = %m.name_any(), "created pool member");
+    }
+    for name in &p.delete {
+        // Preconditioned: a member a claim binds meanwhile is not trimmed.
+        let Some(m) = machines.iter().find(|m| &m.name_any() == name) else { continue };
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { resource_version: m.resource_version(), uid: m.uid() }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => tracing::info!(pool = %pool.name_any(), member = %name, "trimmed pool member"),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stamp = rfc3339(now);
+    for name in &p.stamp {
+        let patch = json!({"metadata": {"annotations": {WARM_SINCE: stamp}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    for (name, state) in &p.power {
+        // A resourceVersion precondition: a claim binding this member at the same time wins.
+        let Some(m) = machines.iter().find(|m| &m.name_any() == name) else { continue };
+        let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": {"powerState": state}});
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let old = pool.status.clone().unwrap_or_default();
+    let c = p.counts;
+    if (old.replicas, old.ready, old.warm, old.claimed, old.observed_generation)
+        != (c.replicas, c.ready, c.warm, c.claimed, pool.metadata.generation)
+    {
+        let patch = json!({"status": {
+            "replicas": c.replicas, "ready": c.ready, "warm": c.warm, "claimed": c.claimed,
+            "observedGeneration": pool.metadata.generation,
+        }});
+        pools.patch_status(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    // Member changes (phase, labels) re-queue through the watch; the clock only for warm-up ends.
+    Ok(match p.requeue_after_ms {
+        Some(ms) => Action::requeue(Duration::from_millis(ms.max(0) as u64 + 20)),
+        None => Action::await_change(),
+    })
+}
+
+fn error_policy(pool: Arc<MachinePool>, e: &PoolError, _: Arc<Ctx>) -> Action {
+    tracing::warn!(pool = %pool.name_any(), error = %e, "pool reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// Maps a member to its pool.
+pub fn pool_of(m: &Machine) -> Option<ObjectRef<MachinePool>> {
+    let pool = m.labels().get(labels::POOL)?;
+    Some(ObjectRef::new(pool).within(&m.namespace().unwrap_or_default()))
+}
+
+pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig) {
+    let pools: Api<MachinePool> = Api::all(client.clone());
+    let machines: Api<Machine> = Api::all(client.clone());
+    let ctx = Arc::new(Ctx { client });
+    Controller::new(pools, watcher::Config::default())
+        .watches(machines, watcher::Config::default().labels(labels::POOL), |m| pool_of(&m))
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_000_000;
+
+    fn m(name: &str, created: i64, phase: Option<MachinePhase>, power: PowerState, since: Option<i64>) -> MemberView {
+        MemberView {
+            name: name.into(),
+            created_ms: created,
+            claimed: false,
+            deleting: false,
+            phase,
+            power_state: power,
+            warm_since_ms: since,
+        }
+    }
+
+    use MachinePhase::*;
+    use PowerState as P;
+
+    #[test]
+    fn an_empty_pool_creates_all_replicas() {
+        let p = plan(5, WarmPowerState::Paused, 1, false, &[], T0);
+        assert_eq!(p.create, 5);
+        assert_eq!(p.counts, Counts::default());
+        assert_eq!(p.requeue_after_ms, None);
+    }
+
+    #[test]
+    fn a_member_first_seen_running_is_stamped_and_paused_after_warmup() {
+        let members = [m("a", 0, Some(Running), P::Running, None)];
+        let p = plan(1, WarmPowerState::Paused, 30, false, &members, T0);
+        assert_eq!(p.stamp, vec!["a".to_string()]);
+        assert!(p.power.is_empty());
+        assert_eq!(p.requeue_after_ms, Some(30_000), "requeue exactly when warm-up ends");
+        assert_eq!(p.counts, Counts { replicas: 1, ready: 1, warm: 0, claimed: 0 });
+
+        let members = [m("a", 0, Some(Running), P::Running, Some(T0 - 30_000))];
+        let p = plan(1, WarmPowerState::Paused, 30, false, &members, T0);
+        assert!(p.stamp.is_empty());
+        assert_eq!(p.power, vec![("a".to_string(), P::Paused)]);
+        assert_eq!(p.counts.warm, 0, "running is not warm for a Paused pool");
+
+        let members = [m("a", 0, Some(Paused), P::Paused, Some(T0 - 31_000))];
+        let p = plan(1, WarmPowerState::Paused, 30, false, &members, T0);
+        assert!(p.power.is_empty());
+        assert_eq!(p.counts, Counts { replicas: 1, ready: 1, warm: 1, claimed: 0 });
+    }
+
+    #[test]
+    fn booting_members_are_neither_stamped_nor_ready() {
+        let members = [m("a", 0, Some(Provisioning), P::Running, None), m("b", 0, None, P::Running, None)];
+        let p = plan(2, WarmPowerState::Paused, 1, false, &members, T0);
+        assert!(p.stamp.is_empty() && p.power.is_empty());
+        assert_eq!(p.counts, Counts { replicas: 2, ready: 0, warm: 0, claimed: 0 });
+    }
+
+    #[test]
+    fn claimed_and_deleting_members_do_not_count() {
+        let mut c = m("c", 0, Some(Running), P::Running, Some(0));
+        c.claimed = true;
+        let mut d = m("d", 0, Some(Paused), P::Paused, Some(0));
+        d.deleting = true;
+        let p = plan(2, WarmPowerState::Paused, 1, false, &[c, d, m("a", 0, Some(Paused), P::Paused, Some(0))], T0);
+        assert_eq!(p.create, 1);
+        assert!(p.power.is_empty(), "a claimed member is never paused by the pool");
+        assert_eq!(p.counts, Counts { replicas: 1, ready: 1, warm: 1, claimed: 1 });
+    }
+
+    #[test]
+    fn surplus_trims_non_warm_first_then_newest() {
+        let members = [
+            m("warm-old", 1, Some(Paused), P::Paused, Some(0)),
+            m("warm-new", 5, Some(Paused), P::Paused, Some(0)),
+            m("cold-old", 2, Some(Running), P::Running, Some(T0)),
+            m("cold-new", 4, Some(Provisioning), P::Running, None),
+            m("warm-mid", 3, Some(Paused), P::Paused, Some(0)),
+        ];
+        let p = plan(2, WarmPowerState::Paused, 10, false, &members, T0);
+        assert_eq!(p.delete, vec!["cold-new".to_string(), "cold-old".to_string(), "warm-new".to_string()]);
+        assert_eq!(p.counts, Counts { replicas: 2, ready: 2, warm: 2, claimed: 0 });
+        let p = plan(4, WarmPowerState::Paused, 10, false, &members, T0);
+        assert_eq!(p.delete, vec!["cold-new".to_string()]);
+    }
+
+    #[test]
+    fn a_running_pool_resumes_paused_members_unless_its_template_is_paused() {
+        let members = [m("a", 0, Some(Paused), P::Paused, Some(0)), m("b", 0, Some(Running), P::Running, Some(0))];
+        let p = plan(2, WarmPowerState::Running, 1, false, &members, T0);
+        assert_eq!(p.power, vec![("a".to_string(), P::Running)]);
+        assert_eq!(p.counts, Counts { replicas: 2, ready: 2, warm: 1, claimed: 0 });
+        let p = plan(2, WarmPowerState::Running, 1, true, &members, T0);
+        assert!(p.power.is_empty());
+    }
+
+    #[test]
+    fn a_running_member_of_a_running_pool_is_warm_after_warmup() {
+        let a = m("a", 0, Some(Running), P::Running, Some(T0 - 500));
+        assert!(!is_warm(&a, WarmPowerState::Running, 1, T0));
+        assert!(is_warm(&a, WarmPowerState::Running, 1, T0 + 500));
+        assert!(!is_warm(&a, WarmPowerState::Paused, 1, T0 + 500));
+        let p = plan(1, WarmPowerState::Running, 1, false, &[a], T0);
+        assert_eq!(p.requeue_after_ms, Some(500));
+    }
+
+    #[test]
+    fn member_names_are_pool_dash_five() {
+        let a = member_name("agents");
+        let b = member_name("agents");
+        assert_eq!(a.len(), "agents-".len() + 5);
+        assert!(a.starts_with("agents-"));
+        assert_ne!(a, b);
+        assert_eq!(parse_ms(&rfc3339(T0)), Some(T0));
+    }
 }

@@ -1,0 +1,289 @@
+//! Warm pools and claims under `kairon up`, with real runc: a Paused pool warms its members up
+//! and pauses them, many claims racing bind each member exactly once, surplus trimming takes
+//! non-warm members first, a Running pool hands out Running members, and a claim's TTL releases it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use kairon_e2e::{Kairon, eventually};
+use kairon_model::{ClaimPhase, Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
+
+const FAST: [&str; 8] = [
+    "--node-tick",
+    "1s",
+    "--activity-write-interval",
+    "1s",
+    "--heartbeat-interval",
+    "1s",
+    "--test-usage-interval",
+    "1s",
+];
+const NS: &str = "agents";
+const POOL: &str = "kairon.zyvor.dev/pool";
+const CLAIM: &str = "kairon.zyvor.dev/claim";
+
+fn pool(name: &str, replicas: i32, warm: &str, warmup: i64) -> MachinePool {
+    serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "replicas": replicas, "warmPowerState": warm, "warmupSeconds": warmup,
+            "template": {
+                "metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true", "team": "a"}},
+                "spec": {"sandbox": {"templateName": "busybox"}}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn claim(name: &str, pool: &str, ttl: Option<i64>) -> MachineClaim {
+    let mut c = json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"poolName": pool}
+    });
+    if let Some(t) = ttl {
+        c["spec"]["ttlSeconds"] = json!(t);
+    }
+    serde_json::from_value(c).unwrap()
+}
+
+fn phase(m: &Machine) -> Option<MachinePhase> {
+    m.status.as_ref().and_then(|s| s.phase)
+}
+
+fn claim_phase(c: &MachineClaim) -> Option<ClaimPhase> {
+    c.status.as_ref().and_then(|s| s.phase)
+}
+
+async fn members(api: &Api<Machine>, pool: &str) -> Vec<Machine> {
+    let lp = ListParams::default().labels(&format!("{POOL}={pool}"));
+    api.list(&lp).await.map(|l| l.items).unwrap_or_default()
+}
+
+fn unclaimed(ms: &[Machine]) -> Vec<&Machine> {
+    ms.iter().filter(|m| !m.labels().contains_key(CLAIM) && m.metadata.deletion_timestamp.is_none()).collect()
+}
+
+async fn wait_warm(pools: &Api<MachinePool>, name: &str, warm: i32, timeout: Duration) -> MachinePool {
+    eventually(&format!("pool {name} to have {warm} warm"), timeout, || async {
+        pools.get(name).await.ok().filter(|p| p.status.as_ref().is_some_and(|s| s.warm == warm && s.replicas == warm))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_member() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &pool("agents", 5, "Paused", 1)).await.unwrap();
+
+    let p = wait_warm(&pools, "agents", 5, Duration::from_secs(120)).await;
+    let s = p.status.unwrap();
+    assert_eq!((s.replicas, s.ready, s.warm, s.claimed), (5, 5, 5, 0));
+    let ms = members(&machines, "agents").await;
+    assert_eq!(ms.len(), 5);
+    for m in &ms {
+        assert!(m.name_any().starts_with("agents-") && m.name_any().len() == "agents-".len() + 5, "{}", m.name_any());
+        assert_eq!(phase(m), Some(MachinePhase::Paused), "{} is paused once warm", m.name_any());
+        assert_eq!(m.spec.power_state, Some(PowerState::Paused));
+        assert_eq!(m.labels().get("team").map(String::as_str), Some("a"), "template labels are copied");
+        assert_eq!(m.owner_references().first().map(|o| o.name.as_str()), Some("agents"));
+        let since = m.annotations().get("kairon.zyvor.dev/warm-since").expect("warm-since stamped");
+        let since: k8s_openapi::jiff::Timestamp = since.parse().unwrap();
+        let created = m.metadata.creation_timestamp.as_ref().unwrap().0;
+        assert!(since >= created, "warm-up counts from the first Running, not creation");
+    }
+    let warm_names: BTreeSet<String> = ms.iter().map(|m| m.name_any()).collect();
+
+    // 20 claims at once.
+    let creates = (0..20).map(|i| {
+        let claims = claims.clone();
+        async move { claims.create(&PostParams::default(), &claim(&format!("job-{i}"), "agents", None)).await }
+    });
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+
+    // The first five warm members go to exactly five claims; the rest wait.
+    let first = eventually("5 claims bound and 15 pending", Duration::from_secs(60), || async {
+        let cs = claims.list(&ListParams::default()).await.ok()?.items;
+        let bound: Vec<&MachineClaim> = cs.iter().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound)).collect();
+        let pending: Vec<&MachineClaim> = cs
+            .iter()
+            .filter(|c| claim_phase(c) == Some(ClaimPhase::Pending))
+            .filter(|c| {
+                c.status.as_ref().unwrap().conditions.iter().any(|x| {
+                    x.type_ == "Bound"
+                        && x.status == "False"
+                        && x.reason == "NoWarmMember"
+                        && x.message == "pool agents has no warm member right now; the claim binds when one is ready"
+                })
+            })
+            .collect();
+        (bound.len() == 5 && pending.len() == 15)
+            .then(|| bound.iter().map(|c| c.status.as_ref().unwrap().machine_name.clone().unwrap()).collect::<Vec<_>>())
+    })
+    .await;
+    let distinct: BTreeSet<String> = first.iter().cloned().collect();
+    assert_eq!(distinct.len(), 5, "no member bound twice: {first:?}");
+    assert_eq!(distinct, warm_names, "the five warm members are the ones bound");
+    for name in &distinct {
+        let m = machines.get(name).await.unwrap();
+        let claim_name = m.labels().get(CLAIM).cloned().expect("bound member carries the claim label");
+        let c = claims.get(&claim_name).await.unwrap();
+        assert_eq!(c.status.as_ref().unwrap().machine_name.as_deref(), Some(name.as_str()));
+        assert!(m.annotations().contains_key("kairon.zyvor.dev/lifecycle-start"));
+        assert_eq!(m.spec.power_state, Some(PowerState::Running), "binding resumes the member");
+    }
+
+    // The pool refills and the rest bind, each to its own Machine.
+    eventually("all 20 claims bound to 20 distinct Machines", Duration::from_secs(300), || async {
+        let cs = claims.list(&ListParams::default()).await.ok()?.items;
+        let names: BTreeSet<String> = cs
+            .iter()
+            .filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+            .filter_map(|c| c.status.as_ref()?.machine_name.clone())
+            .collect();
+        (names.len() == 20 && cs.len() == 20).then_some(())
+    })
+    .await;
+    let ms = members(&machines, "agents").await;
+    let mut by_claim: BTreeSet<String> = BTreeSet::new();
+    for m in ms.iter().filter(|m| m.labels().contains_key(CLAIM)) {
+        assert!(by_claim.insert(m.labels()[CLAIM].clone()), "one Machine per claim");
+    }
+    assert_eq!(by_claim.len(), 20);
+    let bound_running = eventually("bound members Running", Duration::from_secs(60), || async {
+        let ms = members(&machines, "agents").await;
+        let claimed: Vec<&Machine> = ms.iter().filter(|m| m.labels().contains_key(CLAIM)).collect();
+        claimed.iter().all(|m| phase(m) == Some(MachinePhase::Running)).then_some(claimed.len())
+    })
+    .await;
+    assert_eq!(bound_running, 20);
+    // The pool keeps 5 unclaimed members besides the 20 claimed ones (with 2 host CPUs the node
+    // offers 20 sandbox slots, so the refills wait Pending for room: counted, not yet warm).
+    eventually("pool status: 20 claimed, 5 replicas", Duration::from_secs(60), || async {
+        let s = pools.get("agents").await.ok()?.status?;
+        (s.claimed == 20 && s.replicas == 5).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scaling_down_trims_members_that_are_not_warm_first() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &pool("trim", 2, "Paused", 1)).await.unwrap();
+    wait_warm(&pools, "trim", 2, Duration::from_secs(90)).await;
+    let warm: BTreeSet<String> = members(&machines, "trim").await.iter().map(|m| m.name_any()).collect();
+
+    // Three more, scaled back down before they can be warm: the two warm ones stay.
+    let patch = |n: i32| json!({"spec": {"replicas": n}});
+    pools.patch("trim", &PatchParams::default(), &Patch::Merge(&patch(5))).await.unwrap();
+    eventually("5 members", Duration::from_secs(30), || async {
+        (unclaimed(&members(&machines, "trim").await).len() == 5).then_some(())
+    })
+    .await;
+    pools.patch("trim", &PatchParams::default(), &Patch::Merge(&patch(2))).await.unwrap();
+    let left = eventually("2 members left", Duration::from_secs(60), || async {
+        let ms = members(&machines, "trim").await;
+        let u: BTreeSet<String> = unclaimed(&ms).iter().map(|m| m.name_any()).collect();
+        (u.len() == 2).then_some(u)
+    })
+    .await;
+    assert_eq!(left, warm, "the warm members are kept, the booting ones trimmed");
+    let p = wait_warm(&pools, "trim", 2, Duration::from_secs(60)).await;
+    let s = p.status.unwrap();
+    assert_eq!((s.replicas, s.ready, s.warm, s.claimed), (2, 2, 2, 0));
+    assert_eq!(s.observed_generation, p.metadata.generation);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_pool_hands_out_running_members_and_a_claim_ttl_releases_it() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &pool("web", 2, "Running", 1)).await.unwrap();
+    wait_warm(&pools, "web", 2, Duration::from_secs(90)).await;
+    for m in members(&machines, "web").await {
+        assert_eq!(phase(&m), Some(MachinePhase::Running), "a Running pool keeps {} Running", m.name_any());
+    }
+    // Still Running a while later: nothing pauses them.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for m in members(&machines, "web").await {
+        assert_eq!(phase(&m), Some(MachinePhase::Running));
+    }
+
+    claims.create(&PostParams::default(), &claim("keep", "web", None)).await.unwrap();
+    let c = eventually("keep bound", Duration::from_secs(30), || async {
+        claims.get("keep").await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+    })
+    .await;
+    let kept = c.status.as_ref().unwrap().machine_name.clone().unwrap();
+    let m = machines.get(&kept).await.unwrap();
+    assert_eq!(phase(&m), Some(MachinePhase::Running));
+    assert_eq!(m.labels().get(CLAIM).map(String::as_str), Some("keep"));
+    assert!(c.finalizers().contains(&"kairon.zyvor.dev/claim".to_string()));
+
+    // A claim with a TTL of 2 s is released after ~2 s: deleted, Released Event, Machine gone.
+    claims.create(&PostParams::default(), &claim("short", "web", Some(2))).await.unwrap();
+    let c = eventually("short bound", Duration::from_secs(60), || async {
+        claims.get("short").await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+    })
+    .await;
+    let bound_at = std::time::Instant::now();
+    let machine = c.status.as_ref().unwrap().machine_name.clone().unwrap();
+    assert_ne!(machine, kept);
+    eventually("short deleted", Duration::from_secs(30), || async {
+        matches!(claims.get_opt("short").await, Ok(None)).then_some(())
+    })
+    .await;
+    let took = bound_at.elapsed();
+    assert!(took >= Duration::from_millis(1000) && took < Duration::from_secs(15), "released after {took:?}");
+    eventually("its Machine deleted", Duration::from_secs(60), || async {
+        matches!(machines.get_opt(&machine).await, Ok(None)).then_some(())
+    })
+    .await;
+    let released = eventually("a Released event", Duration::from_secs(10), || async {
+        events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Released")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("short")
+        })
+    })
+    .await;
+    let note = released.note.unwrap_or_default();
+    assert!(note.contains(&machine) && note.contains("usage"), "{note}");
+    let bound_event = events.list(&ListParams::default()).await.unwrap().items.into_iter().any(|e| {
+        e.reason.as_deref() == Some("Bound") && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("keep")
+    });
+    assert!(bound_event, "a Bound event for keep");
+    // A claim on a pool that does not exist says so.
+    claims.create(&PostParams::default(), &claim("lost", "nope", None)).await.unwrap();
+    eventually("lost to explain the missing pool", Duration::from_secs(30), || async {
+        let c = claims.get("lost").await.ok()?;
+        let s = c.status?;
+        s.conditions
+            .iter()
+            .any(|x| x.reason == "PoolNotFound" && x.message.contains("MachinePool nope does not exist"))
+            .then_some(())
+    })
+    .await;
+    // The kept claim stays bound and the pool refills.
+    assert_eq!(claim_phase(&claims.get("keep").await.unwrap()), Some(ClaimPhase::Bound));
+    wait_warm(&pools, "web", 2, Duration::from_secs(60)).await;
+}
