@@ -348,3 +348,40 @@ async fn concurrent_writers_and_a_hundred_watchers_see_every_version_in_order() 
     }
     let _ = MachineSpec::default();
 }
+
+#[tokio::test]
+async fn deleting_an_owner_deletes_what_it_owns() {
+    let k = Kairon::start().unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<kairon_model::MachinePool> = Api::namespaced(client.clone(), "default");
+    let pool: kairon_model::MachinePool = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool", "metadata": {"name": "owner"},
+        "spec": {"replicas": 0, "template": {"spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}}}}
+    }))
+    .unwrap();
+    let pool = pools.create(&PostParams::default(), &pool).await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    let mut owned = machine("owned");
+    owned.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "kairon.zyvor.dev/v1".into(),
+        kind: "MachinePool".into(),
+        name: "owner".into(),
+        uid: pool.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }]);
+    api.create(&PostParams::default(), &owned).await.unwrap();
+    api.create(&PostParams::default(), &machine("unowned")).await.unwrap();
+    pools.delete("owner", &DeleteParams::default()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while api.get_opt("owned").await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the owned Machine outlived its owner: {:?}\n{}",
+            api.get("owned").await.unwrap().metadata,
+            k.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(api.get_opt("unowned").await.unwrap().is_some());
+}

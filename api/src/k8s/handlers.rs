@@ -635,7 +635,10 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
                 let finalizers_empty = stored["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
                 if !stored["metadata"]["deletionTimestamp"].is_null() && finalizers_empty {
                     return match c.st.store.delete(c.key(name), rv_of(&stored)).await {
-                        Ok(gone) => Ok((gone, warnings)),
+                        Ok(gone) => {
+                            collect_dependents(c.st, &gone);
+                            Ok((gone, warnings))
+                        }
                         Err(StoreError::Conflict { .. }) => continue,
                         Err(e) => Err(ApiError::from_store(e, &q, name)),
                     };
@@ -849,7 +852,10 @@ async fn delete(c: &Ctx<'_>, name: &str, body: &Bytes) -> ApiResult<Response> {
             return Ok((StatusCode::OK, axum::Json(c.present(live))).into_response());
         }
         match c.st.store.delete(c.key(name), rv_of(&live)).await {
-            Ok(o) => return Ok((StatusCode::OK, axum::Json(c.present(o))).into_response()),
+            Ok(o) => {
+                collect_dependents(c.st, &o);
+                return Ok((StatusCode::OK, axum::Json(c.present(o))).into_response());
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(ApiError::from_store(e, &q, name)),
         }
@@ -885,4 +891,54 @@ async fn delete_collection(c: &Ctx<'_>) -> ApiResult<Response> {
         "metadata": {"resourceVersion": page.resource_version.to_string()}, "items": deleted,
     }))
     .into_response())
+}
+
+/// Garbage collection, as Kubernetes does in the background: objects whose ownerReferences
+/// name a deleted object are deleted too (finalizers honoured), and so on down the chain. A
+/// MachinePool's members go with it.
+fn collect_dependents(st: &AppState, gone: &Value) {
+    let (Some(ns), Some(uid)) = (gone["metadata"]["namespace"].as_str(), gone["metadata"]["uid"].as_str()) else {
+        return;
+    };
+    let (st, ns, uid) = (st.clone(), ns.to_string(), uid.to_string());
+    tokio::spawn(async move { delete_dependents(st, ns, uid).await });
+}
+
+fn delete_dependents(
+    st: AppState,
+    ns: String,
+    uid: String,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let owned = |o: &Value| {
+            o["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
+        };
+        let types: Vec<(&'static str, &'static str)> = st
+            .registry
+            .types
+            .iter()
+            .filter(|t| t.namespaced && t.view == View::Native)
+            .map(|t| t.store_key())
+            .collect();
+        for (group, resource) in types {
+            let Ok(page) = st.store.list(group, resource, Some(&ns), None, None).await else { continue };
+            for mut obj in page.items.into_iter().filter(|o| owned(o)) {
+                let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let key = ObjectRef { group, resource, namespace: &ns, name: &name };
+                let rv = rv_of(&obj);
+                if obj["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+                    if obj["metadata"]["deletionTimestamp"].is_null() {
+                        obj["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
+                        let _ = st.store.update(key, obj, rv).await;
+                    }
+                } else if let Ok(gone) = st.store.delete(key, rv).await
+                    && let Some(child) = gone["metadata"]["uid"].as_str()
+                {
+                    delete_dependents(st.clone(), ns.clone(), child.to_string()).await;
+                }
+            }
+        }
+    })
 }
