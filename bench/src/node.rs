@@ -32,9 +32,24 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let tick_s = format!("{tick}s");
     let node = Process::start(
         &[
-            "node", "--kubeconfig", &kubeconfig, "--node-name", "bench", "--runtime-endpoint", &endpoint,
-            "--runtime-token", token, "--scheduler", "--node-tick", &tick_s, "--heartbeat-interval", "10s",
-            "--node-memory", "64Gi", "--node-cpu", "10000",
+            "node",
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-name",
+            "bench",
+            "--runtime-endpoint",
+            &endpoint,
+            "--runtime-token",
+            token,
+            "--scheduler",
+            "--node-tick",
+            &tick_s,
+            "--heartbeat-interval",
+            "10s",
+            "--node-memory",
+            "64Gi",
+            "--node-cpu",
+            "10000",
         ],
         "is up",
     )?;
@@ -80,8 +95,13 @@ async fn measure(api: &Api<Machine>, n: usize, tick: u64, node_pid: u32, report:
     eprintln!("created {n} Machines in {:?}; waiting for them to run", t.elapsed());
     let deadline = Instant::now() + Duration::from_secs(600);
     loop {
-        let running =
-            api.list(&ListParams::default()).await?.items.iter().filter(|m| m.status.as_ref().and_then(|s| s.phase) == Some(MachinePhase::Running)).count();
+        let running = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|m| m.status.as_ref().and_then(|s| s.phase) == Some(MachinePhase::Running))
+            .count();
         if running == n {
             break;
         }

@@ -6,6 +6,7 @@
 //! until commit, so commits become visible in rv order and a reader never sees
 //! rv N without every rv below it.
 
+pub mod usage;
 mod watch;
 
 use std::sync::{Arc, Mutex, PoisonError};

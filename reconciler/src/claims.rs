@@ -101,6 +101,7 @@ pub fn released_note(machine: Option<&str>, usage: Option<&ClaimUsage>) -> Strin
 struct Ctx {
     client: kube::Client,
     recorder: Recorder,
+    store: Option<kairon_db::Store>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -246,6 +247,18 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
 async fn cleanup(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError> {
     let ns = claim.namespace().unwrap_or_default();
     let name = claim.name_any();
+    // Accrue up to this instant first, so the Released Event carries the final usage.
+    let claim = match crate::usage::accrue_claim(&ctx.client, ctx.store.as_ref(), &claim, std::time::Duration::ZERO)
+        .await
+    {
+        Ok(_) => {
+            Api::<MachineClaim>::namespaced(ctx.client.clone(), &ns).get(&name).await.map(Arc::new).unwrap_or(claim)
+        }
+        Err(e) => {
+            tracing::warn!(claim = %name, error = %e, "final usage accrual failed; releasing with the usage recorded so far");
+            claim
+        }
+    };
     let status = claim.status.clone().unwrap_or_default();
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let lp = ListParams::default().labels(&format!("{}={name}", labels::CLAIM));
@@ -295,7 +308,7 @@ fn pending_of(store: &Store<MachineClaim>, ns: &str, pool: &str) -> Vec<ObjectRe
         .collect()
 }
 
-pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
     let claims: Api<MachineClaim> = Api::all(client.clone());
     let pools_api: Api<MachinePool> = Api::all(client.clone());
     let machines: Api<Machine> = Api::all(client.clone());
@@ -303,7 +316,8 @@ pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig) {
     let by_member = controller.store();
     let by_pool = by_member.clone();
     let reporter = Reporter { controller: "kairon-claims".into(), instance: None };
-    let ctx = Arc::new(Ctx { client: client.clone(), recorder: Recorder::new(client, reporter) });
+    let ctx =
+        Arc::new(Ctx { client: client.clone(), recorder: Recorder::new(client, reporter), store: cfg.store.clone() });
     controller
         .watches(pools_api, watcher::Config::default(), move |p: MachinePool| {
             pending_of(&by_pool, &p.namespace().unwrap_or_default(), &p.name_any())

@@ -1,0 +1,262 @@
+//! Claim usage under `kairon up` with real runc: a bound claim accrues active time while its
+//! sandbox runs and suspended time while it is paused; the counters show on /metrics; the
+//! usage history in PostgreSQL sums to `status.usage`, and still does, without gaps or
+//! overlaps, after kairon restarts.
+//!
+//! The claim is bound by hand (status patched to Bound), so this does not depend on the claims
+//! controller.
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use kairon_e2e::{Kairon, database_url, eventually};
+use kairon_model::{ClaimUsage, Machine, MachineClaim, MachinePhase};
+
+const FAST: [&str; 6] = ["--test-usage-interval", "1s", "--node-tick", "1s", "--heartbeat-interval", "1s"];
+const NS: &str = "agents";
+
+fn usage(c: &MachineClaim) -> ClaimUsage {
+    c.status.as_ref().and_then(|s| s.usage.clone()).unwrap_or_default()
+}
+
+fn secs(t: &Time) -> i64 {
+    t.0.as_second()
+}
+
+async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) {
+    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|m| m.status.as_ref().and_then(|s| s.phase) == Some(want))
+    })
+    .await;
+}
+
+async fn usage_where(k: &Kairon, api: &Api<MachineClaim>, what: &str, ok: impl Fn(&ClaimUsage) -> bool) -> ClaimUsage {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let c = api.get("job").await.ok();
+        if let Some(u) = c.as_ref().map(usage).filter(&ok) {
+            return u;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let log: Vec<String> =
+                k.logs().lines().filter(|l| l.contains("usage") || l.contains("claim")).map(String::from).collect();
+            panic!("timed out waiting for {what}; claim {:?}\nlog:\n{}", c.and_then(|c| c.status), log.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn with_database(db: &str) -> String {
+    let url = database_url();
+    let (base, query) = url.split_once('?').map(|(b, q)| (b.to_string(), Some(q.to_string()))).unwrap_or((url, None));
+    let base = base.rsplit_once('/').map(|(b, _)| b.to_string()).unwrap_or(base);
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+fn psql(url: &str, sql: &str) -> Option<String> {
+    let out =
+        Command::new("psql").arg(url).args(["-v", "ON_ERROR_STOP=1", "-qAt", "-F", ",", "-c", sql]).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The harness keeps its database name to itself: find the e2e database that holds this claim.
+fn database_of(claim_uid: &str) -> String {
+    let dbs = psql(&database_url(), "SELECT datname FROM pg_database WHERE datname LIKE 'kairon_e2e_%'").unwrap();
+    dbs.lines()
+        .map(with_database)
+        .find(|url| psql(url, &format!("SELECT 1 FROM objects WHERE uid = '{claim_uid}'")).is_some_and(|o| o == "1"))
+        .expect("the test's database")
+}
+
+/// One history row: (start, end, state, active, suspended) with times as Unix seconds.
+type Row = (i64, i64, String, i64, i64, f64, f64);
+
+fn history(db: &str, claim_uid: &str) -> Vec<Row> {
+    let out = psql(
+        db,
+        &format!(
+            "SELECT extract(epoch FROM interval_start)::bigint, extract(epoch FROM interval_end)::bigint, state, \
+             active_seconds, suspended_seconds, vcpu_seconds, memory_gib_seconds \
+             FROM claim_usage_intervals WHERE claim_uid = '{claim_uid}' ORDER BY interval_start"
+        ),
+    )
+    .unwrap();
+    out.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[2].to_string(),
+                f[3].parse().unwrap(),
+                f[4].parse().unwrap(),
+                f[5].parse().unwrap(),
+                f[6].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The history up to `status.usage.lastAccrualTime` is contiguous from `boundTime` (no gap, no
+/// overlap: each interval counted once) and sums exactly to `status.usage`.
+fn assert_history_matches(db: &str, claim: &MachineClaim) {
+    let uid = claim.uid().unwrap();
+    let st = claim.status.as_ref().unwrap();
+    let u = usage(claim);
+    let until = secs(u.last_accrual_time.as_ref().unwrap());
+    let rows: Vec<Row> = history(db, &uid).into_iter().filter(|r| r.1 <= until).collect();
+    assert!(!rows.is_empty());
+    let mut at = secs(st.bound_time.as_ref().unwrap());
+    for r in &rows {
+        assert_eq!(r.0, at, "intervals are contiguous: {rows:?}");
+        assert!(r.1 > r.0);
+        at = r.1;
+    }
+    assert_eq!(at, until, "the history ends where status.usage is accrued to");
+    assert_eq!(rows.iter().map(|r| r.3).sum::<i64>(), u.active_seconds, "{rows:?}");
+    assert_eq!(rows.iter().map(|r| r.4).sum::<i64>(), u.suspended_seconds, "{rows:?}");
+    assert!((rows.iter().map(|r| r.5).sum::<f64>() - u.vcpu_seconds).abs() < 1e-6);
+    assert!((rows.iter().map(|r| r.6).sum::<f64>() - u.memory_gib_seconds).abs() < 1e-6);
+}
+
+/// GET /metrics as an operator would: the admin bearer token, the CA `kairon up` wrote.
+fn metric(k: &Kairon, line_prefix: &str) -> f64 {
+    let out = Command::new("curl")
+        .args(["-sSf", "--cacert"])
+        .arg(k.data_dir.path().join("tls/ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {}", k.admin_token), &format!("{}/metrics", k.url)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("no {line_prefix} in /metrics:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_restart() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": "sb", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}}
+    }))
+    .unwrap();
+    machines.create(&PostParams::default(), &m).await.unwrap();
+    wait_phase(&machines, "sb", MachinePhase::Running).await;
+
+    let c: MachineClaim = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+        "metadata": {"name": "job"}, "spec": {"poolName": "by-hand"}
+    }))
+    .unwrap();
+    let c = claims.create(&PostParams::default(), &c).await.unwrap();
+    let uid = c.uid().unwrap();
+    // With no pool behind it, the claims controller (when it runs) marks the claim Pending: let
+    // it settle first, so it does not overwrite the binding this test writes by hand.
+    let settle = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < settle {
+        let phase = claims.get("job").await.ok().and_then(|c| c.status).and_then(|s| s.phase);
+        if phase.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let bound = k8s_openapi::jiff::Timestamp::now();
+    let bound = k8s_openapi::jiff::Timestamp::from_second(bound.as_second()).unwrap();
+    let status = json!({"status": {"phase": "Bound", "machineName": "sb", "boundTime": Time(bound)}});
+    // Bind by hand; write it again should a claims controller's stale Pending land after it.
+    for _ in 0..5 {
+        claims.patch_status("job", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let phase = claims.get("job").await.unwrap().status.and_then(|s| s.phase);
+        if phase == Some(kairon_model::ClaimPhase::Bound) {
+            break;
+        }
+    }
+
+    // Running: active time grows, 1 vCPU and 0.5 GiB per second (a template sandbox).
+    let u = usage_where(&k, &claims, "5 active seconds", |u| u.active_seconds >= 5).await;
+    assert_eq!(u.suspended_seconds, 0, "{u:?}");
+    assert_eq!(u.vcpu_seconds, u.active_seconds as f64);
+    assert_eq!(u.memory_gib_seconds, u.active_seconds as f64 * 0.5);
+
+    // Paused: suspended time grows instead, and active time stops.
+    let pause = json!({"spec": {"powerState": "Paused"}});
+    machines.patch("sb", &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
+    wait_phase(&machines, "sb", MachinePhase::Paused).await;
+    let paused_at = k8s_openapi::jiff::Timestamp::now().as_second();
+    let u = usage_where(&k, &claims, "5 suspended seconds", |u| u.suspended_seconds >= 5).await;
+    let active_when_paused = u.active_seconds;
+    let u =
+        usage_where(&k, &claims, "3 more suspended seconds", |v| v.suspended_seconds >= u.suspended_seconds + 3).await;
+    assert_eq!(u.active_seconds, active_when_paused, "no active time while Paused");
+
+    // The totals follow the timeline within an interval (plus the moments spent Pausing).
+    let last = secs(u.last_accrual_time.as_ref().unwrap());
+    let expect_active = paused_at - bound.as_second();
+    assert!((u.active_seconds - expect_active).abs() <= 4, "active {} vs {expect_active} s Running", u.active_seconds);
+    let expect_suspended = last - paused_at;
+    assert!(
+        (u.suspended_seconds - expect_suspended).abs() <= 4,
+        "suspended {} vs {expect_suspended} s Paused",
+        u.suspended_seconds
+    );
+    assert!(u.active_seconds + u.suspended_seconds <= last - bound.as_second());
+
+    // /metrics shows the counters (read after the status, so they are at least as far along).
+    let claim = claims.get("job").await.unwrap();
+    let u = usage(&claim);
+    let active = metric(&k, "kairon_claim_usage_seconds_total{namespace=\"agents\",state=\"active\"}");
+    let suspended = metric(&k, "kairon_claim_usage_seconds_total{namespace=\"agents\",state=\"suspended\"}");
+    let vcpu = metric(&k, "kairon_claim_usage_vcpu_seconds_total{namespace=\"agents\"}");
+    let mem = metric(&k, "kairon_claim_usage_memory_gib_seconds_total{namespace=\"agents\"}");
+    assert_eq!(active, u.active_seconds as f64, "nothing active since the pause");
+    assert!(suspended >= u.suspended_seconds as f64, "{suspended} vs {u:?}");
+    assert_eq!(vcpu, u.vcpu_seconds);
+    assert_eq!(mem, u.memory_gib_seconds);
+
+    // The history in PostgreSQL sums to status.usage, interval by interval.
+    let db = database_of(&uid);
+    assert_history_matches(&db, &claim);
+
+    // Restart: the downtime is accrued once (Paused, so as suspended time), nothing is lost or
+    // counted twice, and the history still sums to status.usage.
+    let before = u.clone();
+    let k = k.restart().unwrap();
+    let client = k.client().await.unwrap();
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let before_last = secs(before.last_accrual_time.as_ref().unwrap());
+    let after = usage_where(&k, &claims, "accrual to continue after the restart", |u| {
+        u.last_accrual_time.as_ref().is_some_and(|t| secs(t) >= before_last + 5)
+    })
+    .await;
+    assert!(after.active_seconds >= before.active_seconds, "{after:?} vs {before:?}");
+    assert!(after.suspended_seconds >= before.suspended_seconds, "{after:?} vs {before:?}");
+    let claim = claims.get("job").await.unwrap();
+    assert_history_matches(&db, &claim);
+    let u = usage(&claim);
+    let none: i64 = history(&db, &uid)
+        .iter()
+        .filter(|r| r.2 == "none" && r.1 <= secs(u.last_accrual_time.as_ref().unwrap()))
+        .map(|r| r.1 - r.0)
+        .sum();
+    assert_eq!(
+        u.active_seconds + u.suspended_seconds + none,
+        secs(u.last_accrual_time.as_ref().unwrap()) - bound.as_second(),
+        "every second since binding is accounted exactly once"
+    );
+}
