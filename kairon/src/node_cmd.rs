@@ -99,19 +99,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
                 .clone()
                 .context("give --state-dir (for this node's own runtime) or --runtime-endpoint")?;
             let token = uuid::Uuid::new_v4().simple().to_string();
-            let rargs = crate::runtime_cmd::RuntimeArgs {
-                state_dir,
-                listen: "127.0.0.1:0".parse()?,
-                node_name: args.node_name.clone(),
-                token: token.clone(),
-                config: None,
-                insecure_registries: vec![],
-            };
-            let rt = crate::runtime_cmd::open(&rargs).await?;
-            let listener = tokio::net::TcpListener::bind(rargs.listen).await?;
-            let url = format!("http://{}", listener.local_addr()?);
-            let app = kairon_runtime::server::router(rt, token.clone());
-            tokio::spawn(async move { axum::serve(listener, app).await });
+            let url = crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token).await?;
             (url, token)
         }
     };

@@ -50,6 +50,25 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     Runtime::open(cfg).await.map_err(|e| anyhow::anyhow!("opening the runtime in {}: {e}", args.state_dir.display()))
 }
 
+/// Opens a runtime on `state_dir` and serves it in this process on a free loopback port;
+/// returns its URL.
+pub async fn serve_in_process(state_dir: PathBuf, node_name: &str, token: &str) -> Result<String> {
+    let args = RuntimeArgs {
+        state_dir,
+        listen: "127.0.0.1:0".parse()?,
+        node_name: node_name.to_string(),
+        token: token.to_string(),
+        config: None,
+        insecure_registries: vec![],
+    };
+    let rt = open(&args).await?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let app = kairon_runtime::server::router(rt, args.token);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
+}
+
 pub async fn run(args: RuntimeArgs) -> Result<()> {
     if !args.listen.ip().is_loopback() {
         anyhow::bail!("the runtime API is for this host only: listen on 127.0.0.1");

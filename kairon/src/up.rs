@@ -231,18 +231,8 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<(String, String
             t
         }
     };
-    let rargs = crate::runtime_cmd::RuntimeArgs {
-        state_dir: data_dir.join("runtime").join(&args.node_name),
-        listen: "127.0.0.1:0".parse()?,
-        node_name: args.node_name.clone(),
-        token: token.clone(),
-        config: None,
-        insecure_registries: vec![],
-    };
-    let rt = crate::runtime_cmd::open(&rargs).await?;
-    let listener = tokio::net::TcpListener::bind(rargs.listen).await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let app = kairon_runtime::server::router(rt, token.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url =
+        crate::runtime_cmd::serve_in_process(data_dir.join("runtime").join(&args.node_name), &args.node_name, &token)
+            .await?;
     Ok((url, token))
 }

@@ -7,24 +7,11 @@ use std::time::{Duration, Instant};
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{ClaimRequest, CreatePoolRequest, CreateVmRequest, ExecRequest, PoolMemberState, VmState};
 use kairon_runtime::client::{ClientError, RuntimeClient};
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
 
-const TOKEN: &str = "pool-token";
+mod common;
 
 async fn serve(state_dir: &Path, node: &str) -> RuntimeClient {
-    let rt = Runtime::open(RuntimeConfig {
-        state_dir: state_dir.to_path_buf(),
-        node_name: node.into(),
-        registry: Default::default(),
-        egress: Default::default(),
-    })
-    .await
-    .unwrap();
-    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, kairon_runtime::server::router(rt, TOKEN.into())).await });
-    RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap()
+    common::serve(state_dir, node, Default::default()).await.1
 }
 
 async fn ready(c: &RuntimeClient, pool: &str, want: usize) {

@@ -14,28 +14,15 @@ use futures::{FutureExt, StreamExt};
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest};
 use kairon_runtime::client::RuntimeClient;
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime::engine::Runtime;
 use kairon_runtime::proxy::{dial_in_netns, proxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const TOKEN: &str = "test-runtime-token";
+mod common;
 
 async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient) {
-    let rt = Runtime::open(RuntimeConfig {
-        state_dir: state_dir.to_path_buf(),
-        node_name: node.to_string(),
-        registry: Default::default(),
-        egress: Default::default(),
-    })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let client = RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap();
-    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
-    (rt, client)
+    let (rt, c, _) = common::serve(state_dir, node, Default::default()).await;
+    (rt, c)
 }
 
 fn sh(cmd: &str) -> ExecRequest {

@@ -6,11 +6,11 @@ use std::time::Duration;
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, ProcessState, TemplateState, VmState};
 use kairon_runtime::client::{ClientError, RuntimeClient};
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime::engine::Runtime;
 
 mod common;
 
-const TOKEN: &str = "test-runtime-token";
+use common::TOKEN;
 
 async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient) {
     serve_with(state_dir, node, Default::default()).await
@@ -21,21 +21,8 @@ async fn serve_with(
     node: &str,
     registry: kairon_runtime::oci::RegistryConfig,
 ) -> (Runtime, RuntimeClient) {
-    let rt = Runtime::open(RuntimeConfig {
-        state_dir: state_dir.to_path_buf(),
-        node_name: node.to_string(),
-        registry,
-        egress: Default::default(),
-    })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let client = RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap();
-    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
-    (rt, client)
+    let (rt, c, _) = common::serve(state_dir, node, registry).await;
+    (rt, c)
 }
 
 fn sandbox(name: &str) -> CreateVmRequest {

@@ -10,7 +10,7 @@ use futures::{SinkExt, StreamExt};
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, Vm};
 use kairon_runtime::client::RuntimeClient;
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime::engine::Runtime;
 use kairon_runtime::proxy::dial_in_netns;
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -19,28 +19,16 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-const TOKEN: &str = "test-runtime-token";
+mod common;
+
+use common::TOKEN;
 /// Longest any single expectation may wait.
 const WAIT: Duration = Duration::from_secs(20);
 
 type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn serve(state_dir: &Path, node: &str) -> (Runtime, RuntimeClient, SocketAddr) {
-    let rt = Runtime::open(RuntimeConfig {
-        state_dir: state_dir.to_path_buf(),
-        node_name: node.to_string(),
-        registry: Default::default(),
-        egress: Default::default(),
-    })
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let client = RuntimeClient::new(&format!("http://{addr}"), TOKEN).unwrap();
-    rt.wait_template("busybox", Duration::from_secs(60)).await.unwrap();
-    (rt, client, addr)
+    common::serve(state_dir, node, Default::default()).await
 }
 
 async fn sandbox(c: &RuntimeClient, name: &str) -> Vm {

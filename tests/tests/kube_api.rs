@@ -11,6 +11,9 @@ use serde_json::json;
 use kairon_e2e::Kairon;
 use kairon_model::{Machine, MachineSpec};
 
+/// These tests are about the API alone: no node agent or controllers write next to them.
+const API_ONLY: &[&str] = &["--no-runtime"];
+
 fn machine(name: &str) -> Machine {
     serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
@@ -29,7 +32,7 @@ fn api_error(e: kube::Error) -> (u16, String, String) {
 
 #[tokio::test]
 async fn create_get_list_patch_delete() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
 
     let created = api.create(&PostParams::default(), &machine("agent-1")).await.unwrap();
@@ -105,7 +108,7 @@ async fn create_get_list_patch_delete() {
 
 #[tokio::test]
 async fn stale_update_conflicts_and_racing_writers_have_one_winner() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let m = api.create(&PostParams::default(), &machine("race")).await.unwrap();
 
@@ -139,7 +142,7 @@ async fn stale_update_conflicts_and_racing_writers_have_one_winner() {
 
 #[tokio::test]
 async fn invalid_objects_are_refused_with_the_field_named_and_nothing_stored() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     let raw: Api<kube::api::DynamicObject> =
@@ -184,7 +187,7 @@ async fn invalid_objects_are_refused_with_the_field_named_and_nothing_stored() {
 
 #[tokio::test]
 async fn server_side_apply_tracks_field_managers() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let alice = PatchParams::apply("alice");
     let doc = |ttl: Option<i64>, labels: serde_json::Value| {
@@ -220,7 +223,7 @@ async fn server_side_apply_tracks_field_managers() {
 
 #[tokio::test]
 async fn watcher_resumes_from_a_resource_version() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let first = api.create(&PostParams::default(), &machine("w-1")).await.unwrap();
     let rv = first.metadata.resource_version.clone().unwrap();
@@ -251,7 +254,7 @@ async fn watcher_resumes_from_a_resource_version() {
 
 #[tokio::test]
 async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
-    let k = Kairon::start_with(&["--compact-interval", "1s", "--compact-keep", "3"]).unwrap();
+    let k = Kairon::start_with(&["--no-runtime", "--compact-interval", "1s", "--compact-keep", "3"]).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let first = api.create(&PostParams::default(), &machine("old")).await.unwrap();
     let old_rv = first.metadata.resource_version.clone().unwrap();
@@ -294,7 +297,7 @@ async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
 
 #[tokio::test]
 async fn concurrent_writers_and_a_hundred_watchers_see_every_version_in_order() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     let start_rv: u64 =
@@ -351,7 +354,7 @@ async fn concurrent_writers_and_a_hundred_watchers_see_every_version_in_order() 
 
 #[tokio::test]
 async fn deleting_an_owner_deletes_what_it_owns() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(API_ONLY).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<kairon_model::MachinePool> = Api::namespaced(client.clone(), "default");
     let pool: kairon_model::MachinePool = serde_json::from_value(json!({

@@ -217,14 +217,20 @@ impl SandboxHost {
         }
         let want = if frozen { "FROZEN" } else { "THAWED" };
         std::fs::write(&file, want)?;
-        // Freezing completes asynchronously; wait until every task is frozen.
-        for _ in 0..2000 {
+        // Freezing completes asynchronously (FREEZING until every task stops, which can take a
+        // while on a loaded host); wait for it, checking often at first.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut pause = Duration::from_micros(100);
+        loop {
             if std::fs::read_to_string(&file)?.trim() == want {
                 return Ok(());
             }
-            tokio::time::sleep(Duration::from_micros(200)).await;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(setup_err(format!("the sandbox did not reach {want} within 10 s")));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
         }
-        Err(setup_err(format!("the sandbox did not reach {want} within 0.4 s")))
     }
 
     pub fn is_frozen(&self, id: &str) -> bool {

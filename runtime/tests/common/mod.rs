@@ -295,3 +295,29 @@ impl Pusher {
         self.manifest(&reference, body, OCI_INDEX).await
     }
 }
+
+pub const TOKEN: &str = "test-runtime-token";
+
+/// A runtime on `state_dir` served over HTTP on a free loopback port, its busybox template
+/// ready; returns the runtime, a client, and the address.
+pub async fn serve(
+    state_dir: &Path,
+    node: &str,
+    registry: kairon_runtime::oci::RegistryConfig,
+) -> (kairon_runtime::engine::Runtime, kairon_runtime::client::RuntimeClient, std::net::SocketAddr) {
+    let rt = kairon_runtime::engine::Runtime::open(kairon_runtime::engine::RuntimeConfig {
+        state_dir: state_dir.to_path_buf(),
+        node_name: node.to_string(),
+        registry,
+        egress: Default::default(),
+    })
+    .await
+    .expect("runtime");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = kairon_runtime::client::RuntimeClient::new(&format!("http://{addr}"), TOKEN).expect("client");
+    rt.wait_template("busybox", Duration::from_secs(60)).await.expect("busybox template");
+    (rt, client, addr)
+}
