@@ -1,5 +1,6 @@
 //! kubectl (1.32) against `kairon up`: the commands a user types, with the kubeconfig
-//! `kairon up` writes, asserting on what kubectl prints.
+//! `kairon up` writes, asserting on what kubectl prints. These are about the API alone, so
+//! `kairon up` runs without node agent and controllers (`--no-runtime`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -224,7 +225,7 @@ fn spec_fixtures_still_match_the_spec_documents() {
 
 #[test]
 fn spec_examples_apply_list_and_read_back() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     for (fixture, _, _, name) in &SPEC_EXAMPLES {
         let path = fixtures().join(fixture);
         let file = path.to_str().unwrap();
@@ -308,7 +309,7 @@ spec:
 
 #[tokio::test]
 async fn pools_and_claims_show_their_printer_columns() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let out = k.kubectl_stdin(&["apply", "-f", "-"], POOL);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
@@ -373,7 +374,7 @@ async fn pools_and_claims_show_their_printer_columns() {
 
 #[tokio::test]
 async fn describe_machine_shows_spec_and_recorded_events() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let fixture = fixtures().join("agent-sandboxes-lifecycle.yaml");
     k.kubectl_ok(&["apply", "-f", fixture.to_str().unwrap()]);
 
@@ -473,7 +474,7 @@ async fn describe_machine_shows_spec_and_recorded_events() {
 
 #[test]
 fn delete_waits_for_the_finalizer() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let manifest = r#"
 apiVersion: kairon.zyvor.dev/v1
 kind: Machine
@@ -535,7 +536,7 @@ spec:
 
 #[test]
 fn get_watch_sees_later_changes() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let fixture = fixtures().join("agent-sandboxes-lifecycle.yaml");
     k.kubectl_ok(&["apply", "-f", fixture.to_str().unwrap()]);
 
@@ -582,7 +583,7 @@ spec:
 
 #[test]
 fn server_side_apply_and_field_manager_conflicts() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let out = k.kubectl_stdin(&["apply", "--server-side", "-f", "-"], SSA_MANIFEST);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "machine.kairon.zyvor.dev/shared serverside-applied");
@@ -655,7 +656,7 @@ fn server_side_apply_and_field_manager_conflicts() {
 
 #[test]
 fn invalid_machines_are_refused_naming_the_field() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let machine = |name: &str, lifecycle: &str| {
         format!(
             "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {{name: {name}}}\nspec:\n  image: {{path: /var/lib/fluxvm/images/kairon-hw.qcow2}}\n  lifecycle: {lifecycle}\n"
@@ -700,7 +701,7 @@ fn invalid_machines_are_refused_naming_the_field() {
 
 #[test]
 fn namespaces_in_use_are_listed_and_readable() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     // Any namespace reads as Active without being created first.
     let ns = k.kubectl_ok(&["get", "ns", "agents"]);
     assert_eq!(cell(&ns, "agents", "STATUS"), "Active", "{ns}");
@@ -738,7 +739,7 @@ fn namespaces_in_use_are_listed_and_readable() {
 
 #[test]
 fn built_in_kinds_take_kubectls_strategic_merge_patches() {
-    let k = Kairon::start().unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let lease = |holder: &str, finalizer: &str| {
         format!(
             "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: leader, namespace: kairon-system, finalizers: [{finalizer}]}}\nspec: {{holderIdentity: {holder}, leaseDurationSeconds: 15}}\n"
