@@ -103,8 +103,10 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     let pp = PostParams::default();
     let none = json!({});
 
-    // A busy one first, so its loop runs before it could be idle for its timeout.
-    api.create(&pp, &sandbox("busy", json!({"lifecycle": {"idleTimeoutSeconds": 6}}), none.clone())).await.unwrap();
+    // A busy one first, so its loop runs before it could be idle for its timeout. Until the loop
+    // starts it *is* idle (since creation), so the timeout leaves room for a loaded CI host to
+    // create and start it.
+    api.create(&pp, &sandbox("busy", json!({"lifecycle": {"idleTimeoutSeconds": 15}}), none.clone())).await.unwrap();
     for (name, action) in [("idle-pause", "Pause"), ("idle-stop", "Stop"), ("idle-delete", "Delete")] {
         let spec = json!({"lifecycle": {"idleTimeoutSeconds": 3, "idleAction": action}});
         api.create(&pp, &sandbox(name, spec, none.clone())).await.unwrap();
@@ -146,8 +148,8 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     assert!(metrics.contains("kairon_lifecycle_actions_total{action=\"Stop\"}"), "{metrics}");
     assert!(metrics.contains("kairon_lifecycle_actions_total{action=\"Delete\"}"), "{metrics}");
 
-    // The busy one outlives its 6 s timeout (by more than twice) untouched.
-    let left = Duration::from_secs(14).saturating_sub(busy_since.elapsed());
+    // The busy one outlives its 15 s timeout (twice over) untouched.
+    let left = Duration::from_secs(30).saturating_sub(busy_since.elapsed());
     tokio::time::sleep(left).await;
     let m = api.get("busy").await.unwrap();
     assert_eq!(phase(&m), Some(MachinePhase::Running), "a busy Machine keeps running");
