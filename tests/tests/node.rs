@@ -128,7 +128,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
 
     // A third fits nowhere, and says why.
     api.create(&PostParams::default(), &sandbox("c", None)).await.unwrap();
-    let c = eventually("c to be unschedulable", Duration::from_secs(30), || async {
+    let c = eventually("c to be unschedulable", Duration::from_secs(90), || async {
         api.get("c").await.ok().filter(|m| condition(m, "Scheduled").is_some_and(|c| c.status == "False"))
     })
     .await;
@@ -143,7 +143,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     }))
     .unwrap();
     api.create(&PostParams::default(), &vm).await.unwrap();
-    let vm = eventually("vm to be unschedulable", Duration::from_secs(30), || async {
+    let vm = eventually("vm to be unschedulable", Duration::from_secs(90), || async {
         api.get("vm").await.ok().filter(|m| condition(m, "Scheduled").is_some_and(|c| c.status == "False"))
     })
     .await;
