@@ -190,6 +190,25 @@ async fn fill(rt: Runtime, pool: String, refill: Arc<Notify>) {
             return;
         }
         let Ok(meta) = rt.pool(&pool) else { return };
+        // A member left Running (not yet paused) is paused now, so it becomes claimable.
+        for m in meta.members.iter().filter(|m| m.state == PoolMemberState::Booting) {
+            let state = match rt.get(&m.id).await {
+                Ok(vm) if vm.state == VmState::Running => {
+                    rt.power(&m.id, PowerAction::Pause, false).await.map(|v| v.state).ok()
+                }
+                Ok(vm) => Some(vm.state),
+                Err(_) => None,
+            };
+            if state == Some(VmState::Paused) {
+                let id = m.id.clone();
+                set_members(&rt, &pool, |p| {
+                    if let Some(x) = p.members.iter_mut().find(|x| x.id == id) {
+                        x.state = PoolMemberState::Ready;
+                    }
+                });
+            }
+        }
+        let Ok(meta) = rt.pool(&pool) else { return };
         let waiting = meta.members.iter().filter(|m| m.state != PoolMemberState::Claimed).count() as u32;
         if waiting >= meta.size {
             tokio::select! {

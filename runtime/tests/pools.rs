@@ -22,7 +22,11 @@ async fn ready(c: &RuntimeClient, pool: &str, want: usize) {
         if n >= want {
             return;
         }
-        assert!(Instant::now() < deadline, "pool {pool} did not fill: {p:?}");
+        if Instant::now() >= deadline {
+            let vms: Vec<_> = c.list().await.unwrap().into_iter().map(|v| (v.name, v.state, v.message)).collect();
+            let members: Vec<_> = p.members.iter().map(|m| (m.name.clone(), m.state)).collect();
+            panic!("pool {pool} did not fill: members {members:?} message {:?}\ninstances: {vms:?}", p.message);
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
