@@ -252,9 +252,42 @@ impl Drop for Kairon {
         if self.child.is_some() {
             let _ = self.stop();
         }
+        // Sandboxes outlive their runtime on purpose (a restarted node adopts them); a test's
+        // must not outlive the test.
+        if let Ok(nodes) = std::fs::read_dir(self.data_dir.path().join("runtime")) {
+            for node in nodes.flatten() {
+                remove_sandboxes(&node.path());
+            }
+        }
         if let Some(db) = &self.database {
             let _ = psql(&database_url(), &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
         }
+    }
+}
+
+/// Kills and removes every runc sandbox a runtime state dir holds, and unmounts their roots.
+pub fn remove_sandboxes(state_dir: &Path) {
+    let root = state_dir.join("runc");
+    if let Ok(out) = Command::new("runc").arg("--root").arg(&root).args(["list", "-q"]).output() {
+        for id in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()) {
+            let _ = Command::new("runc").arg("--root").arg(&root).args(["kill", "--all", id, "KILL"]).output();
+            let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "--force", id]).output();
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let prefix = state_dir.to_string_lossy().to_string();
+    for mp in mounts.lines().filter_map(|l| l.split(' ').nth(4)).filter(|mp| mp.starts_with(&prefix)) {
+        let _ = Command::new("umount").arg("-l").arg(mp).output();
+    }
+}
+
+/// Removes a runtime state dir's sandboxes when dropped (for `kairon runtime` / `kairon node`
+/// processes a test starts with `--state-dir`).
+pub struct SandboxCleanup(pub PathBuf);
+
+impl Drop for SandboxCleanup {
+    fn drop(&mut self) {
+        remove_sandboxes(&self.0);
     }
 }
 

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, Process, eventually};
+use kairon_e2e::{Kairon, Process, SandboxCleanup, eventually};
 use kairon_model::{Machine, MachinePhase};
 use kairon_runtime::api::{ExecRequest, VmState};
 
@@ -90,6 +90,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     args.extend(["--node-cpu", "100m"]);
     let k = Kairon::start_with(&args).unwrap();
     let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
     let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
     let _second = Process::start(
         &[
@@ -269,6 +270,7 @@ async fn errors_reach_the_user_as_conditions_and_events() {
 async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
     let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
     let token = "node-e2e-token";
     let runtime = Process::start(
         &[

@@ -32,6 +32,7 @@ fn start(state_dir: &std::path::Path) -> (Child, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_runtime_finds_its_sandboxes_again_by_name() {
     let dir = tempfile::tempdir().unwrap();
+    let _cleanup = kairon_e2e::SandboxCleanup(dir.path().to_path_buf());
     let (mut rt, url) = start(dir.path());
     let c = RuntimeClient::new(&url, TOKEN).unwrap();
     let mut tries = 0;
