@@ -102,7 +102,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
             "--state-dir",
             &state.path().to_string_lossy(),
             "--node-cpu",
-            "1",
+            "100m",
             "--heartbeat-interval",
             "1s",
             "--node-tick",
