@@ -663,7 +663,8 @@ async fn run(cli: Cli) -> Result<Report> {
     report.info.insert("database".into(), json!(kairon_e2e::database_url()));
 
     eprintln!("starting kairon up ({})", kairon_e2e::kairon_bin().display());
-    let k = tokio::task::spawn_blocking(Kairon::start).await??;
+    // The store alone: no node agent or controllers write next to the measured traffic.
+    let k = tokio::task::spawn_blocking(|| Kairon::start_with(&["--no-runtime"])).await??;
     eprintln!("kairon up at {} (data dir {})", k.url, k.data_dir.path().display());
     let result = async {
         let server = ServerProc::find(&k)?;
