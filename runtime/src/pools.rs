@@ -52,9 +52,11 @@ impl Runtime {
 
     fn start_pool(&self, pool: Pool) {
         let refill = Arc::new(Notify::new());
-        let task = tokio::spawn(fill(self.clone(), pool.name.clone(), refill.clone()));
         self.save_pool(&pool);
-        lock(&self.inner.pools).insert(pool.name.clone(), PoolEntry { meta: pool, refill, task });
+        // Spawned under the lock, so the filler cannot look for its pool before it is listed.
+        let mut pools = lock(&self.inner.pools);
+        let task = tokio::spawn(fill(self.clone(), pool.name.clone(), refill.clone()));
+        pools.insert(pool.name.clone(), PoolEntry { meta: pool, refill, task });
     }
 
     /// Creates a pool; members fill in the background.
