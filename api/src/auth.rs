@@ -50,9 +50,16 @@ pub struct Identity {
     pub sub: String,
     pub role: Role,
     pub namespaces: Vec<String>,
+    /// The legacy shared token: an operator in every namespace with no identity of its own.
+    pub legacy: bool,
 }
 
 impl Identity {
+    /// The caller behind the legacy shared token.
+    pub fn legacy() -> Self {
+        Identity { sub: "legacy-token".into(), role: Role::Operator, namespaces: vec!["*".into()], legacy: true }
+    }
+
     pub fn may_use_namespace(&self, ns: &str) -> bool {
         self.role == Role::Admin || self.namespaces.iter().any(|n| n == "*" || n == ns)
     }
@@ -109,7 +116,7 @@ impl TokenKeys {
         v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &v).map_err(|e| TokenError(e.to_string()))?;
         let c = data.claims;
-        Ok(Identity { sub: c.sub, role: c.role, namespaces: c.namespaces })
+        Ok(Identity { sub: c.sub, role: c.role, namespaces: c.namespaces, legacy: false })
     }
 }
 
@@ -143,12 +150,80 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
     }
 }
 
+/// Admin-only operations (node-scoped writes, creating sandbox-track Machines, snapshots).
+pub fn admin_only(id: &Identity, what: &str) -> Result<(), String> {
+    if id.role == Role::Admin {
+        return Ok(());
+    }
+    Err(format!("{what} is admin-only: use an admin token ({} is {})", id.sub, role_name(id.role)))
+}
+
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::Admin => "an admin",
+        Role::Operator => "an operator",
+        Role::Viewer => "a viewer",
+    }
+}
+
+/// What a guest operation needs to know about its Machine.
+pub struct GuestTarget<'a> {
+    pub namespace: &'a str,
+    /// Whether the Machine carries `kairon.zyvor.dev/sandbox=true`.
+    pub sandbox_labelled: bool,
+}
+
+/// Guest exec, file transfer and the sandbox HTTP proxy: admin-only, except that with
+/// `operator_exec` (`KAIRON_UI_SANDBOX_OPERATOR_EXEC`) a named operator may use them on
+/// sandbox-labelled Machines in namespaces they can use. The legacy token has no identity and
+/// stays refused.
+pub fn may_use_guest(id: &Identity, target: &GuestTarget<'_>, operator_exec: bool) -> Result<(), String> {
+    if id.role == Role::Admin && !id.legacy {
+        return Ok(());
+    }
+    if id.legacy {
+        return Err("guest exec, files and the sandbox HTTP proxy need a named token: the legacy shared token \
+                    has no identity (mint one with `kairon token`)"
+            .into());
+    }
+    if id.role != Role::Operator {
+        return Err(format!(
+            "{} is {} and may not use guest exec, files or the sandbox HTTP proxy",
+            id.sub,
+            role_name(id.role)
+        ));
+    }
+    if !operator_exec {
+        return Err(format!(
+            "guest exec, files and the sandbox HTTP proxy are admin-only ({} is an operator; an admin may set \
+             KAIRON_UI_SANDBOX_OPERATOR_EXEC=true to let operators use them on sandbox Machines)",
+            id.sub
+        ));
+    }
+    if !target.sandbox_labelled {
+        return Err(format!(
+            "only Machines labelled kairon.zyvor.dev/sandbox=true are open to operators' guest access; this one is \
+             admin-only ({} is an operator)",
+            id.sub
+        ));
+    }
+    if !id.may_use_namespace(target.namespace) {
+        return Err(format!(
+            "{} may not use namespace {:?} (allowed: {})",
+            id.sub,
+            target.namespace,
+            id.namespaces.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn id(role: Role, ns: &[&str]) -> Identity {
-        Identity { sub: "u".into(), role, namespaces: ns.iter().map(|s| s.to_string()).collect() }
+        Identity { sub: "u".into(), role, namespaces: ns.iter().map(|s| s.to_string()).collect(), legacy: false }
     }
 
     #[test]
@@ -174,5 +249,28 @@ mod tests {
         assert!(may_access(&viewer, Verb::Read, Some("x"), false).is_ok());
         assert!(may_access(&viewer, Verb::Write, Some("x"), false).is_err());
         assert!(may_access(&id(Role::Admin, &[]), Verb::Write, Some("x"), false).is_ok());
+    }
+
+    #[test]
+    fn guest_rules() {
+        let sandbox = GuestTarget { namespace: "agents", sandbox_labelled: true };
+        let plain = GuestTarget { namespace: "agents", sandbox_labelled: false };
+        let elsewhere = GuestTarget { namespace: "other", sandbox_labelled: true };
+        let admin = id(Role::Admin, &[]);
+        let op = id(Role::Operator, &["agents"]);
+        let viewer = id(Role::Viewer, &["*"]);
+        let legacy = Identity::legacy();
+        for flag in [false, true] {
+            assert!(may_use_guest(&admin, &plain, flag).is_ok());
+            assert!(may_use_guest(&legacy, &sandbox, flag).is_err(), "legacy refused (flag {flag})");
+            assert!(may_use_guest(&viewer, &sandbox, flag).is_err());
+            assert!(may_use_guest(&op, &plain, flag).is_err(), "unlabelled stays admin-only");
+            assert!(may_use_guest(&op, &elsewhere, flag).is_err(), "namespace rule holds");
+        }
+        assert!(may_use_guest(&op, &sandbox, false).is_err());
+        assert!(may_use_guest(&op, &sandbox, true).is_ok());
+        assert!(admin_only(&admin, "x").is_ok());
+        assert!(admin_only(&op, "x").unwrap_err().contains("admin-only"));
+        assert!(admin_only(&legacy, "x").is_err());
     }
 }

@@ -1,8 +1,9 @@
 //! kairon-api: the HTTP server in front of Kairon — the Kubernetes-compatible API for its
-//! kinds (embedded mode), authentication, and (in later layers) the Kairon REST API.
+//! kinds (embedded mode), authentication, and the Kairon REST API with its OpenAPI document.
 
 pub mod auth;
 pub mod k8s;
+pub mod rest;
 pub mod server;
 pub mod state;
 

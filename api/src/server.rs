@@ -1,29 +1,43 @@
-//! The HTTP server: routes, authentication, health.
+//! The HTTP server: routes, authentication, health, the OpenAPI document and its explorer.
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::auth::Identity;
 use crate::k8s::status::ApiError;
+use crate::rest::error::RestError;
 use crate::state::AppState;
 
-/// Largest request body accepted (objects are small; 3 MiB matches Kubernetes' limit).
+/// Largest request body on the Kubernetes paths (objects are small; Kubernetes' own limit).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Largest request body on the REST paths (file uploads).
+pub const MAX_REST_BODY_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
 
 pub fn router(state: AppState) -> Router {
-    let authed = crate::k8s::router()
+    let k8s = crate::k8s::router()
         .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+    let (rest, doc) = crate::rest::routes().split_for_parts();
+    let rest = rest
+        .merge(crate::rest::guest::sandbox_http_router())
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
+        .layer(DefaultBodyLimit::max(MAX_REST_BODY_BYTES))
+        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES));
+    let doc = crate::rest::with_unrouted(doc);
+    let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .merge(authed)
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .merge(docs)
+        .merge(rest)
+        .merge(k8s)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
@@ -35,23 +49,56 @@ async fn readyz(State(st): State<AppState>) -> Response {
     }
 }
 
-/// Every route below needs a valid bearer token; the identity rides in the request.
-async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
+fn bearer(req: &Request) -> Option<&str> {
+    req.headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(str::trim);
-    let Some(token) = token else {
-        return ApiError::unauthorized("no bearer token: send Authorization: Bearer <token> (kairon token mints one)")
-            .into_response();
+        .map(str::trim)
+}
+
+/// Who a token belongs to: a signed JWT, or the legacy shared token (compared in constant time).
+fn identify(st: &AppState, token: &str) -> Result<Identity, String> {
+    if let Some(legacy) = &st.legacy_token
+        && constant_time_eq(legacy.as_bytes(), token.as_bytes())
+    {
+        return Ok(Identity::legacy());
+    }
+    st.keys.verify(token).map_err(|e| e.to_string())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+const NO_TOKEN: &str = "no bearer token: send Authorization: Bearer <token> (kairon token mints one)";
+
+/// Every Kubernetes path needs a valid bearer token; the identity rides in the request.
+async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let Some(token) = bearer(&req) else {
+        return ApiError::unauthorized(NO_TOKEN).into_response();
     };
-    match st.keys.verify(token) {
+    match identify(&st, token) {
         Ok(id) => {
             req.extensions_mut().insert(id);
             next.run(req).await
         }
-        Err(e) => ApiError::unauthorized(e.to_string()).into_response(),
+        Err(e) => ApiError::unauthorized(e).into_response(),
+    }
+}
+
+/// The same for the REST paths, answering in the REST error shape.
+async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let unauthorized =
+        |m: String| RestError::new(axum::http::StatusCode::UNAUTHORIZED, "Unauthorized", m).into_response();
+    let Some(token) = bearer(&req) else {
+        return unauthorized(NO_TOKEN.into());
+    };
+    match identify(&st, token) {
+        Ok(id) => {
+            req.extensions_mut().insert(id);
+            next.run(req).await
+        }
+        Err(e) => unauthorized(e),
     }
 }

@@ -34,6 +34,8 @@ enum Command {
     Token(TokenArgs),
     /// Print the CustomResourceDefinitions (both versions) for a real cluster.
     Crds,
+    /// Print the REST API's OpenAPI document (what openapi/openapi.json holds).
+    Openapi,
     /// Apply the database migrations to DATABASE_URL.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -83,6 +85,10 @@ async fn main() -> Result<()> {
         }
         Command::Crds => {
             print!("{}", kairon_model::crds::yaml()?);
+            Ok(())
+        }
+        Command::Openapi => {
+            println!("{}", kairon_api::rest::openapi().to_pretty_json()?);
             Ok(())
         }
         Command::Migrate { database_url } => {

@@ -98,7 +98,9 @@ pub async fn run(args: NodeArgs) -> Result<()> {
                 .state_dir
                 .clone()
                 .context("give --state-dir (for this node's own runtime) or --runtime-endpoint")?;
-            let token = uuid::Uuid::new_v4().simple().to_string();
+            // The cluster's runtime token when given (so the api can reach this node), else a
+            // private one.
+            let token = args.runtime_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
             let url = crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token).await?;
             (url, token)
         }

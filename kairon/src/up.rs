@@ -38,6 +38,8 @@ pub struct UpArgs {
     no_runtime: bool,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
+    #[command(flatten)]
+    rest: RestArgs,
     /// TEST ONLY: how often bound claims accrue usage (30 s in production).
     #[arg(long, hide = true, default_value = "30s", value_parser = parse_duration)]
     test_usage_interval: Duration,
@@ -47,6 +49,31 @@ pub struct UpArgs {
     /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
     #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
     test_min_idle_timeout_seconds: i64,
+}
+
+/// The REST API's options.
+#[derive(clap::Args, Clone)]
+pub struct RestArgs {
+    /// Let named operators use exec, files and the sandbox HTTP proxy on Machines labelled
+    /// kairon.zyvor.dev/sandbox=true in their namespaces (Helm: ui.auth.sandboxOperatorExec).
+    #[arg(long, env = kairon_model::keys::env::UI_SANDBOX_OPERATOR_EXEC, default_value_t = false)]
+    pub sandbox_operator_exec: bool,
+    /// A legacy shared token: it authenticates as an operator with no identity (so guest
+    /// routes stay refused to it).
+    #[arg(long, env = "KAIRON_LEGACY_TOKEN", hide_env_values = true)]
+    pub legacy_token: Option<String>,
+    /// Relay sessions stamp kairon.zyvor.dev/last-activity at most this often per Machine.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub activity_stamp_interval: Duration,
+}
+
+impl RestArgs {
+    pub fn context(&self, kube: kube::Client, runtime_token: String) -> kairon_api::rest::RestContext {
+        let mut ctx = kairon_api::rest::RestContext::new(kube, runtime_token);
+        ctx.sandbox_operator_exec = self.sandbox_operator_exec;
+        ctx.activity_stamp_interval = self.activity_stamp_interval;
+        ctx
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -139,12 +166,19 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let kubeconfig_path = data_dir.join("kubeconfig");
     write_private(&kubeconfig_path, kubeconfig(&server_url, &tls.ca_pem, &token).as_bytes())?;
 
+    // The REST layer reaches resources through kube-rs, here against this very server.
+    let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
+    let runtime_token = runtime_token(data_dir)?;
+    state.rest = Some(std::sync::Arc::new(args.rest.context(client.clone(), runtime_token.clone())));
+    state.legacy_token = args.rest.legacy_token.clone();
+
     let runtime_url = if args.no_runtime {
         None
     } else {
-        match start_runtime(args, data_dir).await {
-            Ok((url, token)) => {
-                let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
+        match start_runtime(args, data_dir, &runtime_token).await {
+            Ok(url) => {
+                let token = runtime_token.clone();
+                let client = client.clone();
                 let cfg = args.node.config(&args.node_name, &url, &token);
                 crate::node_cmd::spawn_node_agent(client.clone(), cfg);
                 let controllers = kairon_reconciler::ControllerConfig {
@@ -219,20 +253,21 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Starts this node's runtime in-process on a free loopback port, with a token kept in the
-/// data dir, and returns its URL.
-async fn start_runtime(args: &UpArgs, data_dir: &Path) -> Result<(String, String)> {
+/// The bearer token of this cluster's runtimes, kept in the data dir (the api and every node
+/// agent started with `--runtime-token` from it share it).
+fn runtime_token(data_dir: &Path) -> Result<String> {
     let token_path = data_dir.join("runtime-token");
-    let token = match std::fs::read_to_string(&token_path) {
-        Ok(t) => t.trim().to_string(),
+    match std::fs::read_to_string(&token_path) {
+        Ok(t) => Ok(t.trim().to_string()),
         Err(_) => {
             let t = uuid::Uuid::new_v4().simple().to_string();
             write_private(&token_path, t.as_bytes())?;
-            t
+            Ok(t)
         }
-    };
-    let url =
-        crate::runtime_cmd::serve_in_process(data_dir.join("runtime").join(&args.node_name), &args.node_name, &token)
-            .await?;
-    Ok((url, token))
+    }
+}
+
+/// Starts this node's runtime in-process on a free loopback port and returns its URL.
+async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<String> {
+    crate::runtime_cmd::serve_in_process(data_dir.join("runtime").join(&args.node_name), &args.node_name, token).await
 }

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 
 use kairon_model::{GuestAgent, ImageSource, NetworkSpec, Resources, RuntimeSpec, SandboxSpec, Volume};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// What to run: the runtime fields of a Machine spec. Pools take it as their template.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateVmRequest {
     /// The runtime name: `kairon-<namespace>-<name>` for a Machine.
@@ -36,7 +37,7 @@ pub struct CreateVmRequest {
 }
 
 /// The state of an instance.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmState {
     Creating,
     Running,
@@ -48,7 +49,7 @@ pub enum VmState {
 }
 
 /// An instance as the runtime reports it.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Vm {
     pub id: String,
@@ -73,7 +74,7 @@ pub struct Vm {
 }
 
 /// Power operations: `POST /v1/vms/{id}/{action}`.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum PowerAction {
     Start,
@@ -85,7 +86,7 @@ pub enum PowerAction {
     Halt,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecRequest {
     pub command: Vec<String>,
@@ -103,7 +104,7 @@ pub struct ExecRequest {
     pub user: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecResult {
     pub exit_code: i32,
@@ -113,7 +114,7 @@ pub struct ExecResult {
     pub timed_out: bool,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ProcessState {
     Running,
@@ -121,7 +122,7 @@ pub enum ProcessState {
 }
 
 /// A background process started in an instance.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Process {
     pub id: String,
@@ -132,7 +133,7 @@ pub struct Process {
     pub started_at: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct FileEntry {
     pub name: String,
@@ -144,7 +145,7 @@ pub struct FileEntry {
 }
 
 /// Resource counters, sampled from /proc for the activity check and for usage.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +159,7 @@ pub struct Stats {
     pub process_count: u32,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TemplateState {
     Pending,
     Building,
@@ -167,7 +168,7 @@ pub enum TemplateState {
 }
 
 /// The image config a template keeps (entrypoint, env, working dir).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageConfig {
     #[serde(default)]
@@ -182,7 +183,7 @@ pub struct ImageConfig {
     pub user: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Template {
     pub name: String,
@@ -202,14 +203,14 @@ pub struct Template {
     pub created_at: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateTemplateRequest {
     pub name: String,
     pub image_ref: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressCheckRequest {
     pub host: String,
@@ -217,7 +218,7 @@ pub struct EgressCheckRequest {
 
 /// The runtime's answer. `credential` is the secret that would be injected: the node and api
 /// hold it, and the api never passes it on.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EgressDecision {
     pub allow: bool,
@@ -227,7 +228,7 @@ pub struct EgressDecision {
 }
 
 /// Every error body of the runtime API.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorBody {
     pub reason: String,
@@ -235,7 +236,7 @@ pub struct ErrorBody {
 }
 
 /// `POST /v1/pools`: keep `size` members booted and Paused, ready for an instant claim.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatePoolRequest {
     pub name: String,
@@ -244,7 +245,7 @@ pub struct CreatePoolRequest {
     pub template: CreateVmRequest,
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolMemberState {
     /// Booting, or not yet paused.
     Booting,
@@ -254,7 +255,7 @@ pub enum PoolMemberState {
     Claimed,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolMember {
     pub id: String,
@@ -262,7 +263,7 @@ pub struct PoolMember {
     pub state: PoolMemberState,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Pool {
     pub name: String,
@@ -276,7 +277,7 @@ pub struct Pool {
 }
 
 /// `POST /v1/pools/{name}/claim`: both fields optional overrides.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ClaimRequest {
     /// The claimed instance's new runtime name.
@@ -287,7 +288,7 @@ pub struct ClaimRequest {
     pub ttl_seconds: Option<i64>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkRequest {
     /// The new instance's runtime name.
@@ -296,21 +297,21 @@ pub struct ForkRequest {
 
 /// A fork's result: `live` says whether memory and processes were copied too (QEMU), or only
 /// the filesystem (a runc sandbox).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ForkResult {
     pub vm: Vm,
     pub live: bool,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotRequest {
     /// Absolute path of the tar file to write on the node.
     pub path: String,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotResult {
     pub path: String,

@@ -1,0 +1,200 @@
+//! The Kairon REST API under `/api/v1`: Machines, MachinePools and MachineClaims mirrored as the
+//! same JSON as the Kubernetes objects (read and written through kube-rs, so it mirrors a real
+//! cluster unchanged), power operations, guest relays with wake-on-connect, node-scoped runtime
+//! routes and usage queries. The router and the OpenAPI document come from one route list.
+
+pub mod error;
+pub mod guest;
+mod nodes;
+mod objects;
+mod power;
+pub mod schema;
+mod usage;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Api, Resource};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_axum::router::OpenApiRouter;
+
+use kairon_model::{KaironNode, Machine};
+use kairon_runtime::client::RuntimeClient;
+
+use crate::auth::Identity;
+use crate::state::AppState;
+pub use error::{ErrorBody, RestError, RestResult};
+
+/// What the REST layer needs beyond the Kubernetes-compatible API.
+pub struct RestContext {
+    /// The Kubernetes API (the embedded one, or a real cluster), with the server's own rights:
+    /// every route checks the caller itself before using it.
+    pub kube: kube::Client,
+    /// The bearer token of the nodes' runtimes (one secret shared by the api and node agents).
+    pub runtime_token: String,
+    /// `KAIRON_UI_SANDBOX_OPERATOR_EXEC`: named operators may use guest routes on sandboxes.
+    pub sandbox_operator_exec: bool,
+    /// Relay sessions stamp `kairon.zyvor.dev/last-activity` at most this often per Machine.
+    pub activity_stamp_interval: Duration,
+    stamps: Mutex<HashMap<(String, String), Instant>>,
+    reporter: Reporter,
+}
+
+impl RestContext {
+    pub fn new(kube: kube::Client, runtime_token: String) -> Self {
+        RestContext {
+            kube,
+            runtime_token,
+            sandbox_operator_exec: false,
+            activity_stamp_interval: Duration::from_secs(10),
+            stamps: Mutex::new(HashMap::new()),
+            reporter: Reporter { controller: "kairon-api".into(), instance: None },
+        }
+    }
+
+    /// The runtime of a node, from its registration.
+    pub async fn runtime(&self, node: &str) -> RestResult<RuntimeClient> {
+        let nodes: Api<KaironNode> = Api::all(self.kube.clone());
+        let n = nodes.get_opt(node).await?.ok_or_else(|| {
+            RestError::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
+        })?;
+        RuntimeClient::new(&n.spec.runtime_endpoint, &self.runtime_token).map_err(RestError::from)
+    }
+
+    /// The runtime that runs a Machine, and the Machine's instance id there.
+    pub async fn machine_runtime(&self, m: &Machine) -> RestResult<(RuntimeClient, String)> {
+        let status = m.status.clone().unwrap_or_default();
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let node = status.node_name.ok_or_else(|| {
+            RestError::conflict(
+                "NotScheduled",
+                format!("Machine {name:?} is not on a node yet; wait for it to be scheduled"),
+            )
+        })?;
+        let id = status.runtime_id.ok_or_else(|| {
+            RestError::conflict(
+                "NotProvisioned",
+                format!("Machine {name:?} has no runtime instance yet; wait for it to start"),
+            )
+        })?;
+        Ok((self.runtime(&node).await?, id))
+    }
+
+    /// Records an Event about an object, as the controllers do. A failure only logs: an Event is
+    /// never worth failing the request for.
+    pub async fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        let recorder = Recorder::new(self.kube.clone(), self.reporter.clone());
+        let ev = KubeEvent {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "recording an event failed");
+        }
+    }
+
+    /// True when this Machine's last-activity stamp is due (and marks it done).
+    fn stamp_due(&self, ns: &str, name: &str) -> bool {
+        let mut stamps = self.stamps.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (ns.to_string(), name.to_string());
+        let now = Instant::now();
+        match stamps.get(&key) {
+            Some(t) if now.duration_since(*t) < self.activity_stamp_interval => false,
+            _ => {
+                stamps.insert(key, now);
+                true
+            }
+        }
+    }
+}
+
+/// The caller of a REST route: who they are, and the REST context.
+pub struct Caller {
+    pub id: Identity,
+    pub ctx: Arc<RestContext>,
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = RestError;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, RestError> {
+        let id =
+            parts.extensions.get::<Identity>().cloned().ok_or_else(|| {
+                RestError::new(axum::http::StatusCode::UNAUTHORIZED, "Unauthorized", "no bearer token")
+            })?;
+        let ctx = st.rest.clone().ok_or_else(|| {
+            RestError::unavailable("the REST API is not configured on this server (no Kubernetes client)")
+        })?;
+        Ok(Caller { id, ctx })
+    }
+}
+
+impl Caller {
+    pub fn check(&self, r: Result<(), String>) -> RestResult<()> {
+        r.map_err(RestError::forbidden)
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Kairon",
+        description = "The Kairon REST API: Machines, pools, claims, power operations, guest relays, nodes and usage. \
+                       Every route takes `Authorization: Bearer <token>` (`kairon token` mints one).",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "Machines", description = "Machines as Kubernetes objects"),
+        (name = "MachinePools", description = "Pools of warm Machines"),
+        (name = "MachineClaims", description = "Claims on warm pool members, with usage"),
+        (name = "Power", description = "Power operations on a Machine"),
+        (name = "Guest", description = "Exec, processes, files and relays into a Machine's guest"),
+        (name = "Nodes", description = "Nodes and their runtime: templates, sandboxes, pools, egress"),
+        (name = "Usage", description = "Claim usage for billing"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("JWT").build()),
+        );
+    }
+}
+
+/// The REST routes and their document, from one list.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(objects::routes())
+        .merge(power::routes())
+        .merge(guest::routes())
+        .merge(nodes::routes())
+        .merge(usage::routes())
+}
+
+/// Adds the operations whose axum routes are not made from the route list (the sandbox proxy's
+/// catch-all path).
+pub fn with_unrouted(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    doc.merge(guest::SandboxHttpDoc::openapi());
+    doc
+}
+
+/// The OpenAPI document of the REST API (what `openapi/openapi.json` holds).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    with_unrouted(routes().split_for_parts().1)
+}

@@ -1,0 +1,98 @@
+//! Schemas of the Kubernetes objects as the REST API sends them. The objects themselves come from
+//! kube's derive (with `ObjectMeta`, which has no schema of its own here); these document the
+//! same JSON so generated clients get typed specs and statuses.
+
+#![allow(dead_code)] // Only their schemas are used.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use kairon_model::{
+    KaironNodeSpec, KaironNodeStatus, MachineClaimSpec, MachineClaimStatus, MachinePoolSpec, MachinePoolStatus,
+    MachineSpec, MachineStatus,
+};
+
+/// Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
+/// `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub generation: Option<i64>,
+    pub creation_timestamp: Option<String>,
+    pub deletion_timestamp: Option<String>,
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
+    pub annotations: Option<std::collections::BTreeMap<String, String>>,
+    pub finalizers: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub owner_references: Option<Vec<serde_json::Value>>,
+}
+
+macro_rules! object_schema {
+    ($doc:ident, $name:literal, $spec:ty, $status:ty, $list:ident, $list_name:literal) => {
+        #[derive(Serialize, ToSchema)]
+        #[schema(as = $doc)]
+        #[serde(rename_all = "camelCase")]
+        #[doc = concat!("A ", $name, " (`kairon.zyvor.dev/v1`), the same JSON as the Kubernetes object.")]
+        pub struct $doc {
+            /// `kairon.zyvor.dev/v1` (filled in when omitted).
+            pub api_version: Option<String>,
+            #[doc = concat!("`", $name, "` (filled in when omitted).")]
+            pub kind: Option<String>,
+            pub metadata: ObjectMeta,
+            pub spec: $spec,
+            pub status: Option<$status>,
+        }
+
+        #[derive(Serialize, ToSchema)]
+        #[doc = concat!("A list of ", $name, "s.")]
+        pub struct $list {
+            pub items: Vec<$doc>,
+        }
+    };
+}
+
+object_schema!(Machine, "Machine", MachineSpec, MachineStatus, MachineList, "MachineList");
+object_schema!(MachinePool, "MachinePool", MachinePoolSpec, MachinePoolStatus, MachinePoolList, "MachinePoolList");
+object_schema!(
+    MachineClaim,
+    "MachineClaim",
+    MachineClaimSpec,
+    MachineClaimStatus,
+    MachineClaimList,
+    "MachineClaimList"
+);
+object_schema!(KaironNode, "KaironNode", KaironNodeSpec, KaironNodeStatus, KaironNodeList, "KaironNodeList");
+
+/// An Event about an object (`events.k8s.io/v1`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub metadata: ObjectMeta,
+    /// `Normal` or `Warning`.
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    pub reason: Option<String>,
+    pub note: Option<String>,
+    pub action: Option<String>,
+    pub event_time: Option<String>,
+    pub series: Option<EventSeries>,
+    pub reporting_controller: Option<String>,
+    #[schema(value_type = Object)]
+    pub regarding: Option<serde_json::Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventSeries {
+    pub count: i32,
+    pub last_observed_time: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct EventList {
+    pub items: Vec<Event>,
+}

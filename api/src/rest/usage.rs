@@ -1,0 +1,227 @@
+//! Usage queries for billing, over the claim usage history in PostgreSQL (limited to the
+//! namespaces the caller may read).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use chrono::{Datelike, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use uuid::Uuid;
+
+use kairon_db::usage::{self as history, UsageTotals};
+
+use super::{Caller, ErrorBody, RestError, RestResult};
+use crate::auth::{self, Verb};
+use crate::state::AppState;
+
+#[derive(Deserialize, IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageQuery {
+    /// First UTC day, `YYYY-MM-DD` (default: the first of this month).
+    pub from: Option<String>,
+    /// Day after the last, `YYYY-MM-DD` (default: tomorrow).
+    pub to: Option<String>,
+    /// `namespace` (default), `claim` or `day`.
+    pub group_by: Option<String>,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+}
+
+/// Summed usage.
+#[derive(Serialize, ToSchema, Default, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub active_seconds: i64,
+    pub suspended_seconds: i64,
+    pub vcpu_seconds: f64,
+    #[serde(rename = "memoryGiBSeconds")]
+    pub memory_gib_seconds: f64,
+}
+
+impl From<UsageTotals> for Totals {
+    fn from(t: UsageTotals) -> Self {
+        Totals {
+            active_seconds: t.active_seconds,
+            suspended_seconds: t.suspended_seconds,
+            vcpu_seconds: t.vcpu_seconds,
+            memory_gib_seconds: t.memory_gib_seconds,
+        }
+    }
+}
+
+/// One row of a usage report; which keys are set depends on `groupBy`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageRow {
+    pub namespace: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_uid: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub day: Option<NaiveDate>,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+    pub group_by: String,
+    pub rows: Vec<UsageRow>,
+}
+
+fn day(s: Option<&str>, default: NaiveDate, what: &str) -> RestResult<NaiveDate> {
+    match s {
+        None | Some("") => Ok(default),
+        Some(s) => NaiveDate::parse_from_str(s, "%Y-%m-%d")
+            .map_err(|_| RestError::bad_request(format!("{what}={s:?} is not a day: write YYYY-MM-DD"))),
+    }
+}
+
+/// Usage totals over a range of UTC days, by namespace, claim or day.
+#[utoipa::path(get, path = "/api/v1/usage", tag = "Usage", params(UsageQuery),
+    responses((status = 200, description = "The report", body = UsageReport),
+              (status = 400, description = "A bad day or groupBy", body = ErrorBody),
+              (status = 403, description = "The caller may not read that namespace", body = ErrorBody)))]
+async fn usage_report(
+    c: Caller,
+    State(st): State<AppState>,
+    Query(q): Query<UsageQuery>,
+) -> RestResult<Json<UsageReport>> {
+    let today = Utc::now().date_naive();
+    let first = today.with_day(1).unwrap_or(today);
+    let from = day(q.from.as_deref(), first, "from")?;
+    let to = day(q.to.as_deref(), today.succ_opt().unwrap_or(today), "to")?;
+    if to <= from {
+        return Err(RestError::bad_request("to must be after from (it is the day after the last one counted)"));
+    }
+    if let Some(ns) = &q.namespace {
+        c.check(auth::may_access(&c.id, Verb::Read, Some(ns), false))?;
+    }
+    let may_read = |ns: &str| c.id.may_use_namespace(ns);
+    let pool = st.store.pool();
+    let group_by = q.group_by.clone().unwrap_or_else(|| "namespace".into());
+    let rows: Vec<UsageRow> = match group_by.as_str() {
+        "namespace" => history::namespace_totals(pool, from, to)
+            .await?
+            .into_iter()
+            .filter(|(ns, _)| q.namespace.as_deref().is_none_or(|want| want == ns) && may_read(ns))
+            .map(|(namespace, t)| UsageRow {
+                namespace,
+                claim_uid: None,
+                claim_name: None,
+                day: None,
+                totals: t.into(),
+            })
+            .collect(),
+        "claim" => history::claim_totals(pool, q.namespace.as_deref(), from, to)
+            .await?
+            .into_iter()
+            .filter(|r| may_read(&r.namespace))
+            .map(|r| UsageRow {
+                namespace: r.namespace,
+                claim_uid: Some(r.claim_uid),
+                claim_name: Some(r.claim_name),
+                day: None,
+                totals: r.totals.into(),
+            })
+            .collect(),
+        "day" => history::daily_totals(pool, q.namespace.as_deref(), from, to)
+            .await?
+            .into_iter()
+            .filter(|r| may_read(&r.namespace))
+            .map(|r| UsageRow {
+                namespace: r.namespace,
+                claim_uid: None,
+                claim_name: None,
+                day: Some(r.day),
+                totals: r.totals.into(),
+            })
+            .collect(),
+        other => return Err(RestError::bad_request(format!("groupBy={other:?}: use namespace, claim or day"))),
+    };
+    Ok(Json(UsageReport { from, to, group_by, rows }))
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageIntervalRow {
+    pub interval_start: chrono::DateTime<Utc>,
+    pub interval_end: chrono::DateTime<Utc>,
+    /// `active`, `suspended` or `none`.
+    pub state: String,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimUsageHistory {
+    pub claim_uid: Uuid,
+    pub namespace: String,
+    pub claim_name: String,
+    pub intervals: Vec<UsageIntervalRow>,
+    /// The intervals summed: what the claim's status.usage shows.
+    pub total: Totals,
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ClaimUidPath {
+    /// The MachineClaim's metadata.uid.
+    pub uid: String,
+}
+
+/// One claim's accrual intervals and their sum.
+#[utoipa::path(get, path = "/api/v1/usage/claims/{uid}", tag = "Usage", params(ClaimUidPath),
+    responses((status = 200, description = "The history", body = ClaimUsageHistory),
+              (status = 400, description = "Not a uid", body = ErrorBody),
+              (status = 404, description = "Nothing recorded for this claim", body = ErrorBody)))]
+async fn usage_claim(
+    c: Caller,
+    State(st): State<AppState>,
+    Path(p): Path<ClaimUidPath>,
+) -> RestResult<Json<ClaimUsageHistory>> {
+    let uid = Uuid::parse_str(&p.uid).map_err(|_| RestError::bad_request(format!("{:?} is not a claim uid", p.uid)))?;
+    let intervals = history::claim_history(st.store.pool(), uid).await?;
+    let first =
+        intervals.first().ok_or_else(|| RestError::not_found(format!("no usage is recorded for claim {uid}")))?;
+    // Same answer as for a claim that does not exist: what another namespace holds stays unseen.
+    if !c.id.may_use_namespace(&first.namespace) {
+        return Err(RestError::not_found(format!("no usage is recorded for claim {uid}")));
+    }
+    let (namespace, claim_name) = (first.namespace.clone(), first.claim_name.clone());
+    let mut total = Totals::default();
+    let rows = intervals
+        .into_iter()
+        .map(|i| {
+            let t = Totals {
+                active_seconds: i.active_seconds,
+                suspended_seconds: i.suspended_seconds,
+                vcpu_seconds: i.vcpu_seconds,
+                memory_gib_seconds: i.memory_gib_seconds,
+            };
+            total.active_seconds += t.active_seconds;
+            total.suspended_seconds += t.suspended_seconds;
+            total.vcpu_seconds += t.vcpu_seconds;
+            total.memory_gib_seconds += t.memory_gib_seconds;
+            UsageIntervalRow {
+                interval_start: i.interval_start,
+                interval_end: i.interval_end,
+                state: i.state.as_str().into(),
+                totals: t,
+            }
+        })
+        .collect();
+    Ok(Json(ClaimUsageHistory { claim_uid: uid, namespace, claim_name, intervals: rows, total }))
+}
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(usage_report)).routes(routes!(usage_claim))
+}
