@@ -52,13 +52,18 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
 
 /// Opens a runtime on `state_dir` and serves it in this process on a free loopback port;
 /// returns its URL.
-pub async fn serve_in_process(state_dir: PathBuf, node_name: &str, token: &str) -> Result<String> {
+pub async fn serve_in_process(
+    state_dir: PathBuf,
+    node_name: &str,
+    token: &str,
+    config: Option<PathBuf>,
+) -> Result<String> {
     let args = RuntimeArgs {
         state_dir,
         listen: "127.0.0.1:0".parse()?,
         node_name: node_name.to_string(),
         token: token.to_string(),
-        config: None,
+        config,
         insecure_registries: vec![],
     };
     let rt = open(&args).await?;

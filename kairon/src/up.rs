@@ -36,6 +36,10 @@ pub struct UpArgs {
     /// Run without this node's runtime and node agent (sandboxes need root for runc).
     #[arg(long)]
     no_runtime: bool,
+    /// This node's config file (TOML: `[sandbox] egress_allow_domains`, `inject_authorization`;
+    /// `[registry]`).
+    #[arg(long, env = "KAIRON_NODE_CONFIG")]
+    node_config: Option<PathBuf>,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
     #[command(flatten)]
@@ -269,5 +273,6 @@ fn runtime_token(data_dir: &Path) -> Result<String> {
 
 /// Starts this node's runtime in-process on a free loopback port and returns its URL.
 async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<String> {
-    crate::runtime_cmd::serve_in_process(data_dir.join("runtime").join(&args.node_name), &args.node_name, token).await
+    let state_dir = data_dir.join("runtime").join(&args.node_name);
+    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone()).await
 }
