@@ -210,11 +210,33 @@ async fn machine_exec(
     Path(p): Path<ObjectPath>,
     Json(req): Json<ExecRequest>,
 ) -> RestResult<Json<ExecResult>> {
-    if req.command.is_empty() {
-        return Err(RestError::bad_request("command must name a program, e.g. [\"sh\", \"-c\", \"echo hi\"]"));
-    }
+    check_command(&req)?;
     let s = open(&c, &p, Needs::GuestAgent).await?;
     Ok(Json(s.runtime.exec(&s.id, &req).await?))
+}
+
+/// A command line cannot carry NUL bytes (the kernel ends strings there), and must name a
+/// program.
+fn check_command(req: &ExecRequest) -> RestResult<()> {
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(RestError::bad_request("command must name a program, e.g. [\"sh\", \"-c\", \"echo hi\"]"));
+    }
+    let fields = req
+        .command
+        .iter()
+        .map(|a| ("command", a.as_str()))
+        .chain(req.env.iter().flat_map(|(k, v)| [("env", k.as_str()), ("env", v.as_str())]))
+        .chain(req.cwd.iter().map(|c| ("cwd", c.as_str())))
+        .chain(req.user.iter().map(|u| ("user", u.as_str())));
+    for (field, value) in fields {
+        if value.contains('\0') {
+            return Err(RestError::bad_request(format!("{field} contains a NUL byte, which no program can receive")));
+        }
+    }
+    if req.env.keys().any(|k| k.is_empty() || k.contains('=')) {
+        return Err(RestError::bad_request("env names must be non-empty and contain no '='"));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -236,9 +258,7 @@ async fn process_start(
     Path(p): Path<ObjectPath>,
     Json(req): Json<ExecRequest>,
 ) -> RestResult<(StatusCode, Json<Process>)> {
-    if req.command.is_empty() {
-        return Err(RestError::bad_request("command must name a program"));
-    }
+    check_command(&req)?;
     let s = open(&c, &p, Needs::GuestAgent).await?;
     Ok((StatusCode::CREATED, Json(s.runtime.start_process(&s.id, &req).await?)))
 }
