@@ -4,6 +4,7 @@
 //! table or (`--json`) one JSON object.
 
 mod node;
+mod rest;
 mod sandbox;
 
 use std::collections::BTreeMap;
@@ -62,6 +63,15 @@ struct Cli {
     /// How long a watcher waits for its next event before it gives up, in seconds.
     #[arg(long, default_value_t = 30)]
     watch_idle_timeout: u64,
+    /// Concurrent clients of the REST scenario's GET phase.
+    #[arg(long, default_value_t = 8)]
+    rest_clients: usize,
+    /// Requests each REST client sends (and execs measured).
+    #[arg(long, default_value_t = 200)]
+    rest_requests: usize,
+    /// Wakes from an idle Pause measured in the REST scenario.
+    #[arg(long, default_value_t = 30)]
+    rest_wakes: usize,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -75,6 +85,8 @@ enum Scenario {
     Sandbox,
     /// The node agent's CPU per tick with many lifecycle sandboxes.
     Node,
+    /// The REST API: GET machine rate and latency, exec round trip, wake-on-connect latency.
+    Rest,
     /// Every scenario.
     All,
 }
@@ -655,6 +667,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Node | Scenario::All) {
         node::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Rest | Scenario::All) {
+        rest::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -18,8 +18,9 @@ async fn fuzzing_the_document_finds_no_server_error() {
     rest.get("/api/v1/machines/default/fuzzed/wait?phase=Running&timeoutSeconds=120").await.ok();
 
     let report = k.data_dir.path().join("schemathesis");
-    let out = Command::new("schemathesis")
-        .arg("run")
+    // Through the module, so it is found wherever pip put its scripts.
+    let out = Command::new("python3")
+        .args(["-m", "schemathesis.cli", "run"])
         .arg(format!("{}/openapi.json", k.url))
         .args(["--url", &k.url])
         .args(["-H", &format!("Authorization: Bearer {}", k.admin_token)])
