@@ -284,6 +284,19 @@ async fn kubernetes_paths(k: &Kairon) -> Vec<String> {
                 .push(format!("kube path: {who:?} {method} {path}: wanted {want}, got {} {}", got.status, got.body));
         }
     }
+    // Creating a sandbox-track Machine is admin-only there too.
+    let alice = client(k, Caller::Alice);
+    for (spec, want) in [
+        (json!({"sandbox": {"templateName": "busybox"}}), 403),
+        (json!({"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}}), 201),
+    ] {
+        let m = json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "by-alice"}, "spec": spec});
+        let req = alice.request(reqwest::Method::POST, "/apis/kairon.zyvor.dev/v1/namespaces/agents/machines?dryRun=All").json(&m);
+        let got = alice.send(req).await;
+        if got.status != want || (want == 403 && !got.body.to_string().contains("admin-only")) {
+            failures.push(format!("kube path: Alice creates {spec}: wanted {want}, got {} {}", got.status, got.body));
+        }
+    }
     let bob = client(k, Caller::Bob);
     let out = std::process::Command::new("kubectl")
         .env("KUBECONFIG", &k.kubeconfig)
