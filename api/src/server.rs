@@ -18,11 +18,25 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Largest request body on the REST paths (file uploads).
 pub const MAX_REST_BODY_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
 
+/// Everything the embedded mode serves: the Kubernetes-compatible API and the REST API.
 pub fn router(state: AppState) -> Router {
     let k8s = crate::k8s::router()
         .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+    rest_router(state.clone()).merge(k8s.with_state(state))
+}
+
+/// The REST API alone, for a real cluster (`kairon api`): resources live in the cluster's own
+/// API server, which the REST layer reaches through kube-rs.
+pub fn cluster_router(state: AppState) -> Router {
+    let metrics = Router::new()
+        .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    rest_router(state.clone()).merge(metrics.with_state(state))
+}
+
+fn rest_router(state: AppState) -> Router {
     let (rest, doc) = crate::rest::routes().split_for_parts();
     let rest = rest
         .merge(crate::rest::guest::sandbox_http_router())
@@ -37,7 +51,6 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .merge(docs)
         .merge(rest)
-        .merge(k8s)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -1,5 +1,6 @@
 //! `kairon`: the Kairon control plane in one binary.
 
+mod api_cmd;
 mod node_cmd;
 mod postgres;
 mod runtime_cmd;
@@ -25,6 +26,8 @@ enum Command {
     /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
     /// unless DATABASE_URL is set.
     Up(up::UpArgs),
+    /// Run the REST API alone against a real cluster (resources through its Kubernetes API).
+    Api(api_cmd::ApiArgs),
     /// Run a node agent (with its own runtime unless --runtime-endpoint is given) against a
     /// Kairon API.
     Node(node_cmd::NodeArgs),
@@ -75,6 +78,7 @@ async fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
+        Command::Api(args) => api_cmd::run(args).await,
         Command::Runtime(args) => runtime_cmd::run(args).await,
         Command::Node(args) => node_cmd::run(args).await,
         Command::Token(t) => {

@@ -245,6 +245,11 @@ impl Kairon {
         bail!("kairon up did not stop within 120 s of SIGTERM")
     }
 
+    /// The database this instance uses (unset for a private PostgreSQL).
+    pub fn database(&self) -> Option<&str> {
+        self.database_url.as_deref()
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

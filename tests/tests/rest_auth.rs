@@ -291,7 +291,9 @@ async fn kubernetes_paths(k: &Kairon) -> Vec<String> {
         (json!({"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}}), 201),
     ] {
         let m = json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "by-alice"}, "spec": spec});
-        let req = alice.request(reqwest::Method::POST, "/apis/kairon.zyvor.dev/v1/namespaces/agents/machines?dryRun=All").json(&m);
+        let req = alice
+            .request(reqwest::Method::POST, "/apis/kairon.zyvor.dev/v1/namespaces/agents/machines?dryRun=All")
+            .json(&m);
         let got = alice.send(req).await;
         if got.status != want || (want == 403 && !got.body.to_string().contains("admin-only")) {
             failures.push(format!("kube path: Alice creates {spec}: wanted {want}, got {} {}", got.status, got.body));

@@ -501,7 +501,8 @@ fn sandbox_track_is_admin_only(c: &Ctx<'_>, obj: &Value) -> ApiResult<()> {
         _ => false,
     };
     if sandbox {
-        crate::auth::admin_only(c.id, "creating a sandbox-track (spec.sandbox) Machine").map_err(ApiError::forbidden)?;
+        crate::auth::admin_only(c.id, "creating a sandbox-track (spec.sandbox) Machine")
+            .map_err(ApiError::forbidden)?;
     }
     Ok(())
 }
