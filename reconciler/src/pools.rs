@@ -1,6 +1,7 @@
 //! The MachinePool controller: keeps `replicas` unclaimed members, warms them up, pauses them
 //! (Paused pools) or resumes them (Running pools), trims the surplus (non-warm first), and
-//! reports replicas, ready, warm and claimed.
+//! reports replicas, ready, warm and claimed. A deleted pool's finalizer deletes its members
+//! (claimed ones too, as garbage collection of their owner would) before the pool goes.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -11,6 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -21,6 +23,9 @@ use kairon_model::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerStat
 
 /// Set by the pool controller when it first sees a member Running: where warm-up counts from.
 pub const WARM_SINCE: &str = "kairon.zyvor.dev/warm-since";
+
+/// The pool controller deletes a deleted pool's members before the pool goes.
+pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
 
 /// A pool member as the pure decisions see it. Times are Unix milliseconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -232,12 +237,44 @@ struct Ctx {
 pub enum PoolError {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<PoolError>>),
 }
 
 async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Ctx>) -> Result<Action, PoolError> {
-    if pool.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+    let api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    finalizer(&api, POOL_FINALIZER, pool, |ev| async {
+        match ev {
+            Finalizer::Apply(p) => apply(p, &ctx).await,
+            Finalizer::Cleanup(p) => cleanup(p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| PoolError::Finalizer(Box::new(e)))
+}
+
+/// Which members a deleted pool still has to delete: those not already being deleted.
+pub fn to_delete(members: &[MemberView]) -> Vec<String> {
+    members.iter().filter(|m| !m.deleting).map(|m| m.name.clone()).collect()
+}
+
+/// A deleted pool: delete every member (not leaving it to garbage collection), and let the
+/// finalizer go once each of them is being deleted.
+async fn cleanup(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    let machines = members(&ctx.client, &pool).await?;
+    let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
+    for name in to_delete(&views) {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(pool = %pool.name_any(), member = %name, "pool deleted; deleting its member"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
+    Ok(Action::await_change())
+}
+
+async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let ns = pool.namespace().unwrap_or_default();
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &ns);
@@ -424,6 +461,18 @@ mod tests {
         assert!(!is_warm(&a, WarmPowerState::Paused, 1, T0 + 500));
         let p = plan(1, WarmPowerState::Running, 1, false, &[a], T0);
         assert_eq!(p.requeue_after_ms, Some(500));
+    }
+
+    #[test]
+    fn a_deleted_pool_deletes_every_member_not_already_going() {
+        let mut claimed = m("claimed", 0, Some(Running), P::Running, Some(0));
+        claimed.claimed = true;
+        let mut going = m("going", 0, Some(Paused), P::Paused, Some(0));
+        going.deleting = true;
+        let members =
+            [m("warm", 0, Some(Paused), P::Paused, Some(0)), claimed, going, m("new", 0, None, P::Running, None)];
+        assert_eq!(to_delete(&members), vec!["warm".to_string(), "claimed".to_string(), "new".to_string()]);
+        assert!(to_delete(&[]).is_empty());
     }
 
     #[test]
