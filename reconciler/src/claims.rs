@@ -212,9 +212,10 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
         return Ok(Action::await_change());
     };
     let members = pools::members(&ctx.client, &pool).await?;
+    let want = pools::warm_phase(pool.spec.warm_power_state, pools::template_paused(&pool));
     let warm: Vec<String> = members
         .iter()
-        .filter(|m| pools::is_warm(&MemberView::of(m), pool.spec.warm_power_state, pool.spec.warmup_seconds, now))
+        .filter(|m| pools::is_warm(&MemberView::of(m), want, pool.spec.warmup_seconds, now))
         .map(|m| m.name_any())
         .collect();
     let at = pools::rfc3339(now);

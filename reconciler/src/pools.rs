@@ -70,17 +70,28 @@ pub fn rfc3339(ms: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
 }
 
-/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm power
-/// state's phase (Paused pool: Paused; Running pool: Running).
-pub fn is_warm(m: &MemberView, warm: WarmPowerState, warmup_seconds: i64, now_ms: i64) -> bool {
+/// The phase a warm member is in: Paused for a Paused pool, and for a Running pool whose
+/// template itself asks for Paused (the pool leaves those Paused); Running otherwise.
+pub fn warm_phase(warm: WarmPowerState, template_paused: bool) -> MachinePhase {
+    match warm {
+        WarmPowerState::Paused => MachinePhase::Paused,
+        WarmPowerState::Running if template_paused => MachinePhase::Paused,
+        WarmPowerState::Running => MachinePhase::Running,
+    }
+}
+
+/// Whether the pool's template itself asks for `powerState: Paused`.
+pub fn template_paused(pool: &MachinePool) -> bool {
+    pool.spec.template.spec.power_state == Some(PowerState::Paused)
+}
+
+/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm phase
+/// ([`warm_phase`]).
+pub fn is_warm(m: &MemberView, want: MachinePhase, warmup_seconds: i64, now_ms: i64) -> bool {
     if m.claimed || m.deleting {
         return false;
     }
     let past = m.warm_at_ms(warmup_seconds).is_some_and(|t| t <= now_ms);
-    let want = match warm {
-        WarmPowerState::Paused => MachinePhase::Paused,
-        WarmPowerState::Running => MachinePhase::Running,
-    };
     past && m.phase == Some(want)
 }
 
@@ -120,12 +131,14 @@ pub fn plan(
     now_ms: i64,
 ) -> Plan {
     let mut p = Plan::default();
-    // Members first seen Running start their warm-up now.
+    let warm_in = warm_phase(warm, template_paused);
+    // Members first seen up (Running, or in the warm phase) start their warm-up now.
     let members: Vec<MemberView> = members
         .iter()
         .map(|m| {
             let mut m = m.clone();
-            if !m.claimed && !m.deleting && m.warm_since_ms.is_none() && m.phase == Some(MachinePhase::Running) {
+            let up = m.phase == Some(MachinePhase::Running) || m.phase == Some(warm_in);
+            if !m.claimed && !m.deleting && m.warm_since_ms.is_none() && up {
                 p.stamp.push(m.name.clone());
                 m.warm_since_ms = Some(now_ms);
             }
@@ -141,7 +154,7 @@ pub fn plan(
         // Non-warm first, then the newest.
         let mut order = unclaimed.clone();
         order.sort_by_key(|m| {
-            (is_warm(m, warm, warmup_seconds, now_ms), std::cmp::Reverse(m.created_ms), m.name.clone())
+            (is_warm(m, warm_in, warmup_seconds, now_ms), std::cmp::Reverse(m.created_ms), m.name.clone())
         });
         let surplus: Vec<String> = order.iter().take(unclaimed.len() - want).map(|m| m.name.clone()).collect();
         unclaimed.retain(|m| !surplus.contains(&m.name));
@@ -168,7 +181,7 @@ pub fn plan(
         if matches!(m.phase, Some(MachinePhase::Running | MachinePhase::Paused)) {
             p.counts.ready += 1;
         }
-        if is_warm(m, warm, warmup_seconds, now_ms) {
+        if is_warm(m, warm_in, warmup_seconds, now_ms) {
             p.counts.warm += 1;
         }
     }
@@ -281,7 +294,7 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let machines = members(&ctx.client, &pool).await?;
     let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
     let now = now_ms();
-    let template_paused = pool.spec.template.spec.power_state == Some(PowerState::Paused);
+    let template_paused = template_paused(&pool);
     let p =
         plan(pool.spec.replicas, pool.spec.warm_power_state, pool.spec.warmup_seconds, template_paused, &views, now);
     for _ in 0..p.create {
@@ -454,11 +467,32 @@ mod tests {
     }
 
     #[test]
+    fn a_running_pool_with_a_paused_template_keeps_paused_members_and_hands_them_out() {
+        // Booted and paused at once by the node: first seen Paused, so its warm-up starts then.
+        let members = [m("a", 0, Some(Paused), P::Paused, None)];
+        let p = plan(1, WarmPowerState::Running, 2, true, &members, T0);
+        assert_eq!(p.stamp, vec!["a".to_string()]);
+        assert!(p.power.is_empty(), "not resumed: the template asks for Paused");
+        assert_eq!(p.counts, Counts { replicas: 1, ready: 1, warm: 0, claimed: 0 });
+        assert_eq!(p.requeue_after_ms, Some(2000));
+        let members = [m("a", 0, Some(Paused), P::Paused, Some(T0 - 2000))];
+        let p = plan(1, WarmPowerState::Running, 2, true, &members, T0);
+        assert_eq!(p.counts.warm, 1, "a Paused member is warm (claimable) in such a pool");
+        // Without the paused template the same member is resumed, and not warm until Running.
+        let p = plan(1, WarmPowerState::Running, 2, false, &members, T0);
+        assert_eq!(p.power, vec![("a".to_string(), P::Running)]);
+        assert_eq!(p.counts.warm, 0);
+    }
+
+    #[test]
     fn a_running_member_of_a_running_pool_is_warm_after_warmup() {
         let a = m("a", 0, Some(Running), P::Running, Some(T0 - 500));
-        assert!(!is_warm(&a, WarmPowerState::Running, 1, T0));
-        assert!(is_warm(&a, WarmPowerState::Running, 1, T0 + 500));
-        assert!(!is_warm(&a, WarmPowerState::Paused, 1, T0 + 500));
+        assert!(!is_warm(&a, Running, 1, T0));
+        assert!(is_warm(&a, Running, 1, T0 + 500));
+        assert!(!is_warm(&a, Paused, 1, T0 + 500));
+        assert_eq!(warm_phase(WarmPowerState::Running, false), Running);
+        assert_eq!(warm_phase(WarmPowerState::Paused, false), Paused);
+        assert_eq!(warm_phase(WarmPowerState::Paused, true), Paused);
         let p = plan(1, WarmPowerState::Running, 1, false, &[a], T0);
         assert_eq!(p.requeue_after_ms, Some(500));
     }

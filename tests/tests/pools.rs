@@ -361,3 +361,50 @@ async fn a_deleted_pool_deletes_its_members_itself_before_it_goes() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_pool_resumes_paused_members_unless_its_template_asks_for_paused() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+
+    // A member of a Running pool paused by hand is resumed by the pool.
+    pools.create(&PostParams::default(), &pool("run", 1, "Running", 1)).await.unwrap();
+    wait_warm(&pools, "run", 1, Duration::from_secs(90)).await;
+    let name = members(&machines, "run").await[0].name_any();
+    let pause = json!({"spec": {"powerState": "Paused"}});
+    machines.patch(&name, &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
+    eventually("the pool to resume its paused member", Duration::from_secs(60), || async {
+        let m = machines.get(&name).await.ok()?;
+        (m.spec.power_state == Some(PowerState::Running) && phase(&m) == Some(MachinePhase::Running)).then_some(())
+    })
+    .await;
+
+    // A Running pool whose template asks for Paused leaves its members Paused, counts them warm,
+    // and a claim takes one and resumes it.
+    let mut p = pool("still", 2, "Running", 1);
+    p.spec.template.spec.power_state = Some(PowerState::Paused);
+    pools.create(&PostParams::default(), &p).await.unwrap();
+    wait_warm(&pools, "still", 2, Duration::from_secs(90)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for m in members(&machines, "still").await {
+        assert_eq!(phase(&m), Some(MachinePhase::Paused), "{} stays Paused", m.name_any());
+        assert_eq!(m.spec.power_state, Some(PowerState::Paused), "{} is not resumed", m.name_any());
+    }
+    claims.create(&PostParams::default(), &claim("take", "still", None)).await.unwrap();
+    let c = eventually("take bound", Duration::from_secs(60), || async {
+        claims.get("take").await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+    })
+    .await;
+    let taken = c.status.unwrap().machine_name.unwrap();
+    wait_phase_of(&machines, &taken, MachinePhase::Running).await;
+}
+
+async fn wait_phase_of(api: &Api<Machine>, name: &str, want: MachinePhase) {
+    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
+    })
+    .await;
+}
