@@ -3,6 +3,8 @@
 //! user's client would see it. Progress goes to stderr; the figures go to stdout, as an aligned
 //! table or (`--json`) one JSON object.
 
+mod claims;
+mod controller;
 mod node;
 mod rest;
 mod sandbox;
@@ -48,7 +50,19 @@ struct Cli {
     /// Lifecycle sandboxes the node scenario runs.
     #[arg(long, default_value_t = 500)]
     node_machines: usize,
-    /// Paused members of the pool in the sandbox scenario.
+    /// Claims made (one at a time, each from a full Paused pool) in the claims scenario.
+    #[arg(long, default_value_t = 20)]
+    claims: usize,
+    /// Simulated lifecycle Machines in the controller scenario.
+    #[arg(long, default_value_t = 10_000)]
+    controller_machines: usize,
+    /// How long the controller scenario measures the steady state, in seconds.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// last-activity stamps a second during the controller scenario's steady state.
+    #[arg(long, default_value_t = 10.0)]
+    churn: f64,
+    /// Paused members of the pool in the sandbox and claims scenarios.
     #[arg(long, default_value_t = 5)]
     pool_size: u32,
     /// The writer's steady pace, in updates per second.
@@ -87,6 +101,10 @@ enum Scenario {
     Node,
     /// The REST API: GET machine rate and latency, exec round trip, wake-on-connect latency.
     Rest,
+    /// Claim-to-Bound and claim-to-Running from a Paused pool of runc sandboxes (kairon up).
+    Claims,
+    /// `kairon controller` CPU and memory over many simulated lifecycle Machines.
+    Controller,
     /// Every scenario.
     All,
 }
@@ -670,6 +688,12 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Rest | Scenario::All) {
         rest::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Claims | Scenario::All) {
+        claims::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Controller | Scenario::All) {
+        controller::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -1,6 +1,7 @@
 //! `kairon`: the Kairon control plane in one binary.
 
 mod api_cmd;
+mod controller_cmd;
 mod node_cmd;
 mod postgres;
 mod runtime_cmd;
@@ -31,6 +32,8 @@ enum Command {
     /// Run a node agent (with its own runtime unless --runtime-endpoint is given) against a
     /// Kairon API.
     Node(node_cmd::NodeArgs),
+    /// Run the controllers alone (leader-elected) against a Kairon API or a cluster.
+    Controller(controller_cmd::ControllerArgs),
     /// Run this node's runtime (the FluxVM v1 API over runc sandboxes) on its own.
     Runtime(runtime_cmd::RuntimeArgs),
     /// Print a signed bearer token.
@@ -81,6 +84,7 @@ async fn main() -> Result<()> {
         Command::Api(args) => api_cmd::run(args).await,
         Command::Runtime(args) => runtime_cmd::run(args).await,
         Command::Node(args) => node_cmd::run(args).await,
+        Command::Controller(args) => controller_cmd::run(args).await,
         Command::Token(t) => {
             let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
             let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;

@@ -87,15 +87,34 @@ impl Kairon {
 
     /// Stops this instance and starts it again on the same data dir and database.
     pub fn restart(self) -> Result<Kairon> {
+        let extra = self.extra.clone();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        self.restart_with(&extra)
+    }
+
+    /// The same, with other extra flags (unless it was killed, it is stopped with SIGTERM first).
+    pub fn restart_with(self, extra: &[&str]) -> Result<Kairon> {
         let mut old = self;
         if old.child.is_some() {
             old.stop()?;
         }
         let data_dir = std::mem::replace(&mut old.data_dir, tempfile::tempdir()?);
-        let extra: Vec<&str> = old.extra.iter().map(String::as_str).collect();
-        let mut k = Self::spawn(data_dir, &extra, old.database_url.clone())?;
+        let mut k = Self::spawn(data_dir, extra, old.database_url.clone())?;
         k.database = old.database.take();
         Ok(k)
+    }
+
+    /// SIGKILL: the server gets no chance to clean up (its sandboxes and database stay).
+    pub fn kill9(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else { bail!("already stopped") };
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// The database this instance runs on (None with a private PostgreSQL).
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url.as_deref()
     }
 
     fn spawn(data_dir: tempfile::TempDir, extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
