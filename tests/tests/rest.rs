@@ -644,3 +644,32 @@ fn chrono_today() -> String {
     let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%d"]).output().unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_relay_session_keeps_stamping_activity_until_it_closes() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let rest = k.rest().unwrap();
+    rest.post("/api/v1/machines/agents", sandbox("busy")).await.ok();
+    running(&rest, "agents", "busy").await;
+    let stamp = || async {
+        rest.get("/api/v1/machines/agents/busy").await.ok()["metadata"]["annotations"]["kairon.zyvor.dev/last-activity"]
+            .as_str()
+            .map(String::from)
+    };
+    let console = rest.websocket("/api/v1/machines/agents/busy/console").await.unwrap();
+    // The guest is quiet and nothing is typed: only the open session stamps.
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while seen.len() < 3 {
+        assert!(tokio::time::Instant::now() < deadline, "only {seen:?} stamped while the console was open");
+        if let Some(v) = stamp().await {
+            seen.insert(v);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(console);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after_close = stamp().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(stamp().await, after_close, "a closed session stamps no more");
+}
