@@ -42,7 +42,8 @@ fn rest_router(state: AppState) -> Router {
         .merge(crate::rest::guest::sandbox_http_router())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
         .layer(DefaultBodyLimit::max(MAX_REST_BODY_BYTES))
-        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES));
+        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES))
+        .layer(middleware::map_response(too_large_as_json));
     let doc = crate::rest::with_unrouted(doc);
     let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
     Router::new()
@@ -53,6 +54,19 @@ fn rest_router(state: AppState) -> Router {
         .merge(rest)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// The body limit answers in plain text; REST callers get the same JSON error as everywhere.
+async fn too_large_as_json(resp: Response) -> Response {
+    if resp.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return resp;
+    }
+    RestError::new(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "PayloadTooLarge",
+        format!("the request body is larger than {} MiB", MAX_REST_BODY_BYTES / (1024 * 1024)),
+    )
+    .into_response()
 }
 
 async fn readyz(State(st): State<AppState>) -> Response {

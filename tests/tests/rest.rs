@@ -203,6 +203,10 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     assert_eq!(rest.get(&format!("{base}/files?path=relative")).await.status, 400);
     let bad_mode = rest.request(reqwest::Method::PUT, &format!("{base}/files?path=/tmp/x&mode=999")).body("x");
     assert_eq!(rest.send(bad_mode).await.status, 400);
+    let huge =
+        rest.request(reqwest::Method::PUT, &format!("{base}/files?path=/tmp/huge")).body(vec![0u8; 65 * 1024 * 1024]);
+    let huge = rest.send(huge).await;
+    assert_eq!((huge.status, huge.reason()), (413, "PayloadTooLarge"), "{huge:?}");
 
     // Background processes: start, list, logs (also followed), wait, kill.
     let p = rest
