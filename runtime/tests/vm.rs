@@ -417,11 +417,12 @@ async fn guest_filesystems_freeze_until_a_deadline_and_console_vnc_proxy_and_ssh
         &vm.id,
         &ExecRequest {
             command: vec![
-                "python3".into(),
-                "-m".into(),
-                "http.server".into(),
+                "/usr/lib/kairon/busybox".into(),
+                "httpd".into(),
+                "-f".into(),
+                "-p".into(),
                 "8080".into(),
-                "--directory".into(),
+                "-h".into(),
                 "/root/www".into(),
             ],
             ..Default::default()

@@ -286,9 +286,11 @@ fn guest_command(req: &ExecRequest) -> Result<(String, Vec<String>)> {
 
 /// Re-identification of a copy (fork child, claimed pool member), by guest-exec so a real
 /// qemu-ga does it too: 64 bytes of host entropy into the guest's pool and a forced CRNG
-/// reseed (RNDRESEEDCRNG), a new machine id, a new host name and a new MAC on eth0.
+/// reseed (the RNDRESEEDCRNG ioctl, through perl or python, whichever the image has), a new
+/// machine id, a new host name and a new MAC on eth0.
 pub const REIDENTIFY: &str = r#"head -c 64 > /dev/urandom
-command -v python3 >/dev/null && python3 -c 'import fcntl,os; fcntl.ioctl(os.open("/dev/urandom", os.O_WRONLY), 0x5207)'
+if command -v perl >/dev/null; then perl -e 'open(my $f, ">", "/dev/urandom") and ioctl($f, 0x5207, 0)'
+elif command -v python3 >/dev/null; then python3 -c 'import fcntl,os; fcntl.ioctl(os.open("/dev/urandom", os.O_WRONLY), 0x5207)'; fi
 echo "$1" > /etc/machine-id
 echo "$2" > /etc/hostname
 hostname "$2" 2>/dev/null || echo "$2" > /proc/sys/kernel/hostname
