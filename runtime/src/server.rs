@@ -99,7 +99,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
-    let vm = which_qemu();
+    let vm = crate::vm::qemu_installed();
     let accel = if vm { st.rt.acceleration().await } else { None };
     let backends: Vec<&str> = if vm { vec!["sandbox", "vm"] } else { vec!["sandbox"] };
     Json(serde_json::json!({
@@ -108,10 +108,6 @@ async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
         "acceleration": accel,
         "defaultImage": st.rt.default_image(),
     }))
-}
-
-fn which_qemu() -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(crate::vm::QEMU).is_file()))
 }
 
 async fn list_vms(State(st): State<AppState>, Query(q): Query<HashMap<String, String>>) -> Response {

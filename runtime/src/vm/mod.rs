@@ -166,6 +166,11 @@ pub fn hostname_for(name: &str) -> String {
     h.trim_end_matches(['-', '.']).to_string()
 }
 
+/// Whether QEMU is on the PATH (the node then offers the vm backend).
+pub fn qemu_installed() -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(QEMU).is_file()))
+}
+
 /// Whether a create request is for this backend: an image, and no template.
 pub fn wants_vm(req: &CreateVmRequest) -> bool {
     req.image.is_some() && req.sandbox.as_ref().is_none_or(|s| s.template_name.is_none())
@@ -1201,9 +1206,10 @@ async fn qemu_img(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Kills every QEMU this runtime started under `state_dir` (tests clean up with it).
-pub fn kill_all_under(state_dir: &Path) {
-    let needle = state_dir.join("instances").to_string_lossy().into_owned();
+/// Kills every QEMU whose files lie under `dir` (a runtime's state dir, or a data dir that
+/// holds one): tests clean up with it.
+pub fn kill_all_under(dir: &Path) {
+    let needle = format!("{}/", dir.to_string_lossy().trim_end_matches('/'));
     let Ok(all) = procfs::process::all_processes() else { return };
     for p in all.flatten() {
         let Ok(cmd) = p.cmdline() else { continue };
