@@ -5,6 +5,7 @@
 
 mod node;
 mod sandbox;
+mod vm;
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -47,6 +48,9 @@ struct Cli {
     /// Lifecycle sandboxes the node scenario runs.
     #[arg(long, default_value_t = 500)]
     node_machines: usize,
+    /// Repetitions of each measurement in the vm scenario (boots, hibernates, forks, claims).
+    #[arg(long, default_value_t = 5)]
+    vms: usize,
     /// Paused members of the pool in the sandbox scenario.
     #[arg(long, default_value_t = 5)]
     pool_size: u32,
@@ -75,6 +79,8 @@ enum Scenario {
     Sandbox,
     /// The node agent's CPU per tick with many lifecycle sandboxes.
     Node,
+    /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
+    Vm,
     /// Every scenario.
     All,
 }
@@ -655,6 +661,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Node | Scenario::All) {
         node::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
+        vm::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);
