@@ -8,6 +8,7 @@ mod controller;
 mod node;
 mod rest;
 mod sandbox;
+mod vm;
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -62,6 +63,9 @@ struct Cli {
     /// last-activity stamps a second during the controller scenario's steady state.
     #[arg(long, default_value_t = 10.0)]
     churn: f64,
+    /// Repetitions of each measurement in the vm scenario (boots, hibernates, forks, claims).
+    #[arg(long, default_value_t = 5)]
+    vms: usize,
     /// Paused members of the pool in the sandbox and claims scenarios.
     #[arg(long, default_value_t = 5)]
     pool_size: u32,
@@ -105,6 +109,8 @@ enum Scenario {
     Claims,
     /// `kairon controller` CPU and memory over many simulated lifecycle Machines.
     Controller,
+    /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
+    Vm,
     /// Every scenario.
     All,
 }
@@ -694,6 +700,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Controller | Scenario::All) {
         controller::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
+        vm::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -42,6 +42,13 @@ enum Command {
     Crds,
     /// Print the REST API's OpenAPI document (what openapi/openapi.json holds).
     Openapi,
+    /// Build the default VM image (kairon-hw.qcow2, with its kernel and initrd) unless it
+    /// exists, and print its path. `kairon up` does this in the background on first start.
+    Image {
+        /// Where images go when /var/lib/fluxvm/images cannot be written.
+        #[arg(long, env = "KAIRON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
     /// Apply the database migrations to DATABASE_URL.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -89,6 +96,14 @@ async fn main() -> Result<()> {
             let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
             let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;
             println!("{}", keys.mint(&t.sub, t.role, t.namespaces, t.ttl)?);
+            Ok(())
+        }
+        Command::Image { data_dir } => {
+            let dir = data_dir.unwrap_or_else(up::default_data_dir);
+            let images = kairon_runtime::vm::image::images_dir(&dir.join("images"));
+            let progress = kairon_runtime::oci::Progress::default();
+            let path = kairon_runtime::vm::image::ensure_default_image(&images, &progress).await?;
+            println!("{}", path.display());
             Ok(())
         }
         Command::Crds => {

@@ -67,6 +67,21 @@ pub async fn serve_in_process(
         insecure_registries: vec![],
     };
     let rt = open(&args).await?;
+    if kairon_runtime::vm::qemu_installed() {
+        // So `spec.image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}` works on a fresh node.
+        let bg = rt.clone();
+        tokio::spawn(async move {
+            let image = bg.default_image();
+            if image.is_file() {
+                return;
+            }
+            eprintln!("building the default VM image {} in the background", image.display());
+            match bg.ensure_default_image().await {
+                Ok(p) => eprintln!("the default VM image is ready: {}", p.display()),
+                Err(e) => eprintln!("warning: the default VM image was not built: {e}"),
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = kairon_runtime::server::router(rt, args.token);
