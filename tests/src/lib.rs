@@ -286,6 +286,8 @@ impl Drop for Kairon {
                 remove_sandboxes(&node.path());
             }
         }
+        // So do VMs (QEMU processes).
+        kairon_runtime::vm::kill_all_under(self.data_dir.path());
         if let Some(db) = &self.database {
             let _ = psql(&database_url(), &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
         }

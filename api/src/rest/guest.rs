@@ -695,6 +695,20 @@ async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgr
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
+/// The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/vnc", tag = "Guest", params(ObjectPath),
+    responses((status = 101, description = "Switching to the WebSocket protocol"),
+              (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
+              (status = 409, description = "Suspended by request, or not a VM", body = ErrorBody)))]
+async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
+    let s = open(&c, &p, Needs::Instance).await?;
+    if s.machine.spec.sandbox.as_ref().is_some_and(|sb| sb.template_name.is_some()) {
+        return Err(RestError::conflict("VncUnsupported", "a template sandbox has no display: VNC needs a VM"));
+    }
+    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/vnc", s.id), &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Path)]
 pub struct PortPath {
@@ -729,5 +743,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(file_read, file_write, file_delete))
         .routes(routes!(file_list))
         .routes(routes!(machine_console))
+        .routes(routes!(machine_vnc))
         .routes(routes!(machine_portforward))
 }
