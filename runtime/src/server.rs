@@ -60,6 +60,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/proxy/{port}/{*path}", any(proxy_path))
         .route("/v1/vms/{id}/tunnel/{port}", get(ws_tunnel))
         .route("/v1/vms/{id}/console", get(ws_console))
+        .route("/v1/vms/{id}/exec-stream", get(ws_exec_stream))
         .route("/v1/vms/{id}/fork", post(fork))
         .route("/v1/vms/{id}/clone", post(clone_vm))
         .route("/v1/vms/{id}/freeze", get(freeze_status).post(freeze))
@@ -323,6 +324,21 @@ async fn ws_tunnel(
 /// A WebSocket bridged to an interactive shell in the sandbox.
 async fn ws_console(State(st): State<AppState>, Path(id): Path<String>, ws: crate::stream::Upgrade) -> Response {
     crate::stream::console(&st.rt, &id, ws).await
+}
+
+#[derive(serde::Deserialize)]
+struct ExecStreamQuery {
+    /// The command as a JSON array of strings.
+    command: String,
+}
+
+async fn ws_exec_stream(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<ExecStreamQuery>,
+    ws: crate::stream::Upgrade,
+) -> Response {
+    crate::stream::exec_stream(&st.rt, &id, &q.command, ws).await
 }
 
 async fn fork(

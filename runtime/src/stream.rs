@@ -238,6 +238,50 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
     ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
 }
 
+/// `GET /v1/vms/{id}/exec-stream?command=["prog","arg"]`: one command in a sandbox, streamed.
+/// Client frames are its stdin (an empty frame closes stdin), its stdout and stderr come back
+/// as binary frames as they are produced, and its exit closes the socket with reason
+/// `exit <code>`; the client closing kills it.
+pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> Response {
+    let argv: Vec<String> = match serde_json::from_str(command) {
+        Ok(v) => v,
+        Err(_) => {
+            return RuntimeError::Invalid(
+                "command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]".into(),
+            )
+            .into_response();
+        }
+    };
+    if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) || argv[0].is_empty() {
+        return RuntimeError::Invalid("command must name a program, and no argument may hold a NUL byte".into())
+            .into_response();
+    }
+    if rt.get(id).await.is_ok_and(|vm| vm.backend == crate::vm::BACKEND) {
+        return RuntimeError::NotSupported(
+            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow"
+                .into(),
+        )
+        .into_response();
+    }
+    if let Err(e) = rt.guest_pid(id).await {
+        return e.into_response();
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let host = rt.sandbox_host();
+    let pid_file = PidFile(host.instance_dir(id).join(format!("exec-{}.pid", uuid::Uuid::new_v4().simple())));
+    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut cmd = host.attached_exec(id, &pid_file.0, &args);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return RuntimeError::Internal(format!("starting the command: {e}")).into_response(),
+    };
+    ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
 /// Whether `path` (relative to the root) exists as the guest sees it: symlinks are followed
 /// inside the sandbox's root, never out of it.
 fn guest_has(rootfs: &Path, path: &str) -> bool {
@@ -347,6 +391,11 @@ where
 async fn client_to_stdin<W: AsyncWrite + Unpin>(ws_rx: &mut WsRx, stdin: Option<W>) {
     let mut stdin = stdin;
     while let Some(bytes) = next_client_bytes(ws_rx).await {
+        // An empty frame is end-of-file: the program reads EOF, the session stays open.
+        if bytes.is_empty() {
+            stdin = None;
+            continue;
+        }
         if let Some(w) = stdin.as_mut()
             && w.write_all(&bytes).await.is_err()
         {

@@ -190,6 +190,31 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     let empty = rest.post(&format!("{base}/exec"), json!({"command": []})).await;
     assert_eq!(empty.status, 400);
 
+    // Exec streamed over WebSocket: stdin in (an empty frame is end-of-file), output out as it
+    // comes, the exit code in the close frame.
+    let cmd = "%5B%22sh%22%2C%22-c%22%2C%22echo%20ready%3B%20tr%20a-z%20A-Z%3B%20exit%207%22%5D";
+    let mut streamed = rest.websocket(&format!("{base}/exec/stream?command={cmd}")).await.unwrap();
+    let mut out = Vec::new();
+    while !String::from_utf8_lossy(&out).contains("ready\n") {
+        match tokio::time::timeout(Duration::from_secs(60), streamed.next()).await.unwrap() {
+            Some(Ok(Message::Binary(b))) => out.extend_from_slice(&b),
+            other => panic!("before any input: {other:?}"),
+        }
+    }
+    streamed.send(Message::Binary(b"shout\n".to_vec().into())).await.unwrap();
+    streamed.send(Message::Binary(Vec::new().into())).await.unwrap();
+    let reason = loop {
+        match tokio::time::timeout(Duration::from_secs(60), streamed.next()).await.unwrap() {
+            Some(Ok(Message::Binary(b))) => out.extend_from_slice(&b),
+            Some(Ok(Message::Close(Some(f)))) => break f.reason.to_string(),
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(String::from_utf8_lossy(&out), "ready\nSHOUT\n");
+    assert_eq!(reason, "exit 7");
+    let bad = rest.websocket(&format!("{base}/exec/stream?command=sh")).await;
+    assert!(bad.as_ref().is_err_and(|e| e.starts_with("400")), "{:?}", bad.err());
+
     // Files: upload, download, list, delete; bad paths are 400s.
     let put =
         rest.request(reqwest::Method::PUT, &format!("{base}/files?path=/tmp/task.py")).body(b"print('hi')".to_vec());

@@ -695,6 +695,46 @@ async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgr
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExecStreamQuery {
+    /// The command as a JSON array of strings, e.g. `["sh","-c","cat"]`.
+    pub command: String,
+}
+
+/// Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
+/// are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
+/// exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/exec/stream", tag = "Guest", params(ObjectPath, ExecStreamQuery),
+    responses((status = 101, description = "Switching to the WebSocket protocol"),
+              (status = 400, description = "command is not a JSON array naming a program", body = ErrorBody),
+              (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
+              (status = 409, description = "No guest agent, suspended by request, or a VM", body = ErrorBody)))]
+async fn machine_exec_stream(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(q): Query<ExecStreamQuery>,
+    ws: WebSocketUpgrade,
+) -> RestResult<Response> {
+    let command: Vec<String> = serde_json::from_str(&q.command)
+        .map_err(|_| RestError::bad_request("command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]"))?;
+    check_command(&ExecRequest { command, ..Default::default() })?;
+    let s = open(&c, &p, Needs::GuestAgent).await?;
+    if s.machine.spec.sandbox.as_ref().is_none_or(|sb| sb.template_name.is_none()) {
+        return Err(RestError::conflict(
+            "ExecStreamUnsupported",
+            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
+        ));
+    }
+    let mut url = reqwest::Url::parse("http://runtime/")
+        .and_then(|u| u.join(&format!("v1/vms/{}/exec-stream", s.id)))
+        .map_err(|e| RestError::internal(e.to_string()))?;
+    url.query_pairs_mut().append_pair("command", &q.command);
+    let path = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+    let upstream = connect_upstream(&s, &path, &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+}
+
 /// The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways.
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/vnc", tag = "Guest", params(ObjectPath),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
@@ -735,6 +775,7 @@ async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUp
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(machine_exec))
+        .routes(routes!(machine_exec_stream))
         .routes(routes!(process_start, process_list))
         .routes(routes!(process_get))
         .routes(routes!(process_logs))
