@@ -164,7 +164,9 @@ async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), Image
     tracing::info!(dir = %dir.display(), "building the default VM image {DEFAULT_IMAGE}");
 
     // The kernel: the package the meta-package points at, unpacked.
-    let deps = run("apt-cache depends", Command::new("apt-cache").args(["depends", KERNEL_PACKAGE])).await?;
+    let deps = run("apt-cache depends", Command::new("apt-cache").args(["depends", KERNEL_PACKAGE]))
+        .await
+        .map_err(|e| ImageError::Build(format!("{e} (are apt's package lists there? run apt-get update)")))?;
     let package = deps
         .lines()
         .filter_map(|l| l.trim().strip_prefix("Depends:"))
