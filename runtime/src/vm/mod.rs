@@ -735,10 +735,17 @@ impl VmHost {
         let run = self.running_or_err(id)?;
         let _ = self.resume(id).await;
         let sent = run.ga.lock().await.send("guest-shutdown", json!({"mode": "powerdown"}), GA_TIMEOUT).await;
-        if sent.is_err() {
+        if sent.is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while crate::sandbox::pid_alive(run.pid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        if crate::sandbox::pid_alive(run.pid) {
+            // No agent, or one that could not power off: the ACPI power button, then QEMU goes.
             let _ = self.qmp(id, "system_powerdown", json!({})).await;
         }
-        self.reap(id, &run, Duration::from_secs(60)).await;
+        self.reap(id, &run, Duration::from_secs(30)).await;
         Ok(())
     }
 
