@@ -147,6 +147,15 @@ pub async fn ensure_default_image(dir: &Path, progress: &Progress) -> Result<Pat
     if current() {
         return Ok(image);
     }
+    // Builds cut off earlier (their process died, so the lock is ours) leave their work dirs.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".build-") {
+                let _ = unmount_below(&e.path()).await;
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let work = dir.join(format!(".build-{}", uuid::Uuid::new_v4().simple()));
     let result = build(dir, &work, progress).await;
     let _ = unmount_below(&work).await;
