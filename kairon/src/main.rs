@@ -103,6 +103,10 @@ async fn main() -> Result<()> {
             let images = kairon_runtime::vm::image::images_dir(&dir.join("images"));
             let progress = kairon_runtime::oci::Progress::default();
             let path = kairon_runtime::vm::image::ensure_default_image(&images, &progress).await?;
+            // The KVM probe boots the image's kernel once per host boot; do it now, not when
+            // the first node registers.
+            let accel = kairon_runtime::vm::accel(Some(&path.with_extension("vmlinuz")), &images).await;
+            eprintln!("VM acceleration on this host: {accel:?}");
             println!("{}", path.display());
             Ok(())
         }

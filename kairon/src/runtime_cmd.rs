@@ -72,7 +72,7 @@ pub async fn serve_in_process(
         let bg = rt.clone();
         tokio::spawn(async move {
             let image = bg.default_image();
-            if image.is_file() {
+            if kairon_runtime::vm::image::is_current(image.parent().unwrap_or(std::path::Path::new("/"))) {
                 return;
             }
             eprintln!("building the default VM image {} in the background", image.display());

@@ -486,3 +486,41 @@ async fn guest_filesystems_freeze_until_a_deadline_and_console_vnc_proxy_and_ssh
     assert_eq!(vm.state, VmState::Halted, "qemu-ga powers the guest off");
     c.delete(&vm.id).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
+    let _one = SERIAL.lock().await;
+    let dir = tempfile::Builder::new().prefix("kvm").tempdir_in("/tmp").unwrap();
+    let _cleanup = Cleanup(dir.path().to_path_buf());
+    let open = || {
+        Runtime::open(kairon_runtime::engine::RuntimeConfig {
+            state_dir: dir.path().to_path_buf(),
+            node_name: "vm-adopt".into(),
+            registry: Default::default(),
+            egress: Default::default(),
+        })
+    };
+    let rt = open().await.unwrap();
+    let image = rt.ensure_default_image().await.unwrap();
+    let vm = rt.create(vm_request("kairon-default-adopted", &image)).await.unwrap();
+    let paused = rt
+        .create(CreateVmRequest { start_paused: true, ..vm_request("kairon-default-adopted-paused", &image) })
+        .await
+        .unwrap();
+    assert_eq!(paused.state, VmState::Paused);
+    let pid = vm.pid.unwrap();
+    // The runtime goes away (its connections close); the VMs' QEMUs keep running.
+    drop(rt);
+    assert!(alive(pid));
+    let rt = open().await.unwrap();
+    let again = rt.get("kairon-default-adopted").await.unwrap();
+    assert_eq!((again.id.as_str(), again.state, again.pid), (vm.id.as_str(), VmState::Running, Some(pid)));
+    assert_eq!(rt.get(&paused.id).await.unwrap().state, VmState::Paused);
+    let out = rt.exec(&vm.id, &ExecRequest { command: vec!["hostname".into()], ..Default::default() }).await.unwrap();
+    assert_eq!(out.stdout, "kairon-default-adopted\n");
+    rt.power(&paused.id, PowerAction::Resume, false).await.unwrap();
+    for id in [&vm.id, &paused.id] {
+        rt.delete(id).await.unwrap();
+    }
+    assert!(!alive(pid));
+}

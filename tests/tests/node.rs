@@ -386,13 +386,18 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
     };
 
     // Frozen until a deadline: confirmed, then thawed at the deadline with the confirmation gone.
-    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(30)}}});
+    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(45)}}});
     api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let m = eventually("the freeze to be confirmed", Duration::from_secs(25), || frozen(true)).await;
-    let c = condition(&m, "FilesystemFrozen").unwrap();
-    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "Frozen"));
-    let m = eventually("the thaw at the deadline", Duration::from_secs(90), || frozen(false)).await;
-    assert_eq!(condition(&m, "FilesystemFrozen").unwrap().reason, "Thawed");
+    let m = eventually("the freeze to be confirmed", Duration::from_secs(40), || async {
+        frozen(true).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Frozen"))
+    })
+    .await;
+    assert_eq!(condition(&m, "FilesystemFrozen").unwrap().status, "True");
+    // The confirmation goes first, the condition follows in the status write after it.
+    eventually("the thaw at the deadline", Duration::from_secs(90), || async {
+        frozen(false).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Thawed"))
+    })
+    .await;
 
     // Frozen far out, then the annotation removed: thawed at once.
     let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(3600)}}});

@@ -44,6 +44,9 @@ const MODULES: &[&str] = &[
 ];
 /// Extra packages of the root filesystem.
 const PACKAGES: &[&str] = &["python3-minimal", "dropbear-bin", "qemu-guest-agent", "util-linux"];
+/// The recipe's version, kept beside the image (`kairon-hw.version`): an image built by an older
+/// recipe is built again.
+pub const IMAGE_VERSION: &str = "2";
 /// Virtual size of the root disk (the qcow2 only holds what is used).
 const DISK_SIZE: &str = "2G";
 
@@ -117,11 +120,18 @@ fn is_static(p: &Path) -> bool {
     bytes.starts_with(b"\x7fELF") && !bytes.windows(14).any(|w| w == b"/lib64/ld-linu")
 }
 
+/// Whether `dir` holds the default image as this recipe builds it.
+pub fn is_current(dir: &Path) -> bool {
+    let image = dir.join(format!("{DEFAULT_IMAGE}.qcow2"));
+    image.is_file() && std::fs::read_to_string(image.with_extension("version")).is_ok_and(|v| v.trim() == IMAGE_VERSION)
+}
+
 /// The default image's path in `dir`, building it first if it is missing. Builds are
 /// serialised by a lock file, so concurrent callers build it once.
 pub async fn ensure_default_image(dir: &Path, progress: &Progress) -> Result<PathBuf, ImageError> {
     let image = dir.join(format!("{DEFAULT_IMAGE}.qcow2"));
-    if image.is_file() {
+    let current = || is_current(dir);
+    if current() {
         return Ok(image);
     }
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
@@ -134,8 +144,17 @@ pub async fn ensure_default_image(dir: &Path, progress: &Progress) -> Result<Pat
     .await
     .map_err(|e| ImageError::Build(e.to_string()))?
     .map_err(io("locking the image directory"))?;
-    if image.is_file() {
+    if current() {
         return Ok(image);
+    }
+    // Builds cut off earlier (their process died, so the lock is ours) leave their work dirs.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".build-") {
+                let _ = unmount_below(&e.path()).await;
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
     let work = dir.join(format!(".build-{}", uuid::Uuid::new_v4().simple()));
     let result = build(dir, &work, progress).await;
@@ -164,7 +183,9 @@ async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), Image
     tracing::info!(dir = %dir.display(), "building the default VM image {DEFAULT_IMAGE}");
 
     // The kernel: the package the meta-package points at, unpacked.
-    let deps = run("apt-cache depends", Command::new("apt-cache").args(["depends", KERNEL_PACKAGE])).await?;
+    let deps = run("apt-cache depends", Command::new("apt-cache").args(["depends", KERNEL_PACKAGE]))
+        .await
+        .map_err(|e| ImageError::Build(format!("{e} (are apt's package lists there? run apt-get update)")))?;
     let package = deps
         .lines()
         .filter_map(|l| l.trim().strip_prefix("Depends:"))
@@ -225,6 +246,12 @@ async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), Image
     put("etc/fstab", b"/dev/vda / ext4 rw,noatime 0 1\n", 0o644)?;
     put("etc/machine-id", b"", 0o444)?;
     std::fs::create_dir_all(rootfs.join("etc/dropbear")).map_err(io("creating /etc/dropbear"))?;
+    // No init system: qemu-ga's guest-shutdown runs /sbin/shutdown, which minbase lacks.
+    for cmd in ["usr/sbin/shutdown", "usr/sbin/poweroff"] {
+        if std::fs::symlink_metadata(rootfs.join(cmd)).is_err() {
+            put(cmd, POWEROFF_SCRIPT.as_bytes(), 0o755)?;
+        }
+    }
     // The root account logs in without a password on the console only (SSH needs a key).
     let shadow = std::fs::read_to_string(rootfs.join("etc/shadow")).unwrap_or_default();
     let shadow: String = shadow
@@ -262,7 +289,10 @@ async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), Image
     let base = dir.join(DEFAULT_IMAGE);
     std::fs::copy(&vmlinuz, base.with_extension("vmlinuz")).map_err(io("installing the kernel"))?;
     std::fs::rename(&initrd, base.with_extension("initrd")).map_err(io("installing the initrd"))?;
+    // A QEMU already running from an older image keeps its open file; the new one replaces
+    // the name.
     std::fs::rename(&qcow, base.with_extension("qcow2")).map_err(io("installing the image"))?;
+    std::fs::write(base.with_extension("version"), IMAGE_VERSION).map_err(io("writing the image version"))?;
     tracing::info!(image = %base.with_extension("qcow2").display(), "the default VM image is ready");
     Ok(())
 }
@@ -295,6 +325,9 @@ async fn unmount_below(dir: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// `shutdown`/`poweroff` for an image without an init system: sync, then power off at once.
+const POWEROFF_SCRIPT: &str = "#!/bin/sh\n# Kairon's test image has no init system: power off at once, after a sync.\nsync\nexec /usr/lib/kairon/busybox poweroff -f\n";
 
 /// The initrd's /init: load the virtio drivers, mount the root disk, hand over to the agent.
 const INIT_SCRIPT: &str = r#"#!/bin/busybox sh

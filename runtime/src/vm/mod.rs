@@ -294,8 +294,11 @@ fn guest_command(req: &ExecRequest) -> Result<(String, Vec<String>)> {
 /// reseed (the RNDRESEEDCRNG ioctl, through perl or python, whichever the image has), a new
 /// machine id, a new host name and a new MAC on eth0.
 pub const REIDENTIFY: &str = r#"head -c 64 > /dev/urandom
-if command -v perl >/dev/null; then perl -e 'open(my $f, ">", "/dev/urandom") and ioctl($f, 0x5207, 0)'
-elif command -v python3 >/dev/null; then python3 -c 'import fcntl,os; fcntl.ioctl(os.open("/dev/urandom", os.O_WRONLY), 0x5207)'; fi
+if command -v perl >/dev/null; then
+  perl -e 'open(F, ">", "/dev/urandom") or die "open: $!"; ioctl(F, 0x5207, 0) or die "RNDRESEEDCRNG: $!"' || exit 1
+elif command -v python3 >/dev/null; then
+  python3 -c 'import fcntl,os; fcntl.ioctl(os.open("/dev/urandom", os.O_WRONLY), 0x5207)' || exit 1
+fi
 echo "$1" > /etc/machine-id
 echo "$2" > /etc/hostname
 hostname "$2" 2>/dev/null || echo "$2" > /proc/sys/kernel/hostname
@@ -735,10 +738,17 @@ impl VmHost {
         let run = self.running_or_err(id)?;
         let _ = self.resume(id).await;
         let sent = run.ga.lock().await.send("guest-shutdown", json!({"mode": "powerdown"}), GA_TIMEOUT).await;
-        if sent.is_err() {
+        if sent.is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while crate::sandbox::pid_alive(run.pid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        if crate::sandbox::pid_alive(run.pid) {
+            // No agent, or one that could not power off: the ACPI power button, then QEMU goes.
             let _ = self.qmp(id, "system_powerdown", json!({})).await;
         }
-        self.reap(id, &run, Duration::from_secs(60)).await;
+        self.reap(id, &run, Duration::from_secs(30)).await;
         Ok(())
     }
 
