@@ -153,7 +153,11 @@ const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 impl Store {
     /// Connects, runs migrations and starts the listener task.
     pub async fn connect(database_url: &str) -> Result<Store, StoreError> {
-        let pool = PgPoolOptions::new().max_connections(DEFAULT_MAX_CONNECTIONS).connect(database_url).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(DEFAULT_MAX_CONNECTIONS)
+            .after_release(|conn, _| Box::pin(async move { Ok(outside_transaction(conn).await) }))
+            .connect(database_url)
+            .await?;
         Store::from_pool(pool).await
     }
 
@@ -466,6 +470,16 @@ impl Store {
 
 async fn next_rv(tx: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 1 RETURNING current_rv").fetch_one(tx).await
+}
+
+/// Whether a connection coming back to the pool is outside any transaction (else the pool
+/// closes it). sqlx 0.9's `begin` is not cancel-safe: a caller dropped while its `BEGIN` is in
+/// flight (an HTTP request whose client went away) leaves the connection inside a transaction
+/// sqlx does not know about, and the next user's statements run in it: after a list's
+/// `BEGIN ... READ ONLY` the next write failed with "cannot execute UPDATE in a read-only
+/// transaction". Inside a transaction `now()` is its start, not the statement's.
+async fn outside_transaction(conn: &mut sqlx::PgConnection) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT now() = statement_timestamp()").fetch_one(conn).await.unwrap_or(false)
 }
 
 pub(crate) async fn current_rv(pool: &PgPool) -> Result<i64, sqlx::Error> {
