@@ -474,7 +474,7 @@ async fn next_rv(tx: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
 /// user's statements run in it (after a list's `BEGIN ... READ ONLY` the next write failed with
 /// "cannot execute UPDATE in a read-only transaction"). Begun in a task of its own, the BEGIN
 /// always completes; a transaction nobody takes then is dropped, which rolls it back.
-pub(crate) async fn begin(
+pub async fn begin(
     pool: &PgPool,
     statement: Option<&'static str>,
 ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
