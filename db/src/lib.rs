@@ -234,7 +234,7 @@ impl Store {
         // One extra row tells whether more remain.
         let fetch = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
 
-        let mut tx = self.pool().begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let mut tx = begin(self.pool(), Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await?;
         let resource_version: i64 = sqlx::query_scalar("SELECT current_rv FROM store_meta").fetch_one(&mut *tx).await?;
         // Row comparison on the full key lets the primary key index seek.
         let rows: Vec<(String, String, Value)> = match namespace {
@@ -290,7 +290,7 @@ impl Store {
     /// set to the allocated rv. Returns the stored object.
     pub async fn create(&self, r: ObjectRef<'_>, mut object: Value) -> Result<Value, StoreError> {
         let uid = object_uid(&mut object)?;
-        let mut tx = self.pool().begin().await?;
+        let mut tx = begin(self.pool(), None).await?;
         let rv = next_rv(&mut tx).await?;
         set_resource_version(&mut object, rv)?;
         let inserted = sqlx::query(
@@ -332,7 +332,7 @@ impl Store {
     ) -> Result<Value, StoreError> {
         // Validate before taking the global lock.
         set_resource_version(&mut object, 0)?;
-        let mut tx = self.pool().begin().await?;
+        let mut tx = begin(self.pool(), None).await?;
         let rv = next_rv(&mut tx).await?;
         set_resource_version(&mut object, rv)?;
         // The store_meta lock is held, so no other writer can touch the row
@@ -370,7 +370,7 @@ impl Store {
     /// Removes an object. The returned object, like the DELETED event's,
     /// carries the deletion's rv as `metadata.resourceVersion`.
     pub async fn delete(&self, r: ObjectRef<'_>, precondition_rv: Option<i64>) -> Result<Value, StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = begin(self.pool(), None).await?;
         let rv = next_rv(&mut tx).await?;
         let deleted: Option<Value> = sqlx::query_scalar(
             "WITH d AS ( \
@@ -466,6 +466,26 @@ impl Store {
 
 async fn next_rv(tx: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 1 RETURNING current_rv").fetch_one(tx).await
+}
+
+/// `pool.begin()` (or `begin_with(statement)`), safe to cancel. sqlx 0.9's `begin` is not: a
+/// caller dropped while its `BEGIN` is in flight (an HTTP request whose client went away) leaves
+/// the connection inside a transaction sqlx does not know about, back in the pool, and the next
+/// user's statements run in it (after a list's `BEGIN ... READ ONLY` the next write failed with
+/// "cannot execute UPDATE in a read-only transaction"). Begun in a task of its own, the BEGIN
+/// always completes; a transaction nobody takes then is dropped, which rolls it back.
+pub async fn begin(
+    pool: &PgPool,
+    statement: Option<&'static str>,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move {
+        match statement {
+            Some(s) => pool.begin_with(s).await,
+            None => pool.begin().await,
+        }
+    });
+    begun.await.map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("beginning a transaction: {e}"))))?
 }
 
 pub(crate) async fn current_rv(pool: &PgPool) -> Result<i64, sqlx::Error> {

@@ -105,7 +105,7 @@ macro_rules! sums {
 /// Records an interval and adds it to the daily rollup, in one transaction. Returns false
 /// (and changes nothing) when this claim already has an interval starting at the same instant.
 pub async fn record(pool: &PgPool, i: &UsageInterval) -> Result<bool, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = crate::begin(pool, None).await?;
     let inserted = sqlx::query(
         "INSERT INTO claim_usage_intervals (claim_uid, interval_start, interval_end, namespace, claim_name, state, \
              active_seconds, suspended_seconds, vcpu_seconds, memory_gib_seconds) \

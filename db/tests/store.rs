@@ -499,3 +499,29 @@ fn watch_ordering_multi_thread() {
         sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {db}"))).execute(&admin).await.unwrap();
     });
 }
+
+/// A list whose caller goes away while its `BEGIN ... READ ONLY` is in flight (an HTTP client
+/// that disconnects) must not leave that transaction on the pooled connection for the next
+/// user: writes right after such dropped lists all succeed.
+#[sqlx::test(migrations = "./migrations")]
+async fn a_list_dropped_mid_begin_leaves_no_transaction_behind(pool: PgPool) {
+    let o = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        o.get_username(),
+        o.get_host(),
+        o.get_port(),
+        o.get_database().expect("the test database")
+    );
+    let store = Store::connect(&url).await.unwrap();
+    for i in 0..300u64 {
+        // Zero and small timeouts drop the list at its first await points: acquiring, BEGIN.
+        let d = Duration::from_micros((i % 10) * 100);
+        let _ = tokio::time::timeout(d, store.list(G, R, Some("default"), None, None)).await;
+        let name = format!("m{i}");
+        if let Err(e) = store.create(oref("default", &name), obj("default", &name, json!({}))).await {
+            panic!("write {i} after a dropped list failed: {e}");
+        }
+    }
+    store.close().await;
+}

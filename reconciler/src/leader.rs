@@ -79,19 +79,52 @@ async fn try_hold(api: &Api<Lease>, me: &str, duration: Duration) -> Result<bool
     }
 }
 
+/// Gives the Lease up if `me` holds it (on a clean stop), so another controller takes over at
+/// once instead of after the lease duration. Ok(true) when it was held and is now released.
+pub async fn release(client: kube::Client, me: &str) -> Result<bool, kube::Error> {
+    let api: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
+    let Some(old) = api.get_opt(LEASE_NAME).await? else { return Ok(false) };
+    if holder(&old) != Some(me) {
+        return Ok(false);
+    }
+    let mut new = old.clone();
+    new.spec = Some(released(old.spec.as_ref()));
+    match api.replace(LEASE_NAME, &PostParams::default(), &new).await {
+        Ok(_) => Ok(true),
+        // Someone took it meanwhile: nothing to give up.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The Lease spec after its holder gives it up: no holder, so anyone may take it.
+pub fn released(old: Option<&LeaseSpec>) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: None,
+        renew_time: None,
+        acquire_time: None,
+        lease_duration_seconds: old.and_then(|s| s.lease_duration_seconds),
+        lease_transitions: old.and_then(|s| s.lease_transitions),
+        ..LeaseSpec::default()
+    }
+}
+
 /// Waits until this process leads; the returned future completes when leadership is lost.
 pub async fn lead(client: kube::Client, cfg: &crate::ControllerConfig) -> impl Future<Output = ()> + use<> {
     let api: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let me = cfg.identity.clone();
     let duration = cfg.lease_duration.max(Duration::from_secs(1));
     let period = duration / 3;
+    // A stand-by looks again every 2 s at most (client-go's retry period), so a released Lease
+    // is taken over at once.
+    let retry = period.min(Duration::from_secs(2));
     loop {
         match try_hold(&api, &me, duration).await {
             Ok(true) => break,
             Ok(false) => tracing::debug!(identity = %me, "another controller holds the lease; waiting"),
             Err(e) => tracing::warn!(identity = %me, error = %e, "campaigning for the controller lease failed"),
         }
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(retry).await;
     }
     tracing::info!(identity = %me, "acquired the controller lease");
     async move {
@@ -155,6 +188,16 @@ mod tests {
         let mut acquired_only = held("b", 0, 15);
         acquired_only.renew_time = None;
         assert!(!may_take(Some(&acquired_only), "a", at(10)));
+    }
+
+    #[test]
+    fn a_released_lease_may_be_taken_at_once() {
+        let r = released(Some(&held("b", 10, 15)));
+        assert_eq!(r.holder_identity, None);
+        assert_eq!(r.lease_transitions, Some(2));
+        assert!(may_take(Some(&r), "a", at(11)), "no need to wait for b's lease to run out");
+        let taken = claimed(Some(&r), "a", at(11), Duration::from_secs(15));
+        assert_eq!(taken.lease_transitions, Some(3));
     }
 
     #[test]

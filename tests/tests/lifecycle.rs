@@ -279,3 +279,31 @@ async fn a_migrating_machine_is_never_suspended() {
     assert_eq!((m.spec.power_state, suspended(&m)), (None, None));
     assert!(events(&client, "IdleSuspended", "moving").await.is_empty());
 }
+
+/// Two `kairon controller`s: one leads, the other stands by; the leader stopped cleanly
+/// (SIGTERM) gives the Lease up and the other takes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_controller_hands_its_lease_over() {
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let start = |id: &'static str| {
+        kairon_e2e::Process::start(
+            &["controller", "--kubeconfig", &kubeconfig, "--identity", id, "--test-lease-duration", "90s"],
+            "is up",
+        )
+        .unwrap()
+    };
+    let leases: Api<Lease> = Api::namespaced(k.client().await.unwrap(), "kairon-system");
+    let holder =
+        || async { leases.get_opt("kairon-controller").await.ok().flatten().and_then(|l| l.spec?.holder_identity) };
+    let mut first = start("first");
+    eventually("first to lead", Duration::from_secs(30), || async { (holder().await? == "first").then_some(()) }).await;
+    let _second = start("second");
+    // With a 90 s lease (renewed every 30 s), only a release lets the second take over within
+    // the wait below.
+    std::process::Command::new("kill").args(["-TERM", &first.child.id().to_string()]).status().unwrap();
+    let status = first.child.wait().unwrap();
+    assert!(status.success(), "a clean stop: {status:?}");
+    eventually("second to lead", Duration::from_secs(30), || async { (holder().await? == "second").then_some(()) })
+        .await;
+}
