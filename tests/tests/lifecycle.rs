@@ -3,8 +3,8 @@
 //! are left alone; a migrating one too; max lifetime and ttlSeconds delete; the controller holds
 //! its Lease.
 //!
-//! Hibernate and Halt are refused by API validation for template sandboxes (they need the
-//! QEMU backend), so they are covered by the pure `decide` unit tests in the reconciler only.
+//! Hibernate and Halt need the QEMU backend (API validation refuses them for template
+//! sandboxes), so they are shown on real VMs booted from the default image.
 
 use std::time::{Duration, Instant};
 
@@ -169,6 +169,43 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     }
     assert!(events(&client, "IdleSuspended", "busy").await.is_empty());
     assert!(events(&client, "IdleSuspended", "plain").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quiet_vms_are_hibernated_and_halted() {
+    // The default image, built once per machine (scripts/test runs `kairon image` first).
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
+    let k = Kairon::start_with(&FLAGS).unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    for (name, action) in [("idle-hibernate", "Hibernate"), ("idle-halt", "Halt")] {
+        // An idle guest under TCG (software emulation) still costs its QEMU a little CPU: the
+        // threshold leaves room for that, as an operator on such a host would set it.
+        let m: Machine = serde_json::from_value(json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": name},
+            "spec": {"image": {"path": image}, "resources": {"cpu": "1", "memory": "256Mi"}, "guestAgent": {"enabled": true},
+                     "lifecycle": {"idleTimeoutSeconds": 5, "idleAction": action, "idleCPUMillicores": 400}}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &m).await.unwrap();
+    }
+    for (name, want, ps, prefix) in [
+        ("idle-hibernate", MachinePhase::Hibernated, PowerState::Hibernated, "Hibernate"),
+        ("idle-halt", MachinePhase::Halted, PowerState::Halted, "Halt"),
+    ] {
+        let m = eventually(&format!("{name} to be {want:?}"), Duration::from_secs(300), || async {
+            api.get(name).await.ok().filter(|m| phase(m) == Some(want))
+        })
+        .await;
+        assert_eq!(m.spec.power_state, Some(ps), "{name}");
+        assert!(suspended(&m).is_some_and(|v| v.starts_with(prefix)), "{name}: {:?}", m.annotations());
+        wait_event(&client, "IdleSuspended", name).await;
+    }
+    let metrics = k.kubectl_ok(&["get", "--raw", "/metrics"]);
+    for action in ["Hibernate", "Halt"] {
+        assert!(metrics.contains(&format!("kairon_lifecycle_actions_total{{action=\"{action}\"}}")), "{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

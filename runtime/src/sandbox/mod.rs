@@ -292,6 +292,15 @@ impl SandboxHost {
         }
         let pid = self.state(id).await?.map(|s| s.pid);
         self.kill_all(id).await;
+        // Background processes (`runc exec -d`) are re-parented to this process, the subreaper:
+        // their zombies keep the sandbox's init from exiting until they are collected.
+        if let Ok(procs) = std::fs::read_dir(self.instance_dir(id).join("procs")) {
+            for p in procs.flatten() {
+                if let Some(host) = std::fs::read_to_string(p.path().join("host.pid")).ok().and_then(|s| s.trim().parse().ok()) {
+                    reap(host);
+                }
+            }
+        }
         self.runc_ok("delete", &["delete", "--force", id]).await?;
         if let Some(pid) = pid {
             reap(pid);
