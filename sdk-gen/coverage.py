@@ -61,7 +61,7 @@ def main() -> int:
     if rs_file.exists():
         rs = rs_file.read_text()
         for _, path, op in ops:
-            if not re.search(rf"pub fn {re.escape(op)}\(|pub async fn {re.escape(op)}\(", rs):
+            if not re.search(rf"pub (async )?fn {re.escape(op)}(<[^(]*>)?\(", rs):
                 missing.append(f"rust: operation {op}")
         for m in models:
             if not re.search(rf"pub (struct|enum) {re.escape(m)}\b", rs):

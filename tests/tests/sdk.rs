@@ -18,9 +18,9 @@ fn repo() -> PathBuf {
 
 /// The venv `sdk-gen/setup` made (pytest, mypy, the SDK installed editable).
 fn venv_bin(tool: &str) -> PathBuf {
-    let tools = std::env::var_os("KAIRON_SDK_TOOLS").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/kairon-sdk-tools")
-    });
+    let tools = std::env::var_os("KAIRON_SDK_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/kairon-sdk-tools"));
     let bin = tools.join("venv/bin").join(tool);
     assert!(bin.exists(), "{} is missing: run sdk-gen/setup (scripts/test does)", bin.display());
     bin
@@ -93,10 +93,7 @@ async fn python_spec_example_runs_and_cleans_up() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn python_sdk_is_typed_and_its_tests_pass() {
-    run(
-        "mypy --strict",
-        Command::new(venv_bin("mypy")).current_dir(repo().join("sdk/python")),
-    );
+    run("mypy --strict", Command::new(venv_bin("mypy")).current_dir(repo().join("sdk/python")));
     let k = Kairon::start().expect("kairon up");
     let mut cmd = Command::new(venv_bin("pytest"));
     cmd.current_dir(repo().join("sdk/python")).args(["-q", "-p", "no:cacheprovider"]);
