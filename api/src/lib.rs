@@ -8,5 +8,5 @@ pub mod rest;
 pub mod server;
 pub mod state;
 
-pub use server::router;
+pub use server::{cluster_router, router};
 pub use state::AppState;

@@ -18,17 +18,32 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Largest request body on the REST paths (file uploads).
 pub const MAX_REST_BODY_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
 
+/// Everything the embedded mode serves: the Kubernetes-compatible API and the REST API.
 pub fn router(state: AppState) -> Router {
     let k8s = crate::k8s::router()
         .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+    rest_router(state.clone()).merge(k8s.with_state(state))
+}
+
+/// The REST API alone, for a real cluster (`kairon api`): resources live in the cluster's own
+/// API server, which the REST layer reaches through kube-rs.
+pub fn cluster_router(state: AppState) -> Router {
+    let metrics = Router::new()
+        .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    rest_router(state.clone()).merge(metrics.with_state(state))
+}
+
+fn rest_router(state: AppState) -> Router {
     let (rest, doc) = crate::rest::routes().split_for_parts();
     let rest = rest
         .merge(crate::rest::guest::sandbox_http_router())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
         .layer(DefaultBodyLimit::max(MAX_REST_BODY_BYTES))
-        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES));
+        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES))
+        .layer(middleware::map_response(too_large_as_json));
     let doc = crate::rest::with_unrouted(doc);
     // MCP: the same bearer tokens; its tools call the REST routes in-process, as the caller.
     let mcp = Router::new()
@@ -42,9 +57,21 @@ pub fn router(state: AppState) -> Router {
         .merge(docs)
         .merge(mcp)
         .merge(rest)
-        .merge(k8s)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// The body limit answers in plain text; REST callers get the same JSON error as everywhere.
+async fn too_large_as_json(resp: Response) -> Response {
+    if resp.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return resp;
+    }
+    RestError::new(
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+        "PayloadTooLarge",
+        format!("the request body is larger than {} MiB", MAX_REST_BODY_BYTES / (1024 * 1024)),
+    )
+    .into_response()
 }
 
 async fn readyz(State(st): State<AppState>) -> Response {

@@ -3,8 +3,12 @@
 //! user's client would see it. Progress goes to stderr; the figures go to stdout, as an aligned
 //! table or (`--json`) one JSON object.
 
+mod claims;
+mod controller;
 mod node;
+mod rest;
 mod sandbox;
+mod vm;
 
 use std::collections::BTreeMap;
 use std::process::{Command, ExitCode};
@@ -47,7 +51,22 @@ struct Cli {
     /// Lifecycle sandboxes the node scenario runs.
     #[arg(long, default_value_t = 500)]
     node_machines: usize,
-    /// Paused members of the pool in the sandbox scenario.
+    /// Claims made (one at a time, each from a full Paused pool) in the claims scenario.
+    #[arg(long, default_value_t = 20)]
+    claims: usize,
+    /// Simulated lifecycle Machines in the controller scenario.
+    #[arg(long, default_value_t = 10_000)]
+    controller_machines: usize,
+    /// How long the controller scenario measures the steady state, in seconds.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// last-activity stamps a second during the controller scenario's steady state.
+    #[arg(long, default_value_t = 10.0)]
+    churn: f64,
+    /// Repetitions of each measurement in the vm scenario (boots, hibernates, forks, claims).
+    #[arg(long, default_value_t = 5)]
+    vms: usize,
+    /// Paused members of the pool in the sandbox and claims scenarios.
     #[arg(long, default_value_t = 5)]
     pool_size: u32,
     /// The writer's steady pace, in updates per second.
@@ -62,6 +81,15 @@ struct Cli {
     /// How long a watcher waits for its next event before it gives up, in seconds.
     #[arg(long, default_value_t = 30)]
     watch_idle_timeout: u64,
+    /// Concurrent clients of the REST scenario's GET phase.
+    #[arg(long, default_value_t = 8)]
+    rest_clients: usize,
+    /// Requests each REST client sends (and execs measured).
+    #[arg(long, default_value_t = 200)]
+    rest_requests: usize,
+    /// Wakes from an idle Pause measured in the REST scenario.
+    #[arg(long, default_value_t = 30)]
+    rest_wakes: usize,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -75,6 +103,14 @@ enum Scenario {
     Sandbox,
     /// The node agent's CPU per tick with many lifecycle sandboxes.
     Node,
+    /// The REST API: GET machine rate and latency, exec round trip, wake-on-connect latency.
+    Rest,
+    /// Claim-to-Bound and claim-to-Running from a Paused pool of runc sandboxes (kairon up).
+    Claims,
+    /// `kairon controller` CPU and memory over many simulated lifecycle Machines.
+    Controller,
+    /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
+    Vm,
     /// Every scenario.
     All,
 }
@@ -655,6 +691,18 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Node | Scenario::All) {
         node::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Rest | Scenario::All) {
+        rest::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Claims | Scenario::All) {
+        claims::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Controller | Scenario::All) {
+        controller::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
+        vm::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -1,6 +1,6 @@
 //! The `node` scenario: the node agent's CPU per reconcile tick with many lifecycle sandboxes
-//! on real runc (`kairon up --no-runtime`, a `kairon runtime` and a `kairon node` process, so
-//! the node agent's CPU is measured alone).
+//! on real runc (`kairon up --no-runtime`, a `kairon runtime`, a `kairon controller` and a
+//! `kairon node` process, so the node agent's CPU is measured alone).
 
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,6 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
             &endpoint,
             "--runtime-token",
             token,
-            "--scheduler",
             "--node-tick",
             &tick_s,
             "--heartbeat-interval",
@@ -53,6 +52,9 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         ],
         "is up",
     )?;
+    // The controllers (the scheduler places the sandboxes) in their own process.
+    let controllers =
+        Process::start(&["controller", "--kubeconfig", &kubeconfig, "--identity", "bench-node"], "is up")?;
     let client = k.client().await?;
     let api: Api<Machine> = Api::namespaced(client, "bench");
     let rt = kairon_runtime::client::RuntimeClient::new(&endpoint, token)?;
@@ -69,6 +71,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         let _ = rt.delete(&vm.id).await;
     }
     drop(node);
+    drop(controllers);
     drop(runtime);
     tokio::task::spawn_blocking(move || drop(k)).await?;
     result

@@ -1792,6 +1792,7 @@ impl Client {
         match response.status().as_u16() {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -2081,6 +2082,7 @@ impl Client {
         match response.status().as_u16() {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -2434,6 +2436,44 @@ impl Client {
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in\nare its stdin (an empty frame closes stdin), frames out are its output as produced, and its\nexit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/exec/stream`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `command`: The command as a JSON array of strings, e.g. `[\"sh\",\"-c\",\"cat\"]`.\n"]
+    pub async fn machine_exec_stream<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        command: &'a str,
+    ) -> Result<ResponseValue<reqwest::Upgraded>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/exec/stream",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .query(&progenitor_client::QueryParam::new("command", &command))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "machine_exec_stream" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            101u16 => ResponseValue::upgrade(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
@@ -3578,6 +3618,37 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
+    #[doc = "The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/vnc`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n"]
+    pub async fn machine_vnc<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> Result<ResponseValue<reqwest::Upgraded>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/vnc",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self.client.get(url).headers(header_map).build()?;
+        let info = OperationInfo { operation_id: "machine_vnc" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            101u16 => ResponseValue::upgrade(response).await,
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
     #[doc = "Sends a `GET` request to `/api/v1/machines/{namespace}/{name}/wait`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `condition`: Wait until the condition of this type has status `True` (e.g. `Ready`).\n- `deleted`: Wait until the object is gone.\n- `phase`: Wait until `status.phase` is this (e.g. `Running`, `Bound`).\n- `timeout_seconds`: How long to wait before answering 504 (default 60, at most 600).\n"]
     pub async fn machine_wait<'a>(
         &'a self,
@@ -3618,6 +3689,7 @@ impl Client {
         match response.status().as_u16() {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }

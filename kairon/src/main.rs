@@ -1,5 +1,7 @@
 //! `kairon`: the Kairon control plane in one binary.
 
+mod api_cmd;
+mod controller_cmd;
 mod node_cmd;
 mod postgres;
 mod runtime_cmd;
@@ -25,9 +27,13 @@ enum Command {
     /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
     /// unless DATABASE_URL is set.
     Up(up::UpArgs),
+    /// Run the REST API alone against a real cluster (resources through its Kubernetes API).
+    Api(api_cmd::ApiArgs),
     /// Run a node agent (with its own runtime unless --runtime-endpoint is given) against a
     /// Kairon API.
     Node(node_cmd::NodeArgs),
+    /// Run the controllers alone (leader-elected) against a Kairon API or a cluster.
+    Controller(controller_cmd::ControllerArgs),
     /// Run this node's runtime (the FluxVM v1 API over runc sandboxes) on its own.
     Runtime(runtime_cmd::RuntimeArgs),
     /// Print a signed bearer token.
@@ -36,6 +42,13 @@ enum Command {
     Crds,
     /// Print the REST API's OpenAPI document (what openapi/openapi.json holds).
     Openapi,
+    /// Build the default VM image (kairon-hw.qcow2, with its kernel and initrd) unless it
+    /// exists, and print its path. `kairon up` does this in the background on first start.
+    Image {
+        /// Where images go when /var/lib/fluxvm/images cannot be written.
+        #[arg(long, env = "KAIRON_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
     /// Apply the database migrations to DATABASE_URL.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -75,12 +88,26 @@ async fn main() -> Result<()> {
         .init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
+        Command::Api(args) => api_cmd::run(args).await,
         Command::Runtime(args) => runtime_cmd::run(args).await,
         Command::Node(args) => node_cmd::run(args).await,
+        Command::Controller(args) => controller_cmd::run(args).await,
         Command::Token(t) => {
             let dir = t.data_dir.unwrap_or_else(up::default_data_dir);
             let keys = TokenKeys::from_secret(&up::signing_secret(&dir, false)?)?;
             println!("{}", keys.mint(&t.sub, t.role, t.namespaces, t.ttl)?);
+            Ok(())
+        }
+        Command::Image { data_dir } => {
+            let dir = data_dir.unwrap_or_else(up::default_data_dir);
+            let images = kairon_runtime::vm::image::images_dir(&dir.join("images"));
+            let progress = kairon_runtime::oci::Progress::default();
+            let path = kairon_runtime::vm::image::ensure_default_image(&images, &progress).await?;
+            // The KVM probe boots the image's kernel once per host boot; do it now, not when
+            // the first node registers.
+            let accel = kairon_runtime::vm::accel(Some(&path.with_extension("vmlinuz")), &images).await;
+            eprintln!("VM acceleration on this host: {accel:?}");
+            println!("{}", path.display());
             Ok(())
         }
         Command::Crds => {

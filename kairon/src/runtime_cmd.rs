@@ -52,16 +52,36 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
 
 /// Opens a runtime on `state_dir` and serves it in this process on a free loopback port;
 /// returns its URL.
-pub async fn serve_in_process(state_dir: PathBuf, node_name: &str, token: &str) -> Result<String> {
+pub async fn serve_in_process(
+    state_dir: PathBuf,
+    node_name: &str,
+    token: &str,
+    config: Option<PathBuf>,
+) -> Result<String> {
     let args = RuntimeArgs {
         state_dir,
         listen: "127.0.0.1:0".parse()?,
         node_name: node_name.to_string(),
         token: token.to_string(),
-        config: None,
+        config,
         insecure_registries: vec![],
     };
     let rt = open(&args).await?;
+    if kairon_runtime::vm::qemu_installed() {
+        // So `spec.image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}` works on a fresh node.
+        let bg = rt.clone();
+        tokio::spawn(async move {
+            let image = bg.default_image();
+            if kairon_runtime::vm::image::is_current(image.parent().unwrap_or(std::path::Path::new("/"))) {
+                return;
+            }
+            eprintln!("building the default VM image {} in the background", image.display());
+            match bg.ensure_default_image().await {
+                Ok(p) => eprintln!("the default VM image is ready: {}", p.display()),
+                Err(e) => eprintln!("warning: the default VM image was not built: {e}"),
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let url = format!("http://{}", listener.local_addr()?);
     let app = kairon_runtime::server::router(rt, args.token);

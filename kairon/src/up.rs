@@ -33,22 +33,24 @@ pub struct UpArgs {
     /// How many recent revisions compaction keeps (watches may resume within them).
     #[arg(long, default_value_t = 100_000)]
     compact_keep: i64,
-    /// Run without this node's runtime and node agent (sandboxes need root for runc).
+    /// Run without this node's runtime, node agent and controllers: the API alone (sandboxes
+    /// need root for runc).
     #[arg(long)]
     no_runtime: bool,
+    /// This node's config file (TOML: `[sandbox] egress_allow_domains`, `inject_authorization`;
+    /// `[registry]`).
+    #[arg(long, env = "KAIRON_NODE_CONFIG")]
+    node_config: Option<PathBuf>,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
     #[command(flatten)]
     rest: RestArgs,
-    /// TEST ONLY: how often bound claims accrue usage (30 s in production).
-    #[arg(long, hide = true, default_value = "30s", value_parser = parse_duration)]
-    test_usage_interval: Duration,
-    /// TEST ONLY: the controller Lease duration (15 s in production).
-    #[arg(long, hide = true, default_value = "15s", value_parser = parse_duration)]
-    test_lease_duration: Duration,
-    /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
-    #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
-    test_min_idle_timeout_seconds: i64,
+    /// Run without the controllers (scheduler, lifecycle, pools, claims, usage): run them
+    /// with `kairon controller` instead, e.g. to stop or kill them on their own.
+    #[arg(long)]
+    no_controllers: bool,
+    #[command(flatten)]
+    controllers: crate::controller_cmd::ControllerTuning,
 }
 
 /// The REST API's options.
@@ -148,7 +150,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
 async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let store = Store::connect(url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&signing_secret(data_dir, true)?)?;
-    let validation = ValidationOptions { min_idle_timeout_seconds: args.test_min_idle_timeout_seconds };
+    let validation = ValidationOptions { min_idle_timeout_seconds: args.controllers.test_min_idle_timeout_seconds };
     let mut state = AppState::new(store.clone(), keys.clone(), validation);
     state.metrics = std::sync::Arc::new(|| kairon_reconciler::metrics::global().render());
 
@@ -181,14 +183,11 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
                 let client = client.clone();
                 let cfg = args.node.config(&args.node_name, &url, &token);
                 crate::node_cmd::spawn_node_agent(client.clone(), cfg);
-                let controllers = kairon_reconciler::ControllerConfig {
-                    usage_interval: args.test_usage_interval,
-                    min_idle_timeout: Duration::from_secs(args.test_min_idle_timeout_seconds.max(0) as u64),
-                    lease_duration: args.test_lease_duration,
-                    identity: format!("kairon-controller-{}", args.node_name),
-                    store: Some(store.clone()),
-                };
-                crate::node_cmd::spawn_controllers(client, controllers);
+                if !args.no_controllers {
+                    let identity = format!("kairon-controller-{}", args.node_name);
+                    let controllers = args.controllers.config(identity, Some(store.clone()));
+                    crate::node_cmd::spawn_controllers(client, controllers);
+                }
                 Some(url)
             }
             Err(e) => {
@@ -269,5 +268,6 @@ fn runtime_token(data_dir: &Path) -> Result<String> {
 
 /// Starts this node's runtime in-process on a free loopback port and returns its URL.
 async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<String> {
-    crate::runtime_cmd::serve_in_process(data_dir.join("runtime").join(&args.node_name), &args.node_name, token).await
+    let state_dir = data_dir.join("runtime").join(&args.node_name);
+    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone()).await
 }

@@ -350,7 +350,11 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         if let Some(lifecycle) = &m.spec.lifecycle {
             sample(m, &vm, lifecycle.idle_cpu_millicores, &mut status, ctx).await;
         }
-        if m.annotations().contains_key(annotations::FS_FROZEN_UNTIL) && vm.backend == "runc" {
+        if vm.backend == kairon_runtime::vm::BACKEND {
+            if let Some(next) = freeze_step(m, &vm, &old, &mut conditions, ctx).await? {
+                requeue = requeue.min(next);
+            }
+        } else if m.annotations().contains_key(annotations::FS_FROZEN_UNTIL) && vm.backend == "runc" {
             let why = "filesystem freeze needs a VM: in a sandbox, FIFREEZE would freeze the host's filesystem; remove the kairon.zyvor.dev/fs-frozen-until annotation";
             if old.conditions.iter().all(|c| c.reason != "FreezeUnsupported") {
                 warn(ctx, m, "FreezeUnsupported", why.into()).await;
@@ -365,6 +369,101 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// Sets or removes the `fs-frozen` confirmation annotation.
+async fn set_frozen_annotation(m: &Machine, ctx: &Ctx, value: Option<&str>) -> Result<(), NodeError> {
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+    let patch = json!({"metadata": {"annotations": {annotations::FS_FROZEN: value}}});
+    api.patch(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
+}
+
+/// `kairon.zyvor.dev/fs-frozen-until` on a VM Machine: freeze the guest's filesystems through
+/// its guest agent until the deadline (the runtime thaws them at the deadline by itself too),
+/// confirm with `kairon.zyvor.dev/fs-frozen`, and thaw when the deadline passes or the
+/// annotation goes. Returns when to look again.
+async fn freeze_step(
+    m: &Machine,
+    vm: &Vm,
+    old: &MachineStatus,
+    conditions: &mut Vec<Condition>,
+    ctx: &Ctx,
+) -> Result<Option<Duration>, NodeError> {
+    let annotations = m.annotations();
+    let confirmed = annotations.contains_key(annotations::FS_FROZEN);
+    let until = annotations.get(annotations::FS_FROZEN_UNTIL);
+    let running = vm.state == VmState::Running;
+    let deadline = match until {
+        None => None,
+        Some(u) => match chrono_like_parse(u) {
+            Some(d) => Some(d),
+            None => {
+                let why = format!(
+                    "{} {u:?} is not an RFC 3339 time (e.g. 2030-01-01T00:00:00Z)",
+                    annotations::FS_FROZEN_UNTIL
+                );
+                if old.conditions.iter().all(|c| c.reason != "InvalidFreezeDeadline") {
+                    warn(ctx, m, "InvalidFreezeDeadline", why.clone()).await;
+                }
+                conditions.push(condition("FilesystemFrozen", false, "InvalidFreezeDeadline", &why));
+                None
+            }
+        },
+    };
+    let now = k8s_openapi::jiff::Timestamp::now();
+    match deadline {
+        Some(d) if d > now => {
+            let left = Duration::from_millis((d.as_millisecond() - now.as_millisecond()).max(0) as u64);
+            if !running {
+                return Ok(Some(left));
+            }
+            let frozen = ctx.runtime.freeze_status(&vm.id).await.map(|s| s.status == "frozen").unwrap_or(false);
+            if !frozen {
+                match ctx.runtime.freeze(&vm.id, Some(left.max(Duration::from_secs(1)))).await {
+                    Ok(_) => {}
+                    Err(ClientError::Api { status: code, message, .. }) if code < 500 => {
+                        if old.conditions.iter().all(|c| c.reason != "FreezeFailed") {
+                            warn(ctx, m, "FreezeFailed", message.clone()).await;
+                        }
+                        conditions.push(condition("FilesystemFrozen", false, "FreezeFailed", &message));
+                        return Ok(Some(Duration::from_secs(5)));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if !confirmed {
+                set_frozen_annotation(m, ctx, until.map(String::as_str)).await?;
+            }
+            let until = until.cloned().unwrap_or_default();
+            conditions.push(condition("FilesystemFrozen", true, "Frozen", &format!("frozen until {until}")));
+            // Look again right after the deadline, to thaw and drop the confirmation.
+            Ok(Some(left + Duration::from_millis(200)))
+        }
+        _ => {
+            if confirmed {
+                if running {
+                    match ctx.runtime.thaw(&vm.id).await {
+                        Ok(_) => {}
+                        Err(e) if matches!(&e, ClientError::Api { status, .. } if *status < 500) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                set_frozen_annotation(m, ctx, None).await?;
+                let why = if until.is_some() {
+                    "the freeze deadline has passed"
+                } else {
+                    "the freeze annotation was removed"
+                };
+                conditions.push(condition("FilesystemFrozen", false, "Thawed", why));
+            }
+            Ok(None)
+        }
+    }
+}
+
+fn chrono_like_parse(s: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    s.parse::<k8s_openapi::jiff::Timestamp>().ok()
 }
 
 /// Samples the instance and, when it was active, moves `lastActivityTime` (throttled).

@@ -1,7 +1,7 @@
 //! The MachineClaim controller: binds each claim to exactly one warm member of its pool
 //! (optimistic concurrency on the member's resourceVersion), ends claims at their TTL, and on
-//! deletion records a Released Event with the usage found in `status.usage` and releases the
-//! Machine.
+//! deletion (its finalizer) takes the final accrual, writes phase Released with the final usage,
+//! releases the Machine and records a Released Event carrying that usage.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -212,9 +212,10 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
         return Ok(Action::await_change());
     };
     let members = pools::members(&ctx.client, &pool).await?;
+    let want = pools::warm_phase(pool.spec.warm_power_state, pools::template_paused(&pool));
     let warm: Vec<String> = members
         .iter()
-        .filter(|m| pools::is_warm(&MemberView::of(m), pool.spec.warm_power_state, pool.spec.warmup_seconds, now))
+        .filter(|m| pools::is_warm(&MemberView::of(m), want, pool.spec.warmup_seconds, now))
         .map(|m| m.name_any())
         .collect();
     let at = pools::rfc3339(now);
@@ -244,22 +245,45 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
     Ok(Action::requeue(Duration::from_secs(30)))
 }
 
+/// Releases a deleted claim, in this order: the final accrual (up to this instant), then
+/// `status.phase: Released` with the final usage, then its Machine is deleted and a Released
+/// Event records the usage; the finalizer goes when this returns.
 async fn cleanup(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError> {
     let ns = claim.namespace().unwrap_or_default();
     let name = claim.name_any();
-    // Accrue up to this instant first, so the Released Event carries the final usage.
-    let claim = match crate::usage::accrue_claim(&ctx.client, ctx.store.as_ref(), &claim, std::time::Duration::ZERO)
-        .await
-    {
-        Ok(_) => {
-            Api::<MachineClaim>::namespaced(ctx.client.clone(), &ns).get(&name).await.map(Arc::new).unwrap_or(claim)
+    let api: Api<MachineClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    // Accrue up to this instant first. Another writer may record the same interval at the same
+    // moment (Raced): then read again and accrue what is left.
+    let mut claim = claim;
+    for _ in 0..5 {
+        match crate::usage::accrue_claim(&ctx.client, ctx.store.as_ref(), &claim, Duration::ZERO, Duration::ZERO).await
+        {
+            Ok(done) => {
+                if let Some(c) = api.get_opt(&name).await? {
+                    claim = Arc::new(c);
+                }
+                if done != crate::usage::Accrued::Raced {
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(claim = %name, error = %e, "final usage accrual failed; releasing with the usage recorded so far");
+                break;
+            }
         }
+    }
+    let usage = match crate::usage::recorded_usage(ctx.store.as_ref(), &claim).await {
+        Ok(u) => u,
         Err(e) => {
-            tracing::warn!(claim = %name, error = %e, "final usage accrual failed; releasing with the usage recorded so far");
-            claim
+            tracing::warn!(claim = %name, error = %e, "reading the usage history failed; releasing with status.usage");
+            claim.status.as_ref().and_then(|s| s.usage.clone())
         }
     };
     let status = claim.status.clone().unwrap_or_default();
+    if status.phase != Some(ClaimPhase::Released) || status.usage != usage {
+        let patch = json!({"status": {"phase": ClaimPhase::Released, "usage": usage}});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let lp = ListParams::default().labels(&format!("{}={name}", labels::CLAIM));
     let mut names: Vec<String> = machines.list(&lp).await?.items.iter().map(|m| m.name_any()).collect();
@@ -275,7 +299,7 @@ async fn cleanup(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimErr
             Err(e) => return Err(e.into()),
         }
     }
-    let note = released_note(status.machine_name.as_deref(), status.usage.as_ref());
+    let note = released_note(status.machine_name.as_deref(), usage.as_ref());
     publish(ctx, &claim, EventType::Normal, reasons::RELEASED, "Release", note).await;
     Ok(Action::await_change())
 }

@@ -24,6 +24,9 @@ pub struct ControllerConfig {
     pub identity: String,
     /// Where claim usage history goes (PostgreSQL); None keeps only `status.usage`.
     pub store: Option<kairon_db::Store>,
+    /// TEST ONLY: after recording an interval in the history, wait this long before writing
+    /// `status.usage`, so a test can kill the controller inside that window (zero: no wait).
+    pub test_hold_after_record: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -34,6 +37,7 @@ impl Default for ControllerConfig {
             lease_duration: Duration::from_secs(15),
             identity: format!("kairon-controller-{}", std::process::id()),
             store: None,
+            test_hold_after_record: Duration::ZERO,
         }
     }
 }

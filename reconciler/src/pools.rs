@@ -1,6 +1,7 @@
 //! The MachinePool controller: keeps `replicas` unclaimed members, warms them up, pauses them
 //! (Paused pools) or resumes them (Running pools), trims the surplus (non-warm first), and
-//! reports replicas, ready, warm and claimed.
+//! reports replicas, ready, warm and claimed. A deleted pool's finalizer deletes its members
+//! (claimed ones too, as garbage collection of their owner would) before the pool goes.
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, Hasher};
@@ -11,6 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -21,6 +23,9 @@ use kairon_model::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerStat
 
 /// Set by the pool controller when it first sees a member Running: where warm-up counts from.
 pub const WARM_SINCE: &str = "kairon.zyvor.dev/warm-since";
+
+/// The pool controller deletes a deleted pool's members before the pool goes.
+pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
 
 /// A pool member as the pure decisions see it. Times are Unix milliseconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -65,17 +70,28 @@ pub fn rfc3339(ms: i64) -> String {
     k8s_openapi::jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
 }
 
-/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm power
-/// state's phase (Paused pool: Paused; Running pool: Running).
-pub fn is_warm(m: &MemberView, warm: WarmPowerState, warmup_seconds: i64, now_ms: i64) -> bool {
+/// The phase a warm member is in: Paused for a Paused pool, and for a Running pool whose
+/// template itself asks for Paused (the pool leaves those Paused); Running otherwise.
+pub fn warm_phase(warm: WarmPowerState, template_paused: bool) -> MachinePhase {
+    match warm {
+        WarmPowerState::Paused => MachinePhase::Paused,
+        WarmPowerState::Running if template_paused => MachinePhase::Paused,
+        WarmPowerState::Running => MachinePhase::Running,
+    }
+}
+
+/// Whether the pool's template itself asks for `powerState: Paused`.
+pub fn template_paused(pool: &MachinePool) -> bool {
+    pool.spec.template.spec.power_state == Some(PowerState::Paused)
+}
+
+/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm phase
+/// ([`warm_phase`]).
+pub fn is_warm(m: &MemberView, want: MachinePhase, warmup_seconds: i64, now_ms: i64) -> bool {
     if m.claimed || m.deleting {
         return false;
     }
     let past = m.warm_at_ms(warmup_seconds).is_some_and(|t| t <= now_ms);
-    let want = match warm {
-        WarmPowerState::Paused => MachinePhase::Paused,
-        WarmPowerState::Running => MachinePhase::Running,
-    };
     past && m.phase == Some(want)
 }
 
@@ -115,12 +131,14 @@ pub fn plan(
     now_ms: i64,
 ) -> Plan {
     let mut p = Plan::default();
-    // Members first seen Running start their warm-up now.
+    let warm_in = warm_phase(warm, template_paused);
+    // Members first seen up (Running, or in the warm phase) start their warm-up now.
     let members: Vec<MemberView> = members
         .iter()
         .map(|m| {
             let mut m = m.clone();
-            if !m.claimed && !m.deleting && m.warm_since_ms.is_none() && m.phase == Some(MachinePhase::Running) {
+            let up = m.phase == Some(MachinePhase::Running) || m.phase == Some(warm_in);
+            if !m.claimed && !m.deleting && m.warm_since_ms.is_none() && up {
                 p.stamp.push(m.name.clone());
                 m.warm_since_ms = Some(now_ms);
             }
@@ -136,7 +154,7 @@ pub fn plan(
         // Non-warm first, then the newest.
         let mut order = unclaimed.clone();
         order.sort_by_key(|m| {
-            (is_warm(m, warm, warmup_seconds, now_ms), std::cmp::Reverse(m.created_ms), m.name.clone())
+            (is_warm(m, warm_in, warmup_seconds, now_ms), std::cmp::Reverse(m.created_ms), m.name.clone())
         });
         let surplus: Vec<String> = order.iter().take(unclaimed.len() - want).map(|m| m.name.clone()).collect();
         unclaimed.retain(|m| !surplus.contains(&m.name));
@@ -163,7 +181,7 @@ pub fn plan(
         if matches!(m.phase, Some(MachinePhase::Running | MachinePhase::Paused)) {
             p.counts.ready += 1;
         }
-        if is_warm(m, warm, warmup_seconds, now_ms) {
+        if is_warm(m, warm_in, warmup_seconds, now_ms) {
             p.counts.warm += 1;
         }
     }
@@ -232,19 +250,51 @@ struct Ctx {
 pub enum PoolError {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<PoolError>>),
 }
 
 async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Ctx>) -> Result<Action, PoolError> {
-    if pool.metadata.deletion_timestamp.is_some() {
-        return Ok(Action::await_change());
+    let api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    finalizer(&api, POOL_FINALIZER, pool, |ev| async {
+        match ev {
+            Finalizer::Apply(p) => apply(p, &ctx).await,
+            Finalizer::Cleanup(p) => cleanup(p, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| PoolError::Finalizer(Box::new(e)))
+}
+
+/// Which members a deleted pool still has to delete: those not already being deleted.
+pub fn to_delete(members: &[MemberView]) -> Vec<String> {
+    members.iter().filter(|m| !m.deleting).map(|m| m.name.clone()).collect()
+}
+
+/// A deleted pool: delete every member (not leaving it to garbage collection), and let the
+/// finalizer go once each of them is being deleted.
+async fn cleanup(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    let machines = members(&ctx.client, &pool).await?;
+    let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
+    for name in to_delete(&views) {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(pool = %pool.name_any(), member = %name, "pool deleted; deleting its member"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
+    Ok(Action::await_change())
+}
+
+async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let ns = pool.namespace().unwrap_or_default();
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
     let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &ns);
     let machines = members(&ctx.client, &pool).await?;
     let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
     let now = now_ms();
-    let template_paused = pool.spec.template.spec.power_state == Some(PowerState::Paused);
+    let template_paused = template_paused(&pool);
     let p =
         plan(pool.spec.replicas, pool.spec.warm_power_state, pool.spec.warmup_seconds, template_paused, &views, now);
     for _ in 0..p.create {
@@ -417,13 +467,46 @@ mod tests {
     }
 
     #[test]
+    fn a_running_pool_with_a_paused_template_keeps_paused_members_and_hands_them_out() {
+        // Booted and paused at once by the node: first seen Paused, so its warm-up starts then.
+        let members = [m("a", 0, Some(Paused), P::Paused, None)];
+        let p = plan(1, WarmPowerState::Running, 2, true, &members, T0);
+        assert_eq!(p.stamp, vec!["a".to_string()]);
+        assert!(p.power.is_empty(), "not resumed: the template asks for Paused");
+        assert_eq!(p.counts, Counts { replicas: 1, ready: 1, warm: 0, claimed: 0 });
+        assert_eq!(p.requeue_after_ms, Some(2000));
+        let members = [m("a", 0, Some(Paused), P::Paused, Some(T0 - 2000))];
+        let p = plan(1, WarmPowerState::Running, 2, true, &members, T0);
+        assert_eq!(p.counts.warm, 1, "a Paused member is warm (claimable) in such a pool");
+        // Without the paused template the same member is resumed, and not warm until Running.
+        let p = plan(1, WarmPowerState::Running, 2, false, &members, T0);
+        assert_eq!(p.power, vec![("a".to_string(), P::Running)]);
+        assert_eq!(p.counts.warm, 0);
+    }
+
+    #[test]
     fn a_running_member_of_a_running_pool_is_warm_after_warmup() {
         let a = m("a", 0, Some(Running), P::Running, Some(T0 - 500));
-        assert!(!is_warm(&a, WarmPowerState::Running, 1, T0));
-        assert!(is_warm(&a, WarmPowerState::Running, 1, T0 + 500));
-        assert!(!is_warm(&a, WarmPowerState::Paused, 1, T0 + 500));
+        assert!(!is_warm(&a, Running, 1, T0));
+        assert!(is_warm(&a, Running, 1, T0 + 500));
+        assert!(!is_warm(&a, Paused, 1, T0 + 500));
+        assert_eq!(warm_phase(WarmPowerState::Running, false), Running);
+        assert_eq!(warm_phase(WarmPowerState::Paused, false), Paused);
+        assert_eq!(warm_phase(WarmPowerState::Paused, true), Paused);
         let p = plan(1, WarmPowerState::Running, 1, false, &[a], T0);
         assert_eq!(p.requeue_after_ms, Some(500));
+    }
+
+    #[test]
+    fn a_deleted_pool_deletes_every_member_not_already_going() {
+        let mut claimed = m("claimed", 0, Some(Running), P::Running, Some(0));
+        claimed.claimed = true;
+        let mut going = m("going", 0, Some(Paused), P::Paused, Some(0));
+        going.deleting = true;
+        let members =
+            [m("warm", 0, Some(Paused), P::Paused, Some(0)), claimed, going, m("new", 0, None, P::Running, None)];
+        assert_eq!(to_delete(&members), vec!["warm".to_string(), "claimed".to_string(), "new".to_string()]);
+        assert!(to_delete(&[]).is_empty());
     }
 
     #[test]

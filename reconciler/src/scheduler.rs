@@ -270,8 +270,14 @@ pub async fn run(client: kube::Client) {
     let machines: Api<Machine> = Api::all(client.clone());
     let nodes: Api<KaironNode> = Api::all(client.clone());
     let (node_store, node_writer) = kube::runtime::reflector::store();
-    let node_stream = kube::runtime::reflector(node_writer, watcher(nodes.clone(), watcher::Config::default()));
-    tokio::spawn(node_stream.for_each(|_| async {}));
+    // With a backoff: a watcher retries at once after an error, so without one it spins while
+    // the API is unreachable (and then never yields, which keeps the process from exiting).
+    // Polled below, beside the controller, so it ends with it (e.g. when leadership is lost).
+    let node_stream = kube::runtime::reflector(
+        node_writer,
+        kube::runtime::WatchStreamExt::default_backoff(watcher(nodes.clone(), watcher::Config::default())),
+    )
+    .for_each(|_| async {});
     let controller = Controller::new(machines, watcher::Config::default());
     let machine_store = controller.store();
     let pending_store = machine_store.clone();
@@ -292,12 +298,15 @@ pub async fn run(client: kube::Client) {
             .map(|m| ObjectRef::from_obj(&*m))
             .collect::<Vec<_>>()
     };
-    controller
+    let controller = controller
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
         .watches(nodes, watcher::Config::default(), pending)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-        .await;
+        .for_each(|_| async {});
+    tokio::select! {
+        _ = controller => {}
+        _ = node_stream => {}
+    }
 }
 
 #[cfg(test)]

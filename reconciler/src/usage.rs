@@ -130,14 +130,7 @@ pub fn baseline(
     now: DateTime<Utc>,
 ) -> (ClaimUsage, DateTime<Utc>) {
     if let Some(h) = recorded {
-        let usage = ClaimUsage {
-            active_seconds: h.totals.active_seconds,
-            suspended_seconds: h.totals.suspended_seconds,
-            vcpu_seconds: h.totals.vcpu_seconds,
-            memory_gib_seconds: h.totals.memory_gib_seconds,
-            last_accrual_time: to_time(h.accrued_until),
-        };
-        return (usage, h.accrued_until);
+        return (usage_of(h), h.accrued_until);
     }
     if let Some(u) = &status.usage
         && let Some(t) = u.last_accrual_time.as_ref().and_then(from_time)
@@ -146,6 +139,29 @@ pub fn baseline(
     }
     let from = status.bound_time.as_ref().and_then(from_time).unwrap_or(now);
     (ClaimUsage { last_accrual_time: to_time(from), ..ClaimUsage::default() }, from)
+}
+
+/// A claim's history as `status.usage`: its sums, accrued up to its last interval's end.
+pub fn usage_of(h: &ClaimHistory) -> ClaimUsage {
+    ClaimUsage {
+        active_seconds: h.totals.active_seconds,
+        suspended_seconds: h.totals.suspended_seconds,
+        vcpu_seconds: h.totals.vcpu_seconds,
+        memory_gib_seconds: h.totals.memory_gib_seconds,
+        last_accrual_time: to_time(h.accrued_until),
+    }
+}
+
+/// A claim's usage as recorded: its history when there is a store (the history is written
+/// first, so it is never behind `status.usage`), otherwise `status.usage`.
+pub async fn recorded_usage(
+    store: Option<&kairon_db::Store>,
+    c: &MachineClaim,
+) -> Result<Option<ClaimUsage>, UsageError> {
+    let from_status = c.status.as_ref().and_then(|s| s.usage.clone());
+    let Some(store) = store else { return Ok(from_status) };
+    let uid = c.uid().and_then(|u| uuid_of(&u)).ok_or(UsageError::NoUid)?;
+    Ok(history::claim_history_totals(store.pool(), uid).await?.as_ref().map(usage_of).or(from_status))
 }
 
 /// When the next interval is due: `from` plus the interval (never sooner than a moment).
@@ -238,11 +254,14 @@ pub enum Accrued {
 /// `status.usage` with the claim's resourceVersion as precondition. `due_after` of zero accrues
 /// whatever whole seconds have passed: the claims controller can call this (with the store from
 /// its `ControllerConfig`) before releasing, so the Released Event carries the final usage.
+/// `hold` is test-only (see [`crate::ControllerConfig::test_hold_after_record`]): zero in
+/// production.
 pub async fn accrue_claim(
     client: &kube::Client,
     store: Option<&kairon_db::Store>,
     c: &MachineClaim,
     due_after: Duration,
+    hold: Duration,
 ) -> Result<Accrued, UsageError> {
     let Some(status) = c.status.as_ref() else { return Ok(Accrued::NotBound) };
     let Some(machine_name) = status.machine_name.as_deref() else { return Ok(Accrued::NotBound) };
@@ -290,6 +309,13 @@ pub async fn accrue_claim(
             return Ok(Accrued::Raced);
         }
         count(&namespace, &a);
+        if !hold.is_zero() {
+            tracing::warn!(
+                claim = %c.name_any(), interval_start = %a.start, interval_end = %a.end,
+                "TEST ONLY: holding {hold:?} between the history insert and the status write"
+            );
+            tokio::time::sleep(hold).await;
+        }
         // The interval is durable; a failed patch is repaired from the history next time.
         patch_usage(&claims, c, &usage).await?;
     } else {
@@ -305,7 +331,8 @@ async fn reconcile(c: Arc<MachineClaim>, ctx: Arc<Ctx>) -> Result<Action, UsageE
         return Ok(Action::await_change());
     }
     let interval = ctx.cfg.usage_interval;
-    Ok(match accrue_claim(&ctx.client, ctx.cfg.store.as_ref(), &c, interval).await? {
+    let hold = ctx.cfg.test_hold_after_record;
+    Ok(match accrue_claim(&ctx.client, ctx.cfg.store.as_ref(), &c, interval, hold).await? {
         Accrued::NotBound => Action::await_change(),
         Accrued::NotDue { from } => Action::requeue(next_due(from, Utc::now(), interval)),
         // Someone recorded this interval already: derive again from the history.

@@ -317,3 +317,25 @@ pub struct SnapshotResult {
     pub path: String,
     pub bytes: u64,
 }
+
+/// The answer to a freeze or thaw: how many guest filesystems, and until when (RFC 3339) a
+/// freeze lasts before it thaws by itself.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frozen: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thawed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeStatus {
+    /// `frozen` or `thawed`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}

@@ -229,6 +229,31 @@ impl RuntimeClient {
         self.json(self.http.post(self.url(&format!("/v1/vms/{id}/fork"))).json(&req)).await
     }
 
+    /// A new VM booting fresh from a copy of this VM's disk.
+    pub async fn clone_vm(&self, id: &str, name: &str) -> Result<Vm> {
+        let req = crate::api::ForkRequest { name: name.to_string() };
+        self.json(self.http.post(self.url(&format!("/v1/vms/{id}/clone"))).json(&req)).await
+    }
+
+    /// Freezes a VM's guest filesystems (through its guest agent), thawing them by themselves
+    /// after `timeout` when given.
+    pub async fn freeze(&self, id: &str, timeout: Option<Duration>) -> Result<crate::api::FreezeResult> {
+        let mut req = self.http.post(self.url(&format!("/v1/vms/{id}/freeze")));
+        if let Some(t) = timeout {
+            req = req.query(&[("timeoutSeconds", t.as_secs().max(1).to_string())]);
+        }
+        self.json(req).await
+    }
+
+    pub async fn thaw(&self, id: &str) -> Result<crate::api::FreezeResult> {
+        self.json(self.http.post(self.url(&format!("/v1/vms/{id}/thaw")))).await
+    }
+
+    /// `frozen` or `thawed`, as the guest agent says, and the deadline of the freeze.
+    pub async fn freeze_status(&self, id: &str) -> Result<crate::api::FreezeStatus> {
+        self.json(self.http.get(self.url(&format!("/v1/vms/{id}/freeze")))).await
+    }
+
     /// Exports a sandbox's root filesystem to a tar file on the node.
     pub async fn snapshot(&self, id: &str, path: &str) -> Result<crate::api::SnapshotResult> {
         let req = crate::api::SnapshotRequest { path: path.to_string() };

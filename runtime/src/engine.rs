@@ -104,6 +104,10 @@ pub(crate) struct Inner {
     pub(crate) instances: std::sync::Mutex<BTreeMap<String, Arc<Mutex<Vm>>>>,
     templates: std::sync::Mutex<BTreeMap<String, TemplateEntry>>,
     pub(crate) pools: std::sync::Mutex<BTreeMap<String, crate::pools::PoolEntry>>,
+    /// The QEMU backend.
+    pub(crate) vms: crate::vm::VmHost,
+    /// Freezes with a deadline, by instance id.
+    pub(crate) freezes: std::sync::Mutex<BTreeMap<String, crate::vm::ops::FreezeTimer>>,
 }
 
 #[derive(Clone)]
@@ -134,10 +138,13 @@ impl Runtime {
     pub async fn open(cfg: RuntimeConfig) -> Result<Runtime> {
         std::fs::create_dir_all(cfg.state_dir.join("templates"))?;
         let host = SandboxHost::new(&cfg.state_dir, &cfg.node_name)?;
+        let vms = crate::vm::VmHost::new(&cfg.state_dir);
         let rt = Runtime {
             inner: Arc::new(Inner {
                 cfg,
                 host,
+                vms,
+                freezes: std::sync::Mutex::new(BTreeMap::new()),
                 instances: std::sync::Mutex::new(BTreeMap::new()),
                 templates: std::sync::Mutex::new(BTreeMap::new()),
                 pools: std::sync::Mutex::new(BTreeMap::new()),
@@ -331,6 +338,15 @@ impl Runtime {
         for e in entries.flatten() {
             let Ok(raw) = std::fs::read(e.path().join("vm.json")) else { continue };
             let Ok(mut vm) = serde_json::from_slice::<Vm>(&raw) else { continue };
+            if vm.backend == crate::vm::BACKEND {
+                self.vm_adopt(&mut vm).await;
+                self.save(&vm)?;
+                if let Some(at) = &vm.expires_at {
+                    self.arm_ttl(&vm.id, at);
+                }
+                lock(&self.inner.instances).insert(vm.id.clone(), Arc::new(Mutex::new(vm)));
+                continue;
+            }
             let st = self.inner.host.state(&vm.id).await?;
             let (state, pid) = match st {
                 Some(s) if s.status == "paused" || self.inner.host.is_frozen(&vm.id) => (VmState::Paused, Some(s.pid)),
@@ -400,11 +416,13 @@ impl Runtime {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
+        if seed.is_none() && crate::vm::wants_vm(&req) {
+            return self.create_vm(req).await;
+        }
         let Some(sandbox) = &req.sandbox else {
-            return Err(RuntimeError::NotSupported(format!(
-                "node {} has no VM backend (QEMU) yet: only sandboxes with spec.sandbox.templateName run here",
-                self.node_name()
-            )));
+            return Err(RuntimeError::Invalid(
+                "nothing to run: give spec.image (a VM; e.g. /var/lib/fluxvm/images/kairon-hw.qcow2) or spec.sandbox.templateName (a sandbox)".into(),
+            ));
         };
         if let Some(net) = &req.network
             && matches!(net.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge)
@@ -414,8 +432,8 @@ impl Runtime {
             ));
         }
         let Some(template_name) = sandbox.template_name.clone() else {
-            return Err(RuntimeError::NotSupported(
-                "a sandbox booting spec.image runs on the lightweight VM track (QEMU microvm), which this node does not have yet: use spec.sandbox.templateName".into(),
+            return Err(RuntimeError::Invalid(
+                "a sandbox needs spec.sandbox.templateName, or spec.image to boot on the lightweight VM track".into(),
             ));
         };
         let template = match self.template(&template_name) {
@@ -536,6 +554,10 @@ impl Runtime {
     pub async fn delete(&self, id_or_name: &str) -> Result<()> {
         let slot = self.slot(id_or_name)?;
         let vm = slot.lock().await;
+        if vm.backend == crate::vm::BACKEND {
+            lock(&self.inner.freezes).remove(&vm.id);
+            return self.vm_delete(&vm).await;
+        }
         self.inner.host.destroy(&vm.id).await?;
         lock(&self.inner.instances).remove(&vm.id);
         Ok(())
@@ -544,6 +566,12 @@ impl Runtime {
     pub async fn power(&self, id_or_name: &str, action: PowerAction, paused: bool) -> Result<Vm> {
         let slot = self.slot(id_or_name)?;
         let mut vm = slot.lock().await;
+        if vm.backend == crate::vm::BACKEND {
+            self.vm_power(&mut vm, action, paused).await?;
+            vm.message = None;
+            self.save(&vm)?;
+            return Ok(vm.clone());
+        }
         let host = &self.inner.host;
         match (action, vm.state) {
             (PowerAction::Hibernate | PowerAction::Halt, _) => {
@@ -586,7 +614,7 @@ impl Runtime {
         Ok(vm.clone())
     }
 
-    async fn running(&self, id_or_name: &str) -> Result<Vm> {
+    pub(crate) async fn running(&self, id_or_name: &str) -> Result<Vm> {
         let vm = self.get(id_or_name).await?;
         match vm.state {
             VmState::Running => Ok(vm),
@@ -597,31 +625,49 @@ impl Runtime {
 
     pub async fn exec(&self, id_or_name: &str, req: &ExecRequest) -> Result<ExecResult> {
         let vm = self.running(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.exec(&vm.id, req).await?);
+        }
         Ok(self.inner.host.exec(&vm.id, req).await?)
     }
 
     pub async fn start_process(&self, id_or_name: &str, req: &ExecRequest) -> Result<Process> {
         let vm = self.running(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.start_process(&vm.id, req).await?);
+        }
         Ok(self.inner.host.start_process(&vm.id, req).await?)
     }
 
     pub async fn processes(&self, id_or_name: &str) -> Result<Vec<Process>> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.processes(&vm.id).await?);
+        }
         Ok(self.inner.host.processes(&vm.id)?)
     }
 
     pub async fn process(&self, id_or_name: &str, pid: &str) -> Result<Process> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.process(&vm.id, pid).await?);
+        }
         Ok(self.inner.host.process(&vm.id, pid)?)
     }
 
     pub async fn process_logs(&self, id_or_name: &str, pid: &str) -> Result<(String, String)> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.logs(&vm.id, pid).await?);
+        }
         Ok(self.inner.host.logs(&vm.id, pid)?)
     }
 
     pub async fn wait_process(&self, id_or_name: &str, pid: &str, timeout: Duration) -> Result<Process> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.wait_process(&vm.id, pid, timeout).await?);
+        }
         Ok(self.inner.host.wait_process(&vm.id, pid, timeout).await?)
     }
 
@@ -631,6 +677,9 @@ impl Runtime {
             return Err(RuntimeError::Invalid(format!(
                 "signal {signal:?}: use TERM, KILL, INT, HUP, QUIT, USR1 or USR2"
             )));
+        }
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.kill_process(&vm.id, pid, signal).await?);
         }
         Ok(self.inner.host.kill_process(&vm.id, pid, signal).await?)
     }
@@ -644,6 +693,10 @@ impl Runtime {
 
     pub async fn read_file(&self, id_or_name: &str, path: &str) -> Result<Vec<u8>> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            let vm = self.running(id_or_name).await?;
+            return Ok(self.inner.vms.read_file(&vm.id, path, MAX_FILE_BYTES).await?);
+        }
         let root = self.rootfs_of(&vm)?;
         let path = path.to_string();
         Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::read_file(&root, &path, MAX_FILE_BYTES))
@@ -653,6 +706,10 @@ impl Runtime {
 
     pub async fn write_file(&self, id_or_name: &str, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            let vm = self.running(id_or_name).await?;
+            return Ok(self.inner.vms.write_file(&vm.id, path, &data, mode).await?);
+        }
         let root = self.rootfs_of(&vm)?;
         let path = path.to_string();
         Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::write_file(&root, &path, &data, mode))
@@ -662,6 +719,10 @@ impl Runtime {
 
     pub async fn list_files(&self, id_or_name: &str, path: &str) -> Result<Vec<FileEntry>> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            let vm = self.running(id_or_name).await?;
+            return Ok(self.inner.vms.list_files(&vm.id, path).await?);
+        }
         let root = self.rootfs_of(&vm)?;
         let path = path.to_string();
         Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::list_dir(&root, &path))
@@ -671,6 +732,10 @@ impl Runtime {
 
     pub async fn delete_file(&self, id_or_name: &str, path: &str) -> Result<()> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            let vm = self.running(id_or_name).await?;
+            return Ok(self.inner.vms.delete_file(&vm.id, path).await?);
+        }
         let root = self.rootfs_of(&vm)?;
         let path = path.to_string();
         Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::remove(&root, &path))
@@ -683,6 +748,9 @@ impl Runtime {
     /// Processes are not copied — a runc sandbox has no live fork (CRIU fails on this kernel);
     /// a live fork is the VM backend's.
     pub async fn fork(&self, id_or_name: &str, name: &str) -> Result<Vm> {
+        if self.get(id_or_name).await?.backend == crate::vm::BACKEND {
+            return self.vm_fork(id_or_name, name).await;
+        }
         let slot = self.slot(id_or_name)?;
         let source = slot.lock().await;
         let upper = self.inner.host.instance_dir(&source.id).join("upper");
@@ -729,6 +797,12 @@ impl Runtime {
         }
         let slot = self.slot(id_or_name)?;
         let vm = slot.lock().await;
+        if vm.backend == crate::vm::BACKEND {
+            return Err(RuntimeError::NotSupported(
+                "a snapshot exports a sandbox's root filesystem: for a VM use clone (disk) or fork (memory and disk)"
+                    .into(),
+            ));
+        }
         let root = self.rootfs_of(&vm)?;
         let freeze = vm.state == VmState::Running;
         if freeze {
@@ -761,6 +835,17 @@ impl Runtime {
         vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))
     }
 
+    /// How the host reaches `port` in a running instance: inside a sandbox's network
+    /// namespace, or a VM's forwarded port on loopback.
+    pub async fn guest_target(&self, id_or_name: &str, port: u16) -> Result<crate::proxy::Target> {
+        let vm = self.running(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(crate::proxy::Target::Addr(self.vm_forward(&vm, port).await?));
+        }
+        let pid = vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))?;
+        Ok(crate::proxy::Target::Netns(pid))
+    }
+
     /// Whether a sandbox on this node may reach `host`: a stateless check against the node's
     /// config, which no API changes.
     pub fn egress_check(&self, host: &str) -> Result<crate::api::EgressDecision> {
@@ -769,6 +854,9 @@ impl Runtime {
 
     pub async fn stats(&self, id_or_name: &str) -> Result<Stats> {
         let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.stats(&vm.id).await);
+        }
         Ok(self.inner.host.stats(&vm.id, vm.pid))
     }
 

@@ -11,3 +11,4 @@ pub mod proxy;
 pub mod sandbox;
 pub mod server;
 pub mod stream;
+pub mod vm;

@@ -67,10 +67,18 @@ impl Runtime {
         if req.size > MAX_POOL_SIZE {
             return Err(RuntimeError::Invalid(format!("size {} is more than {MAX_POOL_SIZE}", req.size)));
         }
-        let template_name = req.template.sandbox.as_ref().and_then(|s| s.template_name.clone()).ok_or_else(|| {
-            RuntimeError::NotSupported("this node pools sandboxes only: set template.sandbox.templateName".into())
-        })?;
-        self.template(&template_name)?;
+        if crate::vm::wants_vm(&req.template) {
+            // Members are VMs: the image must be usable now, not at each member's boot.
+            self.inner.vms.plan(&req.template)?;
+        } else {
+            let template_name =
+                req.template.sandbox.as_ref().and_then(|s| s.template_name.clone()).ok_or_else(|| {
+                    RuntimeError::Invalid(
+                        "a pool's template needs sandbox.templateName (sandboxes) or image (VMs)".into(),
+                    )
+                })?;
+            self.template(&template_name)?;
+        }
         if lock(&self.inner.pools).contains_key(&req.name) {
             return Err(RuntimeError::Conflict(format!("pool {:?} already exists", req.name)));
         }
@@ -142,7 +150,7 @@ impl Runtime {
         }
         let vm = self.power(&member.id, PowerAction::Resume, false).await?;
         let slot = self.slot(&vm.id)?;
-        let mut vm = slot.lock().await;
+        let mut vm = slot.lock_owned().await;
         if let Some(n) = &req.name {
             vm.name = n.clone();
             vm.spec.name = n.clone();
@@ -154,7 +162,13 @@ impl Runtime {
             self.arm_ttl(&vm.id, &at);
         }
         self.save(&vm)?;
-        Ok(vm.clone())
+        let out = vm.clone();
+        if vm.backend == crate::vm::BACKEND {
+            // A copy of a booted image: it gets its own identity before the claimer's first
+            // command (which waits for the instance's lock).
+            self.vm_reidentify_locked(vm);
+        }
+        Ok(out)
     }
 
     /// Deletes the pool and every member it holds, claimed or not.

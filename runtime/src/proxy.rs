@@ -105,6 +105,37 @@ fn dial_blocking(pid: u32, port: u16) -> io::Result<std::net::TcpStream> {
     Ok(stream)
 }
 
+/// Where a guest port is dialled: in a sandbox's network namespace (its init's pid), or at a
+/// host address that leads to it (a VM's forwarded port on loopback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Netns(u32),
+    Addr(SocketAddr),
+}
+
+/// Connects to guest port `port` through `target`.
+pub async fn dial(target: Target, port: u16) -> io::Result<tokio::net::TcpStream> {
+    match target {
+        Target::Netns(pid) => dial_in_netns(pid, port).await,
+        Target::Addr(addr) => {
+            let s = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::TcpStream::connect(addr))
+                .await
+                .map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "port {port} in the VM did not accept a connection within {} s",
+                            DIAL_TIMEOUT.as_secs()
+                        ),
+                    )
+                })?
+                .map_err(|e| io::Error::new(e.kind(), format!("connecting to port {port} in the VM: {e}")))?;
+            s.set_nodelay(true)?;
+            Ok(s)
+        }
+    }
+}
+
 /// Relays `req` to the guest's HTTP server on `port` inside the sandbox whose init is `pid`,
 /// as `path_and_query` (e.g. from [`guest_path`]). Request and response bodies are streamed
 /// both ways, so uploads, chunked responses and server-sent events flow as they are produced.
@@ -112,19 +143,24 @@ fn dial_blocking(pid: u32, port: u16) -> io::Result<std::net::TcpStream> {
 /// forwarded, and `Host` is `127.0.0.1:<port>`. Errors are 502 (`GuestUnreachable` when the
 /// port cannot be dialled, `GuestClosed` when the guest drops the request) with a JSON body.
 pub async fn proxy(pid: u32, port: u16, req: Request, path_and_query: &str) -> Response {
-    match relay(pid, port, req, path_and_query).await {
+    proxy_to(Target::Netns(pid), port, req, path_and_query).await
+}
+
+/// [`proxy`] to a guest port through any [`Target`] (a VM's forwarded port included).
+pub async fn proxy_to(target: Target, port: u16, req: Request, path_and_query: &str) -> Response {
+    match relay(target, port, req, path_and_query).await {
         Ok(resp) => resp,
         Err(e) => e.into_response(),
     }
 }
 
-async fn relay(pid: u32, port: u16, req: Request, path_and_query: &str) -> Result<Response, ProxyError> {
+async fn relay(target: Target, port: u16, req: Request, path_and_query: &str) -> Result<Response, ProxyError> {
     let uri: Uri = path_and_query
         .parse()
         .ok()
         .filter(|u: &Uri| u.scheme().is_none() && u.authority().is_none() && u.path().starts_with('/'))
         .ok_or_else(|| ProxyError::Invalid(format!("{path_and_query:?} is not a valid path for the guest")))?;
-    let stream = dial_in_netns(pid, port).await.map_err(|e| ProxyError::GuestUnreachable(e.to_string()))?;
+    let stream = dial(target, port).await.map_err(|e| ProxyError::GuestUnreachable(e.to_string()))?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Body>(TokioIo::new(stream))
         .await
         .map_err(|e| ProxyError::GuestUnreachable(format!("starting HTTP with port {port} inside the sandbox: {e}")))?;

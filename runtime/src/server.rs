@@ -60,7 +60,12 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/proxy/{port}/{*path}", any(proxy_path))
         .route("/v1/vms/{id}/tunnel/{port}", get(ws_tunnel))
         .route("/v1/vms/{id}/console", get(ws_console))
+        .route("/v1/vms/{id}/exec-stream", get(ws_exec_stream))
         .route("/v1/vms/{id}/fork", post(fork))
+        .route("/v1/vms/{id}/clone", post(clone_vm))
+        .route("/v1/vms/{id}/freeze", get(freeze_status).post(freeze))
+        .route("/v1/vms/{id}/thaw", post(thaw))
+        .route("/v1/vms/{id}/vnc", get(ws_vnc))
         .route("/v1/sandboxes/{id}/snapshot", post(snapshot))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))
@@ -95,7 +100,15 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({"name": st.rt.node_name(), "backends": ["sandbox"], "acceleration": null}))
+    let vm = crate::vm::qemu_installed();
+    let accel = if vm { st.rt.acceleration().await } else { None };
+    let backends: Vec<&str> = if vm { vec!["sandbox", "vm"] } else { vec!["sandbox"] };
+    Json(serde_json::json!({
+        "name": st.rt.node_name(),
+        "backends": backends,
+        "acceleration": accel,
+        "defaultImage": st.rt.default_image(),
+    }))
 }
 
 async fn list_vms(State(st): State<AppState>, Query(q): Query<HashMap<String, String>>) -> Response {
@@ -290,9 +303,9 @@ async fn proxy_path(
 
 /// Relays a request to a server inside the sandbox, dialled in its network namespace.
 async fn relay(st: AppState, id: String, port: u16, path: Option<String>, req: Request) -> R<Response> {
-    let pid = st.rt.guest_pid(&id).await?;
-    let target = crate::proxy::guest_path(path.as_deref(), req.uri().query());
-    Ok(crate::proxy::proxy(pid, port, req, &target).await)
+    let target = st.rt.guest_target(&id, port).await?;
+    let path = crate::proxy::guest_path(path.as_deref(), req.uri().query());
+    Ok(crate::proxy::proxy_to(target, port, req, &path).await)
 }
 
 async fn egress_check(State(st): State<AppState>, Json(req): Json<EgressCheckRequest>) -> R<Response> {
@@ -313,13 +326,64 @@ async fn ws_console(State(st): State<AppState>, Path(id): Path<String>, ws: crat
     crate::stream::console(&st.rt, &id, ws).await
 }
 
+#[derive(serde::Deserialize)]
+struct ExecStreamQuery {
+    /// The command as a JSON array of strings.
+    command: String,
+}
+
+async fn ws_exec_stream(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<ExecStreamQuery>,
+    ws: crate::stream::Upgrade,
+) -> Response {
+    crate::stream::exec_stream(&st.rt, &id, &q.command, ws).await
+}
+
 async fn fork(
     State(st): State<AppState>,
     Path(id): Path<String>,
     Json(req): Json<crate::api::ForkRequest>,
 ) -> R<Response> {
     let vm = st.rt.fork(&id, &req.name).await?;
-    Ok((StatusCode::CREATED, Json(crate::api::ForkResult { vm, live: false })).into_response())
+    let live = vm.backend == crate::vm::BACKEND;
+    Ok((StatusCode::CREATED, Json(crate::api::ForkResult { vm, live })).into_response())
+}
+
+async fn clone_vm(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Json(req): Json<crate::api::ForkRequest>,
+) -> R<Response> {
+    Ok((StatusCode::CREATED, Json(st.rt.clone_vm(&id, &req.name).await?)).into_response())
+}
+
+async fn freeze(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    let timeout = match q.get("timeoutSeconds") {
+        Some(t) => Some(Duration::from_secs(t.parse::<u64>().ok().filter(|t| *t > 0).ok_or_else(|| {
+            RuntimeError::Invalid(format!("timeoutSeconds {t:?} must be a whole number of seconds above 0"))
+        })?)),
+        None => None,
+    };
+    Ok(Json(st.rt.freeze(&id, timeout).await?).into_response())
+}
+
+async fn freeze_status(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.freeze_status(&id).await?).into_response())
+}
+
+async fn thaw(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    Ok(Json(st.rt.thaw(&id).await?).into_response())
+}
+
+/// A WebSocket carrying the VM's VNC (RFB) byte stream.
+async fn ws_vnc(State(st): State<AppState>, Path(id): Path<String>, ws: crate::stream::Upgrade) -> Response {
+    crate::stream::unix_relay(&st.rt, &id, "vnc.sock", ws).await
 }
 
 async fn snapshot(

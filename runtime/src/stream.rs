@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 use tokio::process::Child;
 
 use crate::engine::{Runtime, RuntimeError};
-use crate::proxy::{ProxyError, dial_in_netns};
+use crate::proxy::ProxyError;
 use crate::sandbox::pid_alive;
 
 /// The upgrade as the route extracts it: a request that is not a WebSocket handshake is only
@@ -92,15 +92,15 @@ async fn next_client_bytes(ws_rx: &mut WsRx) -> Option<Bytes> {
 /// `GET /v1/vms/{id}/tunnel/{port}`: checks the sandbox runs, dials the port inside it, and
 /// only then upgrades to the byte pipe.
 pub async fn tunnel(rt: &Runtime, id: &str, port: u16, ws: Upgrade) -> Response {
-    let pid = match rt.guest_pid(id).await {
-        Ok(pid) => pid,
+    let target = match rt.guest_target(id, port).await {
+        Ok(t) => t,
         Err(e) => return e.into_response(),
     };
     let ws = match ws {
         Ok(ws) => ws,
         Err(rejection) => return rejection.into_response(),
     };
-    let guest = match dial_in_netns(pid, port).await {
+    let guest = match crate::proxy::dial(target, port).await {
         Ok(s) => s,
         Err(e) => return ProxyError::GuestUnreachable(e.to_string()).into_response(),
     };
@@ -145,8 +145,32 @@ async fn guest_to_client<R: AsyncRead + Unpin>(guest: &mut R, ws_tx: &mut WsTx, 
 /// deliver what it has in flight until it answers); the client closing shuts down the TCP
 /// write side, so the guest reads end-of-file.
 async fn pipe_tcp(socket: WebSocket, guest: TcpStream, port: u16) {
+    pipe(socket, guest, port).await
+}
+
+/// `GET /v1/vms/{id}/console` and `/vnc` of a VM: the WebSocket carries the raw bytes of the
+/// VM's serial console or VNC server (QEMU's unix sockets), both ways.
+pub async fn unix_relay(rt: &Runtime, id: &str, socket: &str, ws: Upgrade) -> Response {
+    let path = match rt.vm_socket(id, socket).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let stream = match tokio::net::UnixStream::connect(&path).await {
+        Ok(s) => s,
+        Err(e) => {
+            return ProxyError::GuestUnreachable(format!("connecting to the VM's {socket}: {e}")).into_response();
+        }
+    };
+    ws.on_upgrade(move |s| pipe(s, stream, 0))
+}
+
+async fn pipe<S: AsyncRead + AsyncWrite + Send + 'static>(socket: WebSocket, guest: S, port: u16) {
     let (mut ws_tx, mut ws_rx) = socket.split();
-    let (mut guest_rx, mut guest_tx) = guest.into_split();
+    let (mut guest_rx, mut guest_tx) = tokio::io::split(guest);
     let up_end = {
         let up = client_to_guest(&mut ws_rx, &mut guest_tx);
         let down = guest_to_client(&mut guest_rx, &mut ws_tx, port);
@@ -187,6 +211,9 @@ async fn pipe_tcp(socket: WebSocket, guest: TcpStream, port: u16) {
 /// `exit <code>`. When the client closes (or goes away), the shell and its process group are
 /// killed.
 pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
+    if rt.get(id).await.is_ok_and(|vm| vm.backend == crate::vm::BACKEND) {
+        return unix_relay(rt, id, "console.sock", ws).await;
+    }
     if let Err(e) = rt.guest_pid(id).await {
         return e.into_response();
     }
@@ -207,6 +234,50 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return RuntimeError::Internal(format!("starting the console shell: {e}")).into_response(),
+    };
+    ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
+/// `GET /v1/vms/{id}/exec-stream?command=["prog","arg"]`: one command in a sandbox, streamed.
+/// Client frames are its stdin (an empty frame closes stdin), its stdout and stderr come back
+/// as binary frames as they are produced, and its exit closes the socket with reason
+/// `exit <code>`; the client closing kills it.
+pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> Response {
+    let argv: Vec<String> = match serde_json::from_str(command) {
+        Ok(v) => v,
+        Err(_) => {
+            return RuntimeError::Invalid(
+                "command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]".into(),
+            )
+            .into_response();
+        }
+    };
+    if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) || argv[0].is_empty() {
+        return RuntimeError::Invalid("command must name a program, and no argument may hold a NUL byte".into())
+            .into_response();
+    }
+    if rt.get(id).await.is_ok_and(|vm| vm.backend == crate::vm::BACKEND) {
+        return RuntimeError::NotSupported(
+            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow"
+                .into(),
+        )
+        .into_response();
+    }
+    if let Err(e) = rt.guest_pid(id).await {
+        return e.into_response();
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let host = rt.sandbox_host();
+    let pid_file = PidFile(host.instance_dir(id).join(format!("exec-{}.pid", uuid::Uuid::new_v4().simple())));
+    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let mut cmd = host.attached_exec(id, &pid_file.0, &args);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return RuntimeError::Internal(format!("starting the command: {e}")).into_response(),
     };
     ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
 }
@@ -320,6 +391,11 @@ where
 async fn client_to_stdin<W: AsyncWrite + Unpin>(ws_rx: &mut WsRx, stdin: Option<W>) {
     let mut stdin = stdin;
     while let Some(bytes) = next_client_bytes(ws_rx).await {
+        // An empty frame is end-of-file: the program reads EOF, the session stays open.
+        if bytes.is_empty() {
+            stdin = None;
+            continue;
+        }
         if let Some(w) = stdin.as_mut()
             && w.write_all(&bytes).await.is_err()
         {

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod rest;
+pub use rest::{Answer, Rest};
+
 /// PostgreSQL for tests; every Kairon instance gets its own database on it.
 pub fn database_url() -> String {
     std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
@@ -84,15 +87,34 @@ impl Kairon {
 
     /// Stops this instance and starts it again on the same data dir and database.
     pub fn restart(self) -> Result<Kairon> {
+        let extra = self.extra.clone();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        self.restart_with(&extra)
+    }
+
+    /// The same, with other extra flags (unless it was killed, it is stopped with SIGTERM first).
+    pub fn restart_with(self, extra: &[&str]) -> Result<Kairon> {
         let mut old = self;
         if old.child.is_some() {
             old.stop()?;
         }
         let data_dir = std::mem::replace(&mut old.data_dir, tempfile::tempdir()?);
-        let extra: Vec<&str> = old.extra.iter().map(String::as_str).collect();
-        let mut k = Self::spawn(data_dir, &extra, old.database_url.clone())?;
+        let mut k = Self::spawn(data_dir, extra, old.database_url.clone())?;
         k.database = old.database.take();
         Ok(k)
+    }
+
+    /// SIGKILL: the server gets no chance to clean up (its sandboxes and database stay).
+    pub fn kill9(&mut self) -> Result<()> {
+        let Some(mut child) = self.child.take() else { bail!("already stopped") };
+        child.kill()?;
+        child.wait()?;
+        Ok(())
+    }
+
+    /// The database this instance runs on (None with a private PostgreSQL).
+    pub fn database_url(&self) -> Option<&str> {
+        self.database_url.as_deref()
     }
 
     fn spawn(data_dir: tempfile::TempDir, extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
@@ -242,6 +264,11 @@ impl Kairon {
         bail!("kairon up did not stop within 120 s of SIGTERM")
     }
 
+    /// The database this instance uses (unset for a private PostgreSQL).
+    pub fn database(&self) -> Option<&str> {
+        self.database_url.as_deref()
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -259,6 +286,8 @@ impl Drop for Kairon {
                 remove_sandboxes(&node.path());
             }
         }
+        // So do VMs (QEMU processes).
+        kairon_runtime::vm::kill_all_under(self.data_dir.path());
         if let Some(db) = &self.database {
             let _ = psql(&database_url(), &format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"));
         }
@@ -266,19 +295,57 @@ impl Drop for Kairon {
 }
 
 /// Kills and removes every runc sandbox a runtime state dir holds, and unmounts their roots.
+///
+/// Not `runc kill --all`: on cgroup v1 it freezes the cgroup first, and a task caught in
+/// execve can keep that freeze from finishing, which hangs runc (and the test) for good. Each
+/// container's cgroup is thawed and its processes are killed directly instead.
 pub fn remove_sandboxes(state_dir: &Path) {
     let root = state_dir.join("runc");
-    if let Ok(out) = Command::new("runc").arg("--root").arg(&root).args(["list", "-q"]).output() {
-        for id in String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()) {
-            let _ = Command::new("runc").arg("--root").arg(&root).args(["kill", "--all", id, "KILL"]).output();
-            let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "--force", id]).output();
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let id = entry.file_name().to_string_lossy().to_string();
+        let state: serde_json::Value = std::fs::read(entry.path().join("state.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if let Some(freezer) = state["cgroup_paths"]["freezer"].as_str() {
+            kill_cgroup(Path::new(freezer));
         }
+        let mut delete = Command::new("runc");
+        delete.arg("--root").arg(&root).args(["delete", "--force", &id]);
+        run_bounded(delete, Duration::from_secs(30));
     }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let prefix = state_dir.to_string_lossy().to_string();
     for mp in mounts.lines().filter_map(|l| l.split(' ').nth(4)).filter(|mp| mp.starts_with(&prefix)) {
         let _ = Command::new("umount").arg("-l").arg(mp).output();
     }
+}
+
+fn kill_cgroup(freezer: &Path) {
+    let _ = std::fs::write(freezer.join("freezer.state"), "THAWED");
+    for _ in 0..100 {
+        let procs = std::fs::read_to_string(freezer.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<&str> = procs.lines().filter(|l| !l.trim().is_empty()).collect();
+        if pids.is_empty() {
+            return;
+        }
+        let _ = Command::new("kill").arg("-KILL").args(&pids).stderr(Stdio::null()).status();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command, killing it if it takes longer than `limit`.
+fn run_bounded(mut cmd: Command, limit: Duration) {
+    let Ok(mut child) = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn() else { return };
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Removes a runtime state dir's sandboxes when dropped (for `kairon runtime` / `kairon node`

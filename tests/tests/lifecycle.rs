@@ -1,6 +1,7 @@
 //! The lifecycle controller and leader election under `kairon up`, with real runc: idle
 //! Machines are paused, stopped or deleted; busy, hand-paused, stopped and lifecycle-less ones
-//! are left alone; max lifetime and ttlSeconds delete; the controller holds its Lease.
+//! are left alone; a migrating one too; max lifetime and ttlSeconds delete; the controller holds
+//! its Lease.
 //!
 //! Hibernate and Halt are refused by API validation for template sandboxes (they need the
 //! QEMU backend), so they are covered by the pure `decide` unit tests in the reconciler only.
@@ -237,4 +238,44 @@ async fn the_controller_holds_its_lease() {
         (s.holder_identity.as_deref() == Some("kairon-controller-local") && s.renew_time?.0 > renewed).then_some(())
     })
     .await;
+}
+
+/// A Machine the node reports Migrating is never suspended, even long past its idle timeout;
+/// a Running one beside it is. The node is simulated here (its status written through the status
+/// subresource, on an API with no node agent) because migration needs a second node, and the
+/// controllers run on their own (`kairon controller`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_migrating_machine_is_never_suspended() {
+    let k = Kairon::start_with(&["--no-runtime", "--test-min-idle-timeout-seconds", "1"]).unwrap();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let _controller = kairon_e2e::Process::start(
+        &["controller", "--kubeconfig", &kubeconfig, "--identity", "solo", "--test-min-idle-timeout-seconds", "1"],
+        "is up",
+    )
+    .unwrap();
+    let client = k.client().await.unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    for (name, phase) in [("moving", "Migrating"), ("idle", "Running")] {
+        let spec = json!({"lifecycle": {"idleTimeoutSeconds": 1, "idleAction": "Pause"}});
+        api.create(&PostParams::default(), &sandbox(name, spec, json!({}))).await.unwrap();
+        // The scheduler first marks it Pending (no node here); then the simulated node takes it.
+        eventually(&format!("{name} to be marked unschedulable"), Duration::from_secs(30), || async {
+            let m = api.get(name).await.ok()?;
+            m.status?.conditions.iter().any(|c| c.type_ == "Scheduled").then_some(())
+        })
+        .await;
+        let status = json!({"status": {"phase": phase, "nodeName": "elsewhere"}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    }
+    let m = eventually("the Running one to be paused", Duration::from_secs(60), || async {
+        api.get("idle").await.ok().filter(|m| m.spec.power_state == Some(PowerState::Paused))
+    })
+    .await;
+    assert!(suspended(&m).is_some());
+    wait_event(&client, "IdleSuspended", "idle").await;
+    // Well past its timeout too, and the controller has evidently run: untouched.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let m = api.get("moving").await.unwrap();
+    assert_eq!((m.spec.power_state, suspended(&m)), (None, None));
+    assert!(events(&client, "IdleSuspended", "moving").await.is_empty());
 }

@@ -137,7 +137,12 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     let msg = &condition(&c, "Scheduled").unwrap().message;
     assert!(msg.contains("local: 0m CPU free, 100m needed") && msg.contains("second: 0m CPU free"), "{msg}");
 
-    // A VM needs the QEMU backend, which no node has.
+    // Both nodes offer the QEMU backend too, but a VM's whole vCPU fits on neither.
+    let nodes_list = nodes.list(&Default::default()).await.unwrap();
+    for n in &nodes_list.items {
+        assert!(n.spec.backends.contains(&kairon_model::NodeBackend::Vm), "{} offers VMs", n.name_any());
+        assert!(n.spec.acceleration.is_some(), "{} reports KVM or TCG", n.name_any());
+    }
     let vm: Machine = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "vm"},
         "spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}, "resources": {"cpu": "1", "memory": "512Mi"}}
@@ -148,7 +153,8 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
         api.get("vm").await.ok().filter(|m| condition(m, "Scheduled").is_some_and(|c| c.status == "False"))
     })
     .await;
-    assert!(condition(&vm, "Scheduled").unwrap().message.contains("it has no vm (QEMU) backend"));
+    let msg = &condition(&vm, "Scheduled").unwrap().message;
+    assert!(msg.contains("1000m needed"), "{msg}");
 
     // Room frees up: the pending sandbox is placed.
     api.delete("a", &DeleteParams::default()).await.unwrap();
@@ -331,4 +337,79 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
     let names: BTreeSet<String> = rt.list().await.unwrap().into_iter().map(|v| v.name).collect();
     let want: BTreeSet<String> = ["k2", "k3", "k4"].iter().map(|n| format!("kairon-default-{n}")).collect();
     assert_eq!(names, want, "one instance per Machine: none twice, none lost");
+}
+
+/// Kills the QEMU processes a test's `kairon up` leaves (VMs outlive their runtime on purpose).
+struct QemuCleanup(std::path::PathBuf);
+
+impl Drop for QemuCleanup {
+    fn drop(&mut self) {
+        kairon_runtime::vm::kill_all_under(&self.0);
+    }
+}
+
+fn in_secs(s: i64) -> String {
+    let t = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(s);
+    t.round(k8s_openapi::jiff::Unit::Second).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
+    // The default image, built once per machine (scripts/test runs `kairon image` first).
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
+    let k = Kairon::start_with(&FAST).unwrap();
+    let _qemu = QemuCleanup(k.data_dir.path().to_path_buf());
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let vm: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "frozen-vm"},
+        "spec": {"image": {"path": image}, "resources": {"cpu": "1", "memory": "256Mi"}, "guestAgent": {"enabled": true}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &vm).await.unwrap();
+    let m = eventually("the VM to run", Duration::from_secs(180), || async {
+        api.get("frozen-vm").await.ok().filter(|m| phase(m) == Some(MachinePhase::Running))
+    })
+    .await;
+    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let rt = k.runtime().unwrap();
+    assert_eq!(rt.get(&id).await.unwrap().backend, "qemu");
+    assert_eq!(rt.freeze_status(&id).await.unwrap().status, "thawed");
+    let frozen = |want: bool| {
+        let (api, rt, id) = (api.clone(), rt.clone(), id.clone());
+        async move {
+            let m = api.get("frozen-vm").await.ok()?;
+            let confirmed = m.annotations().contains_key("kairon.zyvor.dev/fs-frozen");
+            let status = rt.freeze_status(&id).await.ok()?.status;
+            (confirmed == want && status == if want { "frozen" } else { "thawed" }).then_some(m)
+        }
+    };
+
+    // Frozen until a deadline: confirmed, then thawed at the deadline with the confirmation gone.
+    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(45)}}});
+    api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let m = eventually("the freeze to be confirmed", Duration::from_secs(40), || async {
+        frozen(true).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Frozen"))
+    })
+    .await;
+    assert_eq!(condition(&m, "FilesystemFrozen").unwrap().status, "True");
+    // The confirmation goes first, the condition follows in the status write after it.
+    eventually("the thaw at the deadline", Duration::from_secs(90), || async {
+        frozen(false).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Thawed"))
+    })
+    .await;
+
+    // Frozen far out, then the annotation removed: thawed at once.
+    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(3600)}}});
+    api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the second freeze", Duration::from_secs(60), || frozen(true)).await;
+    let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": null}}});
+    api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    eventually("the thaw on removal", Duration::from_secs(60), || frozen(false)).await;
+
+    api.delete("frozen-vm", &DeleteParams::default()).await.unwrap();
+    eventually("the VM to go", Duration::from_secs(90), || async {
+        (api.get_opt("frozen-vm").await.ok()?.is_none() && rt.get(&id).await.is_err()).then_some(())
+    })
+    .await;
 }

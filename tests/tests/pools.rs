@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -286,4 +287,124 @@ async fn a_running_pool_hands_out_running_members_and_a_claim_ttl_releases_it() 
     // The kept claim stays bound and the pool refills.
     assert_eq!(claim_phase(&claims.get("keep").await.unwrap()), Some(ClaimPhase::Bound));
     wait_warm(&pools, "web", 2, Duration::from_secs(60)).await;
+}
+
+/// The resourceVersion of an object (one sequence over every resource, so versions of a pool
+/// and of its members order their writes).
+fn rv_of<K: kube::Resource>(o: &K) -> u64 {
+    o.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_pool_deletes_its_members_itself_before_it_goes() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &pool("gone", 2, "Running", 1)).await.unwrap();
+    wait_warm(&pools, "gone", 2, Duration::from_secs(90)).await;
+    claims.create(&PostParams::default(), &claim("holder", "gone", None)).await.unwrap();
+    eventually("holder bound", Duration::from_secs(60), || async {
+        claims.get("holder").await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+    })
+    .await;
+    // Two unclaimed members again, and one claimed.
+    eventually("2 warm and 1 claimed", Duration::from_secs(90), || async {
+        let s = pools.get("gone").await.ok()?.status?;
+        (s.warm == 2 && s.replicas == 2 && s.claimed == 1).then_some(())
+    })
+    .await;
+    let p = pools.get("gone").await.unwrap();
+    assert!(p.finalizers().contains(&"kairon.zyvor.dev/pool".to_string()), "{:?}", p.finalizers());
+    let names: BTreeSet<String> = members(&machines, "gone").await.iter().map(|m| m.name_any()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+
+    let rv = machines.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut machine_watch = machines.watch(&kube::api::WatchParams::default(), &rv).await.unwrap().boxed();
+    let mut pool_watch = pools.watch(&kube::api::WatchParams::default(), &rv).await.unwrap().boxed();
+    pools.delete("gone", &kube::api::DeleteParams::default()).await.unwrap();
+
+    // The last revision of the pool before it went.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let pool_last = loop {
+        let ev = tokio::time::timeout_at(deadline, pool_watch.next()).await.expect("the pool to go").unwrap().unwrap();
+        if let kube::api::WatchEvent::Deleted(p) = ev
+            && p.name_any() == "gone"
+        {
+            break rv_of(&p);
+        }
+    };
+    // Each member started deleting (or went) at a revision before that: the pool's finalizer
+    // deleted it while the pool still existed, not garbage collection after it had gone.
+    let mut marked: std::collections::BTreeMap<String, u64> = Default::default();
+    while marked.len() < names.len() {
+        let ev = tokio::time::timeout_at(deadline, machine_watch.next())
+            .await
+            .unwrap_or_else(|_| panic!("every member to be deleted; saw {marked:?} of {names:?}"))
+            .unwrap()
+            .unwrap();
+        let m = match ev {
+            kube::api::WatchEvent::Modified(m) if m.metadata.deletion_timestamp.is_some() => m,
+            kube::api::WatchEvent::Deleted(m) => m,
+            _ => continue,
+        };
+        if names.contains(&m.name_any()) {
+            marked.entry(m.name_any()).or_insert(rv_of(&m));
+        }
+    }
+    for (name, rv) in &marked {
+        assert!(*rv <= pool_last, "{name} started deleting at {rv}, after the pool went at {pool_last}");
+    }
+    eventually("every member gone", Duration::from_secs(120), || async {
+        members(&machines, "gone").await.is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_pool_resumes_paused_members_unless_its_template_asks_for_paused() {
+    let k = Kairon::start_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+
+    // A member of a Running pool paused by hand is resumed by the pool.
+    pools.create(&PostParams::default(), &pool("run", 1, "Running", 1)).await.unwrap();
+    wait_warm(&pools, "run", 1, Duration::from_secs(90)).await;
+    let name = members(&machines, "run").await[0].name_any();
+    let pause = json!({"spec": {"powerState": "Paused"}});
+    machines.patch(&name, &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
+    eventually("the pool to resume its paused member", Duration::from_secs(60), || async {
+        let m = machines.get(&name).await.ok()?;
+        (m.spec.power_state == Some(PowerState::Running) && phase(&m) == Some(MachinePhase::Running)).then_some(())
+    })
+    .await;
+
+    // A Running pool whose template asks for Paused leaves its members Paused, counts them warm,
+    // and a claim takes one and resumes it.
+    let mut p = pool("still", 2, "Running", 1);
+    p.spec.template.spec.power_state = Some(PowerState::Paused);
+    pools.create(&PostParams::default(), &p).await.unwrap();
+    wait_warm(&pools, "still", 2, Duration::from_secs(90)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for m in members(&machines, "still").await {
+        assert_eq!(phase(&m), Some(MachinePhase::Paused), "{} stays Paused", m.name_any());
+        assert_eq!(m.spec.power_state, Some(PowerState::Paused), "{} is not resumed", m.name_any());
+    }
+    claims.create(&PostParams::default(), &claim("take", "still", None)).await.unwrap();
+    let c = eventually("take bound", Duration::from_secs(60), || async {
+        claims.get("take").await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+    })
+    .await;
+    let taken = c.status.unwrap().machine_name.unwrap();
+    wait_phase_of(&machines, &taken, MachinePhase::Running).await;
+}
+
+async fn wait_phase_of(api: &Api<Machine>, name: &str, want: MachinePhase) {
+    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
+        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
+    })
+    .await;
 }

@@ -9,13 +9,14 @@
 use std::process::Command;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kairon_e2e::{Kairon, database_url, eventually};
-use kairon_model::{ClaimUsage, Machine, MachineClaim, MachinePhase};
+use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePhase};
 
 const FAST: [&str; 6] = ["--test-usage-interval", "1s", "--node-tick", "1s", "--heartbeat-interval", "1s"];
 const NS: &str = "agents";
@@ -259,4 +260,241 @@ async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_
         secs(u.last_accrual_time.as_ref().unwrap()) - bound.as_second(),
         "every second since binding is accounted exactly once"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// SIGKILL mid-accrual: controllers as separate processes (`kairon controller`), killed with
+// kill -9 inside the window between the history insert and the status write, and again at an
+// arbitrary instant; and `kairon up` itself killed the same way.
+
+/// A Running pool of one busybox sandbox, so a claim binds at once to a Running Machine.
+fn running_pool() -> kairon_model::MachinePool {
+    serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
+        "metadata": {"name": "p"},
+        "spec": {"replicas": 1, "warmPowerState": "Running", "warmupSeconds": 1,
+                 "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
+                              "spec": {"sandbox": {"templateName": "busybox"}}}}
+    }))
+    .unwrap()
+}
+
+/// Creates the pool and the claim `job` and waits until it is Bound; returns it.
+async fn bind_claim(client: &kube::Client) -> MachineClaim {
+    let pools: Api<kairon_model::MachinePool> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &running_pool()).await.unwrap();
+    let c: MachineClaim = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+        "metadata": {"name": "job"}, "spec": {"poolName": "p"}
+    }))
+    .unwrap();
+    claims.create(&PostParams::default(), &c).await.unwrap();
+    eventually("the claim to bind", Duration::from_secs(120), || async {
+        claims.get("job").await.ok().filter(|c| c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound))
+    })
+    .await
+}
+
+/// The end of the last interval in the history (Unix seconds), if any.
+fn history_end(db: &str, uid: &str) -> Option<i64> {
+    history(db, uid).iter().map(|r| r.1).max()
+}
+
+/// Where status.usage is accrued to (Unix seconds), if anywhere.
+fn status_end(c: &MachineClaim) -> Option<i64> {
+    c.status.as_ref()?.usage.as_ref()?.last_accrual_time.as_ref().map(secs)
+}
+
+/// Waits until the history holds an interval that status.usage does not: the controller is
+/// inside the window between the two writes (held there by the test-only flag).
+async fn wait_history_ahead(db: &str, claims: &Api<MachineClaim>, uid: &str) -> i64 {
+    eventually("a history row the status does not have yet", Duration::from_secs(60), || async {
+        let c = claims.get("job").await.ok()?;
+        let h = history_end(db, uid)?;
+        (status_end(&c).is_none_or(|s| s < h)).then_some(h)
+    })
+    .await
+}
+
+/// Every second since binding is accounted exactly once (active, suspended or none).
+fn assert_every_second_once(db: &str, c: &MachineClaim) {
+    let u = usage(c);
+    let last = secs(u.last_accrual_time.as_ref().unwrap());
+    let bound = secs(c.status.as_ref().unwrap().bound_time.as_ref().unwrap());
+    let none: i64 =
+        history(db, &c.uid().unwrap()).iter().filter(|r| r.2 == "none" && r.1 <= last).map(|r| r.1 - r.0).sum();
+    assert_eq!(u.active_seconds + u.suspended_seconds + none, last - bound, "every second once: {u:?}");
+}
+
+fn controller(k: &Kairon, db: &str, identity: &str, hold: bool) -> kairon_e2e::Process {
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let mut args = vec![
+        "controller",
+        "--kubeconfig",
+        &kubeconfig,
+        "--database-url",
+        db,
+        "--identity",
+        identity,
+        "--test-usage-interval",
+        "1s",
+        "--test-lease-duration",
+        "2s",
+    ];
+    if hold {
+        args.extend(["--test-hold-after-usage-record", "600s"]);
+    }
+    kairon_e2e::Process::start(&args, "is up").unwrap()
+}
+
+async fn wait_accrued_past(claims: &Api<MachineClaim>, what: &str, past: i64) -> MachineClaim {
+    eventually(what, Duration::from_secs(90), || async {
+        claims.get("job").await.ok().filter(|c| status_end(c).is_some_and(|e| e >= past))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn controllers_killed_mid_accrual_neither_lose_nor_double_count_and_release_carries_the_final_usage() {
+    let mut up = vec!["--no-controllers"];
+    up.extend(&FAST[2..]);
+    let k = Kairon::start_with(&up).unwrap();
+    let db = k.database_url().unwrap().to_string();
+    let client = k.client().await.unwrap();
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+
+    // The first controller records an interval and is held before writing the status.
+    let mut first = controller(&k, &db, "first", true);
+    let c = bind_claim(&client).await;
+    let uid = c.uid().unwrap();
+    let bound = secs(c.status.as_ref().unwrap().bound_time.as_ref().unwrap());
+    let machine = c.status.as_ref().unwrap().machine_name.clone().unwrap();
+    let ahead = wait_history_ahead(&db, &claims, &uid).await;
+    first.kill9();
+    // Killed inside the window: the interval is in the history, not in the status.
+    let c = claims.get("job").await.unwrap();
+    assert!(status_end(&c).is_none_or(|s| s < ahead), "killed between the writes: {:?}", c.status);
+    assert_eq!(history_end(&db, &uid), Some(ahead));
+
+    // A second controller takes over (once the Lease runs out) and repairs the status from the
+    // history, then goes on accruing.
+    let mut second = controller(&k, &db, "second", false);
+    let c = wait_accrued_past(&claims, "the second controller to accrue", ahead + 3).await;
+    assert_history_matches(&db, &c);
+    let u = usage(&c);
+    assert_eq!(u.suspended_seconds, 0, "Running all along: {u:?}");
+
+    // Pause the Machine, let suspended time accrue, then kill the second controller at an
+    // arbitrary instant.
+    let pause = json!({"spec": {"powerState": "Paused"}});
+    machines.patch(&machine, &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
+    wait_phase(&machines, &machine, MachinePhase::Paused).await;
+    let paused_at = k8s_openapi::jiff::Timestamp::now().as_second();
+    usage_where(&k, &claims, "3 suspended seconds", |u| u.suspended_seconds >= 3).await;
+    let jitter = u64::from(k8s_openapi::jiff::Timestamp::now().subsec_nanosecond().unsigned_abs() % 1000);
+    tokio::time::sleep(Duration::from_millis(jitter)).await;
+    second.kill9();
+    let killed_at = k8s_openapi::jiff::Timestamp::now().as_second();
+
+    // A third takes over.
+    let _third = controller(&k, &db, "third", false);
+    let c = wait_accrued_past(&claims, "the third controller to accrue", killed_at + 4).await;
+    let u = usage(&c);
+    let last = secs(u.last_accrual_time.as_ref().unwrap());
+    // The totals match the phase timeline within one interval (plus the moment Pausing takes).
+    let (expect_active, expect_suspended) = (paused_at - bound, last - paused_at);
+    assert!((u.active_seconds - expect_active).abs() <= 3, "active {} vs {expect_active} s Running", u.active_seconds);
+    assert!(
+        (u.suspended_seconds - expect_suspended).abs() <= 3,
+        "suspended {} vs {expect_suspended} s Paused",
+        u.suspended_seconds
+    );
+    assert_eq!(u.vcpu_seconds, u.active_seconds as f64, "a template sandbox bills 1 vCPU");
+    assert_eq!(u.memory_gib_seconds, u.active_seconds as f64 * 0.5);
+    assert_history_matches(&db, &c);
+    assert_every_second_once(&db, &c);
+
+    // Delete the claim and watch every revision: phase Released with the final usage (accrued
+    // up to the deletion, equal to the history's sums), a Released Event carrying it, and then
+    // the claim and its Machine are gone.
+    let rv = claims.list(&kube::api::ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut watch = claims.watch(&kube::api::WatchParams::default(), &rv).await.unwrap().boxed();
+    let deleted_at = k8s_openapi::jiff::Timestamp::now().as_second();
+    claims.delete("job", &kube::api::DeleteParams::default()).await.unwrap();
+    let mut released: Option<MachineClaim> = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ev = tokio::time::timeout_at(deadline, watch.next()).await.expect("the claim to go").unwrap().unwrap();
+        match ev {
+            // The first Released revision still has the finalizer: Released comes before it goes.
+            kube::api::WatchEvent::Modified(c)
+                if c.name_any() == "job"
+                    && released.is_none()
+                    && c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Released) =>
+            {
+                assert!(
+                    c.finalizers().contains(&"kairon.zyvor.dev/claim".to_string()),
+                    "Released before the finalizer goes"
+                );
+                released = Some(c);
+            }
+            kube::api::WatchEvent::Deleted(c) if c.name_any() == "job" => break,
+            _ => {}
+        }
+    }
+    let released = released.expect("a revision with phase Released before the claim went");
+    let fin = usage(&released);
+    let fin_end = secs(fin.last_accrual_time.as_ref().unwrap());
+    assert!(fin_end >= deleted_at - 1, "the final accrual runs up to the deletion: {fin_end} vs {deleted_at}");
+    assert!(fin.suspended_seconds >= u.suspended_seconds);
+    assert_history_matches(&db, &released);
+    assert_every_second_once(&db, &released);
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let ev = eventually("a Released event", Duration::from_secs(30), || async {
+        events.list(&kube::api::ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Released")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("job")
+        })
+    })
+    .await;
+    let note = ev.note.unwrap_or_default();
+    for part in [
+        format!("released Machine {machine}"),
+        format!("activeSeconds={}", fin.active_seconds),
+        format!("suspendedSeconds={}", fin.suspended_seconds),
+        format!("vcpuSeconds={:.3}", fin.vcpu_seconds),
+    ] {
+        assert!(note.contains(&part), "{part:?} in {note:?}");
+    }
+    eventually("the claimed Machine deleted", Duration::from_secs(60), || async {
+        matches!(machines.get_opt(&machine).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kairon_up_killed_mid_accrual_neither_loses_nor_double_counts() {
+    let mut held: Vec<&str> = FAST.to_vec();
+    held.extend(["--test-hold-after-usage-record", "600s"]);
+    let mut k = Kairon::start_with(&held).unwrap();
+    let db = k.database_url().unwrap().to_string();
+    let client = k.client().await.unwrap();
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let c = bind_claim(&client).await;
+    let uid = c.uid().unwrap();
+    let ahead = wait_history_ahead(&db, &claims, &uid).await;
+    k.kill9().unwrap();
+
+    // Restarted on the same database (and data dir), without the hold.
+    let k = k.restart_with(&FAST).unwrap();
+    let client = k.client().await.unwrap();
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let c = wait_accrued_past(&claims, "accrual to continue after the restart", ahead + 3).await;
+    assert_history_matches(&db, &c);
+    assert_every_second_once(&db, &c);
+    let u = usage(&c);
+    assert!(u.active_seconds >= 1, "the interval recorded before the kill counts: {u:?}");
+    assert_eq!(history(&db, &uid).iter().filter(|r| r.1 == ahead).count(), 1, "the held interval is there once");
 }

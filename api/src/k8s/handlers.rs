@@ -487,8 +487,24 @@ async fn create(c: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> ApiResult<Res
             None => return Err(ApiError::bad_request("metadata.name is required (or metadata.generateName)")),
         },
     };
+    sandbox_track_is_admin_only(c, &obj)?;
     let (obj, warnings) = write(c, &name, Change::Create(obj)).await?;
     Ok(c.respond(StatusCode::CREATED, obj, &warnings, headers))
+}
+
+/// Creating a `spec.sandbox` Machine, or a pool of them, is admin-only (the sandbox track's
+/// first cut), here as on the REST paths.
+fn sandbox_track_is_admin_only(c: &Ctx<'_>, obj: &Value) -> ApiResult<()> {
+    let sandbox = match c.rt.plural {
+        "machines" => obj.pointer("/spec/sandbox").is_some_and(|v| !v.is_null()),
+        "machinepools" => obj.pointer("/spec/template/spec/sandbox").is_some_and(|v| !v.is_null()),
+        _ => false,
+    };
+    if sandbox {
+        crate::auth::admin_only(c.id, "creating a sandbox-track (spec.sandbox) Machine")
+            .map_err(ApiError::forbidden)?;
+    }
+    Ok(())
 }
 
 async fn update(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {

@@ -17,7 +17,7 @@ use futures::{SinkExt, StreamExt};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
@@ -210,11 +210,33 @@ async fn machine_exec(
     Path(p): Path<ObjectPath>,
     Json(req): Json<ExecRequest>,
 ) -> RestResult<Json<ExecResult>> {
-    if req.command.is_empty() {
-        return Err(RestError::bad_request("command must name a program, e.g. [\"sh\", \"-c\", \"echo hi\"]"));
-    }
+    check_command(&req)?;
     let s = open(&c, &p, Needs::GuestAgent).await?;
     Ok(Json(s.runtime.exec(&s.id, &req).await?))
+}
+
+/// A command line cannot carry NUL bytes (the kernel ends strings there), and must name a
+/// program.
+fn check_command(req: &ExecRequest) -> RestResult<()> {
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(RestError::bad_request("command must name a program, e.g. [\"sh\", \"-c\", \"echo hi\"]"));
+    }
+    let fields = req
+        .command
+        .iter()
+        .map(|a| ("command", a.as_str()))
+        .chain(req.env.iter().flat_map(|(k, v)| [("env", k.as_str()), ("env", v.as_str())]))
+        .chain(req.cwd.iter().map(|c| ("cwd", c.as_str())))
+        .chain(req.user.iter().map(|u| ("user", u.as_str())));
+    for (field, value) in fields {
+        if value.contains('\0') {
+            return Err(RestError::bad_request(format!("{field} contains a NUL byte, which no program can receive")));
+        }
+    }
+    if req.env.keys().any(|k| k.is_empty() || k.contains('=')) {
+        return Err(RestError::bad_request("env names must be non-empty and contain no '='"));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -236,9 +258,7 @@ async fn process_start(
     Path(p): Path<ObjectPath>,
     Json(req): Json<ExecRequest>,
 ) -> RestResult<(StatusCode, Json<Process>)> {
-    if req.command.is_empty() {
-        return Err(RestError::bad_request("command must name a program"));
-    }
+    check_command(&req)?;
     let s = open(&c, &p, Needs::GuestAgent).await?;
     Ok((StatusCode::CREATED, Json(s.runtime.start_process(&s.id, &req).await?)))
 }
@@ -475,7 +495,7 @@ const HOP_BY_HOP: [&str; 8] = [
 
 fn forwardable(name: &HeaderName) -> bool {
     let n = name.as_str();
-    !HOP_BY_HOP.contains(&n) && n != "authorization" && n != "host" && n != "content-length"
+    !HOP_BY_HOP.contains(&n) && n != "authorization" && n != "host"
 }
 
 /// Relays any HTTP request to a server in the guest on `port`, streaming both ways.
@@ -516,7 +536,7 @@ async fn sandbox_http(c: Caller, params: HashMap<String, String>, req: Request) 
             )
         })?;
     let mut out = HeaderMap::new();
-    for (k, v) in upstream.headers().iter().filter(|(k, _)| forwardable(k) || k.as_str() == "content-length") {
+    for (k, v) in upstream.headers().iter().filter(|(k, _)| forwardable(k)) {
         out.append(k.clone(), v.clone());
     }
     let status = upstream.status();
@@ -585,26 +605,41 @@ pub fn sandbox_http_router() -> axum::Router<AppState> {
         .route("/api/v1/machines/{namespace}/{name}/sandbox-http/{port}/{*path}", any(sandbox_http_handler))
 }
 
-/// Bridges a client WebSocket to one of the runtime's (console or port tunnel).
-async fn bridge(client: WebSocket, s: Session, path: String, token: String) {
+type Upstream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Opens the runtime's side of a relay before the client's upgrade, so a refusal there (a paused
+/// sandbox, a closed port) is a plain error answer rather than a socket that closes at once.
+async fn connect_upstream(s: &Session, path: &str, token: &str) -> RestResult<Upstream> {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let url = format!("{}{path}", s.runtime.endpoint().replacen("http", "ws", 1));
-    let mut request = match tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url) {
-        Ok(r) => r,
-        Err(_) => return,
-    };
+    let mut request = url.into_client_request().map_err(|e| RestError::internal(format!("relay address: {e}")))?;
     if let Ok(v) = format!("Bearer {token}").parse() {
         request.headers_mut().insert(header::AUTHORIZATION, v);
     }
-    let (mut client_tx, mut client_rx) = client.split();
-    let upstream = match tokio_tungstenite::connect_async(request).await {
-        Ok((ws, _)) => ws,
-        Err(e) => {
-            let _ =
-                client_tx.send(AxMessage::Text(format!("the node's runtime refused the session: {e}").into())).await;
-            let _ = client_tx.send(AxMessage::Close(None)).await;
-            return;
+    match tokio_tungstenite::connect_async(request).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(WsError::Http(resp)) => {
+            let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+            let body = resp.body().as_deref().unwrap_or_default();
+            let e: kairon_runtime::api::ErrorBody =
+                serde_json::from_slice(body).unwrap_or(kairon_runtime::api::ErrorBody {
+                    reason: "RuntimeError".into(),
+                    message: String::from_utf8_lossy(body).into_owned(),
+                });
+            Err(RestError { status, reason: e.reason, message: e.message })
         }
-    };
+        Err(e) => Err(RestError::new(
+            StatusCode::BAD_GATEWAY,
+            "RuntimeUnreachable",
+            format!("the node's runtime did not answer: {e}"),
+        )),
+    }
+}
+
+/// Pumps frames between the client and the runtime until either side closes.
+async fn bridge(client: WebSocket, upstream: Upstream, session: Session) {
+    let (mut client_tx, mut client_rx) = client.split();
     let (mut up_tx, mut up_rx) = upstream.split();
     let to_guest = async {
         while let Some(Ok(m)) = client_rx.next().await {
@@ -628,18 +663,25 @@ async fn bridge(client: WebSocket, s: Session, path: String, token: String) {
                 WsMessage::Binary(b) => AxMessage::Binary(b),
                 WsMessage::Ping(b) => AxMessage::Ping(b),
                 WsMessage::Pong(b) => AxMessage::Pong(b),
-                WsMessage::Close(_) => break,
+                WsMessage::Close(frame) => {
+                    let frame = frame.map(|f| axum::extract::ws::CloseFrame {
+                        code: f.code.into(),
+                        reason: f.reason.as_str().into(),
+                    });
+                    let _ = client_tx.send(AxMessage::Close(frame)).await;
+                    return;
+                }
                 WsMessage::Frame(_) => continue,
             };
             if client_tx.send(m).await.is_err() {
-                break;
+                return;
             }
         }
         let _ = client_tx.send(AxMessage::Close(None)).await;
     };
     // Either side closing ends the session (and, with it, the activity stamps).
     tokio::select! { _ = to_guest => {}, _ = from_guest => {} }
-    drop(s);
+    drop(session);
 }
 
 /// An interactive console over WebSocket (the serial console of a VM, a shell in a sandbox).
@@ -649,9 +691,62 @@ async fn bridge(client: WebSocket, s: Session, path: String, token: String) {
               (status = 409, description = "Suspended by request", body = ErrorBody)))]
 async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
     let s = open(&c, &p, Needs::Instance).await?;
-    let path = format!("/v1/vms/{}/console", s.id);
-    let token = c.ctx.runtime_token.clone();
-    Ok(ws.on_upgrade(move |socket| bridge(socket, s, path, token)))
+    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/console", s.id), &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExecStreamQuery {
+    /// The command as a JSON array of strings, e.g. `["sh","-c","cat"]`.
+    pub command: String,
+}
+
+/// Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
+/// are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
+/// exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/exec/stream", tag = "Guest", params(ObjectPath, ExecStreamQuery),
+    responses((status = 101, description = "Switching to the WebSocket protocol"),
+              (status = 400, description = "command is not a JSON array naming a program", body = ErrorBody),
+              (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
+              (status = 409, description = "No guest agent, suspended by request, or a VM", body = ErrorBody)))]
+async fn machine_exec_stream(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(q): Query<ExecStreamQuery>,
+    ws: WebSocketUpgrade,
+) -> RestResult<Response> {
+    let command: Vec<String> = serde_json::from_str(&q.command)
+        .map_err(|_| RestError::bad_request("command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]"))?;
+    check_command(&ExecRequest { command, ..Default::default() })?;
+    let s = open(&c, &p, Needs::GuestAgent).await?;
+    if s.machine.spec.sandbox.as_ref().is_none_or(|sb| sb.template_name.is_none()) {
+        return Err(RestError::conflict(
+            "ExecStreamUnsupported",
+            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
+        ));
+    }
+    let mut url = reqwest::Url::parse("http://runtime/")
+        .and_then(|u| u.join(&format!("v1/vms/{}/exec-stream", s.id)))
+        .map_err(|e| RestError::internal(e.to_string()))?;
+    url.query_pairs_mut().append_pair("command", &q.command);
+    let path = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+    let upstream = connect_upstream(&s, &path, &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+}
+
+/// The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/vnc", tag = "Guest", params(ObjectPath),
+    responses((status = 101, description = "Switching to the WebSocket protocol"),
+              (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
+              (status = 409, description = "Suspended by request, or not a VM", body = ErrorBody)))]
+async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
+    let s = open(&c, &p, Needs::Instance).await?;
+    if s.machine.spec.sandbox.as_ref().is_some_and(|sb| sb.template_name.is_some()) {
+        return Err(RestError::conflict("VncUnsupported", "a template sandbox has no display: VNC needs a VM"));
+    }
+    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/vnc", s.id), &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -673,14 +768,14 @@ async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUp
         return Err(RestError::bad_request("port must be from 1 to 65535"));
     }
     let s = open(&c, &ObjectPath { namespace: p.namespace.clone(), name: p.name.clone() }, Needs::Instance).await?;
-    let path = format!("/v1/vms/{}/tunnel/{}", s.id, p.port);
-    let token = c.ctx.runtime_token.clone();
-    Ok(ws.on_upgrade(move |socket| bridge(socket, s, path, token)))
+    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/tunnel/{}", s.id, p.port), &c.ctx.runtime_token).await?;
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(machine_exec))
+        .routes(routes!(machine_exec_stream))
         .routes(routes!(process_start, process_list))
         .routes(routes!(process_get))
         .routes(routes!(process_logs))
@@ -689,5 +784,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(file_read, file_write, file_delete))
         .routes(routes!(file_list))
         .routes(routes!(machine_console))
+        .routes(routes!(machine_vnc))
         .routes(routes!(machine_portforward))
 }

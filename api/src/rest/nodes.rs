@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use kairon_model::{ImageSource, KaironNode, Machine, MachineSpec, RuntimeSpec};
+use kairon_model::{KaironNode, Machine, MachineSpec, RuntimeSpec};
 use kairon_runtime::api::{ClaimRequest, CreatePoolRequest, CreateTemplateRequest, Pool, Template, Vm};
 
 use super::objects::check_name;
@@ -200,11 +200,30 @@ async fn pool_claim(
     c.check(auth::may_access(&c.id, Verb::Write, Some(&ns), false))?;
     // Fetched fresh: the spec every member was booted from.
     let pool = rt.pool(&p.item).await?;
-    let runtime_name = kairon_model::machine::runtime_name(&ns, &machine_name);
-    let vm = rt.claim(&p.item, &ClaimRequest { name: Some(runtime_name), ttl_seconds: req.ttl_seconds }).await?;
+    let machines: Api<Machine> = Api::namespaced(c.ctx.kube.clone(), &ns);
+    // A taken name would also collide with that Machine's own instance on the node: the claim
+    // then keeps its pool name and the answer says why no Machine was made.
+    let taken = machines.get_opt(&machine_name).await?.is_some();
+    let claim_name =
+        if taken { req.name.clone() } else { Some(kairon_model::machine::runtime_name(&ns, &machine_name)) };
+    let vm = rt.claim(&p.item, &ClaimRequest { name: claim_name, ttl_seconds: req.ttl_seconds }).await?;
+    let failed = |why: String| {
+        json!({
+            "vm": vm,
+            "machine": null,
+            "machineError": format!(
+                "the claim succeeded, but Machine {ns}/{machine_name} could not be created: {why}. The VM {} runs on node {}: \
+                 claim again with another machineName, or delete the VM (DELETE it on the node) if it is not wanted",
+                vm.name, p.node
+            ),
+        })
+    };
+    if taken {
+        return Ok(Json(failed(format!("Machine {ns}/{machine_name} already exists"))));
+    }
     let t = pool.template;
     let spec = MachineSpec {
-        image: t.image.clone().map(|i| ImageSource { path: i.path }),
+        image: t.image.clone(),
         resources: t.resources.clone(),
         runtime: t.runtime.as_ref().map(|r| RuntimeSpec { backend: r.backend, kernel: None }),
         sandbox: t.sandbox.clone(),
@@ -214,22 +233,12 @@ async fn pool_claim(
     };
     let mut m = Machine::new(&machine_name, spec);
     m.metadata.namespace = Some(ns.clone());
-    let machines: Api<Machine> = Api::namespaced(c.ctx.kube.clone(), &ns);
-    let answer = match machines
-        .create(&PostParams { field_manager: Some("kairon-api".into()), ..Default::default() }, &m)
-        .await
-    {
-        Ok(created) => json!({ "vm": vm, "machine": created }),
-        Err(e) => json!({
-            "vm": vm,
-            "machine": null,
-            "machineError": format!(
-                "the claim succeeded, but Machine {ns}/{machine_name} could not be created: {}; the VM {} runs on node {} \
-                 — create the Machine yourself with that name to manage it, or delete the VM",
-                RestError::from(e).message, vm.name, p.node
-            ),
-        }),
-    };
+    let answer =
+        match machines.create(&PostParams { field_manager: Some("kairon-api".into()), ..Default::default() }, &m).await
+        {
+            Ok(created) => json!({ "vm": vm, "machine": created }),
+            Err(e) => failed(RestError::from(e).message),
+        };
     Ok(Json(answer))
 }
 

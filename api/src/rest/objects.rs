@@ -397,6 +397,7 @@ macro_rules! kind_routes {
         #[utoipa::path(get, path = $p_wait, tag = $tag, params(ObjectPath, WaitQuery),
             responses((status = 200, description = "Reached: the object", body = $doc),
                       (status = 400, description = "Give exactly one of phase, condition or deleted", body = super::ErrorBody),
+                      (status = 404, description = "Not found, or deleted while waiting", body = super::ErrorBody),
                       (status = 504, description = "Not reached in time", body = super::ErrorBody)))]
         async fn $wait(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<WaitQuery>) -> RestResult<Json<Value>> {
             Ok(Json(wait::<$K>(&c, &p.namespace, &p.name, &q).await?))

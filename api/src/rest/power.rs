@@ -238,7 +238,14 @@ async fn copy(c: &Caller, p: &ObjectPath, req: CopyRequest, live: bool) -> RestR
     let (rt, id) = c.ctx.machine_runtime(&m).await?;
     let node = m.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
     let runtime_name = kairon_model::machine::runtime_name(&p.namespace, &req.name);
-    let copied = rt.fork(&id, &runtime_name).await?;
+    let is_vm = m.spec.sandbox.as_ref().is_none_or(|sb| sb.template_name.is_none());
+    // A sandbox's fork copies its filesystem only, which is what a clone is; a VM's clone is a
+    // disk copy that boots fresh.
+    let copied = if live || !is_vm {
+        rt.fork(&id, &runtime_name).await?
+    } else {
+        kairon_runtime::api::ForkResult { vm: rt.clone_vm(&id, &runtime_name).await?, live: false }
+    };
     let mut spec = m.spec.clone();
     spec.node_name = Some(node);
     if !live {

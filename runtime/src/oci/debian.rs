@@ -73,6 +73,18 @@ impl DebianError {
 /// the mounts it made under `rootfs` are detached, so the caller can remove the directory. On any
 /// error the rootfs may hold part of the system: the caller removes it.
 pub async fn build_python_rootfs(rootfs: &Path, progress: &Progress) -> Result<ImageConfig, DebianError> {
+    bootstrap(rootfs, &["python3-minimal"], progress).await?;
+    Ok(ImageConfig {
+        cmd: vec!["/usr/bin/python3".into()],
+        env: vec![PATH_ENV.into(), "LANG=C.UTF-8".into()],
+        working_dir: Some("/root".into()),
+        ..ImageConfig::default()
+    })
+}
+
+/// [`build_python_rootfs`] with any packages: `debootstrap --variant=minbase --include=…` from
+/// the configured mirror, then the same clean-up.
+pub async fn bootstrap(rootfs: &Path, include: &[&str], progress: &Progress) -> Result<(), DebianError> {
     let debootstrap = find_debootstrap().ok_or(DebianError::MissingDebootstrap)?;
     let (mirror, suite) = configured_source()?;
     prepare_rootfs(rootfs)?;
@@ -83,12 +95,12 @@ pub async fn build_python_rootfs(rootfs: &Path, progress: &Progress) -> Result<I
 
     progress.bytes_done.store(0, Ordering::Relaxed);
     progress.bytes_total.store(ESTIMATED_BYTES, Ordering::Relaxed);
-    tracing::info!(rootfs = %rootfs.display(), %suite, %mirror, log = %log_path.display(), "debootstrapping python template");
+    tracing::info!(rootfs = %rootfs.display(), %suite, %mirror, log = %log_path.display(), "debootstrapping a Debian root filesystem");
     let started = Instant::now();
 
     let mut child = tokio::process::Command::new(&debootstrap)
         .arg("--variant=minbase")
-        .arg("--include=python3-minimal")
+        .arg(format!("--include={}", include.join(",")))
         .arg(&suite)
         .arg(rootfs)
         .arg(&mirror)
@@ -142,14 +154,8 @@ pub async fn build_python_rootfs(rootfs: &Path, progress: &Progress) -> Result<I
         .map_err(|e| DebianError::io("finishing the rootfs", io::Error::other(e)))??;
     progress.bytes_total.store(size, Ordering::Relaxed);
     progress.bytes_done.store(size, Ordering::Relaxed);
-    tracing::info!(rootfs = %rootfs.display(), bytes = size, seconds = started.elapsed().as_secs_f64(), "python template built");
-
-    Ok(ImageConfig {
-        cmd: vec!["/usr/bin/python3".into()],
-        env: vec![PATH_ENV.into(), "LANG=C.UTF-8".into()],
-        working_dir: Some("/root".into()),
-        ..ImageConfig::default()
-    })
+    tracing::info!(rootfs = %rootfs.display(), bytes = size, seconds = started.elapsed().as_secs_f64(), "Debian root filesystem built");
+    Ok(())
 }
 
 /// The Debian mirror and release to bootstrap from, out of apt's sources: the first deb822
@@ -241,7 +247,7 @@ fn release_suite(suite: &str) -> bool {
 }
 
 /// Mirror and suite: the environment's overrides, else apt's configuration.
-fn configured_source() -> Result<(String, String), DebianError> {
+pub(crate) fn configured_source() -> Result<(String, String), DebianError> {
     let env = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     let (mirror, suite) = (env(MIRROR_ENV), env(SUITE_ENV));
     if let (Some(mirror), Some(suite)) = (&mirror, &suite) {

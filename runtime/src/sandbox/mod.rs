@@ -15,6 +15,9 @@ use tokio::process::Command;
 
 use crate::api::{ExecRequest, ExecResult, ImageConfig, Process, ProcessState, Stats};
 
+/// Longest a runc command may take before it counts as stuck.
+const RUNC_TIMEOUT: Duration = Duration::from_secs(60);
+
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error("runc {op} failed: {message}")]
@@ -99,7 +102,18 @@ impl SandboxHost {
     }
 
     async fn runc_ok(&self, op: &'static str, args: &[&str]) -> Result<String> {
-        let out = self.runc().args(args).stdin(Stdio::null()).output().await?;
+        // runc can block for good on a cgroup stuck FREEZING; a bounded wait turns that into an
+        // error the caller sees instead of a request that never answers.
+        let run = self.runc().args(args).stdin(Stdio::null()).kill_on_drop(true).output();
+        let out = match tokio::time::timeout(RUNC_TIMEOUT, run).await {
+            Ok(out) => out?,
+            Err(_) => {
+                return Err(SandboxError::Runc {
+                    op,
+                    message: format!("runc {op} did not finish within {RUNC_TIMEOUT:?}"),
+                });
+            }
+        };
         if !out.status.success() {
             return Err(SandboxError::Runc { op, message: String::from_utf8_lossy(&out.stderr).trim().to_string() });
         }
@@ -226,10 +240,44 @@ impl SandboxHost {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(setup_err(format!("the sandbox did not reach {want} within 10 s")));
+                // A freeze that cannot finish (a task in execve) must not stay FREEZING: that
+                // blocks every later runc call on the sandbox. Thaw it and report the failure.
+                if frozen {
+                    let _ = std::fs::write(&file, "THAWED");
+                }
+                return Err(setup_err(format!("the sandbox did not reach {want} within 10 s; try again")));
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills every process of the sandbox. Not `runc kill --all`: on cgroup v1 that freezes the
+    /// cgroup first, and a task caught in execve (e.g. a `runc exec` starting) can keep the
+    /// freeze from ever completing, which hangs runc for good. Thawing first and signalling each
+    /// process directly cannot deadlock.
+    async fn kill_all(&self, id: &str) {
+        let cgroup = PathBuf::from(format!("/sys/fs/cgroup/freezer{}", self.cgroups_path(id)));
+        let state = cgroup.join("freezer.state");
+        if std::fs::read_to_string(&state).is_ok_and(|s| s.trim() != "THAWED") {
+            let _ = std::fs::write(&state, "THAWED");
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids: Vec<i32> = std::fs::read_to_string(cgroup.join("cgroup.procs"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            if pids.is_empty() || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            for pid in pids {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -242,11 +290,8 @@ impl SandboxHost {
         if self.state(id).await?.is_none() {
             return Ok(());
         }
-        if self.is_frozen(id) {
-            let _ = self.set_frozen(id, false).await;
-        }
         let pid = self.state(id).await?.map(|s| s.pid);
-        let _ = self.runc_ok("kill", &["kill", "--all", id, "KILL"]).await;
+        self.kill_all(id).await;
         self.runc_ok("delete", &["delete", "--force", id]).await?;
         if let Some(pid) = pid {
             reap(pid);

@@ -279,6 +279,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/machines/{namespace}/{name}/exec/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
+         *     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
+         *     exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+         */
+        get: operations["machine_exec_stream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/machines/{namespace}/{name}/files": {
         parameters: {
             query?: never;
@@ -662,6 +683,23 @@ export interface paths {
         put?: never;
         /** Thaw the guest's filesystems now. */
         post: operations["machine_unfreeze"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/vnc": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways. */
+        get: operations["machine_vnc"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1897,6 +1935,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Not found, or deleted while waiting */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Not reached in time */
             504: {
                 headers: {
@@ -2239,6 +2286,15 @@ export interface operations {
             };
             /** @description Give exactly one of phase, condition or deleted */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found, or deleted while waiting */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2680,6 +2736,59 @@ export interface operations {
             };
             /** @description The wake did not finish in wakeTimeoutSeconds */
             504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    machine_exec_stream: {
+        parameters: {
+            query: {
+                /** @description The command as a JSON array of strings, e.g. `["sh","-c","cat"]`. */
+                command: string;
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching to the WebSocket protocol */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description command is not a JSON array naming a program */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed to use this guest */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No guest agent, suspended by request, or a VM */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3912,6 +4021,47 @@ export interface operations {
             };
         };
     };
+    machine_vnc: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching to the WebSocket protocol */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not allowed to use this guest */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Suspended by request, or not a VM */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     machine_wait: {
         parameters: {
             query?: {
@@ -3946,6 +4096,15 @@ export interface operations {
             };
             /** @description Give exactly one of phase, condition or deleted */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not found, or deleted while waiting */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -58,6 +58,11 @@ def _parse_response(
 
         return response_400
 
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
     if response.status_code == 504:
         response_504 = ErrorBody.from_dict(response.json())
 

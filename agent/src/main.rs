@@ -1,0 +1,60 @@
+//! kairon-agent: the guest agent of Kairon's test VM image, and its init.
+//!
+//! As PID 1 (`init=/sbin/kairon-agent`, after the image's initrd has loaded the virtio modules
+//! and switched to the root disk) it mounts the kernel filesystems, names the host, brings up
+//! the network QEMU's user networking expects (10.0.2.15/24 via 10.0.2.2), starts dropbear and a
+//! login shell on the serial console, reaps every orphan, and serves the qemu-guest-agent
+//! protocol on the virtio-serial port `org.qemu.guest_agent.0` — or, with `kairon.agent=qemu-ga`
+//! on the kernel command line, runs the real `qemu-ga` there instead (so the runtime can be
+//! tested against both).
+//!
+//! Not PID 1 (`kairon-agent [PORT]`), it only serves the protocol.
+
+mod ga;
+mod init;
+mod procs;
+
+const PORT_NAME: &str = "org.qemu.guest_agent.0";
+
+fn main() {
+    let pid1 = std::process::id() == 1;
+    if pid1 {
+        init::setup();
+    }
+    let explicit = std::env::args().nth(1).filter(|a| a.starts_with('/'));
+    let port = explicit.or_else(|| {
+        // The module may still be probing the port when init reaches this point.
+        for _ in 0..100 {
+            if let Some(p) = ga::find_port(PORT_NAME) {
+                return Some(p);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        None
+    });
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if pid1 && cmdline.split_whitespace().any(|w| w == "kairon.agent=qemu-ga") {
+        let port = port.clone();
+        init::supervise("qemu-ga", move || {
+            let mut c = std::process::Command::new("/usr/sbin/qemu-ga");
+            c.args([
+                "-m",
+                "virtio-serial",
+                "-p",
+                port.as_deref().unwrap_or("/dev/virtio-ports/org.qemu.guest_agent.0"),
+            ]);
+            c
+        });
+        init::idle();
+    }
+    match port {
+        Some(p) => ga::serve(&p),
+        None => {
+            eprintln!("kairon-agent: no virtio-serial port named {PORT_NAME}");
+            if pid1 {
+                init::idle();
+            }
+            std::process::exit(1);
+        }
+    }
+}

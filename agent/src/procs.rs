@@ -1,0 +1,163 @@
+//! Children of the agent. As PID 1 the agent inherits every orphan of the guest, so one reaper
+//! thread collects every exit (`wait(-1)`); children the agent cares about are registered under
+//! the same lock they are spawned with, so no exit is missed and nothing else ever waits.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How a tracked child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+#[derive(Default)]
+struct Table {
+    /// Tracked children: `None` while running.
+    exits: HashMap<u32, Option<Exit>>,
+}
+
+struct Reaper {
+    table: Mutex<Table>,
+    changed: Condvar,
+}
+
+fn reaper() -> &'static Reaper {
+    static R: OnceLock<Reaper> = OnceLock::new();
+    R.get_or_init(|| {
+        std::thread::Builder::new().name("reaper".into()).spawn(reap_forever).expect("the reaper thread starts");
+        Reaper { table: Mutex::new(Table::default()), changed: Condvar::new() }
+    })
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn reap_forever() {
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::empty()) {
+            Ok(Some((pid, status))) => {
+                let r = reaper();
+                let mut t = lock(&r.table);
+                let pid = pid.as_raw_nonzero().get() as u32;
+                if let Some(slot) = t.exits.get_mut(&pid) {
+                    *slot = Some(Exit { code: status.exit_status(), signal: status.terminating_signal() });
+                    r.changed.notify_all();
+                }
+            }
+            // No children right now.
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Starts `cmd` and tracks its exit. The `Child` handle is returned for its pipes only: never
+/// wait on it (the reaper does).
+pub fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    let r = reaper();
+    let mut t = lock(&r.table);
+    let child = cmd.spawn()?;
+    t.exits.insert(child.id(), None);
+    Ok(child)
+}
+
+/// The exit of a tracked child, once it has ended (and forgets it then).
+pub fn take_exit(pid: u32) -> Option<Exit> {
+    let r = reaper();
+    let mut t = lock(&r.table);
+    let exit = (*t.exits.get(&pid)?)?;
+    t.exits.remove(&pid);
+    Some(exit)
+}
+
+pub fn is_tracked(pid: u32) -> bool {
+    lock(&reaper().table).exits.contains_key(&pid)
+}
+
+/// Waits for a tracked child to end (at most `timeout`, forever when `None`).
+pub fn wait(pid: u32, timeout: Option<Duration>) -> Option<Exit> {
+    let r = reaper();
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut t = lock(&r.table);
+    loop {
+        match t.exits.get(&pid) {
+            None => return None,
+            Some(Some(exit)) => {
+                let exit = *exit;
+                t.exits.remove(&pid);
+                return Some(exit);
+            }
+            Some(None) => {}
+        }
+        let wait = match deadline {
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return None;
+                }
+                d - now
+            }
+            None => Duration::from_secs(3600),
+        };
+        t = r.changed.wait_timeout(t, wait).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+    }
+}
+
+/// Runs a command to completion with its output discarded; its exit.
+pub fn run(program: &str, args: &[&str]) -> std::io::Result<Exit> {
+    let child =
+        spawn(Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()))?;
+    Ok(wait(child.id(), None).unwrap_or(Exit { code: None, signal: None }))
+}
+
+/// A pipe drained on its own thread into a buffer capped at `cap` bytes.
+pub struct Capture {
+    buf: Arc<Mutex<(Vec<u8>, bool)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Capture {
+    pub fn start(mut pipe: impl Read + Send + 'static, cap: usize) -> Capture {
+        let buf = Arc::new(Mutex::new((Vec::new(), false)));
+        let b = buf.clone();
+        let thread = std::thread::spawn(move || {
+            let mut chunk = [0u8; 16 * 1024];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let mut g = lock(&b);
+                let room = cap.saturating_sub(g.0.len());
+                if n > room {
+                    g.1 = true;
+                }
+                g.0.extend_from_slice(&chunk[..n.min(room)]);
+            }
+        });
+        Capture { buf, thread: Some(thread) }
+    }
+
+    /// Whether the pipe has reached its end.
+    pub fn done(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// The bytes and whether some were cut off.
+    pub fn finish(mut self) -> (Vec<u8>, bool) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *lock(&self.buf))
+    }
+}

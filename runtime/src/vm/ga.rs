@@ -1,0 +1,210 @@
+//! The host side of the qemu-guest-agent protocol, over the VM's virtio-serial chardev socket.
+//! It works with a real `qemu-ga` as well as with Kairon's own `kairon-agent`: every command
+//! is a documented qemu-ga command, and each (re)connection first resynchronises with a 0xFF
+//! byte and `guest-sync-delimited`, so bytes left over from an earlier exchange are skipped.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GaError {
+    #[error("the guest agent is not answering: {0}")]
+    Unreachable(String),
+    #[error("the guest agent refused {command}: {desc}")]
+    Command { command: String, desc: String },
+}
+
+type Result<T> = std::result::Result<T, GaError>;
+
+/// One connection to a VM's guest agent socket; reconnects on the next call after an error.
+pub struct GuestAgent {
+    path: PathBuf,
+    conn: Option<BufReader<UnixStream>>,
+    next_id: u64,
+}
+
+/// A command's output, as `guest-exec-status` reports it once the command has exited.
+#[derive(Debug, Clone, Default)]
+pub struct ExecStatus {
+    pub exited: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl GuestAgent {
+    pub fn new(path: &Path) -> GuestAgent {
+        GuestAgent { path: path.to_path_buf(), conn: None, next_id: rand::random::<u32>() as u64 }
+    }
+
+    pub fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    async fn connect(&mut self, timeout: Duration) -> Result<()> {
+        if self.conn.is_some() {
+            return Ok(());
+        }
+        let stream = UnixStream::connect(&self.path)
+            .await
+            .map_err(|e| GaError::Unreachable(format!("connecting to {}: {e}", self.path.display())))?;
+        let mut conn = BufReader::new(stream);
+        self.next_id += 1;
+        let id = self.next_id;
+        // A raw 0xFF byte first (not UTF-8): the agent drops whatever it had half-read.
+        let mut bytes = vec![0xFFu8];
+        bytes.extend_from_slice(
+            json!({"execute": "guest-sync-delimited", "arguments": {"id": id}}).to_string().as_bytes(),
+        );
+        bytes.push(b'\n');
+        conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()))?;
+        let synced = tokio::time::timeout(timeout, async {
+            loop {
+                // Skip to the delimiter, then read the answer line.
+                let mut b = [0u8; 1];
+                loop {
+                    conn.read_exact(&mut b).await?;
+                    if b[0] == 0xFF {
+                        break;
+                    }
+                }
+                let mut line = String::new();
+                conn.read_line(&mut line).await?;
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v.get("return").and_then(Value::as_u64) == Some(id)
+                {
+                    return Ok::<(), std::io::Error>(());
+                }
+            }
+        })
+        .await;
+        match synced {
+            Ok(Ok(())) => {
+                self.conn = Some(conn);
+                Ok(())
+            }
+            Ok(Err(e)) => Err(GaError::Unreachable(format!("synchronising: {e}"))),
+            Err(_) => Err(GaError::Unreachable(format!("no answer to guest-sync within {timeout:?}"))),
+        }
+    }
+
+    /// Runs one command and returns its `return` value.
+    pub async fn call(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
+        let r = self.call_inner(command, args, timeout).await;
+        if matches!(r, Err(GaError::Unreachable(_))) {
+            self.conn = None;
+        }
+        r
+    }
+
+    async fn call_inner(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
+        self.connect(timeout).await?;
+        let conn = self.conn.as_mut().expect("connected above");
+        let mut msg = json!({"execute": command});
+        if !args.is_null() {
+            msg["arguments"] = args;
+        }
+        let mut bytes = msg.to_string().into_bytes();
+        bytes.push(b'\n');
+        conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()))?;
+        let mut line = String::new();
+        let read = tokio::time::timeout(timeout, conn.read_line(&mut line)).await;
+        match read {
+            Ok(Ok(0)) => return Err(GaError::Unreachable("the guest agent closed the connection".into())),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(GaError::Unreachable(e.to_string())),
+            Err(_) => return Err(GaError::Unreachable(format!("no answer to {command} within {timeout:?}"))),
+        }
+        let v: Value = serde_json::from_str(line.trim_start_matches('\u{ff}'))
+            .map_err(|e| GaError::Unreachable(format!("bad answer {line:?}: {e}")))?;
+        if let Some(e) = v.get("error") {
+            return Err(GaError::Command {
+                command: command.into(),
+                desc: e.get("desc").and_then(Value::as_str).unwrap_or("unknown error").into(),
+            });
+        }
+        Ok(v.get("return").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Sends a command that has no answer (guest-shutdown).
+    pub async fn send(&mut self, command: &str, args: Value, timeout: Duration) -> Result<()> {
+        self.connect(timeout).await?;
+        let conn = self.conn.as_mut().expect("connected above");
+        let msg = json!({"execute": command, "arguments": args});
+        let mut bytes = msg.to_string().into_bytes();
+        bytes.push(b'\n');
+        let r = conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()));
+        self.conn = None;
+        r
+    }
+
+    pub async fn ping(&mut self, timeout: Duration) -> Result<()> {
+        self.call("guest-ping", Value::Null, timeout).await.map(|_| ())
+    }
+
+    /// Starts a command; its guest pid.
+    pub async fn exec_start(
+        &mut self,
+        path: &str,
+        args: &[String],
+        env: &[String],
+        input: Option<&[u8]>,
+        capture: bool,
+    ) -> Result<i64> {
+        let mut a = json!({"path": path, "arg": args, "capture-output": capture});
+        if !env.is_empty() {
+            a["env"] = json!(env);
+        }
+        if let Some(i) = input {
+            a["input-data"] = json!(B64.encode(i));
+        }
+        let v = self.call("guest-exec", a, Duration::from_secs(30)).await?;
+        v.get("pid")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| GaError::Command { command: "guest-exec".into(), desc: format!("no pid in {v}") })
+    }
+
+    pub async fn exec_status(&mut self, pid: i64) -> Result<ExecStatus> {
+        let v = self.call("guest-exec-status", json!({"pid": pid}), Duration::from_secs(30)).await?;
+        let data = |k: &str| v.get(k).and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();
+        Ok(ExecStatus {
+            exited: v.get("exited").and_then(Value::as_bool).unwrap_or(false),
+            exit_code: v.get("exitcode").and_then(Value::as_i64).map(|c| c as i32),
+            signal: v.get("signal").and_then(Value::as_i64).map(|c| c as i32),
+            stdout: data("out-data"),
+            stderr: data("err-data"),
+        })
+    }
+
+    pub async fn file_open(&mut self, path: &str, mode: &str) -> Result<i64> {
+        let v = self.call("guest-file-open", json!({"path": path, "mode": mode}), Duration::from_secs(30)).await?;
+        v.as_i64()
+            .ok_or_else(|| GaError::Command { command: "guest-file-open".into(), desc: format!("no handle in {v}") })
+    }
+
+    pub async fn file_close(&mut self, handle: i64) -> Result<()> {
+        self.call("guest-file-close", json!({"handle": handle}), Duration::from_secs(30)).await.map(|_| ())
+    }
+
+    /// One chunk; `(bytes, eof)`.
+    pub async fn file_read(&mut self, handle: i64, count: usize) -> Result<(Vec<u8>, bool)> {
+        let v =
+            self.call("guest-file-read", json!({"handle": handle, "count": count}), Duration::from_secs(60)).await?;
+        let buf = v.get("buf-b64").and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();
+        let eof = v.get("eof").and_then(Value::as_bool).unwrap_or(buf.is_empty());
+        Ok((buf, eof))
+    }
+
+    pub async fn file_write(&mut self, handle: i64, data: &[u8]) -> Result<()> {
+        self.call("guest-file-write", json!({"handle": handle, "buf-b64": B64.encode(data)}), Duration::from_secs(60))
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,1233 @@
+//! The VM backend: one QEMU process per running VM, driven over QMP, with the guest reached
+//! through the qemu-guest-agent protocol on a virtio-serial port.
+//!
+//! * Machine: `microvm` (virtio-mmio devices, direct kernel boot) when a kernel is given
+//!   (`spec.runtime.kernel`) or lies beside the image (`X.vmlinuz`, `X.initrd`); `q35` booting
+//!   the disk otherwise. KVM when `/dev/kvm` really runs a guest (probed once per host boot:
+//!   on nested hosts it can exist and hang), TCG otherwise.
+//! * Disk: the image is the read-only base of a per-VM qcow2 overlay; `spec.volumes` are disks
+//!   of their own that survive Stop.
+//! * Power: Pause = QMP `stop`/`cont`; Hibernate = migrate RAM to a file and quit (the QEMU
+//!   process is gone), restore = a new QEMU with `-incoming` + `cont`; Halt = guest power-off
+//!   (the overlay stays), resume = boot; Stop = quit and drop the overlay.
+//! * Fork: `stop`, migrate RAM to the child's directory (this also flushes the disk), copy the
+//!   overlay, `cont` the parent; the child starts from that memory on its own overlay and is then
+//!   re-identified (see [`REIDENTIFY`]).
+//! * Network: QEMU user networking. The HTTP proxy, port tunnels and SSH reach a guest port
+//!   through a forward on 127.0.0.1 added on demand (`hostfwd_add`): no bridge, tap or
+//!   namespace to set up or leak, and the forward lives and dies with the QEMU that owns it.
+
+pub mod ga;
+pub mod image;
+pub mod ops;
+pub mod qmp;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use crate::api::{CreateVmRequest, ExecRequest, ExecResult, FileEntry, Process, ProcessState, Stats};
+use ga::{GaError, GuestAgent};
+use qmp::{Qmp, QmpError};
+
+pub const BACKEND: &str = "qemu";
+pub const QEMU: &str = "qemu-system-x86_64";
+/// Overrides the accelerator probe: `kvm` or `tcg`.
+pub const ACCEL_ENV: &str = "KAIRON_QEMU_ACCEL";
+const DEFAULT_MEMORY_MIB: u64 = 256;
+const MIN_MEMORY_MIB: u64 = 64;
+/// How long a boot may take until the guest agent answers (TCG on a loaded 2-core host).
+const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+const GA_TIMEOUT: Duration = Duration::from_secs(30);
+const CHUNK: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<QmpError> for VmError {
+    fn from(e: QmpError) -> Self {
+        VmError::Failed(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for VmError {
+    fn from(e: std::io::Error) -> Self {
+        VmError::Failed(e.to_string())
+    }
+}
+
+impl From<GaError> for VmError {
+    fn from(e: GaError) -> Self {
+        match &e {
+            GaError::Command { desc, .. } if desc.contains("No such file") || desc.contains("not found") => {
+                VmError::NotFound(e.to_string())
+            }
+            GaError::Command { .. } => VmError::Invalid(e.to_string()),
+            GaError::Unreachable(_) => VmError::Conflict(e.to_string()),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, VmError>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+/// What a VM is made of, fixed at creation (`qemu.json` in its directory). A fork or a
+/// hibernated VM's restore must start QEMU with the same devices, so it is all here.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineConfig {
+    pub image: String,
+    #[serde(default)]
+    pub kernel: Option<String>,
+    #[serde(default)]
+    pub initrd: Option<String>,
+    #[serde(default)]
+    pub cmdline: Option<String>,
+    pub vcpus: u32,
+    pub memory_mib: u64,
+    pub mac: String,
+    pub hostname: String,
+    pub machine_id: String,
+    /// Volume name → its disk file.
+    #[serde(default)]
+    pub volumes: BTreeMap<String, String>,
+}
+
+impl MachineConfig {
+    pub fn microvm(&self) -> bool {
+        self.kernel.is_some()
+    }
+}
+
+/// A background process started through the guest agent. Its output is only known once it
+/// has exited (the qemu-guest-agent protocol hands it over then).
+#[derive(Clone, Debug)]
+struct ProcRecord {
+    meta: Process,
+    guest_pid: i64,
+    stdout: String,
+    stderr: String,
+}
+
+/// A running QEMU and the connections to it.
+pub struct Running {
+    pub pid: u32,
+    qmp: Mutex<Qmp>,
+    ga: Mutex<GuestAgent>,
+    procs: std::sync::Mutex<BTreeMap<String, ProcRecord>>,
+    /// Guest port → host port on 127.0.0.1.
+    forwards: Mutex<BTreeMap<u16, u16>>,
+    child: std::sync::Mutex<Option<tokio::process::Child>>,
+}
+
+pub struct VmHost {
+    state_dir: PathBuf,
+    running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A locally administered, unicast MAC in QEMU's 52:54:00 range.
+pub fn random_mac() -> String {
+    let b: [u8; 3] = rand::random();
+    format!("52:54:00:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2])
+}
+
+pub fn random_machine_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// A host name from an instance name (at most 63 characters, no trailing dash).
+pub fn hostname_for(name: &str) -> String {
+    let h: String = name.chars().take(63).collect();
+    h.trim_end_matches(['-', '.']).to_string()
+}
+
+/// Whether QEMU is on the PATH (the node then offers the vm backend).
+pub fn qemu_installed() -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(QEMU).is_file()))
+}
+
+/// Whether a create request is for this backend: an image, and no template.
+pub fn wants_vm(req: &CreateVmRequest) -> bool {
+    req.image.is_some() && req.sandbox.as_ref().is_none_or(|s| s.template_name.is_none())
+}
+
+fn quote(p: &Path) -> String {
+    format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
+}
+
+/// The accelerator this host gives QEMU: `$KAIRON_QEMU_ACCEL`, else a probe that boots
+/// `kernel` under KVM and looks for its panic (no root disk) on the serial port. The probe runs
+/// once per host boot; its answer is kept in `cache_dir`.
+pub async fn accel(kernel: Option<&Path>, cache_dir: &Path) -> Option<Accel> {
+    match std::env::var(ACCEL_ENV).ok().as_deref() {
+        Some("kvm") => return Some(Accel::Kvm),
+        Some("tcg") => return Some(Accel::Tcg),
+        _ => {}
+    }
+    static PROBED: tokio::sync::OnceCell<Accel> = tokio::sync::OnceCell::const_new();
+    if let Some(a) = PROBED.get() {
+        return Some(*a);
+    }
+    if std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_err() {
+        return Some(*PROBED.get_or_init(|| async { Accel::Tcg }).await);
+    }
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let cache = cache_dir.join(format!(".kvm-probe-{}", boot.trim()));
+    if let Ok(s) = std::fs::read_to_string(&cache) {
+        let a = if s.trim() == "kvm" { Accel::Kvm } else { Accel::Tcg };
+        return Some(*PROBED.get_or_init(|| async move { a }).await);
+    }
+    let kernel = kernel?.to_path_buf();
+    let a = *PROBED
+        .get_or_init(|| async move {
+            let a = probe_kvm(&kernel).await;
+            tracing::info!(accel = ?a, "probed KVM");
+            let _ = std::fs::create_dir_all(cache.parent().unwrap_or(Path::new("/")));
+            let _ = std::fs::write(&cache, if a == Accel::Kvm { "kvm" } else { "tcg" });
+            a
+        })
+        .await;
+    Some(a)
+}
+
+async fn probe_kvm(kernel: &Path) -> Accel {
+    let Ok(dir) = tempfile::tempdir() else { return Accel::Tcg };
+    let log = dir.path().join("serial.log");
+    let child = tokio::process::Command::new(QEMU)
+        .args(["-machine", "microvm,accel=kvm", "-cpu", "host", "-m", "64", "-nodefaults", "-no-user-config"])
+        .args(["-display", "none", "-no-reboot", "-kernel"])
+        .arg(kernel)
+        .args(["-append", "console=ttyS0 panic=-1 root=/dev/nonexistent"])
+        .arg("-serial")
+        .arg(format!("file:{}", log.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    let Ok(mut child) = child else { return Accel::Tcg };
+    match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
+        Ok(Ok(_)) => {
+            let out = std::fs::read_to_string(&log).unwrap_or_default();
+            if out.contains("Kernel panic") { Accel::Kvm } else { Accel::Tcg }
+        }
+        _ => {
+            let _ = child.kill().await;
+            Accel::Tcg
+        }
+    }
+}
+
+/// The default environment of a command run through the guest agent (qemu-ga replaces the
+/// environment with what it is given).
+fn guest_env(extra: &BTreeMap<String, String>) -> Vec<String> {
+    let mut env: BTreeMap<String, String> = [
+        ("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/lib/kairon"),
+        ("HOME", "/root"),
+        ("LANG", "C.UTF-8"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The program and arguments for a request: `cwd` through a shell, `user` through setpriv.
+fn guest_command(req: &ExecRequest) -> Result<(String, Vec<String>)> {
+    if req.command.is_empty() {
+        return Err(VmError::Invalid("command must not be empty".into()));
+    }
+    let mut cmd = req.command.clone();
+    if let Some(user) = &req.user {
+        let (uid, gid) = user.split_once(':').unwrap_or((user, user));
+        if uid.parse::<u32>().is_err() || gid.parse::<u32>().is_err() {
+            return Err(VmError::Invalid(format!("user {user:?} must be uid[:gid], e.g. 1000:1000")));
+        }
+        let mut wrapped = vec![
+            "setpriv".into(),
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--clear-groups".into(),
+            "--".into(),
+        ];
+        wrapped.extend(cmd);
+        cmd = wrapped;
+    }
+    if let Some(cwd) = &req.cwd {
+        let mut args =
+            vec!["-c".into(), "cd -- \"$1\" || exit 127; shift; exec \"$@\"".into(), "sh".into(), cwd.clone()];
+        args.extend(cmd);
+        return Ok(("/bin/sh".into(), args));
+    }
+    let program = cmd.remove(0);
+    Ok((program, cmd))
+}
+
+/// Re-identification of a copy (fork child, claimed pool member), by guest-exec so a real
+/// qemu-ga does it too: 64 bytes of host entropy into the guest's pool and a forced CRNG
+/// reseed (the RNDRESEEDCRNG ioctl, through perl or python, whichever the image has), a new
+/// machine id, a new host name and a new MAC on eth0.
+pub const REIDENTIFY: &str = r#"head -c 64 > /dev/urandom
+if command -v perl >/dev/null; then
+  perl -e 'open(F, ">", "/dev/urandom") or die "open: $!"; ioctl(F, 0x5207, 0) or die "RNDRESEEDCRNG: $!"' || exit 1
+elif command -v python3 >/dev/null; then
+  python3 -c 'import fcntl,os; fcntl.ioctl(os.open("/dev/urandom", os.O_WRONLY), 0x5207)' || exit 1
+fi
+echo "$1" > /etc/machine-id
+echo "$2" > /etc/hostname
+hostname "$2" 2>/dev/null || echo "$2" > /proc/sys/kernel/hostname
+if [ -e /sys/class/net/eth0 ]; then
+  if command -v ip >/dev/null; then IP=ip; else IP="/usr/lib/kairon/busybox ip"; fi
+  $IP link set dev eth0 address "$3"
+fi
+"#;
+
+impl VmHost {
+    pub fn new(state_dir: &Path) -> VmHost {
+        VmHost { state_dir: state_dir.to_path_buf(), running: std::sync::Mutex::new(BTreeMap::new()) }
+    }
+
+    pub fn instance_dir(&self, id: &str) -> PathBuf {
+        self.state_dir.join("instances").join(id)
+    }
+
+    pub fn images_dir(&self) -> PathBuf {
+        image::images_dir(&self.state_dir.join("images"))
+    }
+
+    fn config_path(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join("qemu.json")
+    }
+
+    pub fn config(&self, id: &str) -> Result<MachineConfig> {
+        let raw = std::fs::read(self.config_path(id))
+            .map_err(|e| VmError::Failed(format!("reading the VM's qemu.json: {e}")))?;
+        serde_json::from_slice(&raw).map_err(|e| VmError::Failed(format!("qemu.json: {e}")))
+    }
+
+    pub fn save_config(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
+        let raw = serde_json::to_vec_pretty(cfg).map_err(|e| VmError::Failed(e.to_string()))?;
+        std::fs::write(self.config_path(id), raw)?;
+        Ok(())
+    }
+
+    pub fn running(&self, id: &str) -> Option<Arc<Running>> {
+        lock(&self.running).get(id).cloned()
+    }
+
+    fn running_or_err(&self, id: &str) -> Result<Arc<Running>> {
+        self.running(id).ok_or_else(|| VmError::Conflict("the VM has no running QEMU".into()))
+    }
+
+    /// Checks a request and works out the machine: image, kernel, vCPUs, memory, MAC.
+    pub fn plan(&self, req: &CreateVmRequest) -> Result<MachineConfig> {
+        let image = req.image.as_ref().map(|i| i.path.clone()).unwrap_or_default();
+        let default = self.images_dir().join(format!("{}.qcow2", image::DEFAULT_IMAGE));
+        if image.is_empty() {
+            return Err(VmError::Invalid(format!("spec.image.path is required, e.g. {}", default.display())));
+        }
+        let path = PathBuf::from(&image);
+        if !path.is_absolute() {
+            return Err(VmError::Invalid(format!("spec.image.path {image:?} must be an absolute path on the node")));
+        }
+        if !path.is_file() {
+            return Err(VmError::Invalid(format!(
+                "the image {image} does not exist on this node (the default image {} is built by `kairon up` on first start)",
+                default.display()
+            )));
+        }
+        let (kernel, initrd, cmdline) = match req.runtime.as_ref().and_then(|r| r.kernel.as_ref()) {
+            Some(k) => {
+                for p in std::iter::once(&k.path).chain(k.initrd.iter()) {
+                    if !Path::new(p).is_file() {
+                        return Err(VmError::Invalid(format!("spec.runtime.kernel: {p} does not exist on this node")));
+                    }
+                }
+                (Some(k.path.clone()), k.initrd.clone(), k.cmdline.clone())
+            }
+            None => match image::kernel_beside(&path) {
+                Some((k, i)) => {
+                    (Some(k.to_string_lossy().into_owned()), i.map(|i| i.to_string_lossy().into_owned()), None)
+                }
+                None => (None, None, None),
+            },
+        };
+        let res = req.resources.clone().unwrap_or_default();
+        let vcpus = match &res.cpu {
+            Some(q) => {
+                let milli = q.to_milli().map_err(|e| VmError::Invalid(format!("spec.resources.cpu: {e}")))?;
+                if milli <= 0 || milli % 1000 != 0 {
+                    return Err(VmError::Invalid(format!(
+                        "spec.resources.cpu {:?}: a VM takes whole vCPUs (1, 2, …)",
+                        q.0
+                    )));
+                }
+                (milli / 1000) as u32
+            }
+            None => 1,
+        };
+        let ncpu = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        if vcpus > ncpu.max(1) * 4 {
+            return Err(VmError::Invalid(format!("spec.resources.cpu {vcpus}: this node has {ncpu} CPUs")));
+        }
+        let memory_mib = match &res.memory {
+            Some(q) => {
+                let b = q.to_f64().map_err(|e| VmError::Invalid(format!("spec.resources.memory: {e}")))?;
+                (b / (1024.0 * 1024.0)).ceil() as u64
+            }
+            None => DEFAULT_MEMORY_MIB,
+        };
+        if memory_mib < MIN_MEMORY_MIB {
+            return Err(VmError::Invalid(format!(
+                "spec.resources.memory must be at least {MIN_MEMORY_MIB}Mi for a VM"
+            )));
+        }
+        let mac = match req.network.as_ref().and_then(|n| n.mac_address.clone()) {
+            Some(m) => m.to_lowercase(),
+            None => random_mac(),
+        };
+        Ok(MachineConfig {
+            image,
+            kernel,
+            initrd,
+            cmdline,
+            vcpus,
+            memory_mib,
+            mac,
+            hostname: hostname_for(&req.name),
+            machine_id: random_machine_id(),
+            volumes: BTreeMap::new(),
+        })
+    }
+
+    /// Creates the VM's disks: the overlay on the image, and its volumes.
+    pub async fn prepare_disks(&self, id: &str, req: &CreateVmRequest, cfg: &mut MachineConfig) -> Result<()> {
+        let dir = self.instance_dir(id);
+        std::fs::create_dir_all(&dir)?;
+        self.new_overlay(id, cfg).await?;
+        for v in &req.volumes {
+            let file = match &v.path {
+                Some(p) => {
+                    if !Path::new(p).is_file() {
+                        return Err(VmError::Invalid(format!("volume {}: {p} does not exist on this node", v.name)));
+                    }
+                    p.clone()
+                }
+                None => {
+                    let size = v
+                        .size
+                        .as_ref()
+                        .ok_or_else(|| VmError::Invalid(format!("volume {}: give size (e.g. 1Gi) or path", v.name)))?;
+                    let bytes = size.to_f64().map_err(|e| VmError::Invalid(format!("volume {}: {e}", v.name)))? as u64;
+                    let file = dir.join(format!("vol-{}.qcow2", v.name));
+                    qemu_img(&["create", "-q", "-f", "qcow2", &file.to_string_lossy(), &bytes.to_string()]).await?;
+                    file.to_string_lossy().into_owned()
+                }
+            };
+            cfg.volumes.insert(v.name.clone(), file);
+        }
+        self.save_config(id, cfg)
+    }
+
+    fn overlay(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join("disk.qcow2")
+    }
+
+    async fn new_overlay(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
+        let overlay = self.overlay(id);
+        let _ = std::fs::remove_file(&overlay);
+        qemu_img(&["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", &cfg.image, &overlay.to_string_lossy()]).await
+    }
+
+    fn args(&self, id: &str, cfg: &MachineConfig, accel: Accel, incoming: bool) -> Vec<String> {
+        let dir = self.instance_dir(id);
+        let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let micro = cfg.microvm();
+        let bus = if micro { "device" } else { "pci" };
+        let mut a: Vec<String> =
+            vec!["-name".into(), format!("kairon-vm-{id}"), "-nodefaults".into(), "-no-user-config".into()];
+        let machine = if micro { "microvm,pit=on,rtc=on" } else { "q35" };
+        a.extend(["-machine".into(), format!("{machine},accel={}", if accel == Accel::Kvm { "kvm" } else { "tcg" })]);
+        a.extend(["-cpu".into(), if accel == Accel::Kvm { "host".into() } else { "max".into() }]);
+        a.extend(["-smp".into(), cfg.vcpus.to_string(), "-m".into(), format!("{}M", cfg.memory_mib)]);
+        a.extend(["-display".into(), "none".into(), "-no-reboot".into()]);
+        a.extend(["-vnc".into(), format!("unix:{}", p("vnc.sock"))]);
+        if let Some(k) = &cfg.kernel {
+            a.extend(["-kernel".into(), k.clone()]);
+            if let Some(i) = &cfg.initrd {
+                a.extend(["-initrd".into(), i.clone()]);
+            }
+            let base = cfg.cmdline.clone().unwrap_or_else(|| "console=ttyS0 root=/dev/vda rw quiet panic=-1".into());
+            let mut line = format!("{base} kairon.hostname={} kairon.machine_id={}", cfg.hostname, cfg.machine_id);
+            if accel == Accel::Tcg {
+                // Under TCG on a loaded host the kernel's PIT calibration of the TSC can fail,
+                // and the boot then hangs: give it the frequency (TCG's TSC runs at the host's).
+                line.push_str(&format!(" tsc_early_khz={}", host_tsc_khz()));
+            }
+            a.extend(["-append".into(), line]);
+        }
+        a.extend(["-drive".into(), format!("id=root,file={},format=qcow2,if=none,discard=unmap", p("disk.qcow2"))]);
+        a.extend(["-device".into(), format!("virtio-blk-{bus},drive=root")]);
+        for (i, file) in cfg.volumes.values().enumerate() {
+            let fmt = if file.ends_with(".qcow2") { "qcow2" } else { "raw" };
+            a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none")]);
+            a.extend(["-device".into(), format!("virtio-blk-{bus},drive=vol{i}")]);
+        }
+        a.extend(["-netdev".into(), "user,id=net0".into()]);
+        a.extend(["-device".into(), format!("virtio-net-{bus},netdev=net0,mac={}", cfg.mac)]);
+        a.extend(["-device".into(), format!("virtio-rng-{bus}")]);
+        a.extend(["-device".into(), format!("virtio-serial-{bus}")]);
+        a.extend(["-chardev".into(), format!("socket,id=ga,path={},server=on,wait=off", p("ga.sock"))]);
+        a.extend(["-device".into(), "virtserialport,chardev=ga,name=org.qemu.guest_agent.0".into()]);
+        a.extend([
+            "-chardev".into(),
+            format!(
+                "socket,id=con,path={},server=on,wait=off,logfile={},logappend=on",
+                p("console.sock"),
+                p("console.log")
+            ),
+        ]);
+        a.extend(["-serial".into(), "chardev:con".into()]);
+        a.extend(["-qmp".into(), format!("unix:{},server=on,wait=off", p("qmp.sock"))]);
+        a.extend(["-pidfile".into(), p("qemu.pid")]);
+        if incoming {
+            a.extend(["-incoming".into(), "defer".into()]);
+        }
+        a
+    }
+
+    /// Starts QEMU (booting, or waiting for an incoming migration) and connects QMP.
+    pub async fn spawn(&self, id: &str, cfg: &MachineConfig, incoming: bool) -> Result<Arc<Running>> {
+        let dir = self.instance_dir(id);
+        let kernel = cfg.kernel.as_deref().map(Path::new);
+        let images = self.images_dir();
+        let accel = accel(kernel, &images).await.unwrap_or(Accel::Tcg);
+        for s in ["qmp.sock", "ga.sock", "console.sock", "vnc.sock", "qemu.pid"] {
+            let _ = std::fs::remove_file(dir.join(s));
+        }
+        let longest = dir.join("console.sock").to_string_lossy().len();
+        if longest > 100 {
+            return Err(VmError::Failed(format!(
+                "the state directory {} is too deep for QEMU's unix sockets (108 bytes): use a shorter --state-dir",
+                self.state_dir.display()
+            )));
+        }
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("qemu.log"))?;
+        let mut cmd = tokio::process::Command::new(QEMU);
+        cmd.args(self.args(id, cfg, accel, incoming))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            // Its own process group: a Ctrl-C to the runtime does not take the VMs down, and a
+            // restarted runtime adopts them.
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| VmError::Failed(format!("starting {QEMU}: {e} (install the qemu-system-x86 package)")))?;
+        let pid = child.id().unwrap_or(0);
+        let qmp_path = dir.join("qmp.sock");
+        let qmp = tokio::select! {
+            q = Qmp::connect(&qmp_path, Duration::from_secs(60)) => q,
+            status = child.wait() => {
+                return Err(VmError::Failed(format!("QEMU exited at start ({}): {}", status.map(|s| s.to_string()).unwrap_or_default(), self.log_tail(id))));
+            }
+        };
+        let qmp = match qmp {
+            Ok(q) => q,
+            Err(e) => {
+                let _ = child.kill().await;
+                return Err(VmError::Failed(format!("QEMU's QMP socket: {e}: {}", self.log_tail(id))));
+            }
+        };
+        let run = Arc::new(Running {
+            pid,
+            qmp: Mutex::new(qmp),
+            ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
+            procs: std::sync::Mutex::new(BTreeMap::new()),
+            forwards: Mutex::new(BTreeMap::new()),
+            child: std::sync::Mutex::new(Some(child)),
+        });
+        lock(&self.running).insert(id.to_string(), run.clone());
+        Ok(run)
+    }
+
+    /// The last lines QEMU and the serial console wrote, for error messages.
+    pub fn log_tail(&self, id: &str) -> String {
+        let dir = self.instance_dir(id);
+        let tail = |f: &str| {
+            let s = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let lines: Vec<&str> = s.lines().rev().take(8).collect();
+            lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        };
+        format!("qemu: {} ; console: {}", tail("qemu.log"), tail("console.log"))
+    }
+
+    /// Boots a VM from its overlay and waits until its guest agent answers.
+    pub async fn boot(&self, id: &str, cfg: &MachineConfig) -> Result<u32> {
+        let run = self.spawn(id, cfg, false).await?;
+        if let Err(e) = self.wait_agent(id, &run, BOOT_TIMEOUT).await {
+            self.kill(id).await;
+            return Err(e);
+        }
+        Ok(run.pid)
+    }
+
+    /// Polls the guest agent until it answers.
+    pub async fn wait_agent(&self, id: &str, run: &Running, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = run.ga.lock().await.ping(Duration::from_secs(2)).await;
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    if !crate::sandbox::pid_alive(run.pid) {
+                        return Err(VmError::Failed(format!("QEMU exited during boot: {}", self.log_tail(id))));
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(VmError::Failed(format!(
+                            "the guest agent did not answer within {} s ({e}): {}",
+                            timeout.as_secs(),
+                            self.log_tail(id)
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+
+    pub async fn qmp(&self, id: &str, command: &str, args: Value) -> Result<Value> {
+        let run = self.running_or_err(id)?;
+        let mut q = run.qmp.lock().await;
+        Ok(q.execute(command, args).await?)
+    }
+
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.qmp(id, "stop", json!({})).await.map(|_| ())
+    }
+
+    pub async fn resume(&self, id: &str) -> Result<()> {
+        self.qmp(id, "cont", json!({})).await.map(|_| ())
+    }
+
+    /// Waits for QEMU to exit, killing it after `grace`.
+    async fn reap(&self, id: &str, run: &Running, grace: Duration) {
+        let child = lock(&run.child).take();
+        match child {
+            Some(mut c) => {
+                if tokio::time::timeout(grace, c.wait()).await.is_err() {
+                    let _ = c.kill().await;
+                }
+            }
+            None => {
+                let deadline = Instant::now() + grace;
+                while crate::sandbox::pid_alive(run.pid) && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                if let Some(p) = rustix::process::Pid::from_raw(run.pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                crate::sandbox::reap(run.pid);
+            }
+        }
+        lock(&self.running).remove(id);
+    }
+
+    /// Quits QEMU cleanly (disks flushed) and waits for it; kills it if it does not go.
+    pub async fn quit(&self, id: &str) {
+        let Some(run) = self.running(id) else { return };
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            let mut q = run.qmp.lock().await;
+            let _ = q.execute("quit", json!({})).await;
+        })
+        .await;
+        self.reap(id, &run, Duration::from_secs(20)).await;
+    }
+
+    pub async fn kill(&self, id: &str) {
+        let Some(run) = self.running(id) else { return };
+        if let Some(p) = rustix::process::Pid::from_raw(run.pid as i32) {
+            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        }
+        self.reap(id, &run, Duration::from_secs(10)).await;
+    }
+
+    /// Saves the VM's memory to `file` with the VM stopped; QEMU stays (in postmigrate).
+    async fn save_memory(&self, id: &str, file: &Path) -> Result<()> {
+        let run = self.running_or_err(id)?;
+        let mut q = run.qmp.lock().await;
+        q.execute("stop", json!({})).await?;
+        let _ = std::fs::remove_file(file);
+        q.execute("migrate", json!({"uri": format!("exec:cat > {}", quote(file))})).await?;
+        q.wait_migration(Duration::from_secs(600)).await?;
+        Ok(())
+    }
+
+    /// Starts QEMU from a memory file and runs it (or leaves it paused).
+    async fn restore(&self, id: &str, cfg: &MachineConfig, file: &Path, run_after: bool) -> Result<Arc<Running>> {
+        let run = self.spawn(id, cfg, true).await?;
+        let r: Result<()> = async {
+            let mut q = run.qmp.lock().await;
+            q.execute("migrate-incoming", json!({"uri": format!("exec:cat {}", quote(file))})).await?;
+            q.wait_migration(Duration::from_secs(600)).await?;
+            if run_after {
+                q.execute("cont", json!({})).await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = r {
+            self.kill(id).await;
+            return Err(VmError::Failed(format!("restoring the VM's memory: {e}: {}", self.log_tail(id))));
+        }
+        Ok(run)
+    }
+
+    pub fn memory_file(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join("memory.mig")
+    }
+
+    /// Hibernate: memory to a file, QEMU gone.
+    pub async fn hibernate(&self, id: &str) -> Result<()> {
+        let file = self.memory_file(id);
+        if let Err(e) = self.save_memory(id, &file).await {
+            let _ = self.resume(id).await;
+            return Err(e);
+        }
+        self.quit(id).await;
+        Ok(())
+    }
+
+    /// Restores a hibernated VM; it runs again where it stopped.
+    pub async fn wake(&self, id: &str, cfg: &MachineConfig, paused: bool) -> Result<u32> {
+        let file = self.memory_file(id);
+        let run = self.restore(id, cfg, &file, !paused).await?;
+        let _ = std::fs::remove_file(&file);
+        Ok(run.pid)
+    }
+
+    /// Halt: the guest powers itself off (through its agent; ACPI as a fallback) and QEMU
+    /// exits; the disk stays.
+    pub async fn halt(&self, id: &str) -> Result<()> {
+        let run = self.running_or_err(id)?;
+        let _ = self.resume(id).await;
+        let sent = run.ga.lock().await.send("guest-shutdown", json!({"mode": "powerdown"}), GA_TIMEOUT).await;
+        if sent.is_ok() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while crate::sandbox::pid_alive(run.pid) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        if crate::sandbox::pid_alive(run.pid) {
+            // No agent, or one that could not power off: the ACPI power button, then QEMU goes.
+            let _ = self.qmp(id, "system_powerdown", json!({})).await;
+        }
+        self.reap(id, &run, Duration::from_secs(30)).await;
+        Ok(())
+    }
+
+    /// Stop: QEMU quits, and the overlay goes (the next start boots the image afresh).
+    pub async fn stop(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
+        self.quit(id).await;
+        let _ = std::fs::remove_file(self.memory_file(id));
+        self.new_overlay(id, cfg).await
+    }
+
+    pub async fn destroy(&self, id: &str) -> Result<()> {
+        self.kill(id).await;
+        let dir = self.instance_dir(id);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Adopts a QEMU that still runs after a runtime restart; its state (running or paused).
+    pub async fn adopt(&self, id: &str) -> Option<(u32, bool)> {
+        let dir = self.instance_dir(id);
+        let pid: u32 = std::fs::read_to_string(dir.join("qemu.pid")).ok()?.trim().parse().ok()?;
+        if !crate::sandbox::pid_alive(pid) {
+            return None;
+        }
+        let mut qmp = Qmp::connect(&dir.join("qmp.sock"), Duration::from_secs(2)).await.ok()?;
+        let status = qmp.status().await.ok()?;
+        let run = Arc::new(Running {
+            pid,
+            qmp: Mutex::new(qmp),
+            ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
+            procs: std::sync::Mutex::new(BTreeMap::new()),
+            forwards: Mutex::new(BTreeMap::new()),
+            child: std::sync::Mutex::new(None),
+        });
+        lock(&self.running).insert(id.to_string(), run);
+        Some((pid, status == "running"))
+    }
+
+    // -------------------------------------------------------------------------------------
+    // Guest operations
+
+    async fn exec_raw(
+        &self,
+        id: &str,
+        program: &str,
+        args: &[String],
+        env: &[String],
+        input: Option<&[u8]>,
+    ) -> Result<i64> {
+        let run = self.running_or_err(id)?;
+        let mut ga = run.ga.lock().await;
+        Ok(ga.exec_start(program, args, env, input, true).await?)
+    }
+
+    async fn exec_poll(&self, id: &str, pid: i64) -> Result<ga::ExecStatus> {
+        let run = self.running_or_err(id)?;
+        let mut ga = run.ga.lock().await;
+        Ok(ga.exec_status(pid).await?)
+    }
+
+    /// Runs a started command to its end (or `deadline`: then `None`).
+    async fn collect(&self, id: &str, pid: i64, deadline: Option<Instant>) -> Result<Option<ga::ExecStatus>> {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let st = self.exec_poll(id, pid).await?;
+            if st.exited {
+                return Ok(Some(st));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Runs a command to completion in the guest.
+    pub async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResult> {
+        let (program, args) = guest_command(req)?;
+        let env = guest_env(&req.env);
+        let pid = self.exec_raw(id, &program, &args, &env, req.stdin.as_deref().map(str::as_bytes)).await?;
+        let deadline = req.timeout_seconds.map(|t| Instant::now() + Duration::from_secs(t));
+        match self.collect(id, pid, deadline).await? {
+            Some(st) => Ok(result_of(st)),
+            None => {
+                let _ = self.signal(id, pid, "KILL").await;
+                Ok(ExecResult {
+                    exit_code: -1,
+                    stdout: String::new(),
+                    stderr: format!("timed out after {} s", req.timeout_seconds.unwrap_or(0)),
+                    timed_out: true,
+                })
+            }
+        }
+    }
+
+    /// Runs a shell script as root with `args` as `$1…` and `input` on its standard input; its
+    /// result (for the runtime's own chores; at most a minute).
+    pub async fn script(&self, id: &str, script: &str, args: &[&str], input: Option<&[u8]>) -> Result<ExecResult> {
+        let mut a = vec!["-c".to_string(), script.into(), "sh".into()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let pid = self.exec_raw(id, "/bin/sh", &a, &guest_env(&BTreeMap::new()), input).await?;
+        match self.collect(id, pid, Some(Instant::now() + Duration::from_secs(60))).await? {
+            Some(st) => Ok(result_of(st)),
+            None => Err(VmError::Failed(format!("a guest chore did not finish within 60 s: {script}"))),
+        }
+    }
+
+    async fn signal(&self, id: &str, pid: i64, signal: &str) -> Result<()> {
+        let args = vec!["-s".to_string(), signal.to_string(), pid.to_string()];
+        let kill = self.exec_raw(id, "kill", &args, &guest_env(&BTreeMap::new()), None).await?;
+        match self.collect(id, kill, Some(Instant::now() + Duration::from_secs(30))).await? {
+            Some(st) if st.exit_code == Some(0) => Ok(()),
+            Some(st) => Err(VmError::NotFound(format!(
+                "signalling process {pid}: {}",
+                String::from_utf8_lossy(&st.stderr).trim()
+            ))),
+            None => Err(VmError::Failed(format!("signalling process {pid} did not finish"))),
+        }
+    }
+
+    pub async fn start_process(&self, id: &str, req: &ExecRequest) -> Result<Process> {
+        let (program, args) = guest_command(req)?;
+        let pid =
+            self.exec_raw(id, &program, &args, &guest_env(&req.env), req.stdin.as_deref().map(str::as_bytes)).await?;
+        let meta = Process {
+            id: pid.to_string(),
+            command: req.command.clone(),
+            state: ProcessState::Running,
+            exit_code: None,
+            started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        };
+        let run = self.running_or_err(id)?;
+        lock(&run.procs).insert(
+            meta.id.clone(),
+            ProcRecord { meta: meta.clone(), guest_pid: pid, stdout: String::new(), stderr: String::new() },
+        );
+        Ok(meta)
+    }
+
+    async fn refresh(&self, id: &str, pid: &str) -> Result<ProcRecord> {
+        let run = self.running_or_err(id)?;
+        let rec = lock(&run.procs)
+            .get(pid)
+            .cloned()
+            .ok_or_else(|| VmError::NotFound(format!("no background process {pid:?} in this VM")))?;
+        if rec.meta.state == ProcessState::Exited {
+            return Ok(rec);
+        }
+        let st = self.exec_poll(id, rec.guest_pid).await?;
+        if !st.exited {
+            return Ok(rec);
+        }
+        let mut procs = lock(&run.procs);
+        let r = procs.get_mut(pid).expect("present above");
+        r.meta.state = ProcessState::Exited;
+        r.meta.exit_code = st.exit_code.or(st.signal.map(|s| 128 + s));
+        r.stdout = String::from_utf8_lossy(&st.stdout).into_owned();
+        r.stderr = String::from_utf8_lossy(&st.stderr).into_owned();
+        Ok(r.clone())
+    }
+
+    pub async fn processes(&self, id: &str) -> Result<Vec<Process>> {
+        let Some(run) = self.running(id) else { return Ok(vec![]) };
+        let ids: Vec<String> = lock(&run.procs).keys().cloned().collect();
+        let mut out = Vec::new();
+        for p in ids {
+            out.push(self.refresh(id, &p).await?.meta);
+        }
+        Ok(out)
+    }
+
+    pub async fn process(&self, id: &str, pid: &str) -> Result<Process> {
+        Ok(self.refresh(id, pid).await?.meta)
+    }
+
+    /// Output of a background process: the qemu-guest-agent protocol delivers it at exit.
+    pub async fn logs(&self, id: &str, pid: &str) -> Result<(String, String)> {
+        let r = self.refresh(id, pid).await?;
+        Ok((r.stdout, r.stderr))
+    }
+
+    pub async fn wait_process(&self, id: &str, pid: &str, timeout: Duration) -> Result<Process> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.refresh(id, pid).await?;
+            if r.meta.state == ProcessState::Exited || Instant::now() >= deadline {
+                return Ok(r.meta);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn kill_process(&self, id: &str, pid: &str, signal: &str) -> Result<()> {
+        let r = self.refresh(id, pid).await?;
+        if r.meta.state == ProcessState::Exited {
+            return Ok(());
+        }
+        self.signal(id, r.guest_pid, signal).await
+    }
+
+    pub async fn read_file(&self, id: &str, path: &str, max: u64) -> Result<Vec<u8>> {
+        check_path(path)?;
+        let run = self.running_or_err(id)?;
+        let mut ga = run.ga.lock().await;
+        let h = ga.file_open(path, "r").await?;
+        let mut out = Vec::new();
+        let r: Result<()> = async {
+            loop {
+                let (chunk, eof) = ga.file_read(h, CHUNK).await?;
+                out.extend_from_slice(&chunk);
+                if out.len() as u64 > max {
+                    return Err(VmError::Invalid(format!("{path} is larger than {max} bytes")));
+                }
+                if eof || chunk.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        .await;
+        let _ = ga.file_close(h).await;
+        r.map(|()| out)
+    }
+
+    pub async fn write_file(&self, id: &str, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        check_path(path)?;
+        let run = self.running_or_err(id)?;
+        let opened = run.ga.lock().await.file_open(path, "w").await;
+        let h = match opened {
+            Ok(h) => h,
+            Err(GaError::Command { desc, .. }) if desc.contains("No such file") => {
+                let parent = Path::new(path).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+                self.script(id, "mkdir -p -- \"$1\"", &[&parent], None).await?;
+                run.ga.lock().await.file_open(path, "w").await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut ga = run.ga.lock().await;
+        let mut r: Result<()> = Ok(());
+        for chunk in data.chunks(CHUNK) {
+            if let Err(e) = ga.file_write(h, chunk).await {
+                r = Err(e.into());
+                break;
+            }
+        }
+        let _ = ga.file_close(h).await;
+        drop(ga);
+        r?;
+        if mode != 0o644 {
+            let m = format!("{mode:o}");
+            self.script(id, "chmod \"$1\" -- \"$2\"", &[&m, path], None).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn list_files(&self, id: &str, path: &str) -> Result<Vec<FileEntry>> {
+        check_path(path)?;
+        let r = self
+            .script(id, "test -d \"$1\" || { echo \"$1 is not a directory\" >&2; exit 2; }; find \"$1\" -mindepth 1 -maxdepth 1 -printf '%f\\0%s\\0%m\\0%y\\0%l\\0'", &[path], None)
+            .await?;
+        if r.exit_code != 0 {
+            return Err(VmError::NotFound(r.stderr.trim().to_string()));
+        }
+        let fields: Vec<&str> = r.stdout.split('\0').collect();
+        let mut out = Vec::new();
+        for f in fields.chunks(5).filter(|c| c.len() == 5) {
+            out.push(FileEntry {
+                name: f[0].to_string(),
+                size: f[1].parse().unwrap_or(0),
+                mode: u32::from_str_radix(f[2], 8).unwrap_or(0),
+                is_dir: f[3] == "d",
+                link_target: (f[3] == "l").then(|| f[4].to_string()),
+            });
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    pub async fn delete_file(&self, id: &str, path: &str) -> Result<()> {
+        check_path(path)?;
+        if path.trim_end_matches('/').is_empty() {
+            return Err(VmError::Invalid("refusing to delete /".into()));
+        }
+        let r = self.script(id, "test -e \"$1\" || test -L \"$1\" || { echo \"$1: No such file or directory\" >&2; exit 2; }; rm -rf -- \"$1\"", &[path], None).await?;
+        if r.exit_code != 0 {
+            return Err(VmError::NotFound(r.stderr.trim().to_string()));
+        }
+        Ok(())
+    }
+
+    pub async fn stats(&self, id: &str) -> Stats {
+        let Some(run) = self.running(id) else { return Stats::default() };
+        let mut s = Stats { vmm_pid: Some(run.pid), process_count: 1, ..Default::default() };
+        if let Ok(p) = procfs::process::Process::new(run.pid as i32)
+            && let Ok(st) = p.stat()
+        {
+            s.cpu_time_nanos = (st.utime + st.stime) * (1_000_000_000 / procfs::ticks_per_second());
+            s.memory_bytes = st.rss * procfs::page_size();
+        }
+        if let Ok(v) = self.qmp(id, "query-blockstats", json!({})).await
+            && let Some(devs) = v.as_array()
+        {
+            for d in devs {
+                s.disk_read_bytes += d["stats"]["rd_bytes"].as_u64().unwrap_or(0);
+                s.disk_write_bytes += d["stats"]["wr_bytes"].as_u64().unwrap_or(0);
+            }
+        }
+        s
+    }
+
+    /// Guest filesystems frozen (`guest-fsfreeze-freeze`); how many.
+    pub async fn freeze(&self, id: &str) -> Result<i64> {
+        let run = self.running_or_err(id)?;
+        let v = run.ga.lock().await.call("guest-fsfreeze-freeze", Value::Null, Duration::from_secs(120)).await?;
+        Ok(v.as_i64().unwrap_or(0))
+    }
+
+    pub async fn thaw(&self, id: &str) -> Result<i64> {
+        let run = self.running_or_err(id)?;
+        let v = run.ga.lock().await.call("guest-fsfreeze-thaw", Value::Null, Duration::from_secs(60)).await?;
+        Ok(v.as_i64().unwrap_or(0))
+    }
+
+    pub async fn freeze_status(&self, id: &str) -> Result<String> {
+        let run = self.running_or_err(id)?;
+        let v = run.ga.lock().await.call("guest-fsfreeze-status", Value::Null, GA_TIMEOUT).await?;
+        Ok(v.as_str().unwrap_or("unknown").to_string())
+    }
+
+    /// A host port on 127.0.0.1 that QEMU forwards to `guest_port` in the guest.
+    pub async fn forward(&self, id: &str, guest_port: u16) -> Result<u16> {
+        let run = self.running_or_err(id)?;
+        let mut fw = run.forwards.lock().await;
+        if let Some(p) = fw.get(&guest_port) {
+            return Ok(*p);
+        }
+        for _ in 0..5 {
+            let host_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+            let out = run
+                .qmp
+                .lock()
+                .await
+                .execute(
+                    "human-monitor-command",
+                    json!({"command-line": format!("hostfwd_add net0 tcp:127.0.0.1:{host_port}-:{guest_port}")}),
+                )
+                .await?;
+            let text = out.as_str().unwrap_or("");
+            if text.trim().is_empty() {
+                fw.insert(guest_port, host_port);
+                return Ok(host_port);
+            }
+            tracing::debug!(%text, "hostfwd_add refused, trying another port");
+        }
+        Err(VmError::Failed(format!("could not forward a host port to guest port {guest_port}")))
+    }
+
+    pub fn socket(&self, id: &str, name: &str) -> PathBuf {
+        self.instance_dir(id).join(name)
+    }
+
+    /// Fork, first half: the parent's memory into `child_dir/memory.mig` and its overlay into
+    /// `child_dir/disk.qcow2`, with the parent stopped only for that long.
+    pub async fn snapshot_into(&self, id: &str, child_id: &str, was_running: bool) -> Result<()> {
+        let child_dir = self.instance_dir(child_id);
+        std::fs::create_dir_all(&child_dir)?;
+        let file = self.memory_file(child_id);
+        let saved = self.save_memory(id, &file).await;
+        let copied = match &saved {
+            Ok(()) => std::fs::copy(self.overlay(id), self.overlay(child_id)).map(|_| ()).map_err(VmError::from),
+            Err(_) => Ok(()),
+        };
+        if was_running {
+            self.resume(id).await?;
+        }
+        saved?;
+        copied
+    }
+
+    /// Fork, second half: the child runs from the copied memory and disk.
+    pub async fn start_copy(&self, child_id: &str, cfg: &MachineConfig) -> Result<u32> {
+        let file = self.memory_file(child_id);
+        let run = self.restore(child_id, cfg, &file, true).await?;
+        let _ = std::fs::remove_file(&file);
+        Ok(run.pid)
+    }
+
+    /// Gives a copy its own identity (see [`REIDENTIFY`]).
+    pub async fn reidentify(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
+        let entropy: [u8; 64] = rand::random();
+        let r = self.script(id, REIDENTIFY, &[&cfg.machine_id, &cfg.hostname, &cfg.mac], Some(&entropy)).await?;
+        if r.exit_code != 0 {
+            return Err(VmError::Failed(format!("re-identifying the guest: {} {}", r.stdout.trim(), r.stderr.trim())));
+        }
+        Ok(())
+    }
+
+    /// Clone: the disk as it is now (guest filesystems frozen and QEMU stopped for the copy, so
+    /// it is consistent) into `child_id`'s overlay.
+    pub async fn copy_disk(&self, id: &str, child_id: &str, running: bool) -> Result<()> {
+        std::fs::create_dir_all(self.instance_dir(child_id))?;
+        let frozen = running && self.freeze(id).await.is_ok();
+        if running {
+            self.pause(id).await?;
+        }
+        let copied = std::fs::copy(self.overlay(id), self.overlay(child_id));
+        if running {
+            self.resume(id).await?;
+        }
+        if frozen {
+            let _ = self.thaw(id).await;
+        }
+        copied?;
+        Ok(())
+    }
+}
+
+/// The host CPU's clock in kHz (from /proc/cpuinfo), 2 GHz when unknown.
+fn host_tsc_khz() -> u64 {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .map(|mhz| (mhz * 1000.0).round() as u64)
+        .filter(|k| *k > 0)
+        .unwrap_or(2_000_000)
+}
+
+fn result_of(st: ga::ExecStatus) -> ExecResult {
+    ExecResult {
+        exit_code: st.exit_code.unwrap_or_else(|| 128 + st.signal.unwrap_or(0)),
+        stdout: String::from_utf8_lossy(&st.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&st.stderr).into_owned(),
+        timed_out: false,
+    }
+}
+
+fn check_path(path: &str) -> Result<()> {
+    if !path.starts_with('/') {
+        return Err(VmError::Invalid(format!("path {path:?} must be absolute inside the guest")));
+    }
+    Ok(())
+}
+
+async fn qemu_img(args: &[&str]) -> Result<()> {
+    let out = tokio::process::Command::new("qemu-img")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| VmError::Failed(format!("running qemu-img: {e} (install the qemu-utils package)")))?;
+    if !out.status.success() {
+        return Err(VmError::Failed(format!(
+            "qemu-img {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// Kills every QEMU whose files lie under `dir` (a runtime's state dir, or a data dir that
+/// holds one): tests clean up with it.
+pub fn kill_all_under(dir: &Path) {
+    let needle = format!("{}/", dir.to_string_lossy().trim_end_matches('/'));
+    let Ok(all) = procfs::process::all_processes() else { return };
+    for p in all.flatten() {
+        let Ok(cmd) = p.cmdline() else { continue };
+        if cmd.first().is_some_and(|c| c.ends_with(QEMU)) && cmd.iter().any(|a| a.contains(&needle)) {
+            if let Some(pid) = rustix::process::Pid::from_raw(p.pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+            crate::sandbox::reap(p.pid as u32);
+        }
+    }
+}

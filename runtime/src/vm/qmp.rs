@@ -1,0 +1,116 @@
+//! QMP, QEMU's machine protocol: JSON lines over a unix socket. One command at a time; events
+//! that arrive in between are skipped (the runtime asks for state rather than following it).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+pub struct Qmp {
+    rx: BufReader<OwnedReadHalf>,
+    tx: OwnedWriteHalf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QmpError {
+    #[error("QMP: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("QMP {command}: {desc}")]
+    Command { command: String, desc: String },
+    #[error("QMP: {0}")]
+    Protocol(String),
+}
+
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Qmp {
+    /// Connects (retrying while QEMU creates the socket, up to `wait`) and leaves
+    /// capabilities negotiation mode.
+    pub async fn connect(path: &Path, wait: Duration) -> Result<Qmp, QmpError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let stream = loop {
+            match UnixStream::connect(path).await {
+                Ok(s) => break s,
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let (rx, tx) = stream.into_split();
+        let mut q = Qmp { rx: BufReader::new(rx), tx };
+        let greeting = q.read().await?;
+        if greeting.get("QMP").is_none() {
+            return Err(QmpError::Protocol(format!("unexpected greeting {greeting}")));
+        }
+        q.execute("qmp_capabilities", json!({})).await?;
+        Ok(q)
+    }
+
+    async fn read(&mut self) -> Result<Value, QmpError> {
+        let mut line = String::new();
+        let n = tokio::time::timeout(ANSWER_TIMEOUT, self.rx.read_line(&mut line))
+            .await
+            .map_err(|_| QmpError::Protocol("QEMU did not answer within 60 s".into()))??;
+        if n == 0 {
+            return Err(QmpError::Protocol("QEMU closed the QMP socket".into()));
+        }
+        serde_json::from_str(&line).map_err(|e| QmpError::Protocol(format!("bad JSON {line:?}: {e}")))
+    }
+
+    pub async fn execute(&mut self, command: &str, arguments: Value) -> Result<Value, QmpError> {
+        let mut msg = json!({"execute": command});
+        if arguments.as_object().is_some_and(|o| !o.is_empty()) {
+            msg["arguments"] = arguments;
+        }
+        let mut bytes = msg.to_string().into_bytes();
+        bytes.push(b'\n');
+        self.tx.write_all(&bytes).await?;
+        loop {
+            let v = self.read().await?;
+            if let Some(r) = v.get("return") {
+                return Ok(r.clone());
+            }
+            if let Some(e) = v.get("error") {
+                return Err(QmpError::Command {
+                    command: command.into(),
+                    desc: e.get("desc").and_then(Value::as_str).unwrap_or("unknown error").into(),
+                });
+            }
+            // An event: not the answer.
+        }
+    }
+
+    /// `query-status`'s `status` (running, paused, postmigrate, inmigrate, shutdown, …).
+    pub async fn status(&mut self) -> Result<String, QmpError> {
+        let v = self.execute("query-status", json!({})).await?;
+        Ok(v.get("status").and_then(Value::as_str).unwrap_or("unknown").to_string())
+    }
+
+    /// Waits for the current migration (outgoing or incoming) to finish.
+    pub async fn wait_migration(&mut self, timeout: Duration) -> Result<(), QmpError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let v = self.execute("query-migrate", json!({})).await?;
+            match v.get("status").and_then(Value::as_str) {
+                Some("completed") => return Ok(()),
+                Some("failed") | Some("cancelled") => {
+                    return Err(QmpError::Command {
+                        command: "migrate".into(),
+                        desc: v.get("error-desc").and_then(Value::as_str).unwrap_or("the migration failed").into(),
+                    });
+                }
+                // An incoming migration that is done no longer reports a status.
+                None if self.status().await? != "inmigrate" => return Ok(()),
+                _ => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(QmpError::Protocol(format!("the migration did not finish within {timeout:?}")));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+}

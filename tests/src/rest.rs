@@ -1,0 +1,123 @@
+//! A small REST client for the e2e tests: the caller's token, the server's CA, JSON in and out.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::Kairon;
+
+/// Talks to `/api/v1` of one `kairon up` with one token.
+#[derive(Clone)]
+pub struct Rest {
+    pub base: String,
+    pub token: String,
+    pub http: reqwest::Client,
+    /// The server's CA (PEM), for the WebSocket client.
+    ca: Vec<u8>,
+}
+
+/// An answer: status and body (JSON when it parses, else the text as a JSON string).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn ok(self) -> Value {
+        assert!((200..300).contains(&self.status), "expected success, got {} {}", self.status, self.body);
+        self.body
+    }
+
+    pub fn reason(&self) -> &str {
+        self.body["reason"].as_str().unwrap_or_default()
+    }
+
+    pub fn message(&self) -> &str {
+        self.body["message"].as_str().unwrap_or_default()
+    }
+}
+
+impl Kairon {
+    /// A REST client with the admin token.
+    pub fn rest(&self) -> Result<Rest> {
+        self.rest_as(&self.admin_token)
+    }
+
+    /// A REST client with another token.
+    pub fn rest_as(&self, token: &str) -> Result<Rest> {
+        crate::ensure_crypto();
+        let ca = std::fs::read(self.data_dir.path().join("tls/ca.crt"))?;
+        let http = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)
+            .timeout(Duration::from_secs(180))
+            .build()?;
+        Ok(Rest { base: self.url.clone(), token: token.to_string(), http, ca })
+    }
+}
+
+impl Rest {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path)).bearer_auth(&self.token)
+    }
+
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
+        let resp = req.send().await.expect("the server answers");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Answer { status, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Answer {
+        self.send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Answer {
+        self.send(self.request(reqwest::Method::DELETE, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Answer {
+        self.send(self.request(reqwest::Method::POST, path).json(&body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> Answer {
+        self.send(self.request(reqwest::Method::PUT, path).json(&body)).await
+    }
+
+    /// A WebSocket to a relay route, authenticated like every other request.
+    pub async fn websocket(
+        &self,
+        path: &str,
+    ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, String>
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let url = self.url(path).replacen("https", "wss", 1);
+        let mut req = url.into_client_request().map_err(|e| e.to_string())?;
+        req.headers_mut().insert("authorization", format!("Bearer {}", self.token).parse().map_err(|_| "token")?);
+        let connector = tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(self.tls_config()));
+        match tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector)).await {
+            Ok((ws, _)) => Ok(ws),
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(format!(
+                "{} {}",
+                resp.status(),
+                String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default())
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn tls_config(&self) -> rustls::ClientConfig {
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&self.ca).filter_map(Result::ok) {
+            let _ = roots.add(cert);
+        }
+        rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth()
+    }
+}

@@ -1,0 +1,92 @@
+//! `kairon api` against a Kubernetes API it does not own: here the embedded one of a `kairon up`
+//! stands in for a real cluster. The REST layer reads and writes through kube-rs only, so what
+//! it serves mirrors the cluster: objects made with kubectl show up, objects made over REST land
+//! in the cluster, and guest routes reach the cluster's nodes with the shared runtime token.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use kairon_e2e::{Kairon, Process, eventually};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
+    let cluster = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).unwrap();
+    let api_dir = tempfile::tempdir().unwrap();
+    let runtime_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();
+    let kubeconfig = cluster.kubeconfig.to_string_lossy().to_string();
+    let data_dir = api_dir.path().to_string_lossy().to_string();
+    let api = Process::start(
+        &[
+            "api",
+            "--kubeconfig",
+            &kubeconfig,
+            "--data-dir",
+            &data_dir,
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            cluster.database().unwrap(),
+            "--runtime-token",
+            runtime_token.trim(),
+        ],
+        "Kairon API is up at ",
+    )
+    .unwrap();
+    let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
+
+    // A client of the separate api: its own CA and its own signing key.
+    let token = {
+        let out = std::process::Command::new(kairon_e2e::kairon_bin())
+            .args(["token", "--data-dir", &data_dir, "--sub", "ops", "--role", "admin"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let ca = std::fs::read(api_dir.path().join("tls/ca.crt")).unwrap();
+    let http =
+        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
+    let get = |path: String| {
+        let (http, token) = (http.clone(), token.clone());
+        let url = format!("{url}{path}");
+        async move {
+            let r = http.get(url).bearer_auth(token).send().await.unwrap();
+            (r.status().as_u16(), r.json::<serde_json::Value>().await.unwrap_or_default())
+        }
+    };
+
+    // Made with kubectl in the cluster, seen over REST.
+    let manifest = "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: from-kubectl, namespace: agents}\nspec:\n  sandbox: {templateName: busybox}\n  guestAgent: {console: true}\n";
+    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert!(out.status.success(), "{out:?}");
+    let (status, m) = get("/api/v1/machines/agents/from-kubectl/wait?phase=Running&timeoutSeconds=120".into()).await;
+    assert_eq!(status, 200, "{m}");
+
+    // Made over REST, seen by kubectl.
+    let body = json!({"metadata": {"name": "from-rest"}, "spec": {"sandbox": {"templateName": "busybox"}}});
+    let r = http.post(format!("{url}/api/v1/machines/agents")).bearer_auth(&token).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    eventually("kubectl to see the Machine", Duration::from_secs(30), || async {
+        let out = cluster.kubectl(&["get", "machine", "from-rest", "-n", "agents", "-o", "name"]);
+        out.status.success().then_some(())
+    })
+    .await;
+
+    // Guest routes reach the cluster's node through its registration and the runtime token.
+    let r = http
+        .post(format!("{url}/api/v1/machines/agents/from-kubectl/exec"))
+        .bearer_auth(&token)
+        .json(&json!({"command": ["echo", "through the cluster"]}))
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["stdout"], "through the cluster\n", "{v}");
+
+    // It serves no Kubernetes API of its own: the cluster is the source of truth.
+    let (status, _) = get("/apis/kairon.zyvor.dev/v1/namespaces/agents/machines".into()).await;
+    assert_eq!(status, 404);
+    let (status, nodes) = get("/api/v1/nodes".into()).await;
+    assert_eq!((status, nodes["items"][0]["metadata"]["name"].as_str()), (200, Some("local")));
+    drop(api);
+}

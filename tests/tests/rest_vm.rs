@@ -1,0 +1,99 @@
+//! The REST relays against a real QEMU VM (TCG is fine) booted from the default image: exec,
+//! SSH through port-forward to the image's dropbear, the VNC display's RFB greeting, a
+//! filesystem freeze the node confirms, and a wake from Hibernate that waits for the guest agent.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use kairon_e2e::{Kairon, eventually};
+use kairon_model::Machine;
+
+async fn first_bytes<S>(ws: &mut S, until: &[u8]) -> Vec<u8>
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut got = Vec::new();
+    while !got.windows(until.len()).any(|w| w == until) {
+        match tokio::time::timeout(Duration::from_secs(60), ws.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => got.extend_from_slice(&b),
+            Ok(Some(Ok(Message::Text(t)))) => got.extend_from_slice(t.as_bytes()),
+            Ok(Some(Ok(_))) => {}
+            other => panic!("the relay ended before {until:?}: {other:?} after {:?}", String::from_utf8_lossy(&got)),
+        }
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() {
+    // The default image, built once per machine (scripts/test runs `kairon image` first).
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
+    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s", "--activity-stamp-interval", "1s"])
+        .unwrap();
+    let rest = k.rest().unwrap();
+    let m = json!({
+        "metadata": {"name": "vm", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"image": {"path": image}, "resources": {"cpu": "1", "memory": "256Mi"}, "guestAgent": {"enabled": true},
+                 "lifecycle": {"idleTimeoutSeconds": 86400, "wakeOnConnect": true, "wakeTimeoutSeconds": 240}}
+    });
+    rest.post("/api/v1/machines/default", m).await.ok();
+    let base = "/api/v1/machines/default/vm";
+    rest.get(&format!("{base}/wait?phase=Running&timeoutSeconds=300")).await.ok();
+    let exec = |cmd: &'static str| {
+        let rest = rest.clone();
+        async move {
+            eventually("the guest agent to answer", Duration::from_secs(120), || async {
+                let r = rest.post(&format!("{base}/exec"), json!({"command": ["sh", "-c", cmd]})).await;
+                (r.status == 200).then_some(r.body)
+            })
+            .await
+        }
+    };
+    let uname = exec("uname -s").await;
+    assert_eq!(uname["stdout"], "Linux\n", "{uname}");
+
+    // SSH through port-forward: the image's dropbear greets.
+    let mut ssh = rest.websocket(&format!("{base}/portforward/22")).await.unwrap();
+    let banner = first_bytes(&mut ssh, b"\r\n").await;
+    assert!(banner.starts_with(b"SSH-2.0-dropbear"), "{:?}", String::from_utf8_lossy(&banner));
+    ssh.send(Message::Close(None)).await.ok();
+
+    // VNC: QEMU's display server greets with its protocol version.
+    let mut vnc = rest.websocket(&format!("{base}/vnc")).await.unwrap();
+    let greeting = first_bytes(&mut vnc, b"\n").await;
+    assert!(greeting.starts_with(b"RFB 003."), "{:?}", String::from_utf8_lossy(&greeting));
+    vnc.send(Message::Close(None)).await.ok();
+
+    // Freeze through the REST route: the node freezes and confirms; unfreeze thaws.
+    let frozen = rest.post(&format!("{base}/freeze?unfreezeTimeout=10m"), json!({})).await.ok();
+    assert!(frozen["metadata"]["annotations"]["kairon.zyvor.dev/fs-frozen-until"].is_string());
+    let confirmed = |want: bool| {
+        let rest = rest.clone();
+        async move {
+            let m = rest.get(base).await.ok();
+            (m["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_some() == want).then_some(())
+        }
+    };
+    eventually("the node to confirm the freeze", Duration::from_secs(60), || confirmed(true)).await;
+    rest.post(&format!("{base}/unfreeze"), json!({})).await.ok();
+    eventually("the node to thaw", Duration::from_secs(60), || confirmed(false)).await;
+
+    // Idle-suspended by Hibernate (as the controller does it): an exec wakes it, waiting for the
+    // restored guest's agent, and answers.
+    let kube: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    exec("echo remembered > /tmp/mark").await;
+    let patch = json!({"spec": {"powerState": "Hibernated"}, "metadata": {"annotations": {"kairon.zyvor.dev/idle-suspended": "Hibernate"}}});
+    kube.patch("vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    rest.get(&format!("{base}/wait?phase=Hibernated&timeoutSeconds=300")).await.ok();
+    let woke = rest.post(&format!("{base}/exec"), json!({"command": ["cat", "/tmp/mark"]})).await;
+    assert_eq!(woke.status, 200, "{woke:?}");
+    assert_eq!(woke.body["stdout"], "remembered\n", "memory survived the hibernate: {}", woke.body);
+    let after: Value = rest.get(base).await.ok();
+    assert_eq!(after["status"]["phase"], "Running");
+    assert!(after["metadata"]["annotations"].get("kairon.zyvor.dev/idle-suspended").is_none());
+}
