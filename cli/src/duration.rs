@@ -38,7 +38,8 @@ pub fn parse(s: &str) -> Result<Duration, String> {
 pub fn human(secs: i64) -> String {
     let neg = secs < 0;
     let s = secs.unsigned_abs();
-    let out = if s >= 86400 {
+    // Days only from two on: a day's lifetime reads "24h0m", as people say it.
+    let out = if s >= 2 * 86400 {
         format!("{}d{}h", s / 86400, (s % 86400) / 3600)
     } else if s >= 3600 {
         format!("{}h{}m", s / 3600, (s % 3600) / 60)
@@ -65,5 +66,7 @@ mod tests {
         assert_eq!(human(192), "3m12s");
         assert_eq!(human(600), "10m0s");
         assert_eq!(human(86399), "23h59m");
+        assert_eq!(human(86400), "24h0m");
+        assert_eq!(human(3 * 86400 + 3600), "3d1h");
     }
 }
