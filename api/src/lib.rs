@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod k8s;
+pub mod mcp;
 pub mod rest;
 pub mod server;
 pub mod state;

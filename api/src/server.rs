@@ -45,12 +45,17 @@ fn rest_router(state: AppState) -> Router {
         .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES))
         .layer(middleware::map_response(too_large_as_json));
     let doc = crate::rest::with_unrouted(doc);
+    // MCP: the same bearer tokens; its tools call the REST routes in-process, as the caller.
+    let mcp = Router::new()
+        .nest_service("/mcp", crate::mcp::service(rest.clone().with_state(state.clone())))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest));
     let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(docs)
+        .merge(mcp)
         .merge(rest)
         .layer(TraceLayer::new_for_http())
         .with_state(state)

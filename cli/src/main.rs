@@ -1,0 +1,898 @@
+//! kaironctl: the Kairon command line, on the REST client sdk-gen generates from
+//! `openapi/openapi.json` (`generated.rs`, progenitor). Exit codes: 0 done, 1 the server refused
+//! or the action failed (the server's reason and message on stderr), 2 a usage error (clap names
+//! the flag), 3 the server could not be reached.
+
+mod config;
+mod duration;
+#[allow(clippy::all, clippy::pedantic, unused, missing_docs, unreachable_pub, rust_2018_idioms)]
+#[rustfmt::skip]
+mod generated;
+mod output;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use generated::{Client, ClientInfo, Error, types};
+use output::Format;
+
+#[derive(Parser)]
+#[command(name = "kaironctl", version, about = "Drive Kairon Machines, pools and claims", propagate_version = true)]
+struct Cli {
+    /// Kubeconfig to read (default: $KUBECONFIG, ~/.kube/config, ~/.local/state/kairon/kubeconfig).
+    #[arg(long, global = true, env = "KAIRONCTL_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Namespace (default: the kubeconfig context's, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
+    /// Server URL, overriding the kubeconfig.
+    #[arg(long, global = true)]
+    server: Option<String>,
+    /// Bearer token, overriding the kubeconfig.
+    #[arg(long, global = true, env = "KAIRON_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Output: table (default), json or yaml.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    output: Format,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
+    Create(Box<CreateArgs>),
+    /// List machines, machinepools, machineclaims; or, with --node, templates, sandboxes, pools.
+    Get {
+        #[arg(value_parser = ["machines", "machine", "machinepools", "machinepool", "machineclaims", "machineclaim", "templates", "sandboxes", "pools", "nodes"])]
+        kind: String,
+        name: Option<String>,
+        /// The node, for templates, sandboxes and pools.
+        #[arg(long)]
+        node: Option<String>,
+        /// All namespaces.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// Only objects with these labels (`k=v,k2=v2`).
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+    },
+    /// Show one machine (with its Lifecycle line) or machineclaim (with its usage).
+    Describe {
+        #[arg(value_parser = ["machine", "machineclaim"])]
+        kind: String,
+        name: String,
+    },
+    /// Delete a machine, machinepool or machineclaim.
+    Delete {
+        #[arg(value_parser = ["machine", "machinepool", "machineclaim"])]
+        kind: String,
+        name: String,
+        #[command(flatten)]
+        dry: DryRun,
+        /// Wait until it is gone.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Start a Machine (`--paused` boots it and pauses it at once).
+    Start {
+        name: String,
+        #[arg(long)]
+        paused: bool,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Stop a Machine (its disk is lost unless it is on spec.volumes).
+    Stop(PowerArgs),
+    /// Halt a VM (guest power-off; resume boots it).
+    Halt(PowerArgs),
+    /// Pause a Machine (memory kept, no CPU).
+    Pause(PowerArgs),
+    /// Resume a Machine.
+    Resume(PowerArgs),
+    /// Restart a Machine.
+    Restart(PowerArgs),
+    /// Hibernate a VM (memory to disk, the VMM exits).
+    Hibernate(PowerArgs),
+    /// Migrate a Machine to another node.
+    Migrate {
+        name: String,
+        #[arg(long)]
+        target_node: Option<String>,
+        #[command(flatten)]
+        dry: DryRun,
+    },
+    /// Freeze a VM's filesystems through the guest agent, thawing on its own after the timeout.
+    Freeze {
+        name: String,
+        /// e.g. 5m (default: the server's).
+        #[arg(long, value_parser = duration::parse)]
+        unfreeze_timeout: Option<Duration>,
+    },
+    /// Thaw a frozen VM's filesystems.
+    Unfreeze { name: String },
+    /// Fork a running Machine into NEW (live on a VM; the filesystem of a sandbox).
+    Fork { name: String, new_name: String },
+    /// Claim a warm member of a MachinePool.
+    Claim {
+        pool: String,
+        /// Release the claim this long after it binds (e.g. 1h).
+        #[arg(long, value_parser = duration::parse)]
+        ttl: Option<Duration>,
+        /// The claim's name (default POOL-<random>).
+        #[arg(long)]
+        name: Option<String>,
+        /// Return at once instead of waiting for the claim to bind.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`.
+    Exec {
+        name: String,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long, value_parser = duration::parse)]
+        timeout: Option<Duration>,
+    },
+    /// Copy a file: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout).
+    Cp {
+        src: String,
+        dst: String,
+        /// Octal mode of an uploaded file.
+        #[arg(long)]
+        mode: Option<String>,
+    },
+    /// A background process's output: `logs MACHINE PID [--follow] [--stderr]`.
+    Logs {
+        name: String,
+        pid: String,
+        #[arg(short, long)]
+        follow: bool,
+        #[arg(long)]
+        stderr: bool,
+    },
+    /// Claim usage: totals grouped by namespace, claim or day (`usage --from 2026-11-01`), or one claim's history (`usage --claim UID`).
+    Usage {
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: Option<String>,
+        #[arg(long, value_parser = ["namespace", "claim", "day"])]
+        group_by: Option<String>,
+        #[arg(long)]
+        claim: Option<String>,
+    },
+    /// Build a sandbox template on a node from an OCI image.
+    Build {
+        #[arg(value_parser = ["template"])]
+        kind: String,
+        name: String,
+        #[arg(long)]
+        node: String,
+        #[arg(long)]
+        image: String,
+    },
+    /// Ask a node's egress policy whether a sandbox may reach HOST.
+    EgressCheck {
+        host: String,
+        #[arg(long)]
+        node: String,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion { shell: clap_complete::Shell },
+}
+
+#[derive(Args)]
+struct DryRun {
+    /// Send the change with dryRun=All: print the result without storing it.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl DryRun {
+    fn param(&self) -> Option<&'static str> {
+        self.dry_run.then_some("All")
+    }
+}
+
+#[derive(Args)]
+struct PowerArgs {
+    name: String,
+    #[command(flatten)]
+    dry: DryRun,
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// NAME of a Machine, or `machinepool` / `clone`.
+    what: String,
+    /// The pool's name (`create machinepool NAME`), or the clone's source (`create clone SOURCE NEW`).
+    name: Option<String>,
+    /// The clone's name.
+    new_name: Option<String>,
+    /// VM image path on the node (qcow2).
+    #[arg(long)]
+    image: Option<String>,
+    /// A sandbox template instead of an image (`python`, `busybox`, or one you built).
+    #[arg(long, alias = "template")]
+    sandbox_template: Option<String>,
+    #[arg(long)]
+    cpu: Option<String>,
+    #[arg(long)]
+    memory: Option<String>,
+    /// Suspend after this long idle (e.g. 10m; at least 1m).
+    #[arg(long, value_parser = duration::parse)]
+    idle_timeout: Option<Duration>,
+    #[arg(long, value_parser = ["Pause", "Hibernate", "Halt", "Stop", "Delete"])]
+    idle_action: Option<String>,
+    /// Guest CPU below this (millicores) counts as idle.
+    #[arg(long)]
+    idle_cpu: Option<i64>,
+    /// Delete the Machine this long after creation (e.g. 24h).
+    #[arg(long, value_parser = duration::parse)]
+    max_lifetime: Option<Duration>,
+    /// Relay routes resume the Machine when the controller idle-suspended it.
+    #[arg(long)]
+    wake_on_connect: bool,
+    #[arg(long, value_parser = duration::parse)]
+    wake_timeout: Option<Duration>,
+    /// Create it in this power state (Running, Paused, Stopped...).
+    #[arg(long, value_parser = ["Running", "Paused", "Hibernated", "Halted", "Stopped"])]
+    power_state: Option<String>,
+    /// Label the Machine kairon.zyvor.dev/sandbox=true and enable the guest agent.
+    #[arg(long)]
+    sandbox: bool,
+    /// Pool size.
+    #[arg(long)]
+    replicas: Option<i64>,
+    #[arg(long, value_parser = ["Running", "Paused"])]
+    warm_power_state: Option<String>,
+    /// How long a Paused pool's member runs before it is paused (e.g. 45s).
+    #[arg(long, value_parser = duration::parse)]
+    warmup: Option<Duration>,
+    #[command(flatten)]
+    dry: DryRun,
+}
+
+/// What went wrong, for the exit code.
+enum Failure {
+    Refused(String),
+    Unreachable(String),
+}
+
+fn describe_err<T: std::fmt::Debug>(e: Error<T>) -> String {
+    match e {
+        Error::ErrorResponse(r) => {
+            let status = r.status();
+            let body = format!("{:?}", r.into_inner());
+            format!("refused ({status}): {body}")
+        }
+        other => format!("{other}"),
+    }
+}
+
+fn main() -> ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cli = Cli::parse();
+    if let Cmd::Completion { shell } = &cli.cmd {
+        clap_complete::generate(*shell, &mut Cli::command(), "kaironctl", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let (code, msg) = match e.downcast_ref::<Failure>() {
+                Some(Failure::Unreachable(m)) => (3, m.clone()),
+                Some(Failure::Refused(m)) => (1, m.clone()),
+                None => (1, format!("{e:#}")),
+            };
+            eprintln!("error: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+impl std::fmt::Debug for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(m) | Failure::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+impl std::error::Error for Failure {}
+
+/// The server's `{reason, message}` as the error, or "could not reach" (exit 3).
+fn fail(e: Error<types::ErrorBody>) -> anyhow::Error {
+    match e {
+        Error::ErrorResponse(r) => {
+            let status = r.status().as_u16();
+            let b = r.into_inner();
+            anyhow::Error::new(Failure::Refused(format!("{} ({status}): {}", b.reason, b.message)))
+        }
+        Error::CommunicationError(e) => {
+            anyhow::Error::new(Failure::Unreachable(format!("could not reach the server: {e}")))
+        }
+        Error::UnexpectedResponse(r) => {
+            anyhow::Error::new(Failure::Refused(format!("unexpected response {}", r.status())))
+        }
+        other => anyhow::Error::new(Failure::Refused(format!("{other}"))),
+    }
+}
+
+fn fail0(e: Error<()>) -> anyhow::Error {
+    match e {
+        Error::CommunicationError(e) => {
+            anyhow::Error::new(Failure::Unreachable(format!("could not reach the server: {e}")))
+        }
+        other => anyhow::Error::new(Failure::Refused(describe_err(other))),
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn client(cli: &Cli) -> Result<(Client, String)> {
+    let t = config::load(cli.kubeconfig.clone(), cli.server.clone(), cli.token.clone(), cli.namespace.clone())?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Some(tok) = &t.token {
+        let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {tok}"))
+            .context("the token has characters a header cannot carry")?;
+        v.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, v);
+    }
+    let mut b = reqwest::Client::builder().default_headers(headers).connect_timeout(Duration::from_secs(15));
+    if let Some(pem) = &t.ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem).context("the kubeconfig's CA is not PEM")?;
+        b = b.tls_certs_merge(certs);
+    }
+    Ok((Client::new_with_client(&t.server, b.build()?), t.namespace))
+}
+
+fn manifest<T: serde::de::DeserializeOwned>(v: Value) -> Result<T> {
+    serde_json::from_value(v).context("building the request")
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let (c, ns) = client(&cli)?;
+    let fmt = cli.output;
+    match cli.cmd {
+        Cmd::Completion { .. } => unreachable!("handled before connecting"),
+        Cmd::Create(a) => create(&c, &ns, fmt, *a).await,
+        Cmd::Get { kind, name, node, all_namespaces, selector } => {
+            get(&c, &ns, fmt, &kind, name.as_deref(), node.as_deref(), all_namespaces, selector.as_deref()).await
+        }
+        Cmd::Describe { kind, name } => describe(&c, &ns, fmt, &kind, &name).await,
+        Cmd::Delete { kind, name, dry, wait } => {
+            let v = match kind.as_str() {
+                "machine" => to_value(&c.machine_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner()),
+                "machinepool" => {
+                    to_value(&c.machinepool_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner())
+                }
+                _ => to_value(&c.machineclaim_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner()),
+            };
+            if wait && !dry.dry_run {
+                let timeout = Some(600);
+                match kind.as_str() {
+                    "machine" => drop(c.machine_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail)),
+                    "machinepool" => {
+                        drop(c.machinepool_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail))
+                    }
+                    _ => drop(c.machineclaim_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail)),
+                }
+            }
+            output::done(fmt, &v, &format!("{kind} {name} deleted{}", dry_note(dry.dry_run)))
+        }
+        Cmd::Start { name, paused, dry } => {
+            let m = c.machine_start(&ns, &name, dry.param(), paused.then_some(true)).await.map_err(fail)?.into_inner();
+            power_done(fmt, &m, &name, if paused { "started paused" } else { "started" }, dry.dry_run)
+        }
+        Cmd::Stop(p) => power_done(
+            fmt,
+            &c.machine_stop(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "stopped",
+            p.dry.dry_run,
+        ),
+        Cmd::Halt(p) => power_done(
+            fmt,
+            &c.machine_halt(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "halted",
+            p.dry.dry_run,
+        ),
+        Cmd::Pause(p) => power_done(
+            fmt,
+            &c.machine_pause(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "paused",
+            p.dry.dry_run,
+        ),
+        Cmd::Resume(p) => power_done(
+            fmt,
+            &c.machine_resume(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "resumed",
+            p.dry.dry_run,
+        ),
+        Cmd::Restart(p) => power_done(
+            fmt,
+            &c.machine_restart(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "restarted",
+            p.dry.dry_run,
+        ),
+        Cmd::Hibernate(p) => power_done(
+            fmt,
+            &c.machine_hibernate(&ns, &p.name, p.dry.param()).await.map_err(fail)?.into_inner(),
+            &p.name,
+            "hibernated",
+            p.dry.dry_run,
+        ),
+        Cmd::Migrate { name, target_node, dry } => {
+            let m =
+                c.machine_migrate(&ns, &name, dry.param(), target_node.as_deref()).await.map_err(fail)?.into_inner();
+            power_done(fmt, &m, &name, "migrating", dry.dry_run)
+        }
+        Cmd::Freeze { name, unfreeze_timeout } => {
+            let t = unfreeze_timeout.map(|d| format!("{}s", d.as_secs()));
+            let m = c.machine_freeze(&ns, &name, t.as_deref()).await.map_err(fail)?.into_inner();
+            power_done(fmt, &m, &name, "freezing", false)
+        }
+        Cmd::Unfreeze { name } => {
+            power_done(fmt, &c.machine_unfreeze(&ns, &name).await.map_err(fail)?.into_inner(), &name, "thawing", false)
+        }
+        Cmd::Fork { name, new_name } => {
+            let r = c
+                .machine_fork(&ns, &name, &types::CopyRequest { name: new_name.clone() })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            let how = if r.live { "live: memory and disk" } else { "filesystem" };
+            output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
+        }
+        Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
+        Cmd::Exec { name, command, cwd, timeout } => {
+            let req = types::ExecRequest {
+                command,
+                cwd,
+                env: Default::default(),
+                stdin: None,
+                timeout_seconds: timeout.map(|d| d.as_secs() as i64),
+                user: None,
+            };
+            let r = c.machine_exec(&ns, &name, &req).await.map_err(fail)?.into_inner();
+            if fmt != Format::Table {
+                return output::print(fmt, &to_value(&r));
+            }
+            print!("{}", r.stdout);
+            eprint!("{}", r.stderr);
+            std::io::stdout().flush()?;
+            if r.exit_code != 0 {
+                std::process::exit(if r.exit_code > 0 && r.exit_code < 256 { r.exit_code } else { 1 });
+            }
+            Ok(())
+        }
+        Cmd::Cp { src, dst, mode } => cp(&c, &ns, &src, &dst, mode.as_deref()).await,
+        Cmd::Logs { name, pid, follow, stderr } => {
+            if follow {
+                let stream = if stderr { "stderr" } else { "stdout" };
+                let url = format!("{}/api/v1/machines/{ns}/{name}/processes/{pid}/logs", c.baseurl());
+                let resp = c.client().get(url).query(&[("follow", "true"), ("stream", stream)]).send().await?;
+                if !resp.status().is_success() {
+                    let status = resp.status().as_u16();
+                    let b: Value = resp.json().await.unwrap_or(Value::Null);
+                    return Err(anyhow::Error::new(Failure::Refused(format!(
+                        "{} ({status}): {}",
+                        b["reason"].as_str().unwrap_or("Error"),
+                        b["message"].as_str().unwrap_or("")
+                    ))));
+                }
+                let mut body = resp.bytes_stream();
+                let mut out = std::io::stdout();
+                while let Some(chunk) = body.next().await {
+                    let chunk: bytes::Bytes = chunk?;
+                    out.write_all(&chunk)?;
+                    out.flush()?;
+                }
+                return Ok(());
+            }
+            let l = c.process_logs(&ns, &name, &pid, None, None).await.map_err(fail)?.into_inner();
+            if fmt != Format::Table {
+                return output::print(fmt, &to_value(&l));
+            }
+            print!("{}", if stderr { &l.stderr } else { &l.stdout });
+            Ok(())
+        }
+        Cmd::Usage { from, to, group_by, claim } => {
+            if let Some(uid) = claim {
+                let h = c.usage_claim(&uid).await.map_err(fail)?.into_inner();
+                return output::print(if fmt == Format::Table { Format::Yaml } else { fmt }, &to_value(&h));
+            }
+            let ns_filter = cli.namespace.as_deref();
+            let r = c
+                .usage_report(from.as_deref(), group_by.as_deref(), ns_filter, to.as_deref())
+                .await
+                .map_err(fail)?
+                .into_inner();
+            let v = to_value(&r);
+            if fmt != Format::Table {
+                return output::print(fmt, &v);
+            }
+            output::usage_table(&v);
+            Ok(())
+        }
+        Cmd::Build { name, node, image, .. } => {
+            let req: types::CreateTemplateRequest = manifest(json!({ "name": name, "imageRef": image }))?;
+            let t = c.template_build(&node, &req).await.map_err(fail)?.into_inner();
+            output::done(
+                fmt,
+                &to_value(&t),
+                &format!("template {name} building on {node} (kaironctl get templates --node {node})"),
+            )
+        }
+        Cmd::EgressCheck { host, node } => {
+            let r =
+                c.egress_check(&node, &types::EgressCheckBody { host: host.clone() }).await.map_err(fail)?.into_inner();
+            let v = to_value(&r);
+            if fmt != Format::Table {
+                return output::print(fmt, &v);
+            }
+            println!("{} {}: {}", if r.allow { "ALLOW" } else { "DENY" }, host, v["reason"].as_str().unwrap_or(""));
+            if !r.allow {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn dry_note(dry: bool) -> &'static str {
+    if dry { " (dry run: nothing stored)" } else { "" }
+}
+
+fn power_done(fmt: Format, m: &types::Machine, name: &str, what: &str, dry: bool) -> Result<()> {
+    output::done(fmt, &to_value(m), &format!("machine {name} {what}{}", dry_note(dry)))
+}
+
+async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> {
+    match a.what.as_str() {
+        "clone" => {
+            let (Some(src), Some(new)) = (a.name.as_deref(), a.new_name.as_deref()) else {
+                return Err(anyhow::Error::new(Failure::Refused("usage: kaironctl create clone SOURCE NEW".into())));
+            };
+            let r =
+                c.machine_clone(ns, src, &types::CopyRequest { name: new.into() }).await.map_err(fail)?.into_inner();
+            output::done(fmt, &to_value(&r), &format!("machine {new} cloned from {src}"))
+        }
+        "machinepool" => {
+            let Some(name) = a.name.as_deref() else {
+                return Err(anyhow::Error::new(Failure::Refused(
+                    "usage: kaironctl create machinepool NAME --image PATH|--sandbox-template NAME --replicas N".into(),
+                )));
+            };
+            let mut template = machine_spec(&a)?;
+            template.as_object_mut().map(|o| o.remove("powerState"));
+            let mut spec =
+                json!({ "replicas": a.replicas.unwrap_or(1), "template": { "metadata": {}, "spec": template } });
+            if a.sandbox {
+                spec["template"]["metadata"] = json!({ "labels": { "kairon.zyvor.dev/sandbox": "true" } });
+            }
+            if let Some(w) = &a.warm_power_state {
+                spec["warmPowerState"] = json!(w);
+            }
+            if let Some(w) = a.warmup {
+                spec["warmupSeconds"] = json!(w.as_secs());
+            }
+            let body: types::MachinePool =
+                manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
+            let p = c.machinepool_create(ns, a.dry.param(), &body).await.map_err(fail)?.into_inner();
+            output::done(fmt, &to_value(&p), &format!("machinepool {name} created{}", dry_note(a.dry.dry_run)))
+        }
+        name => {
+            if a.name.is_some() {
+                return Err(anyhow::Error::new(Failure::Refused(format!(
+                    "unexpected argument {:?}: `create NAME` takes one name (or `create machinepool NAME`, `create clone SOURCE NEW`)",
+                    a.name.unwrap_or_default()
+                ))));
+            }
+            let spec = machine_spec(&a)?;
+            let mut meta = json!({ "name": name, "namespace": ns });
+            if a.sandbox {
+                meta["labels"] = json!({ "kairon.zyvor.dev/sandbox": "true" });
+            }
+            let body: types::Machine = manifest(json!({ "metadata": meta, "spec": spec }))?;
+            let m = c.machine_create(ns, a.dry.param(), &body).await.map_err(fail)?.into_inner();
+            output::done(fmt, &to_value(&m), &format!("machine {name} created{}", dry_note(a.dry.dry_run)))
+        }
+    }
+}
+
+fn machine_spec(a: &CreateArgs) -> Result<Value> {
+    let mut spec = json!({});
+    match (&a.image, &a.sandbox_template) {
+        (Some(img), None) => {
+            spec["image"] = json!({ "path": img });
+            spec["resources"] = json!({ "cpu": a.cpu.clone().unwrap_or_else(|| "1".into()), "memory": a.memory.clone().unwrap_or_else(|| "512Mi".into()) });
+        }
+        (None, Some(t)) => {
+            spec["sandbox"] = json!({ "templateName": t });
+        }
+        (Some(_), Some(_)) => {
+            return Err(anyhow::Error::new(Failure::Refused("give --image or --sandbox-template, not both".into())));
+        }
+        (None, None) => {
+            return Err(anyhow::Error::new(Failure::Refused(
+                "give --image PATH (a VM) or --sandbox-template NAME (a sandbox)".into(),
+            )));
+        }
+    }
+    if a.sandbox {
+        spec["guestAgent"] = json!({ "enabled": true, "console": true });
+    }
+    let mut lc = serde_json::Map::new();
+    if let Some(d) = a.idle_timeout {
+        lc.insert("idleTimeoutSeconds".into(), json!(d.as_secs()));
+    }
+    if let Some(x) = &a.idle_action {
+        lc.insert("idleAction".into(), json!(x));
+    }
+    if let Some(x) = a.idle_cpu {
+        lc.insert("idleCPUMillicores".into(), json!(x));
+    }
+    if let Some(d) = a.max_lifetime {
+        lc.insert("maxLifetimeSeconds".into(), json!(d.as_secs()));
+    }
+    if a.wake_on_connect {
+        lc.insert("wakeOnConnect".into(), json!(true));
+    }
+    if let Some(d) = a.wake_timeout {
+        lc.insert("wakeTimeoutSeconds".into(), json!(d.as_secs()));
+    }
+    if !lc.is_empty() {
+        spec["lifecycle"] = Value::Object(lc);
+    }
+    if let Some(p) = &a.power_state {
+        spec["powerState"] = json!(p);
+    }
+    Ok(spec)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn get(
+    c: &Client,
+    ns: &str,
+    fmt: Format,
+    kind: &str,
+    name: Option<&str>,
+    node: Option<&str>,
+    all: bool,
+    sel: Option<&str>,
+) -> Result<()> {
+    let node_of = || {
+        node.ok_or_else(|| {
+            anyhow::Error::new(Failure::Refused(format!(
+                "get {kind} needs --node NODE (kaironctl get nodes lists them)"
+            )))
+        })
+    };
+    let (rows, items) = match kind {
+        "machines" | "machine" => {
+            let items = match (name, all) {
+                (Some(n), _) => vec![to_value(&c.machine_get(ns, n).await.map_err(fail)?.into_inner())],
+                (None, true) => to_value(&c.machine_list_all(sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                (None, false) => to_value(&c.machine_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            (output::Table::Machines, items)
+        }
+        "machinepools" | "machinepool" => {
+            let items = match (name, all) {
+                (Some(n), _) => vec![to_value(&c.machinepool_get(ns, n).await.map_err(fail)?.into_inner())],
+                (None, true) => to_value(&c.machinepool_list_all(sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                (None, false) => to_value(&c.machinepool_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            (output::Table::Pools, items)
+        }
+        "machineclaims" | "machineclaim" => {
+            let items = match (name, all) {
+                (Some(n), _) => vec![to_value(&c.machineclaim_get(ns, n).await.map_err(fail)?.into_inner())],
+                (None, true) => to_value(&c.machineclaim_list_all(sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+                (None, false) => to_value(&c.machineclaim_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            (output::Table::Claims, items)
+        }
+        "nodes" => (
+            output::Table::Nodes,
+            to_value(&c.node_list().await.map_err(fail0)?.into_inner())["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        ),
+        "templates" => {
+            let n = node_of()?;
+            let items = match name {
+                Some(t) => vec![to_value(&c.template_get(n, t).await.map_err(fail)?.into_inner())],
+                None => to_value(&c.template_list(n).await.map_err(fail0)?.into_inner())
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            (output::Table::Templates, items)
+        }
+        "sandboxes" => {
+            let n = node_of()?;
+            (
+                output::Table::Sandboxes,
+                to_value(&c.sandbox_list(n).await.map_err(fail0)?.into_inner()).as_array().cloned().unwrap_or_default(),
+            )
+        }
+        _ => {
+            let n = node_of()?;
+            let items = match name {
+                Some(p) => vec![to_value(&c.pool_get(n, p).await.map_err(fail)?.into_inner())],
+                None => {
+                    to_value(&c.pool_list(n).await.map_err(fail0)?.into_inner()).as_array().cloned().unwrap_or_default()
+                }
+            };
+            (output::Table::NodePools, items)
+        }
+    };
+    if fmt != Format::Table {
+        let v = if name.is_some() && items.len() == 1 { items[0].clone() } else { json!({ "items": items }) };
+        return output::print(fmt, &v);
+    }
+    output::table(rows, &items, all);
+    Ok(())
+}
+
+async fn describe(c: &Client, ns: &str, fmt: Format, kind: &str, name: &str) -> Result<()> {
+    if kind == "machine" {
+        let m = to_value(&c.machine_get(ns, name).await.map_err(fail)?.into_inner());
+        if fmt != Format::Table {
+            return output::print(fmt, &m);
+        }
+        let events = c.machine_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
+        print!("{}", output::describe_machine(&m, &events, chrono::Utc::now()));
+    } else {
+        let cl = to_value(&c.machineclaim_get(ns, name).await.map_err(fail)?.into_inner());
+        if fmt != Format::Table {
+            return output::print(fmt, &cl);
+        }
+        let events = c.machineclaim_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
+        print!("{}", output::describe_claim(&cl, &events));
+    }
+    Ok(())
+}
+
+async fn claim(
+    c: &Client,
+    ns: &str,
+    fmt: Format,
+    pool: &str,
+    ttl: Option<Duration>,
+    name: Option<String>,
+    no_wait: bool,
+) -> Result<()> {
+    let name = name.unwrap_or_else(|| format!("{pool}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+    let mut spec = json!({ "poolName": pool });
+    if let Some(t) = ttl {
+        spec["ttlSeconds"] = json!(t.as_secs());
+    }
+    let body: types::MachineClaim = manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
+    let mut cl = c.machineclaim_create(ns, None, &body).await.map_err(fail)?.into_inner();
+    if !no_wait {
+        if fmt == Format::Table {
+            eprintln!("waiting for claim {name} to bind a member of {pool}...");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        loop {
+            match c.machineclaim_wait(ns, &name, None, None, Some("Bound"), Some(60)).await {
+                Ok(v) => {
+                    cl = v.into_inner();
+                    break;
+                }
+                Err(Error::ErrorResponse(r)) if r.status().as_u16() == 504 && std::time::Instant::now() < deadline => {
+                    if fmt == Format::Table {
+                        eprintln!("still waiting for claim {name}...");
+                    }
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        }
+    }
+    let v = to_value(&cl);
+    let machine = v["status"]["machineName"].as_str().unwrap_or("(none yet)").to_string();
+    output::done(fmt, &v, &format!("machineclaim {name} claimed {machine} from {pool}"))
+}
+
+async fn cp(c: &Client, ns: &str, src: &str, dst: &str, mode: Option<&str>) -> Result<()> {
+    let remote = |s: &str| {
+        s.split_once(':')
+            .filter(|(m, p)| !m.is_empty() && p.starts_with('/'))
+            .map(|(m, p)| (m.to_string(), p.to_string()))
+    };
+    match (remote(src), remote(dst)) {
+        (None, Some((m, path))) => {
+            let data = if src == "-" {
+                let mut b = Vec::new();
+                std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)?;
+                b
+            } else {
+                std::fs::read(src).with_context(|| format!("reading {src}"))?
+            };
+            // The generated file_write takes the body as the documented `string`: send raw bytes.
+            let url = format!("{}/api/v1/machines/{ns}/{m}/files", c.baseurl());
+            let mut q = vec![("path", path.clone())];
+            if let Some(md) = mode {
+                q.push(("mode", md.to_string()));
+            }
+            let resp = c
+                .client()
+                .put(url)
+                .query(&q)
+                .header("content-type", "application/octet-stream")
+                .body(data)
+                .send()
+                .await?;
+            if !resp.status().is_success() {
+                let status = resp.status().as_u16();
+                let b: Value = resp.json().await.unwrap_or(Value::Null);
+                return Err(anyhow::Error::new(Failure::Refused(format!(
+                    "{} ({status}): {}",
+                    b["reason"].as_str().unwrap_or("Error"),
+                    b["message"].as_str().unwrap_or("")
+                ))));
+            }
+            Ok(())
+        }
+        (Some((m, path)), None) => {
+            let mut stream = c.file_read(ns, &m, None, &path).await.map_err(fail)?.into_inner();
+            let mut out: Box<dyn Write> = if dst == "-" {
+                Box::new(std::io::stdout())
+            } else {
+                Box::new(std::fs::File::create(dst).with_context(|| format!("creating {dst}"))?)
+            };
+            while let Some(chunk) = stream.next().await {
+                out.write_all(&chunk?)?;
+            }
+            out.flush()?;
+            Ok(())
+        }
+        _ => Err(anyhow::Error::new(Failure::Refused(
+            "cp copies between here and a Machine: cp LOCAL MACHINE:/path or cp MACHINE:/path LOCAL".into(),
+        ))),
+    }
+}

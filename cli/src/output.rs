@@ -1,0 +1,350 @@
+//! Tables (the columns of the spec and the CRDs' printer columns), `-o json|yaml`, describe.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::duration::human;
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+pub fn print(fmt: Format, v: &Value) -> anyhow::Result<()> {
+    match fmt {
+        Format::Yaml => print!("{}", serde_yaml::to_string(v)?),
+        _ => println!("{}", serde_json::to_string_pretty(v)?),
+    }
+    Ok(())
+}
+
+/// A mutating verb's answer: the object with -o, else one line saying what happened.
+pub fn done(fmt: Format, v: &Value, line: &str) -> anyhow::Result<()> {
+    if fmt == Format::Table {
+        println!("{line}");
+        Ok(())
+    } else {
+        print(fmt, v)
+    }
+}
+
+#[derive(Clone, Copy)]
+pub enum Table {
+    Machines,
+    Pools,
+    Claims,
+    Nodes,
+    Templates,
+    Sandboxes,
+    NodePools,
+}
+
+fn s(v: &Value, path: &[&str]) -> String {
+    let mut cur = v;
+    for p in path {
+        cur = &cur[*p];
+    }
+    match cur {
+        Value::Null => "<none>".into(),
+        Value::String(x) => x.clone(),
+        Value::Number(n) => {
+            n.as_f64().filter(|f| f.fract() != 0.0).map(|f| format!("{f:.1}")).unwrap_or_else(|| n.to_string())
+        }
+        other => other.to_string(),
+    }
+}
+
+fn age(v: &Value) -> String {
+    v["metadata"]["creationTimestamp"]
+        .as_str()
+        .or_else(|| v["createdAt"].as_str())
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| human((Utc::now() - t.with_timezone(&Utc)).num_seconds().max(0)))
+        .unwrap_or_else(|| "<none>".into())
+}
+
+pub fn table(kind: Table, items: &[Value], all_ns: bool) {
+    let (mut head, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
+        Table::Machines => (
+            vec!["NAME", "PHASE", "POWER", "NODE", "IP", "AGE"],
+            items
+                .iter()
+                .map(|m| {
+                    let power = m["spec"]["powerState"].as_str().unwrap_or("Running").to_string();
+                    vec![
+                        s(m, &["metadata", "name"]),
+                        s(m, &["status", "phase"]),
+                        power,
+                        s(m, &["status", "nodeName"]),
+                        s(m, &["status", "guestIP"]),
+                        age(m),
+                    ]
+                })
+                .collect(),
+        ),
+        Table::Pools => (
+            vec!["NAME", "REPLICAS", "WARM", "CLAIMED", "WARM-STATE", "AGE"],
+            items
+                .iter()
+                .map(|p| {
+                    let ws = p["spec"]["warmPowerState"].as_str().unwrap_or("Running").to_string();
+                    vec![
+                        s(p, &["metadata", "name"]),
+                        s(p, &["spec", "replicas"]),
+                        s(p, &["status", "warm"]),
+                        s(p, &["status", "claimed"]),
+                        ws,
+                        age(p),
+                    ]
+                })
+                .collect(),
+        ),
+        Table::Claims => (
+            vec!["NAME", "POOL", "PHASE", "MACHINE", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"],
+            items
+                .iter()
+                .map(|c| {
+                    let u = &c["status"]["usage"];
+                    let secs = |k: &str| u[k].as_i64().map(human).unwrap_or_else(|| "0s".into());
+                    let vcpu = u["vcpuSeconds"].as_f64().map(|f| format!("{f:.1}")).unwrap_or_else(|| "0.0".into());
+                    vec![
+                        s(c, &["metadata", "name"]),
+                        s(c, &["spec", "poolName"]),
+                        s(c, &["status", "phase"]),
+                        s(c, &["status", "machineName"]),
+                        secs("activeSeconds"),
+                        secs("suspendedSeconds"),
+                        vcpu,
+                        age(c),
+                    ]
+                })
+                .collect(),
+        ),
+        Table::Nodes => (
+            vec!["NAME", "BACKENDS", "AGE"],
+            items
+                .iter()
+                .map(|n| {
+                    let backends = n["status"]["backends"]
+                        .as_array()
+                        .map(|b| {
+                            b.iter().filter_map(|x| x["name"].as_str().or(x.as_str())).collect::<Vec<_>>().join(",")
+                        })
+                        .unwrap_or_default();
+                    vec![s(n, &["metadata", "name"]), backends, age(n)]
+                })
+                .collect(),
+        ),
+        Table::Templates => (
+            vec!["NAME", "STATE", "IMAGE", "BYTES", "AGE"],
+            items
+                .iter()
+                .map(|t| vec![s(t, &["name"]), s(t, &["state"]), s(t, &["imageRef"]), s(t, &["bytesDone"]), age(t)])
+                .collect(),
+        ),
+        Table::Sandboxes => (
+            vec!["ID", "NAME", "BACKEND", "STATE", "TEMPLATE", "AGE"],
+            items
+                .iter()
+                .map(|v| {
+                    vec![
+                        s(v, &["id"]),
+                        s(v, &["name"]),
+                        s(v, &["backend"]),
+                        s(v, &["state"]),
+                        s(v, &["template"]),
+                        age(v),
+                    ]
+                })
+                .collect(),
+        ),
+        Table::NodePools => (
+            vec!["NAME", "TEMPLATE", "SIZE", "MEMBERS", "AGE"],
+            items
+                .iter()
+                .map(|p| {
+                    vec![
+                        s(p, &["name"]),
+                        s(p, &["template"]),
+                        s(p, &["size"]),
+                        p["members"].as_array().map(|m| m.len()).unwrap_or(0).to_string(),
+                        age(p),
+                    ]
+                })
+                .collect(),
+        ),
+    };
+    let mut rows = rows;
+    if all_ns && matches!(kind, Table::Machines | Table::Pools | Table::Claims) {
+        head.insert(0, "NAMESPACE");
+        for (r, item) in rows.iter_mut().zip(items) {
+            r.insert(0, s(item, &["metadata", "namespace"]));
+        }
+    }
+    print_rows(&head, &rows);
+}
+
+fn print_rows(head: &[&str], rows: &[Vec<String>]) {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells.iter().enumerate().map(|(i, c)| format!("{c:<width$}", width = w[i])).collect();
+        println!("{}", parts.join("   ").trim_end());
+    };
+    line(head.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r.clone());
+    }
+}
+
+pub fn usage_table(v: &Value) {
+    let rows: Vec<Vec<String>> = v["rows"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let key = r["namespace"]
+                        .as_str()
+                        .or(r["claimName"].as_str())
+                        .or(r["day"].as_str())
+                        .map(String::from)
+                        .unwrap_or_else(|| s(r, &["claimUid"]));
+                    vec![
+                        key,
+                        human(r["activeSeconds"].as_i64().unwrap_or(0)),
+                        human(r["suspendedSeconds"].as_i64().unwrap_or(0)),
+                        format!("{:.1}", r["vcpuSeconds"].as_f64().unwrap_or(0.0)),
+                        format!("{:.1}", r["memoryGiBSeconds"].as_f64().unwrap_or(0.0)),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let by = v["groupBy"].as_str().unwrap_or("namespace").to_uppercase();
+    print_rows(&[&by, "ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"], &rows);
+}
+
+fn events_text(events: &Value) -> String {
+    let mut out = String::from("Events:\n");
+    let items = events["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        out.push_str("  <none>\n");
+    }
+    for e in items.iter().rev().take(10).rev() {
+        out.push_str(&format!("  {:<8} {:<20} {}\n", s(e, &["type"]), s(e, &["reason"]), s(e, &["note"])));
+    }
+    out
+}
+
+/// The Lifecycle line: `idle 3m12s of 10m0s, expires in 23h…`.
+pub fn lifecycle_line(m: &Value, now: DateTime<Utc>) -> Option<String> {
+    let lc = m["spec"]["lifecycle"].as_object()?;
+    let ts = |v: &Value| v.as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+    let mut parts = Vec::new();
+    if let Some(timeout) = lc.get("idleTimeoutSeconds").and_then(Value::as_i64) {
+        let guest = ts(&m["status"]["lifecycle"]["lastActivityTime"]);
+        let relay = ts(&m["metadata"]["annotations"]["kairon.zyvor.dev/last-activity"]);
+        let created = ts(&m["metadata"]["creationTimestamp"]);
+        let last = [guest, relay].into_iter().flatten().max().or(created);
+        let idle = last.map(|t| (now - t).num_seconds().max(0)).unwrap_or(0);
+        parts.push(format!("idle {} of {}", human(idle), human(timeout)));
+    }
+    if let Some(max) = lc.get("maxLifetimeSeconds").and_then(Value::as_i64) {
+        let start = ts(&m["metadata"]["annotations"]["kairon.zyvor.dev/lifecycle-start"])
+            .or(ts(&m["metadata"]["creationTimestamp"]));
+        if let Some(st) = start {
+            let left = max - (now - st).num_seconds();
+            parts.push(if left >= 0 { format!("expires in {}", human(left)) } else { "expired".into() });
+        }
+    }
+    if m["metadata"]["annotations"]["kairon.zyvor.dev/idle-suspended"].is_string() {
+        parts.push("idle-suspended".into());
+    }
+    let action = lc.get("idleAction").and_then(Value::as_str).unwrap_or("Pause");
+    let wake = if lc.get("wakeOnConnect").and_then(Value::as_bool).unwrap_or(false) { ", wake on connect" } else { "" };
+    Some(format!("{} (idle action {action}{wake})", parts.join(", ")))
+}
+
+pub fn describe_machine(m: &Value, events: &Value, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let row = |k: &str, v: String| format!("{:<14}{}\n", format!("{k}:"), v);
+    out += &row("Name", s(m, &["metadata", "name"]));
+    out += &row("Namespace", s(m, &["metadata", "namespace"]));
+    let source = m["spec"]["sandbox"]["templateName"]
+        .as_str()
+        .map(|t| format!("sandbox template {t}"))
+        .or_else(|| m["spec"]["image"]["path"].as_str().map(|p| format!("image {p}")))
+        .unwrap_or_else(|| "<none>".into());
+    out += &row("Source", source);
+    out += &row("Phase", s(m, &["status", "phase"]));
+    out += &row("Power", m["spec"]["powerState"].as_str().unwrap_or("Running").to_string());
+    out += &row("Node", s(m, &["status", "nodeName"]));
+    out += &row("IP", s(m, &["status", "guestIP"]));
+    out += &row("Runtime ID", s(m, &["status", "runtimeID"]));
+    if let Some(line) = lifecycle_line(m, now) {
+        out += &row("Lifecycle", line);
+    }
+    if let Some(until) = m["metadata"]["annotations"]["kairon.zyvor.dev/fs-frozen-until"].as_str() {
+        out += &row("Frozen until", until.to_string());
+    }
+    out += "Conditions:\n";
+    for c in m["status"]["conditions"].as_array().cloned().unwrap_or_default() {
+        out += &format!(
+            "  {:<12} {:<6} {:<22} {}\n",
+            s(&c, &["type"]),
+            s(&c, &["status"]),
+            s(&c, &["reason"]),
+            s(&c, &["message"])
+        );
+    }
+    out + &events_text(events)
+}
+
+pub fn describe_claim(c: &Value, events: &Value) -> String {
+    let mut out = String::new();
+    let row = |k: &str, v: String| format!("{:<14}{}\n", format!("{k}:"), v);
+    out += &row("Name", s(c, &["metadata", "name"]));
+    out += &row("Namespace", s(c, &["metadata", "namespace"]));
+    out += &row("UID", s(c, &["metadata", "uid"]));
+    out += &row("Pool", s(c, &["spec", "poolName"]));
+    out += &row("Phase", s(c, &["status", "phase"]));
+    out += &row("Machine", s(c, &["status", "machineName"]));
+    out += &row("Bound", s(c, &["status", "boundTime"]));
+    if let Some(ttl) = c["spec"]["ttlSeconds"].as_i64() {
+        out += &row("TTL", human(ttl));
+    }
+    let u = &c["status"]["usage"];
+    out += "Usage:\n";
+    out += &format!("  Active:      {}\n", human(u["activeSeconds"].as_i64().unwrap_or(0)));
+    out += &format!("  Suspended:   {}\n", human(u["suspendedSeconds"].as_i64().unwrap_or(0)));
+    out += &format!("  vCPU-s:      {:.1}\n", u["vcpuSeconds"].as_f64().unwrap_or(0.0));
+    out += &format!("  Memory GiB-s:{:.1}\n", u["memoryGiBSeconds"].as_f64().unwrap_or(0.0));
+    out += &format!("  Accrued to:  {}\n", s(u, &["lastAccrualTime"]));
+    out + &events_text(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lifecycle_line_reads_like_the_spec() {
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:10:00Z").unwrap().with_timezone(&Utc);
+        let m = json!({
+            "metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"lifecycle": {"idleTimeoutSeconds": 600, "maxLifetimeSeconds": 86400, "wakeOnConnect": true}},
+            "status": {"lifecycle": {"lastActivityTime": "2026-01-01T00:06:48Z"}}
+        });
+        assert_eq!(
+            lifecycle_line(&m, now).unwrap(),
+            "idle 3m12s of 10m0s, expires in 23h50m (idle action Pause, wake on connect)"
+        );
+    }
+}

@@ -1,0 +1,270 @@
+"""The two clients the Sandbox class drives.
+
+`Client` speaks the Kubernetes-compatible API (`/apis/kairon.zyvor.dev/v1/...`): Machines and
+MachineClaims are created there, exactly as kubectl would. `UIClient` speaks the REST API
+(`/api/v1/...`) through the client generated from `openapi/openapi.json` (`kairon_api`): power
+operations, guest exec, processes, files, waits and usage.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypeVar
+
+import httpx
+
+import kairon_api
+from kairon_api.api.guest import (
+    file_read,
+    file_write,
+    machine_exec,
+    process_get,
+    process_kill,
+    process_logs,
+    process_start,
+    process_wait,
+)
+from kairon_api.api.machine_claims import machineclaim_get, machineclaim_wait
+from kairon_api.api.machines import machine_delete, machine_get, machine_wait
+from kairon_api.api.power import machine_fork, machine_pause, machine_resume
+from kairon_api.api.usage import usage_claim
+from kairon_api.models import (
+    ClaimUsageHistory,
+    CopyRequest,
+    CopyResult,
+    ErrorBody,
+    ExecRequest,
+    ExecRequestEnv,
+    ExecResult,
+    Machine,
+    MachineClaim,
+    Process,
+    ProcessLogs,
+)
+from kairon_api.types import UNSET, File, Response, Unset
+
+from ._http import TIMEOUT, ssl_context
+from .errors import ApiError, TimeoutError, error_from
+
+GROUP = "kairon.zyvor.dev/v1"
+T = TypeVar("T")
+
+
+def _ok(resp: Response[Any], want: type[T]) -> T:
+    """The parsed body of a successful response, or the typed error of a failed one."""
+    if resp.status_code >= 400 or isinstance(resp.parsed, ErrorBody):
+        raise error_from(int(resp.status_code), resp.content)
+    if not isinstance(resp.parsed, want):
+        raise ApiError(int(resp.status_code), "UnexpectedResponse", f"expected {want.__name__}, got {resp.content[:200]!r}")
+    return resp.parsed
+
+
+def _done(resp: Response[Any]) -> None:
+    if resp.status_code >= 400:
+        raise error_from(int(resp.status_code), resp.content)
+
+
+class Client:
+    """The Kubernetes-compatible API: `Client(url, token, namespace="agents")`.
+
+    `url` is the API server (the `server:` of the kubeconfig `kairon up` writes), `token` a bearer
+    token (`kairon token`), `ca_file` the CA to trust (default: `KAIRON_CA_FILE`, then the system).
+    """
+
+    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.namespace = namespace
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            verify=ssl_context(ca_file),
+            timeout=TIMEOUT,
+        )
+
+    def _path(self, plural: str, namespace: str | None, name: str | None = None) -> str:
+        p = f"/apis/{GROUP}/namespaces/{namespace or self.namespace}/{plural}"
+        return f"{p}/{name}" if name else p
+
+    def _send(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        r = self._http.request(method, path, json=body)
+        if r.status_code >= 400:
+            raise error_from(r.status_code, r.content)
+        out: dict[str, Any] = r.json()
+        return out
+
+    def create_machine(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Creates a Machine from its manifest (apiVersion and kind are filled in)."""
+        body = {"apiVersion": GROUP, "kind": "Machine", **manifest}
+        return self._send("POST", self._path("machines", namespace), body)
+
+    def get_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("GET", self._path("machines", namespace, name))
+
+    def delete_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("DELETE", self._path("machines", namespace, name))
+
+    def create_claim(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Creates a MachineClaim (`spec.poolName`, optional `spec.ttlSeconds`)."""
+        body = {"apiVersion": GROUP, "kind": "MachineClaim", **manifest}
+        return self._send("POST", self._path("machineclaims", namespace), body)
+
+    def get_claim(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("GET", self._path("machineclaims", namespace, name))
+
+    def delete_claim(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("DELETE", self._path("machineclaims", namespace, name))
+
+    def create_pool(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        body = {"apiVersion": GROUP, "kind": "MachinePool", **manifest}
+        return self._send("POST", self._path("machinepools", namespace), body)
+
+    def delete_pool(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("DELETE", self._path("machinepools", namespace, name))
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class UIClient:
+    """The REST API (`/api/v1`): `UIClient(url, token, namespace="agents")`.
+
+    Every call raises an `ApiError` subclass with the server's reason and message on failure.
+    `api` is the generated client (`kairon_api.AuthenticatedClient`) for everything else.
+    """
+
+    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.namespace = namespace
+        self.api = kairon_api.AuthenticatedClient(
+            base_url=self.url, token=token, verify_ssl=ssl_context(ca_file), timeout=TIMEOUT
+        )
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    # Machines and claims.
+
+    def get_machine(self, name: str, namespace: str | None = None) -> Machine:
+        return _ok(machine_get.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
+    def wait_machine(
+        self,
+        name: str,
+        *,
+        phase: str | None = None,
+        condition: str | None = None,
+        deleted: bool = False,
+        timeout: float = 300.0,
+        namespace: str | None = None,
+    ) -> Machine | None:
+        """Long-polls until the Machine reaches `phase` / `condition` or is gone (`deleted`);
+        raises `TimeoutError` after `timeout` seconds. Returns the Machine (None when deleted)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, min(120, int(deadline - time.monotonic())))
+            resp = machine_wait.sync_detailed(
+                self._ns(namespace),
+                name,
+                client=self.api,
+                phase=phase if phase else UNSET,
+                condition=condition if condition else UNSET,
+                deleted=True if deleted else UNSET,
+                timeout_seconds=left,
+            )
+            if deleted and resp.status_code == 404:
+                return None
+            try:
+                m = _ok(resp, Machine)
+                return None if deleted else m
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def delete_machine(self, name: str, namespace: str | None = None) -> None:
+        _done(machine_delete.sync_detailed(self._ns(namespace), name, client=self.api))
+
+    def pause(self, name: str, namespace: str | None = None) -> Machine:
+        return _ok(machine_pause.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
+    def resume(self, name: str, namespace: str | None = None) -> Machine:
+        return _ok(machine_resume.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
+    def fork(self, name: str, new_name: str, namespace: str | None = None) -> CopyResult:
+        body = CopyRequest(name=new_name)
+        return _ok(machine_fork.sync_detailed(self._ns(namespace), name, client=self.api, body=body), CopyResult)
+
+    def get_claim(self, name: str, namespace: str | None = None) -> MachineClaim:
+        return _ok(machineclaim_get.sync_detailed(self._ns(namespace), name, client=self.api), MachineClaim)
+
+    def wait_claim(self, name: str, *, phase: str, timeout: float = 300.0, namespace: str | None = None) -> MachineClaim:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, min(120, int(deadline - time.monotonic())))
+            resp = machineclaim_wait.sync_detailed(
+                self._ns(namespace), name, client=self.api, phase=phase, timeout_seconds=left
+            )
+            try:
+                return _ok(resp, MachineClaim)
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def claim_usage(self, uid: str) -> ClaimUsageHistory:
+        return _ok(usage_claim.sync_detailed(uid, client=self.api), ClaimUsageHistory)
+
+    # The guest.
+
+    def exec(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        stdin: str | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: int | None = None,
+        namespace: str | None = None,
+    ) -> ExecResult:
+        body = ExecRequest(
+            command=command,
+            stdin=stdin,
+            cwd=cwd,
+            env=ExecRequestEnv.from_dict(env) if env else UNSET,
+            timeout_seconds=timeout,
+        )
+        return _ok(machine_exec.sync_detailed(self._ns(namespace), name, client=self.api, body=body), ExecResult)
+
+    def start_process(
+        self, name: str, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+        namespace: str | None = None,
+    ) -> Process:
+        body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET)
+        return _ok(process_start.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Process)
+
+    def get_process(self, name: str, pid: str, namespace: str | None = None) -> Process:
+        return _ok(process_get.sync_detailed(self._ns(namespace), name, pid, client=self.api), Process)
+
+    def wait_process(self, name: str, pid: str, *, timeout: int = 60, namespace: str | None = None) -> Process:
+        resp = process_wait.sync_detailed(self._ns(namespace), name, pid, client=self.api, timeout_seconds=timeout)
+        return _ok(resp, Process)
+
+    def process_logs(self, name: str, pid: str, namespace: str | None = None) -> ProcessLogs:
+        return _ok(process_logs.sync_detailed(self._ns(namespace), name, pid, client=self.api), ProcessLogs)
+
+    def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
+        sig: str | Unset = signal if signal else UNSET
+        _done(process_kill.sync_detailed(self._ns(namespace), name, pid, client=self.api, signal=sig))
+
+    def read_file(self, name: str, path: str, namespace: str | None = None) -> bytes:
+        f = _ok(file_read.sync_detailed(self._ns(namespace), name, client=self.api, path=path), File)
+        return f.payload.read()
+
+    def write_file(self, name: str, path: str, data: bytes, *, mode: str | None = None, namespace: str | None = None) -> None:
+        import io
+
+        body = File(payload=io.BytesIO(data), mime_type="application/octet-stream")
+        m: str | Unset = mode if mode else UNSET
+        _done(file_write.sync_detailed(self._ns(namespace), name, client=self.api, body=body, path=path, mode=m))
+
+    def close(self) -> None:
+        self.api.get_httpx_client().close()

@@ -1,0 +1,277 @@
+"""`Sandbox`: one Machine an agent works in, as a context manager.
+
+    with Sandbox.create(kube, ui, image="/var/lib/fluxvm/images/kairon-hw.qcow2",
+                        idle_timeout=600, max_lifetime=3600) as sb:
+        print(sb.run("uname -a", check=True).stdout)
+
+`image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
+`busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from kairon_api.models import Machine, ProcessState
+
+from .client import Client, UIClient
+from .errors import ApiError, CommandError, KaironError, NotFoundError
+
+SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished command printed and how it exited."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool = False
+
+
+def _argv(cmd: str | list[str]) -> list[str]:
+    # A string is a shell command line, as a person types it; a list is argv as is.
+    return ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+
+
+def _phase(m: Machine | None) -> str | None:
+    status = m.status if m is not None else None
+    phase = getattr(status, "phase", None)
+    return str(phase.value) if phase is not None and hasattr(phase, "value") else None
+
+
+class SandboxProcess:
+    """A background process started by `Sandbox.start`."""
+
+    def __init__(self, sandbox: Sandbox, pid: str, command: list[str]) -> None:
+        self.sandbox = sandbox
+        self.pid = pid
+        self.command = command
+        self.exit_code: int | None = None
+
+    def wait(self, timeout: float = 600.0) -> int | None:
+        """Waits for the process to exit and returns its exit code (None when killed by a signal)."""
+        ui, name = self.sandbox.ui, self.sandbox.name
+        deadline = time.monotonic() + timeout
+        while True:
+            left = max(1, min(300, int(deadline - time.monotonic())))
+            p = ui.wait_process(name, self.pid, timeout=left, namespace=self.sandbox.namespace)
+            if p.state == ProcessState.EXITED:
+                self.exit_code = p.exit_code if isinstance(p.exit_code, int) else None
+                return self.exit_code
+            if time.monotonic() >= deadline:
+                raise KaironError(f"process {self.pid} ({self.command!r}) still running after {timeout:.0f} s")
+
+    def running(self) -> bool:
+        p = self.sandbox.ui.get_process(self.sandbox.name, self.pid, namespace=self.sandbox.namespace)
+        return p.state == ProcessState.RUNNING
+
+    def logs(self, stream: str = "stdout") -> str:
+        """The process's output so far: `stdout` (default), `stderr`, or `both` (stdout then stderr)."""
+        out = self.sandbox.ui.process_logs(self.sandbox.name, self.pid, namespace=self.sandbox.namespace)
+        if stream == "stderr":
+            return out.stderr
+        if stream == "both":
+            return out.stdout + out.stderr
+        return out.stdout
+
+    def kill(self, signal: str | None = None) -> None:
+        """Sends `signal` (default KILL) to the process."""
+        self.sandbox.ui.kill_process(self.sandbox.name, self.pid, signal, namespace=self.sandbox.namespace)
+
+
+class Sandbox:
+    """A Machine to work in. Make one with `Sandbox.create` or `Sandbox.claim_from`; `close()`
+    (or leaving the `with` block) deletes it, or releases the claim it came from."""
+
+    def __init__(self, kube: Client, ui: UIClient, name: str, *, namespace: str | None = None,
+                 claim: str | None = None) -> None:
+        self.kube = kube
+        self.ui = ui
+        self.name = name
+        self.namespace = namespace or kube.namespace
+        self.claim = claim
+        self.closed = False
+
+    # Making one.
+
+    @classmethod
+    def create(
+        cls,
+        kube: Client,
+        ui: UIClient,
+        image: str,
+        *,
+        idle_timeout: int | None = None,
+        max_lifetime: int | None = None,
+        idle_action: str | None = None,
+        wake_on_connect: bool = True,
+        cpu: str | None = None,
+        memory: str | None = None,
+        name: str | None = None,
+        labels: dict[str, str] | None = None,
+        ready_timeout: float = 300.0,
+    ) -> Sandbox:
+        """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) and
+        waits until commands run in it. `idle_timeout` and `max_lifetime` are seconds."""
+        name = name or f"sb-{uuid.uuid4().hex[:10]}"
+        spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}}
+        if "/" in image:
+            spec["image"] = {"path": image}
+            spec["resources"] = {"cpu": cpu or "1", "memory": memory or "512Mi"}
+        else:
+            spec["sandbox"] = {"templateName": image}
+            if cpu or memory:
+                spec["resources"] = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+        lifecycle: dict[str, Any] = {"wakeOnConnect": wake_on_connect}
+        if idle_timeout is not None:
+            lifecycle["idleTimeoutSeconds"] = int(idle_timeout)
+        if max_lifetime is not None:
+            lifecycle["maxLifetimeSeconds"] = int(max_lifetime)
+        if idle_action is not None:
+            lifecycle["idleAction"] = idle_action
+        spec["lifecycle"] = lifecycle
+        meta = {"name": name, "labels": {SANDBOX_LABEL: "true", **(labels or {})}}
+        kube.create_machine({"metadata": meta, "spec": spec})
+        sb = cls(kube, ui, name)
+        try:
+            sb._wait_ready(ready_timeout)
+        except BaseException:
+            sb.close()
+            raise
+        return sb
+
+    @classmethod
+    def claim_from(cls, kube: Client, ui: UIClient, pool: str, *, ttl: int | None = None,
+                   ready_timeout: float = 300.0) -> Sandbox:
+        """Claims a warm member of the MachinePool `pool`; `close()` releases the claim."""
+        claim = f"{pool}-{uuid.uuid4().hex[:8]}"
+        spec: dict[str, Any] = {"poolName": pool}
+        if ttl is not None:
+            spec["ttlSeconds"] = int(ttl)
+        kube.create_claim({"metadata": {"name": claim}, "spec": spec})
+        try:
+            bound = ui.wait_claim(claim, phase="Bound", timeout=ready_timeout)
+            machine = getattr(bound.status, "machine_name", None)
+            if not isinstance(machine, str):
+                raise KaironError(f"claim {claim} is Bound but names no Machine")
+            sb = cls(kube, ui, machine, claim=claim)
+            sb._wait_ready(ready_timeout)
+        except BaseException:
+            try:
+                kube.delete_claim(claim)
+            except NotFoundError:
+                pass
+            raise
+        return sb
+
+    def _wait_ready(self, timeout: float) -> None:
+        # Running, then the guest agent answers (a VM's boots a moment after its VMM runs).
+        deadline = time.monotonic() + timeout
+        self.ui.wait_machine(self.name, phase="Running", timeout=timeout, namespace=self.namespace)
+        while True:
+            try:
+                r = self.ui.exec(self.name, ["true"], timeout=10, namespace=self.namespace)
+                if r.exit_code == 0:
+                    return
+            except ApiError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                if e.status not in (409, 500, 502, 503, 504):
+                    raise
+            if time.monotonic() >= deadline:
+                raise KaironError(f"sandbox {self.name}: the guest agent did not answer within {timeout:.0f} s")
+            time.sleep(0.5)
+
+    # Working in it.
+
+    def run(self, cmd: str | list[str], *, check: bool = False, stdin: str | None = None,
+            cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None) -> RunResult:
+        """Runs `cmd` to completion (a string goes through `/bin/sh -c`). With `check`, a non-zero
+        exit raises `CommandError` carrying the output."""
+        argv = _argv(cmd)
+        r = self.ui.exec(self.name, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout, namespace=self.namespace)
+        timed_out = r.timed_out if isinstance(r.timed_out, bool) else False
+        result = RunResult(stdout=r.stdout, stderr=r.stderr, exit_code=r.exit_code, timed_out=timed_out)
+        if check and (result.exit_code != 0 or timed_out):
+            raise CommandError(argv, result.exit_code, result.stdout, result.stderr)
+        return result
+
+    def start(self, cmd: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
+        """Starts `cmd` in the background."""
+        argv = _argv(cmd)
+        p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, namespace=self.namespace)
+        return SandboxProcess(self, p.id, argv)
+
+    def write_file(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
+        """Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`)."""
+        raw = data.encode() if isinstance(data, str) else data
+        self.ui.write_file(self.name, path, raw, mode=mode, namespace=self.namespace)
+
+    def read_file(self, path: str) -> bytes:
+        return self.ui.read_file(self.name, path, namespace=self.namespace)
+
+    # Power and copies.
+
+    def pause(self, timeout: float = 300.0) -> None:
+        """Pauses the sandbox (memory kept, no CPU) and waits until it is Paused."""
+        self.ui.pause(self.name, namespace=self.namespace)
+        self.ui.wait_machine(self.name, phase="Paused", timeout=timeout, namespace=self.namespace)
+
+    def resume(self, timeout: float = 300.0) -> None:
+        """Resumes a paused sandbox and waits until commands run again."""
+        self.ui.resume(self.name, namespace=self.namespace)
+        self._wait_ready(timeout)
+
+    def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> Sandbox:
+        """A copy of this sandbox (live on a VM: memory and disk; the filesystem of a runc
+        sandbox) as a new Sandbox; its `close()` deletes the copy."""
+        name = name or f"{self.name}-f{uuid.uuid4().hex[:6]}"
+        self.ui.fork(self.name, name, namespace=self.namespace)
+        child = Sandbox(self.kube, self.ui, name, namespace=self.namespace)
+        try:
+            child._wait_ready(ready_timeout)
+        except BaseException:
+            child.close()
+            raise
+        return child
+
+    def machine(self) -> Machine:
+        return self.ui.get_machine(self.name, namespace=self.namespace)
+
+    @property
+    def phase(self) -> str | None:
+        return _phase(self.machine())
+
+    def close(self, timeout: float = 300.0) -> None:
+        """Deletes the Machine (or releases the claim) and waits until it is gone."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.claim is not None:
+                self.kube.delete_claim(self.claim, namespace=self.namespace)
+            else:
+                self.kube.delete_machine(self.name, namespace=self.namespace)
+        except NotFoundError:
+            return
+        if self.claim is None:
+            self.ui.wait_machine(self.name, deleted=True, timeout=timeout, namespace=self.namespace)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Sandbox({self.namespace}/{self.name}{', claim ' + self.claim if self.claim else ''})"
+
+
+__all__ = ["RunResult", "Sandbox", "SandboxProcess"]

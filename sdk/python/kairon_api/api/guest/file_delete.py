@@ -1,0 +1,209 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["path"] = path
+
+    params["mode"] = mode
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "delete",
+        "url": "/api/v1/machines/{namespace}/{name}/files".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | ErrorBody | None:
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Delete a file.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+        mode=mode,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Delete a file.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        path=path,
+        mode=mode,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Delete a file.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+        mode=mode,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Delete a file.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            path=path,
+            mode=mode,
+        )
+    ).parsed

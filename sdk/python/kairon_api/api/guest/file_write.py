@@ -1,0 +1,231 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import UNSET, File, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    body: File,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    params: dict[str, Any] = {}
+
+    params["path"] = path
+
+    params["mode"] = mode
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "put",
+        "url": "/api/v1/machines/{namespace}/{name}/files".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    _kwargs["content"] = body.payload
+    headers["Content-Type"] = "application/octet-stream"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | ErrorBody | None:
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 413:
+        response_413 = cast(Any, None)
+        return response_413
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Upload a file (at most 64 MiB), replacing what is there.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+        path=path,
+        mode=mode,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Upload a file (at most 64 MiB), replacing what is there.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        body=body,
+        path=path,
+        mode=mode,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Upload a file (at most 64 MiB), replacing what is there.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+        path=path,
+        mode=mode,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    path: str,
+    mode: str | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Upload a file (at most 64 MiB), replacing what is there.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        mode (str | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            body=body,
+            path=path,
+            mode=mode,
+        )
+    ).parsed

@@ -1,0 +1,192 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    port: int,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machines/{namespace}/{name}/portforward/{port}".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+            port=quote(str(port), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | ErrorBody | None:
+    if response.status_code == 101:
+        response_101 = cast(Any, None)
+        return response_101
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    port: int,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[Any | ErrorBody]:
+    """Forward a TCP port of the guest over WebSocket (binary frames both ways); SSH rides on it.
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        port=port,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    port: int,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Any | ErrorBody | None:
+    """Forward a TCP port of the guest over WebSocket (binary frames both ways); SSH rides on it.
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        port=port,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    port: int,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[Any | ErrorBody]:
+    """Forward a TCP port of the guest over WebSocket (binary frames both ways); SSH rides on it.
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        port=port,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    port: int,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Any | ErrorBody | None:
+    """Forward a TCP port of the guest over WebSocket (binary frames both ways); SSH rides on it.
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            port=port,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,189 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.process import Process
+from ...types import Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    pid: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machines/{namespace}/{name}/processes/{pid}".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+            pid=quote(str(pid), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Process | None:
+    if response.status_code == 200:
+        response_200 = Process.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Process]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Process]:
+    """A background process's state.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Process]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Process | None:
+    """A background process's state.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Process
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Process]:
+    """A background process's state.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Process]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Process | None:
+    """A background process's state.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Process
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            pid=pid,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,225 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.process_logs import ProcessLogs
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    follow: bool | Unset = UNSET,
+    stream: str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["follow"] = follow
+
+    params["stream"] = stream
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machines/{namespace}/{name}/processes/{pid}/logs".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+            pid=quote(str(pid), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | ProcessLogs | None:
+    if response.status_code == 200:
+        response_200 = ProcessLogs.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | ProcessLogs]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    follow: bool | Unset = UNSET,
+    stream: str | Unset = UNSET,
+) -> Response[ErrorBody | ProcessLogs]:
+    """A process's output so far, or (`follow=true`) streamed as plain text until it exits.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        follow (bool | Unset):
+        stream (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | ProcessLogs]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        follow=follow,
+        stream=stream,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    follow: bool | Unset = UNSET,
+    stream: str | Unset = UNSET,
+) -> ErrorBody | ProcessLogs | None:
+    """A process's output so far, or (`follow=true`) streamed as plain text until it exits.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        follow (bool | Unset):
+        stream (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | ProcessLogs
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        client=client,
+        follow=follow,
+        stream=stream,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    follow: bool | Unset = UNSET,
+    stream: str | Unset = UNSET,
+) -> Response[ErrorBody | ProcessLogs]:
+    """A process's output so far, or (`follow=true`) streamed as plain text until it exits.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        follow (bool | Unset):
+        stream (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | ProcessLogs]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        follow=follow,
+        stream=stream,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    follow: bool | Unset = UNSET,
+    stream: str | Unset = UNSET,
+) -> ErrorBody | ProcessLogs | None:
+    """A process's output so far, or (`follow=true`) streamed as plain text until it exits.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        follow (bool | Unset):
+        stream (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | ProcessLogs
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            pid=pid,
+            client=client,
+            follow=follow,
+            stream=stream,
+        )
+    ).parsed

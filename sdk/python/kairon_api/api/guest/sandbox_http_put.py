@@ -1,0 +1,231 @@
+from http import HTTPStatus
+from io import BytesIO
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import File, Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    port: int,
+    path: str,
+    *,
+    body: File,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "put",
+        "url": "/api/v1/machines/{namespace}/{name}/sandbox-http/{port}/{path}".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+            port=quote(str(port), safe=""),
+            path=quote(str(path), safe=""),
+        ),
+    }
+
+    _kwargs["content"] = body.payload
+    headers["Content-Type"] = "application/octet-stream"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | File | None:
+    if response.status_code == 200:
+        response_200 = File(payload=BytesIO(response.content))
+
+        return response_200
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | File]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    port: int,
+    path: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+) -> Response[ErrorBody | File]:
+    """Relay an HTTP request to a server in the guest on `port` (method, headers, body, status
+    and response pass through, streaming; Authorization never reaches the guest).
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+        path (str):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | File]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        port=port,
+        path=path,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    port: int,
+    path: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+) -> ErrorBody | File | None:
+    """Relay an HTTP request to a server in the guest on `port` (method, headers, body, status
+    and response pass through, streaming; Authorization never reaches the guest).
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+        path (str):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | File
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        port=port,
+        path=path,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    port: int,
+    path: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+) -> Response[ErrorBody | File]:
+    """Relay an HTTP request to a server in the guest on `port` (method, headers, body, status
+    and response pass through, streaming; Authorization never reaches the guest).
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+        path (str):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | File]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        port=port,
+        path=path,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    port: int,
+    path: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+) -> ErrorBody | File | None:
+    """Relay an HTTP request to a server in the guest on `port` (method, headers, body, status
+    and response pass through, streaming; Authorization never reaches the guest).
+
+    Args:
+        namespace (str):
+        name (str):
+        port (int):
+        path (str):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | File
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            port=port,
+            path=path,
+            client=client,
+            body=body,
+        )
+    ).parsed

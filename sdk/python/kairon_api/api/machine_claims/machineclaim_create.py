@@ -1,0 +1,212 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.machine_claim import MachineClaim
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    *,
+    body: MachineClaim,
+    dry_run: str | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    params: dict[str, Any] = {}
+
+    params["dryRun"] = dry_run
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/machineclaims/{namespace}".format(
+            namespace=quote(str(namespace), safe=""),
+        ),
+        "params": params,
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | MachineClaim | None:
+    if response.status_code == 201:
+        response_201 = MachineClaim.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | MachineClaim]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: MachineClaim,
+    dry_run: str | Unset = UNSET,
+) -> Response[ErrorBody | MachineClaim]:
+    """
+    Args:
+        namespace (str):
+        dry_run (str | Unset):
+        body (MachineClaim):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | MachineClaim]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        body=body,
+        dry_run=dry_run,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: MachineClaim,
+    dry_run: str | Unset = UNSET,
+) -> ErrorBody | MachineClaim | None:
+    """
+    Args:
+        namespace (str):
+        dry_run (str | Unset):
+        body (MachineClaim):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | MachineClaim
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        client=client,
+        body=body,
+        dry_run=dry_run,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: MachineClaim,
+    dry_run: str | Unset = UNSET,
+) -> Response[ErrorBody | MachineClaim]:
+    """
+    Args:
+        namespace (str):
+        dry_run (str | Unset):
+        body (MachineClaim):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | MachineClaim]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        body=body,
+        dry_run=dry_run,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: MachineClaim,
+    dry_run: str | Unset = UNSET,
+) -> ErrorBody | MachineClaim | None:
+    """
+    Args:
+        namespace (str):
+        dry_run (str | Unset):
+        body (MachineClaim):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | MachineClaim
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            client=client,
+            body=body,
+            dry_run=dry_run,
+        )
+    ).parsed

@@ -1,0 +1,171 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.machine_claim import MachineClaim
+from ...types import Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machineclaims/{namespace}/{name}".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | MachineClaim | None:
+    if response.status_code == 200:
+        response_200 = MachineClaim.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | MachineClaim]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | MachineClaim]:
+    """
+    Args:
+        namespace (str):
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | MachineClaim]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | MachineClaim | None:
+    """
+    Args:
+        namespace (str):
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | MachineClaim
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | MachineClaim]:
+    """
+    Args:
+        namespace (str):
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | MachineClaim]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | MachineClaim | None:
+    """
+    Args:
+        namespace (str):
+        name (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | MachineClaim
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+        )
+    ).parsed

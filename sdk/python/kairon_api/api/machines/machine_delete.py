@@ -1,0 +1,192 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.machine import Machine
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    dry_run: str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["dryRun"] = dry_run
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "delete",
+        "url": "/api/v1/machines/{namespace}/{name}".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Machine | None:
+    if response.status_code == 200:
+        response_200 = Machine.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Machine]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    dry_run: str | Unset = UNSET,
+) -> Response[ErrorBody | Machine]:
+    """
+    Args:
+        namespace (str):
+        name (str):
+        dry_run (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Machine]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        dry_run=dry_run,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    dry_run: str | Unset = UNSET,
+) -> ErrorBody | Machine | None:
+    """
+    Args:
+        namespace (str):
+        name (str):
+        dry_run (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Machine
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        dry_run=dry_run,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    dry_run: str | Unset = UNSET,
+) -> Response[ErrorBody | Machine]:
+    """
+    Args:
+        namespace (str):
+        name (str):
+        dry_run (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Machine]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        dry_run=dry_run,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    dry_run: str | Unset = UNSET,
+) -> ErrorBody | Machine | None:
+    """
+    Args:
+        namespace (str):
+        name (str):
+        dry_run (str | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Machine
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            dry_run=dry_run,
+        )
+    ).parsed

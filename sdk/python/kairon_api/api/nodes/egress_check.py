@@ -1,0 +1,187 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.egress_check_body import EgressCheckBody
+from ...models.egress_check_result import EgressCheckResult
+from ...models.error_body import ErrorBody
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+    *,
+    body: EgressCheckBody,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/nodes/{node}/egress-check".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> EgressCheckResult | ErrorBody | None:
+    if response.status_code == 200:
+        response_200 = EgressCheckResult.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[EgressCheckResult | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: EgressCheckBody,
+) -> Response[EgressCheckResult | ErrorBody]:
+    """Ask the node whether a sandbox's request to `host` would be allowed (admin-only).
+
+    Args:
+        node (str):
+        body (EgressCheckBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EgressCheckResult | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: EgressCheckBody,
+) -> EgressCheckResult | ErrorBody | None:
+    """Ask the node whether a sandbox's request to `host` would be allowed (admin-only).
+
+    Args:
+        node (str):
+        body (EgressCheckBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EgressCheckResult | ErrorBody
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: EgressCheckBody,
+) -> Response[EgressCheckResult | ErrorBody]:
+    """Ask the node whether a sandbox's request to `host` would be allowed (admin-only).
+
+    Args:
+        node (str):
+        body (EgressCheckBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[EgressCheckResult | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: EgressCheckBody,
+) -> EgressCheckResult | ErrorBody | None:
+    """Ask the node whether a sandbox's request to `host` would be allowed (admin-only).
+
+    Args:
+        node (str):
+        body (EgressCheckBody):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        EgressCheckResult | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+            body=body,
+        )
+    ).parsed

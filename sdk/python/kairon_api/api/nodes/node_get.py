@@ -1,0 +1,161 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.kairon_node import KaironNode
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/nodes/{node}".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | KaironNode | None:
+    if response.status_code == 200:
+        response_200 = KaironNode.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | KaironNode]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | KaironNode]:
+    """One node.
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | KaironNode]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | KaironNode | None:
+    """One node.
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | KaironNode
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | KaironNode]:
+    """One node.
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | KaironNode]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | KaironNode | None:
+    """One node.
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | KaironNode
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+        )
+    ).parsed

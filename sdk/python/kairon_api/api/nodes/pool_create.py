@@ -1,0 +1,195 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.create_pool_request import CreatePoolRequest
+from ...models.error_body import ErrorBody
+from ...models.pool import Pool
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+    *,
+    body: CreatePoolRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/nodes/{node}/pools".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Pool | None:
+    if response.status_code == 201:
+        response_201 = Pool.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Pool]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreatePoolRequest,
+) -> Response[ErrorBody | Pool]:
+    """Create a pool (admin-only): the node boots `size` members to Paused in the background; this
+    answers as soon as the pool exists.
+
+    Args:
+        node (str):
+        body (CreatePoolRequest): `POST /v1/pools`: keep `size` members booted and Paused, ready
+            for an instant claim.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreatePoolRequest,
+) -> ErrorBody | Pool | None:
+    """Create a pool (admin-only): the node boots `size` members to Paused in the background; this
+    answers as soon as the pool exists.
+
+    Args:
+        node (str):
+        body (CreatePoolRequest): `POST /v1/pools`: keep `size` members booted and Paused, ready
+            for an instant claim.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Pool
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreatePoolRequest,
+) -> Response[ErrorBody | Pool]:
+    """Create a pool (admin-only): the node boots `size` members to Paused in the background; this
+    answers as soon as the pool exists.
+
+    Args:
+        node (str):
+        body (CreatePoolRequest): `POST /v1/pools`: keep `size` members booted and Paused, ready
+            for an instant claim.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreatePoolRequest,
+) -> ErrorBody | Pool | None:
+    """Create a pool (admin-only): the node boots `size` members to Paused in the background; this
+    answers as soon as the pool exists.
+
+    Args:
+        node (str):
+        body (CreatePoolRequest): `POST /v1/pools`: keep `size` members booted and Paused, ready
+            for an instant claim.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Pool
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+            body=body,
+        )
+    ).parsed

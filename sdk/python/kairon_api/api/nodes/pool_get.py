@@ -1,0 +1,175 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.pool import Pool
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+    item: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/nodes/{node}/pools/{item}".format(
+            node=quote(str(node), safe=""),
+            item=quote(str(item), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Pool | None:
+    if response.status_code == 200:
+        response_200 = Pool.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Pool]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Pool]:
+    """One pool and its members.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        item=item,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Pool | None:
+    """One pool and its members.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Pool
+    """
+
+    return sync_detailed(
+        node=node,
+        item=item,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Pool]:
+    """One pool and its members.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Pool]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        item=item,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Pool | None:
+    """One pool and its members.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Pool
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            item=item,
+            client=client,
+        )
+    ).parsed

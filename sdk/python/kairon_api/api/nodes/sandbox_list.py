@@ -1,0 +1,160 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.vm import Vm
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/nodes/{node}/sandboxes".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> list[Vm] | None:
+    if response.status_code == 200:
+        response_200 = []
+        _response_200 = response.json()
+        for response_200_item_data in _response_200:
+            response_200_item = Vm.from_dict(response_200_item_data)
+
+            response_200.append(response_200_item)
+
+        return response_200
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[list[Vm]]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[list[Vm]]:
+    """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[list[Vm]]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> list[Vm] | None:
+    """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        list[Vm]
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[list[Vm]]:
+    """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[list[Vm]]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> list[Vm] | None:
+    """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        list[Vm]
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,191 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.create_template_request import CreateTemplateRequest
+from ...models.error_body import ErrorBody
+from ...models.template import Template
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+    *,
+    body: CreateTemplateRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/nodes/{node}/templates".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Template | None:
+    if response.status_code == 202:
+        response_202 = Template.from_dict(response.json())
+
+        return response_202
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Template]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreateTemplateRequest,
+) -> Response[ErrorBody | Template]:
+    """Build a template from an OCI image on this node (admin-only). Answers at once; follow the
+    build's progress with GET .../templates/{item}.
+
+    Args:
+        node (str):
+        body (CreateTemplateRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Template]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreateTemplateRequest,
+) -> ErrorBody | Template | None:
+    """Build a template from an OCI image on this node (admin-only). Answers at once; follow the
+    build's progress with GET .../templates/{item}.
+
+    Args:
+        node (str):
+        body (CreateTemplateRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Template
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreateTemplateRequest,
+) -> Response[ErrorBody | Template]:
+    """Build a template from an OCI image on this node (admin-only). Answers at once; follow the
+    build's progress with GET .../templates/{item}.
+
+    Args:
+        node (str):
+        body (CreateTemplateRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Template]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CreateTemplateRequest,
+) -> ErrorBody | Template | None:
+    """Build a template from an OCI image on this node (admin-only). Answers at once; follow the
+    build's progress with GET .../templates/{item}.
+
+    Args:
+        node (str):
+        body (CreateTemplateRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Template
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,175 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.template import Template
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+    item: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/nodes/{node}/templates/{item}".format(
+            node=quote(str(node), safe=""),
+            item=quote(str(item), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | Template | None:
+    if response.status_code == 200:
+        response_200 = Template.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | Template]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Template]:
+    """One template and its build progress.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Template]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        item=item,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Template | None:
+    """One template and its build progress.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Template
+    """
+
+    return sync_detailed(
+        node=node,
+        item=item,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[ErrorBody | Template]:
+    """One template and its build progress.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | Template]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+        item=item,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    item: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> ErrorBody | Template | None:
+    """One template and its build progress.
+
+    Args:
+        node (str):
+        item (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | Template
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            item=item,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,160 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.template import Template
+from ...types import Response
+
+
+def _get_kwargs(
+    node: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/nodes/{node}/templates".format(
+            node=quote(str(node), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> list[Template] | None:
+    if response.status_code == 200:
+        response_200 = []
+        _response_200 = response.json()
+        for response_200_item_data in _response_200:
+            response_200_item = Template.from_dict(response_200_item_data)
+
+            response_200.append(response_200_item)
+
+        return response_200
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[list[Template]]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[list[Template]]:
+    """Templates built on this node (templates are per node).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[list[Template]]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> list[Template] | None:
+    """Templates built on this node (templates are per node).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        list[Template]
+    """
+
+    return sync_detailed(
+        node=node,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> Response[list[Template]]:
+    """Templates built on this node (templates are per node).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[list[Template]]
+    """
+
+    kwargs = _get_kwargs(
+        node=node,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    node: str,
+    *,
+    client: AuthenticatedClient | Client,
+) -> list[Template] | None:
+    """Templates built on this node (templates are per node).
+
+    Args:
+        node (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        list[Template]
+    """
+
+    return (
+        await asyncio_detailed(
+            node=node,
+            client=client,
+        )
+    ).parsed

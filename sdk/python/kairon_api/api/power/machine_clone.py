@@ -1,0 +1,196 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.copy_request import CopyRequest
+from ...models.copy_result import CopyResult
+from ...models.error_body import ErrorBody
+from ...types import Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    body: CopyRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/machines/{namespace}/{name}/clone".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> CopyResult | ErrorBody | None:
+    if response.status_code == 201:
+        response_201 = CopyResult.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[CopyResult | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CopyRequest,
+) -> Response[CopyResult | ErrorBody]:
+    """Clone: copy the Machine's disk into a new Machine that boots fresh.
+
+    Args:
+        namespace (str):
+        name (str):
+        body (CopyRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CopyResult | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CopyRequest,
+) -> CopyResult | ErrorBody | None:
+    """Clone: copy the Machine's disk into a new Machine that boots fresh.
+
+    Args:
+        namespace (str):
+        name (str):
+        body (CopyRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CopyResult | ErrorBody
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CopyRequest,
+) -> Response[CopyResult | ErrorBody]:
+    """Clone: copy the Machine's disk into a new Machine that boots fresh.
+
+    Args:
+        namespace (str):
+        name (str):
+        body (CopyRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[CopyResult | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: CopyRequest,
+) -> CopyResult | ErrorBody | None:
+    """Clone: copy the Machine's disk into a new Machine that boots fresh.
+
+    Args:
+        namespace (str):
+        name (str):
+        body (CopyRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        CopyResult | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            body=body,
+        )
+    ).parsed

@@ -1,0 +1,196 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.snapshot_request import SnapshotRequest
+from ...models.snapshot_result import SnapshotResult
+from ...types import Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    body: SnapshotRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/machines/{namespace}/{name}/snapshot".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | SnapshotResult | None:
+    if response.status_code == 200:
+        response_200 = SnapshotResult.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | SnapshotResult]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SnapshotRequest,
+) -> Response[ErrorBody | SnapshotResult]:
+    """Export a sandbox's root filesystem to a tar file on its node (admin-only).
+
+    Args:
+        namespace (str):
+        name (str):
+        body (SnapshotRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | SnapshotResult]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SnapshotRequest,
+) -> ErrorBody | SnapshotResult | None:
+    """Export a sandbox's root filesystem to a tar file on its node (admin-only).
+
+    Args:
+        namespace (str):
+        name (str):
+        body (SnapshotRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | SnapshotResult
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SnapshotRequest,
+) -> Response[ErrorBody | SnapshotResult]:
+    """Export a sandbox's root filesystem to a tar file on its node (admin-only).
+
+    Args:
+        namespace (str):
+        name (str):
+        body (SnapshotRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | SnapshotResult]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: SnapshotRequest,
+) -> ErrorBody | SnapshotResult | None:
+    """Export a sandbox's root filesystem to a tar file on its node (admin-only).
+
+    Args:
+        namespace (str):
+        name (str):
+        body (SnapshotRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | SnapshotResult
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            body=body,
+        )
+    ).parsed

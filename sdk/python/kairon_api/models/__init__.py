@@ -1,0 +1,177 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .acceleration import Acceleration
+from .backend import Backend
+from .claim_phase import ClaimPhase
+from .claim_usage import ClaimUsage
+from .claim_usage_history import ClaimUsageHistory
+from .condition import Condition
+from .copy_request import CopyRequest
+from .copy_result import CopyResult
+from .create_pool_request import CreatePoolRequest
+from .create_template_request import CreateTemplateRequest
+from .create_vm_request import CreateVmRequest
+from .create_vm_request_labels import CreateVmRequestLabels
+from .device_claim import DeviceClaim
+from .egress_check_body import EgressCheckBody
+from .egress_check_result import EgressCheckResult
+from .error_body import ErrorBody
+from .event import Event
+from .event_list import EventList
+from .event_regarding import EventRegarding
+from .event_series import EventSeries
+from .exec_request import ExecRequest
+from .exec_request_env import ExecRequestEnv
+from .exec_result import ExecResult
+from .file_entry import FileEntry
+from .guest_agent import GuestAgent
+from .hugepages import Hugepages
+from .idle_action import IdleAction
+from .image_config import ImageConfig
+from .image_source import ImageSource
+from .kairon_node import KaironNode
+from .kairon_node_list import KaironNodeList
+from .kairon_node_spec import KaironNodeSpec
+from .kairon_node_status import KaironNodeStatus
+from .kernel_spec import KernelSpec
+from .lifecycle import Lifecycle
+from .lifecycle_status import LifecycleStatus
+from .machine import Machine
+from .machine_claim import MachineClaim
+from .machine_claim_list import MachineClaimList
+from .machine_claim_spec import MachineClaimSpec
+from .machine_claim_status import MachineClaimStatus
+from .machine_list import MachineList
+from .machine_phase import MachinePhase
+from .machine_pool import MachinePool
+from .machine_pool_list import MachinePoolList
+from .machine_pool_spec import MachinePoolSpec
+from .machine_pool_status import MachinePoolStatus
+from .machine_spec import MachineSpec
+from .machine_status import MachineStatus
+from .machine_template import MachineTemplate
+from .network_mode import NetworkMode
+from .network_spec import NetworkSpec
+from .node_backend import NodeBackend
+from .node_capacity import NodeCapacity
+from .numa_spec import NumaSpec
+from .object_meta import ObjectMeta
+from .object_meta_annotations_type_0 import ObjectMetaAnnotationsType0
+from .object_meta_labels_type_0 import ObjectMetaLabelsType0
+from .object_meta_owner_references_type_0_item import ObjectMetaOwnerReferencesType0Item
+from .pool import Pool
+from .pool_claim_request import PoolClaimRequest
+from .pool_claim_result import PoolClaimResult
+from .pool_member import PoolMember
+from .pool_member_state import PoolMemberState
+from .power_state import PowerState
+from .process import Process
+from .process_logs import ProcessLogs
+from .process_state import ProcessState
+from .resources import Resources
+from .runtime_spec import RuntimeSpec
+from .sandbox_spec import SandboxSpec
+from .snapshot_request import SnapshotRequest
+from .snapshot_result import SnapshotResult
+from .template import Template
+from .template_meta import TemplateMeta
+from .template_meta_annotations import TemplateMetaAnnotations
+from .template_meta_labels import TemplateMetaLabels
+from .template_state import TemplateState
+from .totals import Totals
+from .usage_interval_row import UsageIntervalRow
+from .usage_report import UsageReport
+from .usage_row import UsageRow
+from .vm import Vm
+from .vm_state import VmState
+from .volume import Volume
+from .warm_power_state import WarmPowerState
+
+__all__ = (
+    "Acceleration",
+    "Backend",
+    "ClaimPhase",
+    "ClaimUsage",
+    "ClaimUsageHistory",
+    "Condition",
+    "CopyRequest",
+    "CopyResult",
+    "CreatePoolRequest",
+    "CreateTemplateRequest",
+    "CreateVmRequest",
+    "CreateVmRequestLabels",
+    "DeviceClaim",
+    "EgressCheckBody",
+    "EgressCheckResult",
+    "ErrorBody",
+    "Event",
+    "EventList",
+    "EventRegarding",
+    "EventSeries",
+    "ExecRequest",
+    "ExecRequestEnv",
+    "ExecResult",
+    "FileEntry",
+    "GuestAgent",
+    "Hugepages",
+    "IdleAction",
+    "ImageConfig",
+    "ImageSource",
+    "KaironNode",
+    "KaironNodeList",
+    "KaironNodeSpec",
+    "KaironNodeStatus",
+    "KernelSpec",
+    "Lifecycle",
+    "LifecycleStatus",
+    "Machine",
+    "MachineClaim",
+    "MachineClaimList",
+    "MachineClaimSpec",
+    "MachineClaimStatus",
+    "MachineList",
+    "MachinePhase",
+    "MachinePool",
+    "MachinePoolList",
+    "MachinePoolSpec",
+    "MachinePoolStatus",
+    "MachineSpec",
+    "MachineStatus",
+    "MachineTemplate",
+    "NetworkMode",
+    "NetworkSpec",
+    "NodeBackend",
+    "NodeCapacity",
+    "NumaSpec",
+    "ObjectMeta",
+    "ObjectMetaAnnotationsType0",
+    "ObjectMetaLabelsType0",
+    "ObjectMetaOwnerReferencesType0Item",
+    "Pool",
+    "PoolClaimRequest",
+    "PoolClaimResult",
+    "PoolMember",
+    "PoolMemberState",
+    "PowerState",
+    "Process",
+    "ProcessLogs",
+    "ProcessState",
+    "Resources",
+    "RuntimeSpec",
+    "SandboxSpec",
+    "SnapshotRequest",
+    "SnapshotResult",
+    "Template",
+    "TemplateMeta",
+    "TemplateMetaAnnotations",
+    "TemplateMetaLabels",
+    "TemplateState",
+    "Totals",
+    "UsageIntervalRow",
+    "UsageReport",
+    "UsageRow",
+    "Vm",
+    "VmState",
+    "Volume",
+    "WarmPowerState",
+)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.condition import Condition
+
+
+T = TypeVar("T", bound="KaironNodeStatus")
+
+
+@_attrs_define
+class KaironNodeStatus:
+    """
+    Attributes:
+        conditions (list[Condition] | Unset):
+        heartbeat_time (datetime.datetime | None | Unset):
+    """
+
+    conditions: list[Condition] | Unset = UNSET
+    heartbeat_time: datetime.datetime | None | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        conditions: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.conditions, Unset):
+            conditions = []
+            for conditions_item_data in self.conditions:
+                conditions_item = conditions_item_data.to_dict()
+                conditions.append(conditions_item)
+
+        heartbeat_time: None | str | Unset
+        if isinstance(self.heartbeat_time, Unset):
+            heartbeat_time = UNSET
+        elif isinstance(self.heartbeat_time, datetime.datetime):
+            heartbeat_time = self.heartbeat_time.isoformat()
+        else:
+            heartbeat_time = self.heartbeat_time
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({})
+        if conditions is not UNSET:
+            field_dict["conditions"] = conditions
+        if heartbeat_time is not UNSET:
+            field_dict["heartbeatTime"] = heartbeat_time
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.condition import Condition
+
+        d = dict(src_dict)
+        _conditions = d.pop("conditions", UNSET)
+        conditions: list[Condition] | Unset = UNSET
+        if _conditions is not UNSET:
+            conditions = []
+            for conditions_item_data in _conditions:
+                conditions_item = Condition.from_dict(conditions_item_data)
+
+                conditions.append(conditions_item)
+
+        def _parse_heartbeat_time(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                heartbeat_time_type_0 = datetime.datetime.fromisoformat(data)
+
+                return heartbeat_time_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        heartbeat_time = _parse_heartbeat_time(d.pop("heartbeatTime", UNSET))
+
+        kairon_node_status = cls(
+            conditions=conditions,
+            heartbeat_time=heartbeat_time,
+        )
+
+        kairon_node_status.additional_properties = d
+        return kairon_node_status
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

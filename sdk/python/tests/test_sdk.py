@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kairon import (
+    BadRequestError,
+    Client,
+    CommandError,
+    ConflictError,
+    NotFoundError,
+    Sandbox,
+    UIClient,
+    UnauthorizedError,
+)
+
+
+def test_run_returns_output_and_exit_code(sandbox: Sandbox) -> None:
+    r = sandbox.run("echo out; echo err >&2; exit 3")
+    assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 3)
+    assert sandbox.run(["echo", "a b"]).stdout == "a b\n"
+    assert sandbox.run("cat", stdin="fed").stdout == "fed"
+
+
+def test_run_check_raises_with_the_output(sandbox: Sandbox) -> None:
+    with pytest.raises(CommandError) as e:
+        sandbox.run("echo boom >&2; exit 7", check=True)
+    assert e.value.exit_code == 7
+    assert e.value.stderr == "boom\n"
+    assert "exited with 7" in str(e.value) and "boom" in str(e.value)
+
+
+def test_files_round_trip_bytes(sandbox: Sandbox) -> None:
+    data = bytes(range(256)) * 64
+    sandbox.write_file("/tmp/blob.bin", data)
+    assert sandbox.read_file("/tmp/blob.bin") == data
+    assert sandbox.run("wc -c < /tmp/blob.bin", check=True).stdout.strip() == str(len(data))
+    sandbox.write_file("/tmp/run.sh", "#!/bin/sh\necho ran\n", mode="755")
+    assert sandbox.run("/tmp/run.sh", check=True).stdout == "ran\n"
+
+
+def test_missing_file_is_a_typed_error(sandbox: Sandbox) -> None:
+    with pytest.raises(NotFoundError) as e:
+        sandbox.read_file("/no/such/file")
+    assert e.value.status == 404 and e.value.reason == "NotFound" and e.value.message
+
+
+def test_relative_path_is_a_bad_request(sandbox: Sandbox) -> None:
+    with pytest.raises(BadRequestError) as e:
+        sandbox.write_file("relative.txt", b"x")
+    assert e.value.status == 400 and "absolute" in e.value.message
+
+
+def test_background_process_wait_logs_kill(sandbox: Sandbox) -> None:
+    p = sandbox.start("echo started; echo warn >&2; exit 4")
+    assert p.wait() == 4
+    assert p.logs() == "started\n"
+    assert p.logs("stderr") == "warn\n"
+    long = sandbox.start(["sleep", "300"])
+    assert long.running()
+    long.kill()
+    long.wait(timeout=60)
+    assert not long.running()
+
+
+def test_pause_and_resume(sandbox: Sandbox) -> None:
+    sandbox.run("echo before > /tmp/state", check=True)
+    sandbox.pause()
+    assert sandbox.phase == "Paused"
+    # A hand-paused Machine is not woken on connect: the server says how to resume it.
+    with pytest.raises(ConflictError) as e:
+        sandbox.run("true")
+    assert e.value.reason == "MachineSuspended" and "resume" in e.value.message
+    sandbox.resume()
+    assert sandbox.phase == "Running"
+    assert sandbox.run("cat /tmp/state", check=True).stdout == "before\n"
+
+
+def test_fork_copies_the_filesystem(sandbox: Sandbox) -> None:
+    sandbox.run("echo parent > /tmp/forked", check=True)
+    child = sandbox.fork()
+    try:
+        assert child.name != sandbox.name
+        assert child.run("cat /tmp/forked", check=True).stdout == "parent\n"
+        child.run("echo child > /tmp/forked", check=True)
+        assert sandbox.run("cat /tmp/forked", check=True).stdout == "parent\n"
+    finally:
+        child.close()
+    with pytest.raises(NotFoundError):
+        child.machine()
+
+
+def test_api_errors_carry_reason_and_message(kube: Client, ui: UIClient) -> None:
+    missing = f"missing-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(NotFoundError) as e:
+        ui.get_machine(missing)
+    assert e.value.reason == "NotFound" and missing in e.value.message
+    # The Kubernetes side raises the same types from its Status bodies.
+    with pytest.raises(NotFoundError) as k:
+        kube.get_machine(missing)
+    assert k.value.reason == "NotFound" and missing in k.value.message
+    bad = UIClient(ui.url, "not-a-token", namespace=ui.namespace)
+    with pytest.raises(UnauthorizedError) as u:
+        bad.get_machine(missing)
+    assert u.value.status == 401 and u.value.message
+
+
+def test_guest_agent_disabled_is_a_conflict(kube: Client, ui: UIClient, template: str) -> None:
+    name = f"noagent-{uuid.uuid4().hex[:6]}"
+    kube.create_machine({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": template}}})
+    try:
+        with pytest.raises(ConflictError) as e:
+            ui.exec(name, ["true"])
+        assert e.value.reason == "GuestAgentDisabled" and "spec.guestAgent" in e.value.message
+    finally:
+        kube.delete_machine(name)
+        ui.wait_machine(name, deleted=True)
+
+
+def test_create_with_a_bad_lifecycle_is_refused(kube: Client, ui: UIClient, template: str) -> None:
+    with pytest.raises(BadRequestError) as e:
+        Sandbox.create(kube, ui, image=template, idle_timeout=5)
+    assert e.value.status in (400, 422) and "idleTimeoutSeconds" in e.value.message

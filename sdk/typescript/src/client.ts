@@ -1,0 +1,267 @@
+/**
+ * The two clients a Sandbox drives. `Client` speaks the Kubernetes-compatible API
+ * (`/apis/kairon.zyvor.dev/v1/...`), where Machines and claims are created; `UIClient` speaks the
+ * REST API (`/api/v1/...`) through openapi-fetch typed by `src/generated/schema.ts`, which
+ * sdk-gen generates from `openapi/openapi.json`.
+ *
+ * TLS: Node's fetch trusts the system CAs plus `NODE_EXTRA_CA_CERTS` (point it at the CA
+ * `kairon up` keeps in `<data dir>/tls/ca.crt`).
+ */
+
+import createClient from "openapi-fetch";
+import type { components, paths } from "./generated/schema.js";
+import { ApiError, TimeoutError, errorFrom } from "./errors.js";
+
+export type Schemas = components["schemas"];
+export type Machine = Schemas["Machine"];
+export type MachineClaim = Schemas["MachineClaim"];
+export type ExecResult = Schemas["ExecResult"];
+export type Process = Schemas["Process"];
+export type ProcessLogs = Schemas["ProcessLogs"];
+export type CopyResult = Schemas["CopyResult"];
+export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
+
+const GROUP = "kairon.zyvor.dev/v1";
+type Json = Record<string, unknown>;
+
+/** The Kubernetes-compatible API: `new Client(url, token, { namespace: "agents" })`. */
+export class Client {
+  readonly url: string;
+  readonly namespace: string;
+  readonly #token: string;
+
+  constructor(url: string, token: string, opts: { namespace?: string } = {}) {
+    this.url = url.replace(/\/+$/, "");
+    this.#token = token;
+    this.namespace = opts.namespace ?? "default";
+  }
+
+  #path(plural: string, namespace?: string, name?: string): string {
+    const p = `/apis/${GROUP}/namespaces/${encodeURIComponent(namespace ?? this.namespace)}/${plural}`;
+    return name ? `${p}/${encodeURIComponent(name)}` : p;
+  }
+
+  async #send(method: string, path: string, body?: unknown): Promise<Json> {
+    const r = await fetch(this.url + path, {
+      method,
+      headers: {
+        Authorization: `Bearer ${this.#token}`,
+        Accept: "application/json",
+        ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await r.text();
+    if (!r.ok) throw errorFrom(r.status, text);
+    return JSON.parse(text) as Json;
+  }
+
+  createMachine(manifest: Json, namespace?: string): Promise<Json> {
+    return this.#send("POST", this.#path("machines", namespace), { apiVersion: GROUP, kind: "Machine", ...manifest });
+  }
+  getMachine(name: string, namespace?: string): Promise<Json> {
+    return this.#send("GET", this.#path("machines", namespace, name));
+  }
+  deleteMachine(name: string, namespace?: string): Promise<Json> {
+    return this.#send("DELETE", this.#path("machines", namespace, name));
+  }
+  createClaim(manifest: Json, namespace?: string): Promise<Json> {
+    return this.#send("POST", this.#path("machineclaims", namespace), { apiVersion: GROUP, kind: "MachineClaim", ...manifest });
+  }
+  getClaim(name: string, namespace?: string): Promise<Json> {
+    return this.#send("GET", this.#path("machineclaims", namespace, name));
+  }
+  deleteClaim(name: string, namespace?: string): Promise<Json> {
+    return this.#send("DELETE", this.#path("machineclaims", namespace, name));
+  }
+  createPool(manifest: Json, namespace?: string): Promise<Json> {
+    return this.#send("POST", this.#path("machinepools", namespace), { apiVersion: GROUP, kind: "MachinePool", ...manifest });
+  }
+  deletePool(name: string, namespace?: string): Promise<Json> {
+    return this.#send("DELETE", this.#path("machinepools", namespace, name));
+  }
+}
+
+interface Answer<T> {
+  data?: T;
+  error?: unknown;
+  response: Response;
+}
+
+function ok<T>(a: Answer<T>): T {
+  if (!a.response.ok) throw errorFrom(a.response.status, a.error);
+  if (a.data === undefined) throw new ApiError(a.response.status, "UnexpectedResponse", "the response has no body");
+  return a.data;
+}
+
+function done(a: Answer<unknown>): void {
+  if (!a.response.ok) throw errorFrom(a.response.status, a.error);
+}
+
+export interface WaitOptions {
+  phase?: string;
+  condition?: string;
+  deleted?: boolean;
+  /** Seconds (default 300). */
+  timeout?: number;
+  namespace?: string;
+}
+
+export interface ExecOptions {
+  stdin?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Seconds. */
+  timeout?: number;
+  namespace?: string;
+}
+
+/** The REST API: `new UIClient(url, token, { namespace: "agents" })`. `api` is the typed openapi-fetch client. */
+export class UIClient {
+  readonly url: string;
+  readonly namespace: string;
+  readonly api: ReturnType<typeof createClient<paths>>;
+
+  constructor(url: string, token: string, opts: { namespace?: string } = {}) {
+    this.url = url.replace(/\/+$/, "");
+    this.namespace = opts.namespace ?? "default";
+    this.api = createClient<paths>({ baseUrl: this.url, headers: { Authorization: `Bearer ${token}` } });
+  }
+
+  #p(name: string, namespace?: string) {
+    return { namespace: namespace ?? this.namespace, name };
+  }
+
+  async getMachine(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.GET("/api/v1/machines/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
+  }
+
+  /** Long-polls until the Machine reaches `phase`/`condition` or is gone; TimeoutError after `timeout` s. */
+  async waitMachine(name: string, opts: WaitOptions): Promise<Machine | null> {
+    const deadline = Date.now() + (opts.timeout ?? 300) * 1000;
+    for (;;) {
+      const left = Math.max(1, Math.min(120, Math.floor((deadline - Date.now()) / 1000)));
+      const a = await this.api.GET("/api/v1/machines/{namespace}/{name}/wait", {
+        params: {
+          path: this.#p(name, opts.namespace),
+          query: {
+            phase: opts.phase,
+            condition: opts.condition,
+            deleted: opts.deleted ? true : undefined,
+            timeoutSeconds: left,
+          },
+        },
+      });
+      if (opts.deleted && a.response.status === 404) return null;
+      try {
+        const m = ok(a);
+        return opts.deleted ? null : m;
+      } catch (e) {
+        if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
+      }
+    }
+  }
+
+  async deleteMachine(name: string, namespace?: string): Promise<void> {
+    done(await this.api.DELETE("/api/v1/machines/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
+  }
+  async pause(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/pause", { params: { path: this.#p(name, namespace) } }));
+  }
+  async resume(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/resume", { params: { path: this.#p(name, namespace) } }));
+  }
+  async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/fork", {
+        params: { path: this.#p(name, namespace) },
+        body: { name: newName },
+      }),
+    );
+  }
+
+  async getClaim(name: string, namespace?: string): Promise<MachineClaim> {
+    return ok(await this.api.GET("/api/v1/machineclaims/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
+  }
+  async waitClaim(name: string, opts: { phase: string; timeout?: number; namespace?: string }): Promise<MachineClaim> {
+    const deadline = Date.now() + (opts.timeout ?? 300) * 1000;
+    for (;;) {
+      const left = Math.max(1, Math.min(120, Math.floor((deadline - Date.now()) / 1000)));
+      const a = await this.api.GET("/api/v1/machineclaims/{namespace}/{name}/wait", {
+        params: { path: this.#p(name, opts.namespace), query: { phase: opts.phase, timeoutSeconds: left } },
+      });
+      try {
+        return ok(a);
+      } catch (e) {
+        if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
+      }
+    }
+  }
+  async claimUsage(uid: string): Promise<ClaimUsageHistory> {
+    return ok(await this.api.GET("/api/v1/usage/claims/{uid}", { params: { path: { uid } } }));
+  }
+
+  async exec(name: string, command: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/exec", {
+        params: { path: this.#p(name, opts.namespace) },
+        body: { command, stdin: opts.stdin, cwd: opts.cwd, env: opts.env, timeoutSeconds: opts.timeout },
+      }),
+    );
+  }
+  async startProcess(name: string, command: string[], opts: ExecOptions = {}): Promise<Process> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/processes", {
+        params: { path: this.#p(name, opts.namespace) },
+        body: { command, cwd: opts.cwd, env: opts.env },
+      }),
+    );
+  }
+  async getProcess(name: string, pid: string, namespace?: string): Promise<Process> {
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/processes/{pid}", {
+        params: { path: { ...this.#p(name, namespace), pid } },
+      }),
+    );
+  }
+  async waitProcess(name: string, pid: string, timeout = 60, namespace?: string): Promise<Process> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/wait", {
+        params: { path: { ...this.#p(name, namespace), pid }, query: { timeoutSeconds: timeout } },
+      }),
+    );
+  }
+  async processLogs(name: string, pid: string, namespace?: string): Promise<ProcessLogs> {
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/processes/{pid}/logs", {
+        params: { path: { ...this.#p(name, namespace), pid } },
+      }),
+    );
+  }
+  async killProcess(name: string, pid: string, signal?: string, namespace?: string): Promise<void> {
+    done(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/kill", {
+        params: { path: { ...this.#p(name, namespace), pid }, query: { signal } },
+      }),
+    );
+  }
+  async readFile(name: string, path: string, namespace?: string): Promise<Uint8Array> {
+    const a = await this.api.GET("/api/v1/machines/{namespace}/{name}/files", {
+      params: { path: this.#p(name, namespace), query: { path } },
+      parseAs: "arrayBuffer",
+    });
+    if (!a.response.ok) throw errorFrom(a.response.status, a.error);
+    return new Uint8Array(a.data as ArrayBuffer);
+  }
+  async writeFile(name: string, path: string, data: Uint8Array | string, opts: { mode?: string; namespace?: string } = {}): Promise<void> {
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    done(
+      await this.api.PUT("/api/v1/machines/{namespace}/{name}/files", {
+        params: { path: this.#p(name, opts.namespace), query: { path, mode: opts.mode } },
+        body: bytes as unknown as string,
+        bodySerializer: (b: unknown) => b as BodyInit,
+        headers: { "Content-Type": "application/octet-stream" },
+      }),
+    );
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * `Sandbox`: one Machine an agent works in.
+ *
+ *     await using sb = await Sandbox.create(kube, ui, { image: "/var/lib/fluxvm/images/kairon-hw.qcow2",
+ *                                                      idleTimeout: 600, maxLifetime: 3600 });
+ *     console.log((await sb.run("uname -a", { check: true })).stdout);
+ *
+ * `image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
+ * `busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+ */
+
+import { randomBytes } from "node:crypto";
+import { Client, UIClient, type Machine } from "./client.js";
+import { ApiError, CommandError, KaironError, NotFoundError } from "./errors.js";
+
+export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
+
+export interface RunResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  timedOut: boolean;
+}
+
+export interface CreateOptions {
+  image: string;
+  /** Seconds. */
+  idleTimeout?: number;
+  /** Seconds. */
+  maxLifetime?: number;
+  idleAction?: "Pause" | "Hibernate" | "Halt" | "Stop" | "Delete";
+  wakeOnConnect?: boolean;
+  cpu?: string;
+  memory?: string;
+  name?: string;
+  labels?: Record<string, string>;
+  /** Seconds to wait until commands run (default 300). */
+  readyTimeout?: number;
+}
+
+export interface RunOptions {
+  check?: boolean;
+  stdin?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Seconds. */
+  timeout?: number;
+}
+
+const hex = (n: number) => randomBytes(n).toString("hex").slice(0, n);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// A string is a shell command line, as a person types it; an array is argv as is.
+const argv = (cmd: string | string[]) => (typeof cmd === "string" ? ["/bin/sh", "-c", cmd] : [...cmd]);
+
+/** A background process started by `Sandbox.start`. */
+export class SandboxProcess {
+  exitCode: number | null = null;
+  constructor(
+    readonly sandbox: Sandbox,
+    readonly pid: string,
+    readonly command: string[],
+  ) {}
+
+  /** Waits for the process to exit; its exit code (null when a signal ended it). */
+  async wait(timeout = 600): Promise<number | null> {
+    const deadline = Date.now() + timeout * 1000;
+    for (;;) {
+      const left = Math.max(1, Math.min(300, Math.floor((deadline - Date.now()) / 1000)));
+      const p = await this.sandbox.ui.waitProcess(this.sandbox.name, this.pid, left, this.sandbox.namespace);
+      if (p.state === "exited") {
+        this.exitCode = typeof p.exitCode === "number" ? p.exitCode : null;
+        return this.exitCode;
+      }
+      if (Date.now() >= deadline) throw new KaironError(`process ${this.pid} still running after ${timeout} s`);
+    }
+  }
+
+  async running(): Promise<boolean> {
+    return (await this.sandbox.ui.getProcess(this.sandbox.name, this.pid, this.sandbox.namespace)).state === "running";
+  }
+
+  /** The output so far: `stdout` (default), `stderr`, or `both`. */
+  async logs(stream: "stdout" | "stderr" | "both" = "stdout"): Promise<string> {
+    const l = await this.sandbox.ui.processLogs(this.sandbox.name, this.pid, this.sandbox.namespace);
+    return stream === "stderr" ? l.stderr : stream === "both" ? l.stdout + l.stderr : l.stdout;
+  }
+
+  /** Sends `signal` (default KILL). */
+  async kill(signal?: string): Promise<void> {
+    await this.sandbox.ui.killProcess(this.sandbox.name, this.pid, signal, this.sandbox.namespace);
+  }
+}
+
+/** A Machine to work in; `close()` (or leaving an `await using` scope) deletes it or releases its claim. */
+export class Sandbox {
+  closed = false;
+  constructor(
+    readonly kube: Client,
+    readonly ui: UIClient,
+    readonly name: string,
+    readonly namespace: string = kube.namespace,
+    readonly claim?: string,
+  ) {}
+
+  static async create(kube: Client, ui: UIClient, opts: CreateOptions): Promise<Sandbox> {
+    const name = opts.name ?? `sb-${hex(10)}`;
+    const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true } };
+    if (opts.image.includes("/")) {
+      spec.image = { path: opts.image };
+      spec.resources = { cpu: opts.cpu ?? "1", memory: opts.memory ?? "512Mi" };
+    } else {
+      spec.sandbox = { templateName: opts.image };
+      if (opts.cpu || opts.memory) spec.resources = { cpu: opts.cpu, memory: opts.memory };
+    }
+    const lifecycle: Record<string, unknown> = { wakeOnConnect: opts.wakeOnConnect ?? true };
+    if (opts.idleTimeout !== undefined) lifecycle.idleTimeoutSeconds = Math.round(opts.idleTimeout);
+    if (opts.maxLifetime !== undefined) lifecycle.maxLifetimeSeconds = Math.round(opts.maxLifetime);
+    if (opts.idleAction !== undefined) lifecycle.idleAction = opts.idleAction;
+    spec.lifecycle = lifecycle;
+    await kube.createMachine({ metadata: { name, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } }, spec });
+    const sb = new Sandbox(kube, ui, name);
+    try {
+      await sb.waitReady(opts.readyTimeout ?? 300);
+    } catch (e) {
+      await sb.close().catch(() => undefined);
+      throw e;
+    }
+    return sb;
+  }
+
+  /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim. */
+  static async claimFrom(kube: Client, ui: UIClient, pool: string, opts: { ttl?: number; readyTimeout?: number } = {}): Promise<Sandbox> {
+    const claim = `${pool}-${hex(8)}`;
+    const spec: Record<string, unknown> = { poolName: pool };
+    if (opts.ttl !== undefined) spec.ttlSeconds = Math.round(opts.ttl);
+    await kube.createClaim({ metadata: { name: claim }, spec });
+    try {
+      const bound = await ui.waitClaim(claim, { phase: "Bound", timeout: opts.readyTimeout ?? 300 });
+      const machine = bound.status?.machineName;
+      if (!machine) throw new KaironError(`claim ${claim} is Bound but names no Machine`);
+      const sb = new Sandbox(kube, ui, machine, kube.namespace, claim);
+      await sb.waitReady(opts.readyTimeout ?? 300);
+      return sb;
+    } catch (e) {
+      await kube.deleteClaim(claim).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** Running, then the guest agent answers (a VM's boots a moment after its VMM runs). */
+  async waitReady(timeout = 300): Promise<void> {
+    const deadline = Date.now() + timeout * 1000;
+    await this.ui.waitMachine(this.name, { phase: "Running", timeout, namespace: this.namespace });
+    for (;;) {
+      try {
+        const r = await this.ui.exec(this.name, ["true"], { timeout: 10, namespace: this.namespace });
+        if (r.exitCode === 0) return;
+      } catch (e) {
+        if (!(e instanceof ApiError) || ![409, 500, 502, 503, 504].includes(e.status) || Date.now() >= deadline) throw e;
+      }
+      if (Date.now() >= deadline) throw new KaironError(`sandbox ${this.name}: the guest agent did not answer within ${timeout} s`);
+      await sleep(500);
+    }
+  }
+
+  /** Runs `cmd` to completion; with `check`, a non-zero exit throws CommandError. */
+  async run(cmd: string | string[], opts: RunOptions = {}): Promise<RunResult> {
+    const command = argv(cmd);
+    const r = await this.ui.exec(this.name, command, { ...opts, namespace: this.namespace });
+    const result = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, timedOut: r.timedOut ?? false };
+    if (opts.check && (result.exitCode !== 0 || result.timedOut)) {
+      throw new CommandError(command, result.exitCode, result.stdout, result.stderr);
+    }
+    return result;
+  }
+
+  /** Starts `cmd` in the background. */
+  async start(cmd: string | string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<SandboxProcess> {
+    const command = argv(cmd);
+    const p = await this.ui.startProcess(this.name, command, { ...opts, namespace: this.namespace });
+    return new SandboxProcess(this, p.id, command);
+  }
+
+  async writeFile(path: string, data: Uint8Array | string, opts: { mode?: string } = {}): Promise<void> {
+    await this.ui.writeFile(this.name, path, data, { ...opts, namespace: this.namespace });
+  }
+
+  async readFile(path: string): Promise<Uint8Array> {
+    return this.ui.readFile(this.name, path, this.namespace);
+  }
+
+  /** Pauses (memory kept, no CPU) and waits until Paused. */
+  async pause(timeout = 300): Promise<void> {
+    await this.ui.pause(this.name, this.namespace);
+    await this.ui.waitMachine(this.name, { phase: "Paused", timeout, namespace: this.namespace });
+  }
+
+  /** Resumes and waits until commands run again. */
+  async resume(timeout = 300): Promise<void> {
+    await this.ui.resume(this.name, this.namespace);
+    await this.waitReady(timeout);
+  }
+
+  /** A copy of this sandbox (live on a VM; the filesystem of a runc sandbox); its close() deletes it. */
+  async fork(name?: string, readyTimeout = 300): Promise<Sandbox> {
+    const child = name ?? `${this.name}-f${hex(6)}`;
+    await this.ui.fork(this.name, child, this.namespace);
+    const sb = new Sandbox(this.kube, this.ui, child, this.namespace);
+    try {
+      await sb.waitReady(readyTimeout);
+    } catch (e) {
+      await sb.close().catch(() => undefined);
+      throw e;
+    }
+    return sb;
+  }
+
+  machine(): Promise<Machine> {
+    return this.ui.getMachine(this.name, this.namespace);
+  }
+
+  /** Deletes the Machine (or releases the claim) and waits until it is gone. */
+  async close(timeout = 300): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      if (this.claim) await this.kube.deleteClaim(this.claim, this.namespace);
+      else await this.kube.deleteMachine(this.name, this.namespace);
+    } catch (e) {
+      if (e instanceof NotFoundError) return;
+      throw e;
+    }
+    if (!this.claim) await this.ui.waitMachine(this.name, { deleted: true, timeout, namespace: this.namespace });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

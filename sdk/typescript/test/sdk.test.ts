@@ -1,0 +1,152 @@
+// The SDK against a real `kairon up`: KAIRON_URL, KAIRON_TOKEN and NODE_EXTRA_CA_CERTS say which
+// (tests/tests/sdk.rs starts one and runs `node --test`). KAIRON_TEST_TEMPLATE picks the
+// sandbox template (default busybox).
+import assert from "node:assert/strict";
+import { after, before, describe, it } from "node:test";
+import {
+  BadRequestError,
+  Client,
+  CommandError,
+  ConflictError,
+  NotFoundError,
+  Sandbox,
+  UIClient,
+  UnauthorizedError,
+} from "../src/index.js";
+
+const env = (k: string): string => {
+  const v = process.env[k];
+  if (!v) throw new Error(`set ${k} (tests/tests/sdk.rs starts kairon up and sets it)`);
+  return v;
+};
+const NS = "sdk-ts-tests";
+const TEMPLATE = process.env.KAIRON_TEST_TEMPLATE ?? "busybox";
+const kube = new Client(env("KAIRON_URL"), env("KAIRON_TOKEN"), { namespace: NS });
+const ui = new UIClient(env("KAIRON_URL"), env("KAIRON_TOKEN"), { namespace: NS });
+const rand = () => Math.random().toString(16).slice(2, 8);
+
+describe("Sandbox", { timeout: 900_000 }, () => {
+  let sb: Sandbox;
+  before(async () => {
+    sb = await Sandbox.create(kube, ui, { image: TEMPLATE, idleTimeout: 600, maxLifetime: 3600 });
+  });
+  after(async () => {
+    await sb?.close();
+  });
+
+  it("runs a command and returns its output and exit code", async () => {
+    const r = await sb.run("echo out; echo err >&2; exit 3");
+    assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["out\n", "err\n", 3]);
+    assert.equal((await sb.run(["echo", "a b"])).stdout, "a b\n");
+    assert.equal((await sb.run("cat", { stdin: "fed" })).stdout, "fed");
+  });
+
+  it("run with check throws CommandError carrying the output", async () => {
+    await assert.rejects(sb.run("echo boom >&2; exit 7", { check: true }), (e: unknown) => {
+      assert.ok(e instanceof CommandError);
+      assert.equal(e.exitCode, 7);
+      assert.equal(e.stderr, "boom\n");
+      return true;
+    });
+  });
+
+  it("writeFile and readFile round-trip bytes", async () => {
+    const data = new Uint8Array(16384).map((_, i) => i % 256);
+    await sb.writeFile("/tmp/blob.bin", data);
+    assert.deepEqual(await sb.readFile("/tmp/blob.bin"), data);
+    await sb.writeFile("/tmp/run.sh", "#!/bin/sh\necho ran\n", { mode: "755" });
+    assert.equal((await sb.run("/tmp/run.sh", { check: true })).stdout, "ran\n");
+    await assert.rejects(sb.readFile("/no/such/file"), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError);
+      assert.equal(e.reason, "NotFound");
+      assert.ok(e.serverMessage.length > 0);
+      return true;
+    });
+    await assert.rejects(sb.writeFile("relative.txt", "x"), (e: unknown) => {
+      assert.ok(e instanceof BadRequestError);
+      assert.match(e.serverMessage, /absolute/);
+      return true;
+    });
+  });
+
+  it("starts a process, waits, reads its logs and kills another", async () => {
+    const p = await sb.start("echo started; echo warn >&2; exit 4");
+    assert.equal(await p.wait(), 4);
+    assert.equal(await p.logs(), "started\n");
+    assert.equal(await p.logs("stderr"), "warn\n");
+    const long = await sb.start(["sleep", "300"]);
+    assert.equal(await long.running(), true);
+    await long.kill();
+    await long.wait(60);
+    assert.equal(await long.running(), false);
+  });
+
+  it("pauses and resumes", async () => {
+    await sb.run("echo before > /tmp/state", { check: true });
+    await sb.pause();
+    assert.equal((await sb.machine()).status?.phase, "Paused");
+    await assert.rejects(sb.run("true"), (e: unknown) => {
+      assert.ok(e instanceof ConflictError);
+      assert.equal(e.reason, "MachineSuspended");
+      return true;
+    });
+    await sb.resume();
+    assert.equal((await sb.run("cat /tmp/state", { check: true })).stdout, "before\n");
+  });
+
+  it("forks a copy of the filesystem", async () => {
+    await sb.run("echo parent > /tmp/forked", { check: true });
+    const child = await sb.fork();
+    try {
+      assert.equal((await child.run("cat /tmp/forked", { check: true })).stdout, "parent\n");
+      await child.run("echo child > /tmp/forked", { check: true });
+      assert.equal((await sb.run("cat /tmp/forked", { check: true })).stdout, "parent\n");
+    } finally {
+      await child.close();
+    }
+    await assert.rejects(child.machine(), NotFoundError);
+  });
+});
+
+describe("errors", { timeout: 600_000 }, () => {
+  it("carry the server's reason and message on both APIs", async () => {
+    const missing = `missing-${rand()}`;
+    await assert.rejects(ui.getMachine(missing), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError);
+      assert.equal(e.reason, "NotFound");
+      assert.match(e.serverMessage, new RegExp(missing));
+      return true;
+    });
+    await assert.rejects(kube.getMachine(missing), (e: unknown) => {
+      assert.ok(e instanceof NotFoundError);
+      assert.match(e.serverMessage, new RegExp(missing));
+      return true;
+    });
+    const bad = new UIClient(ui.url, "not-a-token", { namespace: NS });
+    await assert.rejects(bad.getMachine(missing), UnauthorizedError);
+  });
+
+  it("GuestAgentDisabled arrives as a ConflictError", async () => {
+    const name = `noagent-${rand()}`;
+    await kube.createMachine({ metadata: { name }, spec: { sandbox: { templateName: TEMPLATE } } });
+    try {
+      await assert.rejects(ui.exec(name, ["true"]), (e: unknown) => {
+        assert.ok(e instanceof ConflictError);
+        assert.equal(e.reason, "GuestAgentDisabled");
+        assert.match(e.serverMessage, /spec\.guestAgent/);
+        return true;
+      });
+    } finally {
+      await kube.deleteMachine(name);
+      await ui.waitMachine(name, { deleted: true });
+    }
+  });
+
+  it("a bad lifecycle is refused with the field named", async () => {
+    await assert.rejects(Sandbox.create(kube, ui, { image: TEMPLATE, idleTimeout: 5 }), (e: unknown) => {
+      assert.ok(e instanceof BadRequestError);
+      assert.match(e.serverMessage, /idleTimeoutSeconds/);
+      return true;
+    });
+  });
+});

@@ -1,0 +1,187 @@
+//! The MCP server at /mcp against `kairon up`: an MCP client session (initialize, tools/list,
+//! tools/call over streamable HTTP, with the admin bearer token) claims a sandbox from a pool,
+//! runs a command in it, moves a file, pauses and resumes it, reads describe_claim's usage and
+//! releases the claim. Without a token /mcp answers 401.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kairon_e2e::Kairon;
+use serde_json::{Value, json};
+
+struct Mcp<'a> {
+    k: &'a Kairon,
+    token: Option<String>,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl Mcp<'_> {
+    /// One POST to /mcp: (status, headers, the JSON-RPC message in the body or its SSE data).
+    fn post(&self, body: &Value) -> (u16, String, Option<Value>) {
+        let ca = self.k.data_dir.path().join("tls/ca.crt");
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "-D", "-", "--max-time", "900", "--cacert"]).arg(&ca).args([
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            "Accept: application/json, text/event-stream",
+        ]);
+        if let Some(t) = &self.token {
+            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        if let Some(s) = &self.session {
+            cmd.args(["-H", &format!("Mcp-Session-Id: {s}")]);
+        }
+        let out = cmd.args(["-d", &body.to_string(), &format!("{}/mcp", self.k.url)]).output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let msg = rest
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|v| v.get("id").is_some())
+            .or_else(|| serde_json::from_str(rest.trim()).ok());
+        (status, head.to_string(), msg)
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let (status, head, msg) =
+            self.post(&json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }));
+        assert_eq!(status, 200, "{method}: {head}");
+        if method == "initialize" {
+            self.session = head
+                .lines()
+                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")))
+                .map(|(_, v)| v.trim().to_string());
+        }
+        let msg = msg.unwrap_or_else(|| panic!("{method}: no JSON-RPC answer: {head}"));
+        assert!(msg.get("error").is_none(), "{method}: {msg}");
+        msg["result"].clone()
+    }
+
+    /// tools/call; (isError, the text of its content).
+    fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
+        let r = self.request("tools/call", json!({ "name": tool, "arguments": args }));
+        let text = r["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<String>();
+        (r["isError"].as_bool().unwrap_or(false), text)
+    }
+
+    fn ok(&mut self, tool: &str, args: Value) -> String {
+        let (err, text) = self.call(tool, args);
+        assert!(!err, "{tool} failed: {text}");
+        text
+    }
+}
+
+fn rest(k: &Kairon, method: &str, path: &str, body: &Value) -> Value {
+    let out = Command::new("curl")
+        .args(["-sS", "-X", method, "--cacert"])
+        .arg(k.data_dir.path().join("tls/ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {}", k.admin_token), "-H", "Content-Type: application/json"])
+        .args(["-d", &body.to_string(), &format!("{}{path}", k.url)])
+        .output()
+        .expect("curl");
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+#[test]
+fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
+    let k = Kairon::start().expect("kairon up");
+    let pool = json!({
+        "metadata": { "name": "agents", "namespace": "mcp" },
+        "spec": { "replicas": 1, "template": {
+            "metadata": { "labels": { "kairon.zyvor.dev/sandbox": "true" } },
+            "spec": { "sandbox": { "templateName": "busybox" }, "guestAgent": { "enabled": true, "console": true } } } }
+    });
+    let made = rest(&k, "POST", "/api/v1/machinepools/mcp", &pool);
+    assert_eq!(made["metadata"]["name"], "agents", "{made}");
+
+    // No token: refused like the REST API.
+    let anon = Mcp { k: &k, token: None, session: None, next_id: 0 };
+    let (status, head, _) = anon.post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }));
+    assert_eq!(status, 401, "{head}");
+
+    let mut mcp = Mcp { k: &k, token: Some(k.admin_token.clone()), session: None, next_id: 0 };
+    let init = mcp.request(
+        "initialize",
+        json!({ "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": { "name": "e2e", "version": "1" } }),
+    );
+    assert!(init["capabilities"]["tools"].is_object(), "{init}");
+    assert!(mcp.session.is_some(), "initialize gave no Mcp-Session-Id");
+    let (status, _, _) = mcp.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    assert!(status == 202 || status == 200, "initialized: {status}");
+
+    let tools = mcp.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        tools["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    for want in [
+        "create_sandbox",
+        "claim_sandbox",
+        "run_command",
+        "read_file",
+        "write_file",
+        "pause",
+        "resume",
+        "close_sandbox",
+        "describe_claim",
+    ] {
+        assert!(names.contains(&want), "tools/list lacks {want}: {names:?}");
+    }
+
+    let claimed: Value = serde_json::from_str(
+        &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),
+    )
+    .expect("claim_sandbox answers JSON");
+    let machine = claimed["name"].as_str().expect("the claimed Machine").to_string();
+
+    let ran: Value = serde_json::from_str(&mcp.ok(
+        "run_command",
+        json!({ "namespace": "mcp", "name": machine, "command": "echo hello from $(hostname); exit 4" }),
+    ))
+    .expect("run_command answers JSON");
+    assert!(ran["stdout"].as_str().unwrap_or_default().starts_with("hello from"), "{ran}");
+    assert_eq!(ran["exitCode"], 4);
+
+    mcp.ok(
+        "write_file",
+        json!({ "namespace": "mcp", "name": machine, "path": "/tmp/note.txt", "content": "remember" }),
+    );
+    assert_eq!(
+        mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/note.txt" })),
+        "remember"
+    );
+    let (err, text) = mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
+    assert!(err && text.contains("NotFound"), "a missing file is a tool error with the reason: {text}");
+
+    assert!(mcp.ok("pause", json!({ "namespace": "mcp", "name": machine })).contains("Paused"));
+    assert!(mcp.ok("resume", json!({ "namespace": "mcp", "name": machine })).contains("Running"));
+
+    // describe_claim: the claim and its usage, which accrues while bound (every 30 s).
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let described = loop {
+        let d: Value = serde_json::from_str(&mcp.ok("describe_claim", json!({ "namespace": "mcp", "name": "job-1" })))
+            .expect("describe_claim answers JSON");
+        assert_eq!(d["phase"], "Bound", "{d}");
+        assert_eq!(d["machine"], machine.as_str(), "{d}");
+        assert_eq!(d["pool"], "agents", "{d}");
+        if d["usage"]["activeSeconds"].as_i64().unwrap_or(0) > 0 {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "usage never accrued: {d}");
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    for key in ["activeSeconds", "suspendedSeconds", "vcpuSeconds", "memoryGiBSeconds"] {
+        assert!(described["usage"].get(key).is_some(), "usage lacks {key}: {described}");
+    }
+    assert!(described["history"].is_object(), "the accrual history: {described}");
+
+    assert!(mcp.ok("close_sandbox", json!({ "namespace": "mcp", "claim": "job-1" })).contains("released"));
+    let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
+    // Released: gone, or on its way out with the final usage.
+    assert!(err && text.contains("NotFound") || text.contains("Released") || text.contains("Bound"), "{text}");
+}
