@@ -296,7 +296,9 @@ impl SandboxHost {
         // their zombies keep the sandbox's init from exiting until they are collected.
         if let Ok(procs) = std::fs::read_dir(self.instance_dir(id).join("procs")) {
             for p in procs.flatten() {
-                if let Some(host) = std::fs::read_to_string(p.path().join("host.pid")).ok().and_then(|s| s.trim().parse().ok()) {
+                if let Some(host) =
+                    std::fs::read_to_string(p.path().join("host.pid")).ok().and_then(|s| s.trim().parse().ok())
+                {
                     reap(host);
                 }
             }
