@@ -317,3 +317,46 @@ fn kaironctl_pools_and_claims_with_their_columns() {
     ctl.ok(&["delete", "machinepool", "agents", "--wait"]);
     assert!(ctl.fails(1, &["get", "machinepool", "agents"]).contains("NotFound"));
 }
+
+/// The spec's CLI example verbatim on a real QEMU VM, then the verbs a VM adds: freeze and
+/// unfreeze (the node confirms), halt and start, hibernate and resume.
+#[test]
+fn kaironctl_runs_the_spec_example_on_a_vm() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = rt.block_on(kairon_runtime::vm::image::ensure_default_image(&images, &Default::default())).unwrap();
+    let image = image.to_string_lossy().to_string();
+    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).expect("kairon up");
+    let ctl = Ctl { k: &k, ns: "default" };
+    ctl.ok(&[
+        "create",
+        "agent-42",
+        "--image",
+        &image,
+        "--idle-timeout",
+        "10m",
+        "--idle-action",
+        "Pause",
+        "--max-lifetime",
+        "24h",
+        "--wake-on-connect",
+    ]);
+    ctl.wait_phase("agent-42", "Running");
+    let d = ctl.ok(&["describe", "machine", "agent-42"]);
+    assert!(d.lines().any(|l| l.starts_with("Lifecycle:") && l.contains("of 10m0s")), "{d}");
+
+    ctl.ok(&["freeze", "agent-42", "--unfreeze-timeout", "5m"]);
+    ctl.wait_for("the node to confirm the freeze", || {
+        ctl.machine("agent-42")["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_some()
+    });
+    ctl.ok(&["unfreeze", "agent-42"]);
+    ctl.wait_for("the node to thaw", || {
+        ctl.machine("agent-42")["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_none()
+    });
+    for (verb, phase) in [("halt", "Halted"), ("start", "Running"), ("hibernate", "Hibernated"), ("resume", "Running")]
+    {
+        ctl.ok(&[verb, "agent-42"]);
+        ctl.wait_phase("agent-42", phase);
+    }
+    ctl.ok(&["delete", "machine", "agent-42"]);
+}
