@@ -57,7 +57,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         Process::start(&["controller", "--kubeconfig", &kubeconfig, "--identity", "bench-node"], "is up")?;
     let client = k.client().await?;
     let api: Api<Machine> = Api::namespaced(client, "bench");
-    let rt = kairon_runtime::client::RuntimeClient::new(&endpoint, token)?;
+    let rt = kairon_runtime_api::RuntimeClient::new(&endpoint, token)?;
     let result = measure(&api, n, tick, node.child.id(), report).await;
 
     // Leave nothing running on the host: delete every Machine, then anything the runtime holds.

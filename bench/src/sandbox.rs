@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kairon_model::SandboxSpec;
-use kairon_runtime::api::{
+use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime_api::types::{
     ClaimRequest, CreatePoolRequest, CreateVmRequest, ExecRequest, PoolMemberState, PowerAction,
 };
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
 
 use crate::{Cli, Report};
 

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use kairon_model::{ImageSource, Quantity, Resources};
-use kairon_runtime::api::{
+use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime_api::types::{
     ClaimRequest, CreatePoolRequest, CreateVmRequest, ExecRequest, PoolMemberState, PowerAction,
 };
-use kairon_runtime::engine::{Runtime, RuntimeConfig};
 
 use crate::{Cli, Report};
 
@@ -65,7 +65,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
 
     // Boot to the guest agent's first answer (create returns then).
     let mut boots = Vec::new();
-    let mut last: Option<String> = None;
+    let mut last: Option<kairon_runtime_api::InstanceId> = None;
     for i in 0..n {
         if let Some(id) = last.take() {
             rt.delete(&id).await.map_err(e)?;

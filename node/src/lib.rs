@@ -23,8 +23,8 @@ use kairon_model::node::{Acceleration, NodeCapacity};
 use kairon_model::{
     Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
 };
-use kairon_runtime::api::{CreateVmRequest, PowerAction, Vm, VmState};
-use kairon_runtime::client::{ClientError, RuntimeClient};
+use kairon_runtime_api::types::{CreateVmRequest, PowerAction, Vm, VmState};
+use kairon_runtime_api::{ClientError, InstanceId, RuntimeClient};
 
 use activity::Sample;
 
@@ -200,8 +200,9 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
 /// The runtime instance of a Machine: by id, else by runtime name (adoption after a restart, or
 /// a pool claim with createMachine), else none.
 async fn find(m: &Machine, ctx: &Ctx) -> Result<Option<Vm>, NodeError> {
-    if let Some(id) = m.status.as_ref().and_then(|s| s.runtime_id.as_deref()) {
-        match ctx.runtime.get(id).await {
+    let id = m.status.as_ref().and_then(|s| s.runtime_id.as_deref()).and_then(|id| InstanceId::new(id).ok());
+    if let Some(id) = id {
+        match ctx.runtime.get(&id).await {
             Ok(vm) => return Ok(Some(vm)),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
@@ -338,7 +339,7 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
             conditions.push(condition("PowerState", true, "AsRequested", &format!("{want}")));
         }
         status.phase = Some(phase_of(vm.state));
-        status.runtime_id = Some(vm.id.clone());
+        status.runtime_id = Some(vm.id.to_string());
         status.guest_ip = vm.guest_ip.clone();
         let ready = vm.state == VmState::Running;
         conditions.push(condition(
@@ -350,7 +351,7 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         if let Some(lifecycle) = &m.spec.lifecycle {
             sample(m, &vm, lifecycle.idle_cpu_millicores, &mut status, ctx).await;
         }
-        if vm.backend == kairon_runtime::vm::BACKEND {
+        if vm.backend == kairon_runtime_api::types::BACKEND_QEMU {
             if let Some(next) = freeze_step(m, &vm, &old, &mut conditions, ctx).await? {
                 requeue = requeue.min(next);
             }

@@ -344,7 +344,7 @@ impl Runtime {
                 if let Some(at) = &vm.expires_at {
                     self.arm_ttl(&vm.id, at);
                 }
-                lock(&self.inner.instances).insert(vm.id.clone(), Arc::new(Mutex::new(vm)));
+                lock(&self.inner.instances).insert(vm.id.to_string(), Arc::new(Mutex::new(vm)));
                 continue;
             }
             let st = self.inner.host.state(&vm.id).await?;
@@ -363,7 +363,7 @@ impl Runtime {
             if let Some(at) = &vm.expires_at {
                 self.arm_ttl(&vm.id, at);
             }
-            lock(&self.inner.instances).insert(vm.id.clone(), Arc::new(Mutex::new(vm)));
+            lock(&self.inner.instances).insert(vm.id.to_string(), Arc::new(Mutex::new(vm)));
         }
         Ok(())
     }
@@ -451,7 +451,7 @@ impl Runtime {
                 template.state
             )));
         }
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = kairon_runtime_api::InstanceId::random();
         let vm = Vm {
             id: id.clone(),
             name: req.name.clone(),
@@ -478,7 +478,7 @@ impl Runtime {
                     return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
                 }
             }
-            map.insert(id.clone(), slot.clone());
+            map.insert(id.to_string(), slot.clone());
         }
         std::fs::create_dir_all(self.inner.host.instance_dir(&id))?;
         self.save(&guard)?;
@@ -487,7 +487,7 @@ impl Runtime {
             if let Err(e) = copy_tree(seed, &upper).await {
                 drop(guard);
                 let _ = self.inner.host.destroy(&id).await;
-                lock(&self.inner.instances).remove(&id);
+                lock(&self.inner.instances).remove(id.as_str());
                 return Err(e);
             }
         }
@@ -504,7 +504,7 @@ impl Runtime {
             Err(e) => {
                 drop(guard);
                 let _ = self.inner.host.destroy(&id).await;
-                lock(&self.inner.instances).remove(&id);
+                lock(&self.inner.instances).remove(id.as_str());
                 Err(e)
             }
         }
@@ -555,11 +555,11 @@ impl Runtime {
         let slot = self.slot(id_or_name)?;
         let vm = slot.lock().await;
         if vm.backend == crate::vm::BACKEND {
-            lock(&self.inner.freezes).remove(&vm.id);
+            lock(&self.inner.freezes).remove(vm.id.as_str());
             return self.vm_delete(&vm).await;
         }
         self.inner.host.destroy(&vm.id).await?;
-        lock(&self.inner.instances).remove(&vm.id);
+        lock(&self.inner.instances).remove(vm.id.as_str());
         Ok(())
     }
 

@@ -1,8 +1,9 @@
 //! kairon-runtime: a node's runtime behind the FluxVM v1 API. The node agent and the api reach
-//! it only through `client::RuntimeClient`; `server` serves it; backends run the instances.
+//! it only through `kairon_runtime_api::RuntimeClient`; `server` serves it; backends run the
+//! instances.
 
-pub mod api;
-pub mod client;
+/// The wire types, from `kairon-runtime-api` (the crate the api and node agents use).
+pub use kairon_runtime_api::types as api;
 pub mod egress;
 pub mod engine;
 pub mod oci;

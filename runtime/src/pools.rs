@@ -45,7 +45,7 @@ impl Runtime {
             let Ok(raw) = std::fs::read(e.path()) else { continue };
             let Ok(mut pool) = serde_json::from_slice::<Pool>(&raw) else { continue };
             let known = lock(&self.inner.instances).keys().cloned().collect::<std::collections::BTreeSet<_>>();
-            pool.members.retain(|m| known.contains(&m.id));
+            pool.members.retain(|m| known.contains(m.id.as_str()));
             self.start_pool(pool);
         }
     }
@@ -142,7 +142,7 @@ impl Runtime {
 
     async fn hand_over(&self, member: &PoolMember, req: &ClaimRequest) -> Result<Vm> {
         if let Some(new_name) = &req.name {
-            let taken = self.list().await.into_iter().any(|v| &v.name == new_name && v.id != member.id);
+            let taken = self.list().await.into_iter().any(|v| &v.name == new_name && *v.id != *member.id);
             if taken {
                 let _ = self.delete(&member.id).await;
                 return Err(RuntimeError::Conflict(format!("an instance named {new_name:?} already exists")));
@@ -202,7 +202,7 @@ async fn fill(rt: Runtime, pool: String, refill: Arc<Notify>) {
     loop {
         // Forget members deleted since (a claimed one that expired, or one deleted by hand).
         let known: std::collections::BTreeSet<String> = lock(&rt.inner.instances).keys().cloned().collect();
-        if !set_members(&rt, &pool, |p| p.members.retain(|m| known.contains(&m.id))) {
+        if !set_members(&rt, &pool, |p| p.members.retain(|m| known.contains(m.id.as_str()))) {
             return;
         }
         let Ok(meta) = rt.pool(&pool) else { return };

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{ClaimRequest, CreatePoolRequest, CreateVmRequest, ExecRequest, PoolMemberState, VmState};
-use kairon_runtime::client::{ClientError, RuntimeClient};
+use kairon_runtime_api::{ClientError, RuntimeClient};
 
 mod common;
 
@@ -17,7 +17,7 @@ async fn serve(state_dir: &Path, node: &str) -> RuntimeClient {
 async fn ready(c: &RuntimeClient, pool: &str, want: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let p = c.pool(pool).await.unwrap();
+        let p = c.pool(&pool.try_into().unwrap()).await.unwrap();
         let n = p.members.iter().filter(|m| m.state == PoolMemberState::Ready).count();
         if n >= want {
             return;
@@ -40,14 +40,17 @@ async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
     let pool = c.create_pool(&CreatePoolRequest { name: "agents".into(), size: 3, template }).await.unwrap();
     assert!(pool.members.is_empty(), "create returns at once, before members exist");
     ready(&c, "agents", 3).await;
-    for m in c.pool("agents").await.unwrap().members {
+    for m in c.pool(&"agents".try_into().unwrap()).await.unwrap().members {
         assert_eq!(c.get(&m.id).await.unwrap().state, VmState::Paused);
     }
 
     // A claim resumes a member and hands it over Running, renamed, in milliseconds.
     let t = Instant::now();
     let vm = c
-        .claim("agents", &ClaimRequest { name: Some("kairon-agents-job-1".into()), ttl_seconds: Some(2) })
+        .claim(
+            &"agents".try_into().unwrap(),
+            &ClaimRequest { name: Some("kairon-agents-job-1".into()), ttl_seconds: Some(2) },
+        )
         .await
         .unwrap();
     let took = t.elapsed();
@@ -63,10 +66,11 @@ async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
     // Concurrent claims: 5 claims on 3 ready members → 3 distinct winners, 2 clear refusals.
     let claims = (0..5).map(|_| {
         let c = c.clone();
-        tokio::spawn(async move { c.claim("agents", &ClaimRequest::default()).await })
+        tokio::spawn(async move { c.claim(&"agents".try_into().unwrap(), &ClaimRequest::default()).await })
     });
     let results: Vec<_> = futures::future::join_all(claims).await.into_iter().map(|r| r.unwrap()).collect();
-    let won: BTreeSet<String> = results.iter().filter_map(|r| r.as_ref().ok()).map(|v| v.id.clone()).collect();
+    let won: BTreeSet<kairon_runtime_api::InstanceId> =
+        results.iter().filter_map(|r| r.as_ref().ok()).map(|v| v.id.clone()).collect();
     let refused: Vec<&ClientError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(won.len() + refused.len(), 5);
     assert_eq!(won.len(), results.iter().filter(|r| r.is_ok()).count(), "no member handed out twice");
@@ -87,7 +91,7 @@ async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
         CreateVmRequest { sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }), ..Default::default() };
     c.create_pool(&CreatePoolRequest { name: "empty".into(), size: 0, template: empty }).await.unwrap();
     let t = Instant::now();
-    match c.claim("empty", &ClaimRequest::default()).await {
+    match c.claim(&"empty".try_into().unwrap(), &ClaimRequest::default()).await {
         Err(ClientError::Api { status: 409, message, .. }) => {
             assert!(message.contains("pool \"empty\" has no ready member"), "{message}")
         }
@@ -96,10 +100,11 @@ async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
     assert!(t.elapsed() < Duration::from_millis(500));
 
     // Deleting the pool deletes every member, claimed or not.
-    let all: Vec<String> = c.pool("agents").await.unwrap().members.into_iter().map(|m| m.id).collect();
-    c.delete_pool("agents").await.unwrap();
+    let all: Vec<kairon_runtime_api::InstanceId> =
+        c.pool(&"agents".try_into().unwrap()).await.unwrap().members.into_iter().map(|m| m.id).collect();
+    c.delete_pool(&"agents".try_into().unwrap()).await.unwrap();
     for id in all.iter().chain(won.iter()) {
         assert!(c.get(id).await.unwrap_err().is_not_found(), "{id} deleted with the pool");
     }
-    assert!(c.pool("agents").await.unwrap_err().is_not_found());
+    assert!(c.pool(&"agents".try_into().unwrap()).await.unwrap_err().is_not_found());
 }

@@ -13,9 +13,9 @@ use axum::response::Response;
 use futures::{FutureExt, StreamExt};
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest};
-use kairon_runtime::client::RuntimeClient;
 use kairon_runtime::engine::Runtime;
 use kairon_runtime::proxy::{dial_in_netns, proxy};
+use kairon_runtime_api::{InstanceId, RuntimeClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 mod common;
@@ -128,7 +128,7 @@ async fn requests_reach_a_server_inside_the_sandbox_and_stream_both_ways() {
     assert!(msg.contains("is gone") || msg.contains("nothing listens"), "{msg}");
 }
 
-async fn through_the_sandbox(c: &RuntimeClient, id: &str, pid: u32) {
+async fn through_the_sandbox(c: &RuntimeClient, id: &InstanceId, pid: u32) {
     // The sandbox's own namespace has only a loopback interface, and runc brought it up.
     let links = c.exec(id, &sh("ip -o link show; ip -o addr show lo")).await.unwrap();
     assert_eq!(links.exit_code, 0, "{links:?}");

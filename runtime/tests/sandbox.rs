@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use kairon_model::SandboxSpec;
 use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, ProcessState, TemplateState, VmState};
-use kairon_runtime::client::{ClientError, RuntimeClient};
 use kairon_runtime::engine::Runtime;
+use kairon_runtime_api::{ClientError, RuntimeClient};
 
 mod common;
 
@@ -69,11 +69,11 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
 
     // A template pulled from the registry, with its progress visible while it builds.
     let image_ref = format!("{}/agents/busybox:1.35", registry.host);
-    let building = c.create_template("agent-busybox", &image_ref).await.unwrap();
+    let building = c.create_template(&"agent-busybox".try_into().unwrap(), &image_ref).await.unwrap();
     assert_eq!(building.state, TemplateState::Building);
     let mut tries = 0;
     let template = loop {
-        let t = c.template("agent-busybox").await.unwrap();
+        let t = c.template(&"agent-busybox".try_into().unwrap()).await.unwrap();
         if t.state != TemplateState::Building {
             break t;
         }
@@ -85,7 +85,7 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     assert_eq!((template.bytes_done, template.bytes_total), (layer_bytes, Some(layer_bytes)));
     assert!(template.digest.as_deref().is_some_and(|d| d.starts_with("sha256:")));
     assert_eq!(template.config.working_dir.as_deref(), Some("/root"));
-    let (code, _) = api_status(c.create_template("agent-busybox", &image_ref).await.unwrap_err());
+    let (code, _) = api_status(c.create_template(&"agent-busybox".try_into().unwrap(), &image_ref).await.unwrap_err());
     assert_eq!(code, 409, "a template name is taken once");
 
     let req = CreateVmRequest {
@@ -196,9 +196,9 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     );
     assert!(!rt.instance_dir(&vm.id).exists(), "bundle removed");
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(&vm.id), "no mount left");
+    assert!(!mounts.contains(vm.id.as_str()), "no mount left");
     assert!(!Path::new(&format!("/sys/fs/cgroup/memory/kairon-life/{}", vm.id)).exists(), "no cgroup left");
-    assert!(!dir.path().join("runc").join(&vm.id).exists(), "no runc state left");
+    assert!(!dir.path().join("runc").join(vm.id.as_str()).exists(), "no runc state left");
 }
 
 #[tokio::test(flavor = "multi_thread")]

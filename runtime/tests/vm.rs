@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use kairon_model::{ImageSource, Quantity, Resources, Volume};
 use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, Vm, VmState};
-use kairon_runtime::client::RuntimeClient;
 use kairon_runtime::engine::Runtime;
+use kairon_runtime_api::{InstanceId, RuntimeClient};
 
 mod common;
 
@@ -52,7 +52,7 @@ fn vm_request(name: &str, image: &Path) -> CreateVmRequest {
     }
 }
 
-async fn sh(c: &RuntimeClient, id: &str, script: &str) -> String {
+async fn sh(c: &RuntimeClient, id: &InstanceId, script: &str) -> String {
     let r = c
         .exec(id, &ExecRequest { command: vec!["sh".into(), "-c".into(), script.into()], ..Default::default() })
         .await
@@ -65,7 +65,7 @@ fn alive(pid: u32) -> bool {
     kairon_runtime::sandbox::pid_alive(pid)
 }
 
-async fn cpu(c: &RuntimeClient, id: &str) -> u64 {
+async fn cpu(c: &RuntimeClient, id: &InstanceId) -> u64 {
     c.stats(id).await.unwrap().cpu_time_nanos
 }
 
@@ -224,11 +224,11 @@ async fn a_vm_boots_runs_commands_and_keeps_or_loses_state_across_power_changes(
     assert!(!e.rt.instance_dir(&vm.id).exists());
 }
 
-async fn value(c: &RuntimeClient, id: &str, file: &str) -> u64 {
+async fn value(c: &RuntimeClient, id: &InstanceId, file: &str) -> u64 {
     sh(c, id, &format!("cat {file}")).await.trim().parse().unwrap_or_else(|e| panic!("{file} in {id}: {e}"))
 }
 
-async fn identity(c: &RuntimeClient, id: &str) -> (String, String, String, String) {
+async fn identity(c: &RuntimeClient, id: &InstanceId) -> (String, String, String, String) {
     let out = sh(c, id, "cat /etc/machine-id; hostname; cat /sys/class/net/eth0/address; head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'").await;
     let l: Vec<String> = out.lines().map(str::to_string).collect();
     assert_eq!(l.len(), 4, "{out}");
@@ -297,15 +297,20 @@ async fn a_running_vm_forks_live_into_a_new_identity_clones_boot_fresh_and_pools
     let template = vm_request("", &e.image);
     c.create_pool(&kairon_runtime::api::CreatePoolRequest { name: "vms".into(), size: 1, template }).await.unwrap();
     let ready = || async {
-        c.pool("vms").await.unwrap().members.iter().any(|m| m.state == kairon_runtime::api::PoolMemberState::Ready)
+        c.pool(&"vms".try_into().unwrap())
+            .await
+            .unwrap()
+            .members
+            .iter()
+            .any(|m| m.state == kairon_runtime::api::PoolMemberState::Ready)
     };
     eventually("a Paused pool member", ready).await;
-    let member = c.pool("vms").await.unwrap().members[0].clone();
+    let member = c.pool(&"vms".try_into().unwrap()).await.unwrap().members[0].clone();
     assert_eq!(c.get(&member.id).await.unwrap().state, VmState::Paused);
     let t = Instant::now();
     let vm = c
         .claim(
-            "vms",
+            &"vms".try_into().unwrap(),
             &kairon_runtime::api::ClaimRequest { name: Some("kairon-default-claimed".into()), ttl_seconds: None },
         )
         .await
@@ -317,11 +322,12 @@ async fn a_running_vm_forks_live_into_a_new_identity_clones_boot_fresh_and_pools
     assert_eq!(first.1, "kairon-default-claimed");
     // The next member is claimed the same way and is a different machine.
     eventually("the pool to refill", ready).await;
-    let vm2 = c.claim("vms", &kairon_runtime::api::ClaimRequest::default()).await.expect("second claim");
+    let vm2 =
+        c.claim(&"vms".try_into().unwrap(), &kairon_runtime::api::ClaimRequest::default()).await.expect("second claim");
     let second = identity(c, &vm2.id).await;
     assert_ne!(first.0, second.0, "machine ids of two claimed members");
     assert_ne!(first.2, second.2, "MACs of two claimed members");
-    c.delete_pool("vms").await.unwrap();
+    c.delete_pool(&"vms".try_into().unwrap()).await.unwrap();
     assert!(c.get(&vm.id).await.is_err() && c.get(&vm2.id).await.is_err());
 }
 
@@ -390,7 +396,7 @@ async fn guest_filesystems_freeze_until_a_deadline_and_console_vnc_proxy_and_ssh
         .await
         .unwrap();
     match c.freeze(&sb.id, None).await {
-        Err(kairon_runtime::client::ClientError::Api { status: 501, message, .. }) => {
+        Err(kairon_runtime_api::ClientError::Api { status: 501, message, .. }) => {
             assert!(message.contains("VM"), "{message}")
         }
         other => panic!("freeze of a sandbox: {other:?}"),

@@ -124,7 +124,7 @@ impl Kairon {
             .arg(data_dir.path())
             .args(extra)
             .env_remove("DATABASE_URL")
-            .env("KAIRON_LOG", "info,sqlx=warn")
+            .env("KAIRON_LOG", "info,sqlx=warn,kairon_runtime::requests=debug")
             .stdout(Stdio::piped())
             .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log)?);
         if let Some(u) = &database_url {
@@ -193,10 +193,10 @@ impl Kairon {
     }
 
     /// A client of this node's runtime (the one `kairon up` runs in-process).
-    pub fn runtime(&self) -> Result<kairon_runtime::client::RuntimeClient> {
+    pub fn runtime(&self) -> Result<kairon_runtime_api::RuntimeClient> {
         let url = self.runtime_url.as_deref().context("this kairon up runs no runtime")?;
         let token = std::fs::read_to_string(self.data_dir.path().join("runtime-token"))?;
-        Ok(kairon_runtime::client::RuntimeClient::new(url, token.trim())?)
+        Ok(kairon_runtime_api::RuntimeClient::new(url, token.trim())?)
     }
 
     /// Runs kubectl against this instance.

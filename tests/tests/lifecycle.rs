@@ -16,7 +16,7 @@ use serde_json::json;
 
 use kairon_e2e::{Kairon, eventually};
 use kairon_model::{Machine, MachinePhase, PowerState};
-use kairon_runtime::api::ExecRequest;
+use kairon_runtime_api::types::ExecRequest;
 
 const FLAGS: [&str; 8] = [
     "--test-min-idle-timeout-seconds",
@@ -118,7 +118,7 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     api.create(&pp, &sandbox("stopped", quick("Stopped"), none.clone())).await.unwrap();
 
     let m = wait_phase(&api, "busy", MachinePhase::Running).await;
-    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let busy = ExecRequest {
         command: vec!["sh".into(), "-c".into(), "sh -c 'while :; do :; done' & wait".into()],
         ..Default::default()

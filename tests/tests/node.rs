@@ -11,7 +11,7 @@ use serde_json::json;
 
 use kairon_e2e::{Kairon, Process, SandboxCleanup, eventually};
 use kairon_model::{Machine, MachinePhase};
-use kairon_runtime::api::{ExecRequest, VmState};
+use kairon_runtime_api::types::{ExecRequest, VmState};
 
 const FAST: [&str; 6] = ["--node-tick", "1s", "--activity-write-interval", "2s", "--heartbeat-interval", "1s"];
 
@@ -52,7 +52,7 @@ async fn a_machine_applied_with_kubectl_follows_its_power_state() {
     assert!(out.status.success(), "{out:?}");
 
     let m = wait_phase(&api, "sb", MachinePhase::Running).await;
-    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     assert_eq!(m.status.as_ref().unwrap().node_name.as_deref(), Some("local"));
     assert_eq!(rt.get(&id).await.unwrap().name, "kairon-agents-sb");
     assert!(m.finalizers().contains(&"kairon.zyvor.dev/machine".to_string()));
@@ -172,7 +172,7 @@ async fn activity_moves_last_activity_time_and_quiet_does_not() {
     let last = |m: &Machine| {
         m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
     };
-    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let start = eventually("a first lastActivityTime (new VMM process)", Duration::from_secs(20), || async {
         api.get("quiet").await.ok().and_then(|m| last(&m))
     })
@@ -219,7 +219,7 @@ async fn disk_writes_count_as_activity() {
     .await
     .unwrap();
     let m = wait_phase(&api, "disk", MachinePhase::Running).await;
-    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let last = |m: &Machine| {
         m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
     };
@@ -312,7 +312,7 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
         "1s",
     ];
     let mut node = Process::start(&node_args, "is up").unwrap();
-    let rt = kairon_runtime::client::RuntimeClient::new(&endpoint, token).unwrap();
+    let rt = kairon_runtime_api::RuntimeClient::new(&endpoint, token).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     for n in ["k1", "k2", "k3"] {
         api.create(&PostParams::default(), &sandbox(n, None)).await.unwrap();
@@ -371,7 +371,7 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
         api.get("frozen-vm").await.ok().filter(|m| phase(m) == Some(MachinePhase::Running))
     })
     .await;
-    let id = m.status.as_ref().unwrap().runtime_id.clone().unwrap();
+    let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let rt = k.runtime().unwrap();
     assert_eq!(rt.get(&id).await.unwrap().backend, "qemu");
     assert_eq!(rt.freeze_status(&id).await.unwrap().status, "thawed");

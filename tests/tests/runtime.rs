@@ -5,8 +5,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kairon_model::SandboxSpec;
-use kairon_runtime::api::{CreateVmRequest, ExecRequest, VmState};
-use kairon_runtime::client::RuntimeClient;
+use kairon_runtime_api::RuntimeClient;
+use kairon_runtime_api::types::{CreateVmRequest, ExecRequest, VmState};
 
 const TOKEN: &str = "e2e-runtime-token";
 
@@ -36,7 +36,12 @@ async fn a_killed_runtime_finds_its_sandboxes_again_by_name() {
     let (mut rt, url) = start(dir.path());
     let c = RuntimeClient::new(&url, TOKEN).unwrap();
     let mut tries = 0;
-    while c.template("busybox").await.map(|t| t.state != kairon_runtime::api::TemplateState::Ready).unwrap_or(true) {
+    while c
+        .template(&"busybox".try_into().unwrap())
+        .await
+        .map(|t| t.state != kairon_runtime_api::types::TemplateState::Ready)
+        .unwrap_or(true)
+    {
         tries += 1;
         assert!(tries < 600, "busybox template never became ready");
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -54,7 +59,7 @@ async fn a_killed_runtime_finds_its_sandboxes_again_by_name() {
     .await
     .unwrap();
     let b = c.create(&req("kairon-default-paused")).await.unwrap();
-    c.power(&b.id, kairon_runtime::api::PowerAction::Pause, false).await.unwrap();
+    c.power(&b.id, kairon_runtime_api::types::PowerAction::Pause, false).await.unwrap();
 
     rt.kill().unwrap(); // SIGKILL: no chance to clean up
     rt.wait().unwrap();

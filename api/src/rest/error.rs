@@ -69,9 +69,9 @@ impl From<kube::Error> for RestError {
     }
 }
 
-impl From<kairon_runtime::client::ClientError> for RestError {
-    fn from(e: kairon_runtime::client::ClientError) -> Self {
-        use kairon_runtime::client::ClientError;
+impl From<kairon_runtime_api::ClientError> for RestError {
+    fn from(e: kairon_runtime_api::ClientError) -> Self {
+        use kairon_runtime_api::ClientError;
         match e {
             ClientError::Api { status, reason, message } => {
                 RestError { status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), reason, message }
@@ -80,7 +80,19 @@ impl From<kairon_runtime::client::ClientError> for RestError {
                 RestError::new(StatusCode::BAD_GATEWAY, "RuntimeUnreachable", format!("{e}; is the node agent up?"))
             }
             ClientError::Decode(m) => RestError::new(StatusCode::BAD_GATEWAY, "RuntimeError", m),
+            ClientError::BadEndpoint(_) => RestError::new(
+                StatusCode::BAD_GATEWAY,
+                "RuntimeUnreachable",
+                format!("{e}: fix the node's registration"),
+            ),
         }
+    }
+}
+
+/// A path parameter that cannot name a runtime object (`..`, `/`, empty) is the caller's error.
+impl From<kairon_runtime_api::IdError> for RestError {
+    fn from(e: kairon_runtime_api::IdError) -> Self {
+        RestError::bad_request(e.to_string())
     }
 }
 

@@ -25,8 +25,8 @@ use utoipa_axum::routes;
 
 use kairon_model::keys::{annotations, labels, reasons};
 use kairon_model::{Machine, MachinePhase, PowerState};
-use kairon_runtime::api::{ExecRequest, ExecResult, FileEntry, Process};
-use kairon_runtime::client::RuntimeClient;
+use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, Process};
+use kairon_runtime_api::{GuestPath, InstanceId, Pid, Relay, RelaySocket, RuntimeClient};
 
 use super::objects::{ObjectPath, get_object};
 use super::{Caller, ErrorBody, RestContext, RestError, RestResult};
@@ -37,7 +37,7 @@ use crate::state::AppState;
 pub struct Session {
     pub machine: Machine,
     pub runtime: RuntimeClient,
-    pub id: String,
+    pub id: InstanceId,
     /// Keeps stamping last-activity while the session is open.
     _activity: ActivityGuard,
 }
@@ -280,8 +280,9 @@ fn object(p: &ProcessPath) -> ObjectPath {
     responses((status = 200, description = "The process", body = Process),
               (status = 404, description = "No such process", body = ErrorBody)))]
 async fn process_get(c: Caller, Path(p): Path<ProcessPath>) -> RestResult<Json<Process>> {
+    let pid = Pid::new(p.pid.as_str())?;
     let s = open(&c, &object(&p), Needs::GuestAgent).await?;
-    Ok(Json(s.runtime.process(&s.id, &p.pid).await?))
+    Ok(Json(s.runtime.process(&s.id, &pid).await?))
 }
 
 #[derive(Deserialize, IntoParams, Default)]
@@ -305,8 +306,9 @@ pub struct ProcessLogs {
     responses((status = 200, description = "stdout and stderr (or, with follow, one stream as text/plain)", body = ProcessLogs),
               (status = 404, description = "No such process", body = ErrorBody)))]
 async fn process_logs(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<LogsQuery>) -> RestResult<Response> {
+    let pid = Pid::new(p.pid.as_str())?;
     let s = open(&c, &object(&p), Needs::GuestAgent).await?;
-    let (stdout, stderr) = s.runtime.process_logs(&s.id, &p.pid).await?;
+    let (stdout, stderr) = s.runtime.process_logs(&s.id, &pid).await?;
     if q.follow != Some(true) {
         return Ok(Json(ProcessLogs { stdout, stderr }).into_response());
     }
@@ -315,18 +317,13 @@ async fn process_logs(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<Log
         Some("stderr") => true,
         Some(other) => return Err(RestError::bad_request(format!("stream={other:?}: use stdout or stderr"))),
     };
-    let pid = p.pid.clone();
     // Polls the runtime and sends what is new; the session (and its activity stamp) lives as
     // long as the stream.
     let body = async_stream(s, pid, want_stderr);
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response())
 }
 
-fn async_stream(
-    s: Session,
-    pid: String,
-    want_stderr: bool,
-) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+fn async_stream(s: Session, pid: Pid, want_stderr: bool) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
     futures::stream::unfold((s, 0usize, false), move |(s, sent, done)| {
         let pid = pid.clone();
         async move {
@@ -334,7 +331,7 @@ fn async_stream(
                 return None;
             }
             loop {
-                let finished = matches!(s.runtime.process(&s.id, &pid).await, Ok(pr) if pr.state == kairon_runtime::api::ProcessState::Exited);
+                let finished = matches!(s.runtime.process(&s.id, &pid).await, Ok(pr) if pr.state == kairon_runtime_api::types::ProcessState::Exited);
                 let (out, err) = match s.runtime.process_logs(&s.id, &pid).await {
                     Ok(l) => l,
                     Err(e) => return Some((Err(std::io::Error::other(e.to_string())), (s, sent, true))),
@@ -370,9 +367,10 @@ async fn process_wait(
     Path(p): Path<ProcessPath>,
     Query(q): Query<WaitProcessQuery>,
 ) -> RestResult<Json<Process>> {
+    let pid = Pid::new(p.pid.as_str())?;
     let s = open(&c, &object(&p), Needs::GuestAgent).await?;
     let t = Duration::from_secs(q.timeout_seconds.unwrap_or(60).clamp(1, 3600));
-    Ok(Json(s.runtime.wait_process(&s.id, &p.pid, t).await?))
+    Ok(Json(s.runtime.wait_process(&s.id, &pid, t).await?))
 }
 
 #[derive(Deserialize, IntoParams, Default)]
@@ -386,8 +384,9 @@ pub struct KillQuery {
 #[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/processes/{pid}/kill", tag = "Guest", params(ProcessPath, KillQuery),
     responses((status = 204, description = "Signalled"), (status = 404, description = "No such process", body = ErrorBody)))]
 async fn process_kill(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<KillQuery>) -> RestResult<StatusCode> {
+    let pid = Pid::new(p.pid.as_str())?;
     let s = open(&c, &object(&p), Needs::GuestAgent).await?;
-    s.runtime.kill_process(&s.id, &p.pid, q.signal.as_deref().unwrap_or("TERM")).await?;
+    s.runtime.kill_process(&s.id, &pid, q.signal.as_deref().unwrap_or("TERM")).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -507,38 +506,27 @@ async fn sandbox_http(c: Caller, params: HashMap<String, String>, req: Request) 
         .and_then(|p| p.parse().ok())
         .filter(|p| *p > 0)
         .ok_or_else(|| RestError::bad_request("port must be a number from 1 to 65535"))?;
-    let path = params.get("path").cloned().unwrap_or_default();
+    let path = GuestPath::new(params.get("path").map(String::as_str).unwrap_or_default())?;
     let p = ObjectPath { namespace: ns, name };
     let s = open(&c, &p, Needs::Instance).await?;
-    let mut url = format!("{}/v1/vms/{}/proxy/{port}/{path}", s.runtime.endpoint(), s.id);
-    if let Some(q) = req.uri().query() {
-        url.push('?');
-        url.push_str(q);
-    }
     let (parts, body) = req.into_parts();
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in parts.headers.iter().filter(|(k, _)| forwardable(k)) {
         headers.append(k.clone(), v.clone());
     }
-    let http = reqwest::Client::new();
-    let upstream = http
-        .request(parts.method.clone(), url)
+    let request = s
+        .runtime
+        .guest_http(parts.method.clone(), &s.id, port, &path, parts.uri.query())
         .headers(headers)
-        .bearer_auth(&c.ctx.runtime_token)
-        .body(reqwest::Body::wrap_stream(body.into_data_stream()))
-        .send()
-        .await
-        .map_err(|e| {
-            RestError::new(
-                StatusCode::BAD_GATEWAY,
-                "RuntimeUnreachable",
-                format!("the node's runtime did not answer: {e}"),
-            )
-        })?;
+        .body(reqwest::Body::wrap_stream(body.into_data_stream()));
+    let upstream = s.runtime.send_guest_http(request).await?;
     let mut out = HeaderMap::new();
-    for (k, v) in upstream.headers().iter().filter(|(k, _)| forwardable(k)) {
+    for (k, v) in upstream.headers().iter().filter(|(k, _)| forwardable(k) && *k != header::SET_COOKIE) {
         out.append(k.clone(), v.clone());
     }
+    // Guest content is served from the API's own origin: a browser must treat it as a unique,
+    // script-less origin so it cannot act with the API's cookies or storage.
+    out.insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("sandbox"));
     let status = upstream.status();
     // The session moves into the body so activity is stamped until the response is done.
     let stream = upstream.bytes_stream().map(move |chunk| {
@@ -605,36 +593,12 @@ pub fn sandbox_http_router() -> axum::Router<AppState> {
         .route("/api/v1/machines/{namespace}/{name}/sandbox-http/{port}/{*path}", any(sandbox_http_handler))
 }
 
-type Upstream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Upstream = RelaySocket;
 
 /// Opens the runtime's side of a relay before the client's upgrade, so a refusal there (a paused
 /// sandbox, a closed port) is a plain error answer rather than a socket that closes at once.
-async fn connect_upstream(s: &Session, path: &str, token: &str) -> RestResult<Upstream> {
-    use tokio_tungstenite::tungstenite::Error as WsError;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let url = format!("{}{path}", s.runtime.endpoint().replacen("http", "ws", 1));
-    let mut request = url.into_client_request().map_err(|e| RestError::internal(format!("relay address: {e}")))?;
-    if let Ok(v) = format!("Bearer {token}").parse() {
-        request.headers_mut().insert(header::AUTHORIZATION, v);
-    }
-    match tokio_tungstenite::connect_async(request).await {
-        Ok((ws, _)) => Ok(ws),
-        Err(WsError::Http(resp)) => {
-            let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-            let body = resp.body().as_deref().unwrap_or_default();
-            let e: kairon_runtime::api::ErrorBody =
-                serde_json::from_slice(body).unwrap_or(kairon_runtime::api::ErrorBody {
-                    reason: "RuntimeError".into(),
-                    message: String::from_utf8_lossy(body).into_owned(),
-                });
-            Err(RestError { status, reason: e.reason, message: e.message })
-        }
-        Err(e) => Err(RestError::new(
-            StatusCode::BAD_GATEWAY,
-            "RuntimeUnreachable",
-            format!("the node's runtime did not answer: {e}"),
-        )),
-    }
+async fn connect_upstream(s: &Session, relay: Relay) -> RestResult<Upstream> {
+    Ok(s.runtime.relay(&s.id, &relay).await?)
 }
 
 /// Pumps frames between the client and the runtime until either side closes.
@@ -691,7 +655,7 @@ async fn bridge(client: WebSocket, upstream: Upstream, session: Session) {
               (status = 409, description = "Suspended by request", body = ErrorBody)))]
 async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
     let s = open(&c, &p, Needs::Instance).await?;
-    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/console", s.id), &c.ctx.runtime_token).await?;
+    let upstream = connect_upstream(&s, Relay::Console).await?;
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
@@ -726,12 +690,7 @@ async fn machine_exec_stream(
             "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
         ));
     }
-    let mut url = reqwest::Url::parse("http://runtime/")
-        .and_then(|u| u.join(&format!("v1/vms/{}/exec-stream", s.id)))
-        .map_err(|e| RestError::internal(e.to_string()))?;
-    url.query_pairs_mut().append_pair("command", &q.command);
-    let path = format!("{}?{}", url.path(), url.query().unwrap_or_default());
-    let upstream = connect_upstream(&s, &path, &c.ctx.runtime_token).await?;
+    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command }).await?;
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
@@ -745,7 +704,7 @@ async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade)
     if s.machine.spec.sandbox.as_ref().is_some_and(|sb| sb.template_name.is_some()) {
         return Err(RestError::conflict("VncUnsupported", "a template sandbox has no display: VNC needs a VM"));
     }
-    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/vnc", s.id), &c.ctx.runtime_token).await?;
+    let upstream = connect_upstream(&s, Relay::Vnc).await?;
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 
@@ -768,7 +727,7 @@ async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUp
         return Err(RestError::bad_request("port must be from 1 to 65535"));
     }
     let s = open(&c, &ObjectPath { namespace: p.namespace.clone(), name: p.name.clone() }, Needs::Instance).await?;
-    let upstream = connect_upstream(&s, &format!("/v1/vms/{}/tunnel/{}", s.id, p.port), &c.ctx.runtime_token).await?;
+    let upstream = connect_upstream(&s, Relay::Tunnel(p.port)).await?;
     Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
 }
 

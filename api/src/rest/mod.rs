@@ -24,7 +24,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_axum::router::OpenApiRouter;
 
 use kairon_model::{KaironNode, Machine};
-use kairon_runtime::client::RuntimeClient;
+use kairon_runtime_api::{InstanceId, RuntimeClient, RuntimeConnector};
 
 use crate::auth::Identity;
 use crate::state::AppState;
@@ -43,6 +43,8 @@ pub struct RestContext {
     pub activity_stamp_interval: Duration,
     stamps: Mutex<HashMap<(String, String), Instant>>,
     reporter: Reporter,
+    /// One set of connection pools for every node's runtime, made on first use.
+    runtimes: tokio::sync::OnceCell<RuntimeConnector>,
 }
 
 impl RestContext {
@@ -54,6 +56,7 @@ impl RestContext {
             activity_stamp_interval: Duration::from_secs(10),
             stamps: Mutex::new(HashMap::new()),
             reporter: Reporter { controller: "kairon-api".into(), instance: None },
+            runtimes: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -63,11 +66,12 @@ impl RestContext {
         let n = nodes.get_opt(node).await?.ok_or_else(|| {
             RestError::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
         })?;
-        RuntimeClient::new(&n.spec.runtime_endpoint, &self.runtime_token).map_err(RestError::from)
+        let conn = self.runtimes.get_or_try_init(|| async { RuntimeConnector::new(&self.runtime_token) }).await?;
+        conn.client(&n.spec.runtime_endpoint).map_err(RestError::from)
     }
 
     /// The runtime that runs a Machine, and the Machine's instance id there.
-    pub async fn machine_runtime(&self, m: &Machine) -> RestResult<(RuntimeClient, String)> {
+    pub async fn machine_runtime(&self, m: &Machine) -> RestResult<(RuntimeClient, InstanceId)> {
         let status = m.status.clone().unwrap_or_default();
         let name = m.metadata.name.clone().unwrap_or_default();
         let node = status.node_name.ok_or_else(|| {
@@ -81,6 +85,9 @@ impl RestContext {
                 "NotProvisioned",
                 format!("Machine {name:?} has no runtime instance yet; wait for it to start"),
             )
+        })?;
+        let id = InstanceId::new(id).map_err(|e| {
+            RestError::conflict("NotProvisioned", format!("Machine {name:?} has no usable runtime instance: {e}"))
         })?;
         Ok((self.runtime(&node).await?, id))
     }

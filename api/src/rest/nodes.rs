@@ -14,7 +14,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use kairon_model::{KaironNode, Machine, MachineSpec, RuntimeSpec};
-use kairon_runtime::api::{ClaimRequest, CreatePoolRequest, CreateTemplateRequest, Pool, Template, Vm};
+use kairon_runtime_api::types::{ClaimRequest, CreatePoolRequest, CreateTemplateRequest, Pool, Template, Vm};
+use kairon_runtime_api::{PoolName, TemplateName};
 
 use super::objects::check_name;
 use super::{Caller, ErrorBody, RestError, RestResult, schema};
@@ -83,7 +84,8 @@ async fn template_build(
     if req.image_ref.trim().is_empty() {
         return Err(RestError::bad_request("imageRef must name an OCI image, e.g. docker.io/library/alpine:3.19"));
     }
-    let t = c.ctx.runtime(&p.node).await?.create_template(&req.name, &req.image_ref).await?;
+    let t =
+        c.ctx.runtime(&p.node).await?.create_template(&TemplateName::new(req.name.as_str())?, &req.image_ref).await?;
     Ok((StatusCode::ACCEPTED, Json(t)))
 }
 
@@ -92,7 +94,7 @@ async fn template_build(
     responses((status = 200, description = "The template", body = Template), (status = 404, description = "Not on this node", body = ErrorBody)))]
 async fn template_get(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<Json<Template>> {
     check_name("node", &p.node)?;
-    Ok(Json(c.ctx.runtime(&p.node).await?.template(&p.item).await?))
+    Ok(Json(c.ctx.runtime(&p.node).await?.template(&TemplateName::new(p.item.as_str())?).await?))
 }
 
 /// Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
@@ -133,7 +135,7 @@ async fn pool_create(
     responses((status = 200, description = "The pool", body = Pool), (status = 404, description = "No such pool", body = ErrorBody)))]
 async fn pool_get(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<Json<Pool>> {
     check_name("node", &p.node)?;
-    Ok(Json(c.ctx.runtime(&p.node).await?.pool(&p.item).await?))
+    Ok(Json(c.ctx.runtime(&p.node).await?.pool(&PoolName::new(p.item.as_str())?).await?))
 }
 
 /// Delete a pool and every member it holds, claimed or not (admin-only).
@@ -142,7 +144,7 @@ async fn pool_get(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<Json<Poo
 async fn pool_delete(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<StatusCode> {
     c.check(auth::admin_only(&c.id, "deleting a node pool"))?;
     check_name("node", &p.node)?;
-    c.ctx.runtime(&p.node).await?.delete_pool(&p.item).await?;
+    c.ctx.runtime(&p.node).await?.delete_pool(&PoolName::new(p.item.as_str())?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -189,7 +191,9 @@ async fn pool_claim(
     let req = body.map(|Json(b)| b).unwrap_or_default();
     let rt = c.ctx.runtime(&p.node).await?;
     if !req.create_machine {
-        let vm = rt.claim(&p.item, &ClaimRequest { name: req.name, ttl_seconds: req.ttl_seconds }).await?;
+        let vm = rt
+            .claim(&PoolName::new(p.item.as_str())?, &ClaimRequest { name: req.name, ttl_seconds: req.ttl_seconds })
+            .await?;
         return Ok(Json(serde_json::to_value(vm).unwrap_or_default()));
     }
     let ns = req.namespace.clone().unwrap_or_else(|| "default".into());
@@ -199,14 +203,15 @@ async fn pool_claim(
     check_name("machineName", &machine_name)?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(&ns), false))?;
     // Fetched fresh: the spec every member was booted from.
-    let pool = rt.pool(&p.item).await?;
+    let pool_name = PoolName::new(p.item.as_str())?;
+    let pool = rt.pool(&pool_name).await?;
     let machines: Api<Machine> = Api::namespaced(c.ctx.kube.clone(), &ns);
     // A taken name would also collide with that Machine's own instance on the node: the claim
     // then keeps its pool name and the answer says why no Machine was made.
     let taken = machines.get_opt(&machine_name).await?.is_some();
     let claim_name =
         if taken { req.name.clone() } else { Some(kairon_model::machine::runtime_name(&ns, &machine_name)) };
-    let vm = rt.claim(&p.item, &ClaimRequest { name: claim_name, ttl_seconds: req.ttl_seconds }).await?;
+    let vm = rt.claim(&pool_name, &ClaimRequest { name: claim_name, ttl_seconds: req.ttl_seconds }).await?;
     let failed = |why: String| {
         json!({
             "vm": vm,

@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use kairon_model::keys::annotations;
 use kairon_model::{KaironNode, Machine, PowerState};
-use kairon_runtime::api::PowerAction;
+use kairon_runtime_api::types::PowerAction;
 
 use super::objects::{DryRunQuery, ObjectPath, check_name, get_object};
 use super::{Caller, ErrorBody, RestError, RestResult, schema};
@@ -244,7 +244,7 @@ async fn copy(c: &Caller, p: &ObjectPath, req: CopyRequest, live: bool) -> RestR
     let copied = if live || !is_vm {
         rt.fork(&id, &runtime_name).await?
     } else {
-        kairon_runtime::api::ForkResult { vm: rt.clone_vm(&id, &runtime_name).await?, live: false }
+        kairon_runtime_api::types::ForkResult { vm: rt.clone_vm(&id, &runtime_name).await?, live: false }
     };
     let mut spec = m.spec.clone();
     spec.node_name = Some(node);
@@ -357,13 +357,13 @@ async fn machine_unfreeze(c: Caller, Path(p): Path<ObjectPath>) -> RestResult<Js
 
 /// Export a sandbox's root filesystem to a tar file on its node (admin-only).
 #[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/snapshot", tag = "Power", params(ObjectPath),
-    request_body = kairon_runtime::api::SnapshotRequest,
-    responses((status = 200, description = "Where it was written", body = kairon_runtime::api::SnapshotResult),
+    request_body = kairon_runtime_api::types::SnapshotRequest,
+    responses((status = 200, description = "Where it was written", body = kairon_runtime_api::types::SnapshotResult),
               (status = 403, description = "Admin-only", body = ErrorBody)))]
 async fn machine_snapshot(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<kairon_runtime::api::SnapshotRequest>,
+    Json(req): Json<kairon_runtime_api::types::SnapshotRequest>,
 ) -> RestResult<Json<Value>> {
     c.check(auth::admin_only(&c.id, "snapshotting a sandbox"))?;
     let m: Machine = get_object(&c, &p.namespace, &p.name).await?;

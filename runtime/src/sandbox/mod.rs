@@ -391,7 +391,7 @@ impl SandboxHost {
         if req.command.is_empty() {
             return Err(setup_err("a process needs a command"));
         }
-        let pid = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
+        let pid = kairon_runtime_api::Pid::random();
         let dir = self.proc_dir(id, &pid);
         std::fs::create_dir_all(&dir)?;
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);

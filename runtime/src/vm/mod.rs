@@ -36,7 +36,7 @@ use crate::api::{CreateVmRequest, ExecRequest, ExecResult, FileEntry, Process, P
 use ga::{GaError, GuestAgent};
 use qmp::{Qmp, QmpError};
 
-pub const BACKEND: &str = "qemu";
+pub const BACKEND: &str = kairon_runtime_api::types::BACKEND_QEMU;
 pub const QEMU: &str = "qemu-system-x86_64";
 /// Overrides the accelerator probe: `kvm` or `tcg`.
 pub const ACCEL_ENV: &str = "KAIRON_QEMU_ACCEL";
@@ -877,7 +877,7 @@ impl VmHost {
         let pid =
             self.exec_raw(id, &program, &args, &guest_env(&req.env), req.stdin.as_deref().map(str::as_bytes)).await?;
         let meta = Process {
-            id: pid.to_string(),
+            id: kairon_runtime_api::Pid::number(pid),
             command: req.command.clone(),
             state: ProcessState::Running,
             exit_code: None,
@@ -885,7 +885,7 @@ impl VmHost {
         };
         let run = self.running_or_err(id)?;
         lock(&run.procs).insert(
-            meta.id.clone(),
+            meta.id.to_string(),
             ProcRecord { meta: meta.clone(), guest_pid: pid, stdout: String::new(), stderr: String::new() },
         );
         Ok(meta)

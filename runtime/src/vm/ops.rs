@@ -43,13 +43,13 @@ impl Runtime {
                 return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
             }
         }
-        map.insert(vm.id.clone(), slot.clone());
+        map.insert(vm.id.to_string(), slot.clone());
         Ok((slot, guard))
     }
 
     fn new_record(&self, req: CreateVmRequest) -> Vm {
         Vm {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: kairon_runtime_api::InstanceId::random(),
             name: req.name.clone(),
             backend: BACKEND.into(),
             state: VmState::Creating,
@@ -119,7 +119,7 @@ impl Runtime {
 
     pub(crate) async fn vm_delete(&self, vm: &Vm) -> Result<()> {
         self.vms().destroy(&vm.id).await?;
-        lock(&self.inner.instances).remove(&vm.id);
+        lock(&self.inner.instances).remove(vm.id.as_str());
         Ok(())
     }
 
@@ -351,8 +351,8 @@ impl Runtime {
         let until = timeout.map(|t| expiry(t.as_secs() as i64));
         let generation = {
             let mut timers = lock(&self.inner.freezes);
-            let g = timers.get(&vm.id).map(|t| t.generation + 1).unwrap_or(1);
-            timers.insert(vm.id.clone(), FreezeTimer { generation: g, until: until.clone() });
+            let g = timers.get(vm.id.as_str()).map(|t| t.generation + 1).unwrap_or(1);
+            timers.insert(vm.id.to_string(), FreezeTimer { generation: g, until: until.clone() });
             g
         };
         if let Some(t) = timeout {
@@ -360,9 +360,9 @@ impl Runtime {
             let id = vm.id.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(t).await;
-                let current = lock(&rt.inner.freezes).get(&id).map(|f| f.generation);
+                let current = lock(&rt.inner.freezes).get(id.as_str()).map(|f| f.generation);
                 if current == Some(generation) {
-                    lock(&rt.inner.freezes).remove(&id);
+                    lock(&rt.inner.freezes).remove(id.as_str());
                     if let Err(e) = rt.vms().thaw(&id).await {
                         tracing::warn!(instance = %id, error = %e, "thawing at the freeze deadline failed");
                     }
@@ -377,7 +377,7 @@ impl Runtime {
         if vm.backend != BACKEND {
             return Err(RuntimeError::NotSupported("a sandbox has no frozen filesystems to thaw".into()));
         }
-        lock(&self.inner.freezes).remove(&vm.id);
+        lock(&self.inner.freezes).remove(vm.id.as_str());
         let count = self.vms().thaw(&vm.id).await?;
         Ok(crate::api::FreezeResult { frozen: None, thawed: Some(count), until: None })
     }
@@ -388,7 +388,7 @@ impl Runtime {
             return Err(RuntimeError::NotSupported("a sandbox has no guest filesystems to freeze".into()));
         }
         let status = self.vms().freeze_status(&vm.id).await?;
-        let until = lock(&self.inner.freezes).get(&vm.id).and_then(|f| f.until.clone());
+        let until = lock(&self.inner.freezes).get(vm.id.as_str()).and_then(|f| f.until.clone());
         Ok(crate::api::FreezeStatus { status, until })
     }
 

@@ -304,7 +304,7 @@ pub async fn serve(
     state_dir: &Path,
     node: &str,
     registry: kairon_runtime::oci::RegistryConfig,
-) -> (kairon_runtime::engine::Runtime, kairon_runtime::client::RuntimeClient, std::net::SocketAddr) {
+) -> (kairon_runtime::engine::Runtime, kairon_runtime_api::RuntimeClient, std::net::SocketAddr) {
     let rt = kairon_runtime::engine::Runtime::open(kairon_runtime::engine::RuntimeConfig {
         state_dir: state_dir.to_path_buf(),
         node_name: node.to_string(),
@@ -317,7 +317,7 @@ pub async fn serve(
     let addr = listener.local_addr().expect("addr");
     let app = kairon_runtime::server::router(rt.clone(), TOKEN.to_string());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let client = kairon_runtime::client::RuntimeClient::new(&format!("http://{addr}"), TOKEN).expect("client");
+    let client = kairon_runtime_api::RuntimeClient::new(&format!("http://{addr}"), TOKEN).expect("client");
     rt.wait_template("busybox", Duration::from_secs(60)).await.expect("busybox template");
     (rt, client, addr)
 }

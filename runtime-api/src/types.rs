@@ -1,9 +1,12 @@
-//! The FluxVM v1 API types: what crosses the runtime boundary, in both directions.
+//! The FluxVM v1 API types: what crosses the runtime boundary, in both directions. IDs are
+//! typed, so a runtime that answers an ID that could not name a route is refused on decoding.
 
 use std::collections::BTreeMap;
 
 use kairon_model::{GuestAgent, ImageSource, NetworkSpec, Resources, RuntimeSpec, SandboxSpec, Volume};
 use serde::{Deserialize, Serialize};
+
+use crate::ids::{InstanceId, Pid};
 use utoipa::ToSchema;
 
 /// What to run: the runtime fields of a Machine spec. Pools take it as their template.
@@ -36,6 +39,11 @@ pub struct CreateVmRequest {
     pub labels: BTreeMap<String, String>,
 }
 
+/// `Vm::backend` of a runc sandbox.
+pub const BACKEND_RUNC: &str = "runc";
+/// `Vm::backend` of a QEMU VM.
+pub const BACKEND_QEMU: &str = "qemu";
+
 /// The state of an instance.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VmState {
@@ -52,7 +60,8 @@ pub enum VmState {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Vm {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: InstanceId,
     pub name: String,
     /// `runc` (sandbox) or `qemu`.
     pub backend: String,
@@ -84,6 +93,21 @@ pub enum PowerAction {
     Restart,
     Hibernate,
     Halt,
+}
+
+impl PowerAction {
+    /// The route segment of this operation (`POST /v1/vms/{id}/{action}`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerAction::Start => "start",
+            PowerAction::Stop => "stop",
+            PowerAction::Pause => "pause",
+            PowerAction::Resume => "resume",
+            PowerAction::Restart => "restart",
+            PowerAction::Hibernate => "hibernate",
+            PowerAction::Halt => "halt",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
@@ -125,7 +149,8 @@ pub enum ProcessState {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Process {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: Pid,
     pub command: Vec<String>,
     pub state: ProcessState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,7 +283,8 @@ pub enum PoolMemberState {
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolMember {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: InstanceId,
     pub name: String,
     pub state: PoolMemberState,
 }

@@ -1,0 +1,459 @@
+//! The one client of the runtime API: the node agent and the api reach a node's runtime only
+//! through this. Every URL is the endpoint plus percent-encoded segments built from typed IDs;
+//! there is no method that takes a raw path.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, Url};
+use serde::de::DeserializeOwned;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
+use crate::types::{
+    ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
+    ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus, Pool,
+    PowerAction, Process, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The runtime answered with an error (its reason and message are kept).
+    #[error("{message}")]
+    Api { status: u16, reason: String, message: String },
+    #[error("the runtime at {endpoint} is unreachable: {message}")]
+    Unreachable { endpoint: String, message: String },
+    #[error("unexpected answer from the runtime: {0}")]
+    Decode(String),
+    /// The endpoint of a node is not a usable base URL.
+    #[error("runtime endpoint {0:?} is not an http(s) URL")]
+    BadEndpoint(String),
+}
+
+impl ClientError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClientError::Api { status: 404, .. })
+    }
+}
+
+type Result<T> = std::result::Result<T, ClientError>;
+
+/// A WebSocket to the runtime, as `tokio-tungstenite` opens it.
+pub type RelaySocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The WebSocket relays of an instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Relay {
+    /// The serial console of a VM, a shell in a sandbox.
+    Console,
+    /// QEMU's VNC server (RFB bytes).
+    Vnc,
+    /// Raw TCP to a guest port.
+    Tunnel(u16),
+    /// A command with stdin and output streamed; `command` is its JSON array.
+    ExecStream { command: String },
+}
+
+/// The connections shared by every client of one process: one pool for API calls and one for
+/// relayed guest HTTP (which follows no redirects, so the runtime token never leaves for
+/// wherever a guest points). Cheap to clone; make one per process and `client()` per node.
+#[derive(Clone)]
+pub struct RuntimeConnector {
+    token: Arc<str>,
+    http: reqwest::Client,
+    relay: reqwest::Client,
+}
+
+impl RuntimeConnector {
+    pub fn new(token: &str) -> Result<Self> {
+        // reqwest is built without a default TLS provider: the workspace uses ring throughout.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let build = |b: reqwest::ClientBuilder| {
+            b.connect_timeout(Duration::from_secs(5))
+                .pool_max_idle_per_host(32)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ClientError::Unreachable { endpoint: String::new(), message: e.to_string() })
+        };
+        Ok(RuntimeConnector {
+            token: token.into(),
+            http: build(reqwest::Client::builder())?,
+            relay: build(reqwest::Client::builder())?,
+        })
+    }
+
+    /// The client of the runtime at `endpoint` (`http://host:port`), on the shared pools.
+    pub fn client(&self, endpoint: &str) -> Result<RuntimeClient> {
+        let base = Url::parse(endpoint.trim_end_matches('/')).map_err(|_| ClientError::BadEndpoint(endpoint.into()))?;
+        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+            return Err(ClientError::BadEndpoint(endpoint.into()));
+        }
+        Ok(RuntimeClient { base, conn: self.clone() })
+    }
+}
+
+#[derive(Clone)]
+pub struct RuntimeClient {
+    base: Url,
+    conn: RuntimeConnector,
+}
+
+impl RuntimeClient {
+    /// A client with pools of its own; a process that talks to many nodes shares one
+    /// [`RuntimeConnector`] instead.
+    pub fn new(endpoint: &str, token: &str) -> Result<Self> {
+        RuntimeConnector::new(token)?.client(endpoint)
+    }
+
+    pub fn endpoint(&self) -> &str {
+        self.base.as_str().trim_end_matches('/')
+    }
+
+    /// The endpoint followed by `segments`, each percent-encoded as exactly one segment.
+    fn url<'a>(&self, segments: impl IntoIterator<Item = &'a str>) -> Url {
+        let mut url = self.base.clone();
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty();
+            for s in segments {
+                path.push(s);
+            }
+        }
+        url
+    }
+
+    fn vm_url<'a>(&self, id: &'a InstanceId, rest: impl IntoIterator<Item = &'a str>) -> Url {
+        self.url(["v1", "vms", id.as_str()].into_iter().chain(rest))
+    }
+
+    fn unreachable(&self, e: impl std::fmt::Display) -> ClientError {
+        ClientError::Unreachable { endpoint: self.endpoint().to_string(), message: e.to_string() }
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        let resp = req.bearer_auth(&*self.conn.token).send().await.map_err(|e| self.unreachable(e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let body = resp.bytes().await.unwrap_or_default();
+        Err(api_error(status.as_u16(), &body))
+    }
+
+    async fn json<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> Result<T> {
+        self.send(req).await?.json().await.map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    fn get_req(&self, url: Url) -> reqwest::RequestBuilder {
+        self.conn.http.get(url)
+    }
+
+    fn post_req(&self, url: Url) -> reqwest::RequestBuilder {
+        self.conn.http.post(url)
+    }
+
+    pub async fn node(&self) -> Result<serde_json::Value> {
+        self.json(self.get_req(self.url(["v1", "node"]))).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<Vm>> {
+        self.json(self.get_req(self.url(["v1", "vms"]))).await
+    }
+
+    pub async fn list_sandboxes(&self) -> Result<Vec<Vm>> {
+        self.json(self.get_req(self.url(["v1", "sandboxes"]))).await
+    }
+
+    /// Looks an instance up by its runtime name (how a restarted node adopts it).
+    pub async fn find_by_name(&self, name: &str) -> Result<Option<Vm>> {
+        let vms: Vec<Vm> = self.json(self.get_req(self.url(["v1", "vms"])).query(&[("name", name)])).await?;
+        Ok(vms.into_iter().find(|v| v.name == name))
+    }
+
+    pub async fn create(&self, req: &CreateVmRequest) -> Result<Vm> {
+        let collection = if req.sandbox.is_some() { "sandboxes" } else { "vms" };
+        self.json(self.post_req(self.url(["v1", collection])).json(req)).await
+    }
+
+    pub async fn get(&self, id: &InstanceId) -> Result<Vm> {
+        self.json(self.get_req(self.vm_url(id, []))).await
+    }
+
+    pub async fn delete(&self, id: &InstanceId) -> Result<()> {
+        self.send(self.conn.http.delete(self.vm_url(id, []))).await.map(|_| ())
+    }
+
+    pub async fn power(&self, id: &InstanceId, action: PowerAction, paused: bool) -> Result<Vm> {
+        let mut req = self.post_req(self.vm_url(id, [action.as_str()]));
+        if paused {
+            req = req.query(&[("paused", "true")]);
+        }
+        self.json(req).await
+    }
+
+    pub async fn exec(&self, id: &InstanceId, req: &ExecRequest) -> Result<ExecResult> {
+        self.json(self.post_req(self.vm_url(id, ["exec"])).json(req)).await
+    }
+
+    pub async fn start_process(&self, id: &InstanceId, req: &ExecRequest) -> Result<Process> {
+        self.json(self.post_req(self.vm_url(id, ["processes"])).json(req)).await
+    }
+
+    pub async fn processes(&self, id: &InstanceId) -> Result<Vec<Process>> {
+        self.json(self.get_req(self.vm_url(id, ["processes"]))).await
+    }
+
+    pub async fn process(&self, id: &InstanceId, pid: &Pid) -> Result<Process> {
+        self.json(self.get_req(self.vm_url(id, ["processes", pid.as_str()]))).await
+    }
+
+    /// (stdout, stderr) so far.
+    pub async fn process_logs(&self, id: &InstanceId, pid: &Pid) -> Result<(String, String)> {
+        let v: serde_json::Value =
+            self.json(self.get_req(self.vm_url(id, ["processes", pid.as_str(), "logs"]))).await?;
+        Ok((v["stdout"].as_str().unwrap_or_default().to_string(), v["stderr"].as_str().unwrap_or_default().to_string()))
+    }
+
+    pub async fn wait_process(&self, id: &InstanceId, pid: &Pid, timeout: Duration) -> Result<Process> {
+        let req = self
+            .post_req(self.vm_url(id, ["processes", pid.as_str(), "wait"]))
+            .query(&[("timeoutSeconds", timeout.as_secs().to_string())]);
+        self.json(req).await
+    }
+
+    pub async fn kill_process(&self, id: &InstanceId, pid: &Pid, signal: &str) -> Result<()> {
+        let req = self.post_req(self.vm_url(id, ["processes", pid.as_str(), "kill"])).query(&[("signal", signal)]);
+        self.send(req).await.map(|_| ())
+    }
+
+    pub async fn read_file(&self, id: &InstanceId, path: &str) -> Result<Vec<u8>> {
+        let resp = self.send(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path)])).await?;
+        resp.bytes().await.map(|b| b.to_vec()).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn write_file(&self, id: &InstanceId, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
+        let req = self
+            .conn
+            .http
+            .put(self.vm_url(id, ["files"]))
+            .query(&[("path", path.to_string()), ("mode", format!("{mode:o}"))])
+            .body(data);
+        self.send(req).await.map(|_| ())
+    }
+
+    pub async fn list_files(&self, id: &InstanceId, path: &str) -> Result<Vec<FileEntry>> {
+        self.json(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path), ("list", "true")])).await
+    }
+
+    pub async fn delete_file(&self, id: &InstanceId, path: &str) -> Result<()> {
+        self.send(self.conn.http.delete(self.vm_url(id, ["files"])).query(&[("path", path)])).await.map(|_| ())
+    }
+
+    pub async fn stats(&self, id: &InstanceId) -> Result<Stats> {
+        self.json(self.get_req(self.vm_url(id, ["stats"]))).await
+    }
+
+    pub async fn templates(&self) -> Result<Vec<Template>> {
+        self.json(self.get_req(self.url(["v1", "templates"]))).await
+    }
+
+    pub async fn template(&self, name: &TemplateName) -> Result<Template> {
+        self.json(self.get_req(self.url(["v1", "templates", name.as_str()]))).await
+    }
+
+    pub async fn create_template(&self, name: &TemplateName, image_ref: &str) -> Result<Template> {
+        let req = CreateTemplateRequest { name: name.to_string(), image_ref: image_ref.into() };
+        self.json(self.post_req(self.url(["v1", "templates"])).json(&req)).await
+    }
+
+    pub async fn create_pool(&self, req: &CreatePoolRequest) -> Result<Pool> {
+        self.json(self.post_req(self.url(["v1", "pools"])).json(req)).await
+    }
+
+    pub async fn pools(&self) -> Result<Vec<Pool>> {
+        self.json(self.get_req(self.url(["v1", "pools"]))).await
+    }
+
+    pub async fn pool(&self, name: &PoolName) -> Result<Pool> {
+        self.json(self.get_req(self.url(["v1", "pools", name.as_str()]))).await
+    }
+
+    pub async fn claim(&self, pool: &PoolName, req: &ClaimRequest) -> Result<Vm> {
+        self.json(self.post_req(self.url(["v1", "pools", pool.as_str(), "claim"])).json(req)).await
+    }
+
+    pub async fn delete_pool(&self, name: &PoolName) -> Result<()> {
+        self.send(self.conn.http.delete(self.url(["v1", "pools", name.as_str()]))).await.map(|_| ())
+    }
+
+    pub async fn egress_check(&self, host: &str) -> Result<EgressDecision> {
+        let req = EgressCheckRequest { host: host.to_string() };
+        self.json(self.post_req(self.url(["v1", "egress-check"])).json(&req)).await
+    }
+
+    /// A copy of an instance; see `ForkResult::live`.
+    pub async fn fork(&self, id: &InstanceId, name: &str) -> Result<ForkResult> {
+        let req = ForkRequest { name: name.to_string() };
+        self.json(self.post_req(self.vm_url(id, ["fork"])).json(&req)).await
+    }
+
+    /// A new VM booting fresh from a copy of this VM's disk.
+    pub async fn clone_vm(&self, id: &InstanceId, name: &str) -> Result<Vm> {
+        let req = ForkRequest { name: name.to_string() };
+        self.json(self.post_req(self.vm_url(id, ["clone"])).json(&req)).await
+    }
+
+    /// Freezes a VM's guest filesystems (through its guest agent), thawing them by themselves
+    /// after `timeout` when given.
+    pub async fn freeze(&self, id: &InstanceId, timeout: Option<Duration>) -> Result<FreezeResult> {
+        let mut req = self.post_req(self.vm_url(id, ["freeze"]));
+        if let Some(t) = timeout {
+            req = req.query(&[("timeoutSeconds", t.as_secs().max(1).to_string())]);
+        }
+        self.json(req).await
+    }
+
+    pub async fn thaw(&self, id: &InstanceId) -> Result<FreezeResult> {
+        self.json(self.post_req(self.vm_url(id, ["thaw"]))).await
+    }
+
+    /// `frozen` or `thawed`, as the guest agent says, and the deadline of the freeze.
+    pub async fn freeze_status(&self, id: &InstanceId) -> Result<FreezeStatus> {
+        self.json(self.get_req(self.vm_url(id, ["freeze"]))).await
+    }
+
+    /// Exports a sandbox's root filesystem to a tar file on the node.
+    pub async fn snapshot(&self, id: &InstanceId, path: &str) -> Result<SnapshotResult> {
+        let req = SnapshotRequest { path: path.to_string() };
+        self.json(self.post_req(self.url(["v1", "sandboxes", id.as_str(), "snapshot"])).json(&req)).await
+    }
+
+    /// True when the runtime answers at all (any status).
+    pub async fn reachable(&self) -> bool {
+        self.get_req(self.url(["v1", "node"])).send().await.is_ok_and(|r| r.status() != StatusCode::BAD_GATEWAY)
+    }
+
+    /// A request relayed to a server in the guest on `port`: the caller adds headers and a
+    /// body and sends it. The path is re-encoded segment by segment, the query passes as a
+    /// query, and no redirect is followed.
+    pub fn guest_http(
+        &self,
+        method: Method,
+        id: &InstanceId,
+        port: u16,
+        path: &GuestPath,
+        query: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let port = port.to_string();
+        let mut url = self.vm_url(id, ["proxy", port.as_str()]);
+        if let Ok(mut segments) = url.path_segments_mut() {
+            if path.segments().next().is_none() {
+                // The guest's root: `/v1/vms/{id}/proxy/{port}/`.
+                segments.push("");
+            } else {
+                segments.extend(path.segments());
+            }
+        }
+        url.set_query(query.filter(|q| !q.is_empty()));
+        self.conn.relay.request(method, url).bearer_auth(&*self.conn.token)
+    }
+
+    /// Sends a request built by [`RuntimeClient::guest_http`]; an error of the runtime itself
+    /// (no instance, nothing listening) comes back as `Err`, the guest's own answers as `Ok`.
+    pub async fn send_guest_http(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        req.send().await.map_err(|e| self.unreachable(e))
+    }
+
+    /// Opens a WebSocket relay of an instance. A refusal of the runtime (a paused sandbox, a
+    /// closed port) is an `Api` error, so callers can answer it before upgrading their client.
+    pub async fn relay(&self, id: &InstanceId, relay: &Relay) -> Result<RelaySocket> {
+        use tokio_tungstenite::tungstenite::Error as WsError;
+        let port;
+        let mut url = match relay {
+            Relay::Console => self.vm_url(id, ["console"]),
+            Relay::Vnc => self.vm_url(id, ["vnc"]),
+            Relay::Tunnel(p) => {
+                port = p.to_string();
+                self.vm_url(id, ["tunnel", port.as_str()])
+            }
+            Relay::ExecStream { .. } => self.vm_url(id, ["exec-stream"]),
+        };
+        if let Relay::ExecStream { command } = relay {
+            url.query_pairs_mut().append_pair("command", command);
+        }
+        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+        url.set_scheme(scheme).map_err(|_| ClientError::BadEndpoint(self.endpoint().into()))?;
+        let mut request =
+            url.as_str().into_client_request().map_err(|e| ClientError::BadEndpoint(format!("{url}: {e}")))?;
+        if let Ok(v) = format!("Bearer {}", self.conn.token).parse() {
+            request.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
+        }
+        match tokio_tungstenite::connect_async(request).await {
+            Ok((ws, _)) => Ok(ws),
+            Err(WsError::Http(resp)) => {
+                Err(api_error(resp.status().as_u16(), resp.body().as_deref().unwrap_or_default()))
+            }
+            Err(e) => Err(self.unreachable(e)),
+        }
+    }
+}
+
+/// The runtime's error body, or the status's own words when the body is not one.
+fn api_error(status: u16, body: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(e) => ClientError::Api { status, reason: e.reason, message: e.message },
+        Err(_) => ClientError::Api {
+            status,
+            reason: StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error").to_string(),
+            message: String::from_utf8_lossy(body).into_owned(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client() -> RuntimeClient {
+        RuntimeClient::new("http://127.0.0.1:7000/", "t").unwrap()
+    }
+
+    #[test]
+    fn urls_are_built_from_encoded_segments() {
+        let c = client();
+        let id = InstanceId::new("kairon-a-b").unwrap();
+        assert_eq!(c.vm_url(&id, ["exec"]).as_str(), "http://127.0.0.1:7000/v1/vms/kairon-a-b/exec");
+        let odd = InstanceId::new("a%2F..%2Fb?x#y").unwrap();
+        assert_eq!(c.vm_url(&odd, []).path(), "/v1/vms/a%252F..%252Fb%3Fx%23y");
+        let pid = Pid::new("p 1").unwrap();
+        assert_eq!(c.vm_url(&id, ["processes", pid.as_str()]).path(), "/v1/vms/kairon-a-b/processes/p%201");
+        assert!(RuntimeClient::new("not a url", "t").is_err());
+        assert!(RuntimeClient::new("file:///etc", "t").is_err());
+    }
+
+    #[test]
+    fn guest_http_stays_under_the_proxy_prefix() {
+        let c = client();
+        let id = InstanceId::new("i").unwrap();
+        let url = |path: &str, query: Option<&str>| {
+            let p = GuestPath::new(path).unwrap();
+            c.guest_http(Method::GET, &id, 8080, &p, query).build().unwrap().url().clone()
+        };
+        assert_eq!(url("", None).as_str(), "http://127.0.0.1:7000/v1/vms/i/proxy/8080/");
+        assert_eq!(
+            url("a/b.html", Some("x=1&y=%2F")).as_str(),
+            "http://127.0.0.1:7000/v1/vms/i/proxy/8080/a/b.html?x=1&y=%2F"
+        );
+        // An encoded slash or dot stays inside its segment.
+        assert_eq!(url("..%2F..%2Fv1%2Fvms", None).path(), "/v1/vms/i/proxy/8080/..%252F..%252Fv1%252Fvms");
+        assert_eq!(url("%2e%2e/x", None).path(), "/v1/vms/i/proxy/8080/%252e%252e/x");
+        assert!(GuestPath::new("../../v1/vms").is_err());
+    }
+
+    #[test]
+    fn relays_and_power_use_fixed_route_names() {
+        assert_eq!(PowerAction::Hibernate.as_str(), "hibernate");
+        let c = client();
+        let id = InstanceId::new("i").unwrap();
+        assert_eq!(c.vm_url(&id, [PowerAction::Start.as_str()]).path(), "/v1/vms/i/start");
+    }
+}
