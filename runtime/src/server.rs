@@ -93,7 +93,13 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
     }
     // What callers asked for, exactly as it arrived: the isolation tests read it back.
-    tracing::debug!(target: "kairon_runtime::requests", method = %req.method(), path = %req.uri().path(), "runtime request");
+    tracing::debug!(
+        target: "kairon_runtime::requests",
+        method = %req.method(),
+        path = %req.uri().path(),
+        query = req.uri().query().unwrap_or_default(),
+        "runtime request"
+    );
     next.run(req).await
 }
 
