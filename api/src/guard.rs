@@ -122,7 +122,12 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
 }
 
 fn map_of<'a>(obj: Option<&'a Value>, pointer: &str) -> BTreeMap<&'a str, &'a Value> {
-    obj.and_then(|o| o.pointer(pointer)).and_then(Value::as_object).into_iter().flatten().map(|(k, v)| (k.as_str(), v)).collect()
+    obj.and_then(|o| o.pointer(pointer))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect()
 }
 
 /// Whether `key` of the map at `pointer` is added, changed or removed.
@@ -236,7 +241,11 @@ fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -
     };
     let node_of = |o: &Value| o.pointer("/status/nodeName").and_then(Value::as_str).map(str::to_string);
     if node_of(old).as_deref() != Some(id.sub.as_str()) {
-        return Err(format!("{}: this Machine is not on node {:?}, so that node agent may not write it", who(id), id.sub));
+        return Err(format!(
+            "{}: this Machine is not on node {:?}, so that node agent may not write it",
+            who(id),
+            id.sub
+        ));
     }
     if node_of(new) != node_of(old) {
         return Err(format!(
@@ -344,9 +353,7 @@ fn tenant_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value)
             }
         }
     }
-    if kind.is(KAIRON_GROUP, "machines")
-        && old.is_some()
-        && key_changed(old, new, "/metadata/labels", labels::SANDBOX)
+    if kind.is(KAIRON_GROUP, "machines") && old.is_some() && key_changed(old, new, "/metadata/labels", labels::SANDBOX)
     {
         return Err(format!(
             "the label {} opens a Machine to operators' guest exec and is set only when the Machine is created: \

@@ -202,8 +202,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     // a node may write only what a node writes, the controllers what they own (SECURITY.md).
     let node_client = system_client(&keys, &server_url, &tls.ca_pem, &args.node_name, Role::Node).await?;
     let controller_sub = format!("kairon-controller-{}", args.node_name);
-    let controller_client =
-        system_client(&keys, &server_url, &tls.ca_pem, &controller_sub, Role::Controller).await?;
+    let controller_client = system_client(&keys, &server_url, &tls.ca_pem, &controller_sub, Role::Controller).await?;
     let runtime_url = if args.no_runtime {
         None
     } else {

@@ -128,14 +128,18 @@ async fn a_tenant_cannot_write_pool_claim_or_node_status() {
     let k = Kairon::start_with(API_ONLY).unwrap();
     let admin = k.rest().unwrap();
     let alice = k.rest_as(&k.token("alice", "operator", &["agents"]).unwrap()).unwrap();
-    let pool = json!({"metadata": {"name": "p"}, "spec": {"replicas": 0, "template": {"spec": {"image": {"path": IMAGE}}}}});
+    let pool =
+        json!({"metadata": {"name": "p"}, "spec": {"replicas": 0, "template": {"spec": {"image": {"path": IMAGE}}}}});
     alice.post("/api/v1/machinepools/agents", pool).await.ok();
     let claim = json!({"metadata": {"name": "c"}, "spec": {"poolName": "p"}});
     alice.post("/api/v1/machineclaims/agents", claim).await.ok();
     // The controller's view of the claim, written with an admin token.
     let bound = json!({"status": {"phase": "Bound", "machineName": "m1",
                                   "usage": {"activeSeconds": 100, "suspendedSeconds": 0}}});
-    ok("admin writes claim status", &merge(&admin, &format!("{}/status", path("agents", "machineclaims", "c")), bound).await);
+    ok(
+        "admin writes claim status",
+        &merge(&admin, &format!("{}/status", path("agents", "machineclaims", "c")), bound).await,
+    );
     let before = admin.get("/api/v1/machineclaims/agents/c").await.ok();
 
     let forged = json!({"status": {"phase": "Released", "usage": {"activeSeconds": 0, "vcpuSeconds": 0}}});
@@ -143,7 +147,8 @@ async fn a_tenant_cannot_write_pool_claim_or_node_status() {
     refused("claim usage", &merge(&alice, &claim_status, forged.clone()).await, 403, "written by the controllers");
     refused(
         "claim phase by JSON patch",
-        &json_patch(&alice, &claim_status, json!([{"op": "replace", "path": "/status/phase", "value": "Pending"}])).await,
+        &json_patch(&alice, &claim_status, json!([{"op": "replace", "path": "/status/phase", "value": "Pending"}]))
+            .await,
         403,
         "written by the controllers",
     );
@@ -254,9 +259,17 @@ async fn table_setup(map: Map, key: &str, value: Option<&str>) -> (Kairon, Rest)
 async fn controller_may_write(k: &Kairon, map: Map, key: &str) {
     let ctl = k.rest_as(&k.token("kairon-controller-x", "controller", &[]).unwrap()).unwrap();
     let target = path("agents", "machines", "victim");
-    ok("the controller writes it", &merge(&ctl, &target, json!({"metadata": {map.field(): {key: "by-controller"}}})).await);
+    ok(
+        "the controller writes it",
+        &merge(&ctl, &target, json!({"metadata": {map.field(): {key: "by-controller"}}})).await,
+    );
     let node = k.rest_as(&k.token("local", "node", &[]).unwrap()).unwrap();
-    refused("a node may not", &merge(&node, &target, json!({"metadata": {map.field(): {key: "by-node"}}})).await, 403, "node");
+    refused(
+        "a node may not",
+        &merge(&node, &target, json!({"metadata": {map.field(): {key: "by-node"}}})).await,
+        403,
+        "node",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -344,7 +357,10 @@ async fn row_fs_frozen_is_written_by_the_node_only() {
     tenant_cannot_write(&k, &alice, Map::Annotations, key, None).await;
     let target = path("agents", "machines", "victim");
     let node = k.rest_as(&k.token("local", "node", &[]).unwrap()).unwrap();
-    ok("the victim's node confirms a freeze", &merge(&node, &target, json!({"metadata": {"annotations": {key: null}}})).await);
+    ok(
+        "the victim's node confirms a freeze",
+        &merge(&node, &target, json!({"metadata": {"annotations": {key: null}}})).await,
+    );
     let elsewhere = k.rest_as(&k.token("elsewhere", "node", &[]).unwrap()).unwrap();
     refused(
         "another node",
@@ -381,8 +397,17 @@ async fn row_idle_suspended_may_be_cleared_not_set_by_tenants() {
     // The REST power operations clear it for the caller, as kaironctl start does.
     let admin = k.rest().unwrap();
     let ctl = k.rest_as(&k.token("kairon-controller-x", "controller", &[]).unwrap()).unwrap();
-    ok("the controller suspends", &merge(&ctl, &target, json!({"metadata": {"annotations": {key: "Pause"}}, "spec": {"powerState": "Paused"}})).await);
-    ok("alice resumes through REST", &alice.send(alice.request(reqwest::Method::POST, "/api/v1/machines/agents/victim/resume").json(&json!({}))).await);
+    ok(
+        "the controller suspends",
+        &merge(&ctl, &target, json!({"metadata": {"annotations": {key: "Pause"}}, "spec": {"powerState": "Paused"}}))
+            .await,
+    );
+    ok(
+        "alice resumes through REST",
+        &alice
+            .send(alice.request(reqwest::Method::POST, "/api/v1/machines/agents/victim/resume").json(&json!({})))
+            .await,
+    );
     let after = admin.get(&target).await.ok();
     assert!(after["metadata"]["annotations"].get(key).is_none(), "resume cleared it: {after}");
     assert_eq!(after["spec"]["powerState"], "Running");
@@ -407,7 +432,10 @@ async fn the_sandbox_track_is_admin_only_on_every_path_and_immutable() {
     whole["spec"]["sandbox"] = sandbox.clone();
     for (how, got) in [
         ("merge patch", merge(&alice, &plain, json!({"spec": {"sandbox": sandbox}})).await),
-        ("JSON patch", json_patch(&alice, &plain, json!([{"op": "add", "path": "/spec/sandbox", "value": sandbox}])).await),
+        (
+            "JSON patch",
+            json_patch(&alice, &plain, json!([{"op": "add", "path": "/spec/sandbox", "value": sandbox}])).await,
+        ),
         ("PUT", put(&alice, &plain, whole.clone()).await),
         ("REST PUT", alice.put("/api/v1/machines/agents/plain", whole.clone()).await),
         (
@@ -458,14 +486,27 @@ async fn the_sandbox_track_is_admin_only_on_every_path_and_immutable() {
     let got = merge(&admin, &plain, json!({"spec": {"sandbox": sandbox}})).await;
     refused("admin adds spec.sandbox", &got, 422, "immutable");
     assert_eq!(got.body["details"]["causes"][0]["field"], "spec.sandbox", "{}", got.body);
-    ok("admin creates a sandbox", &post(&admin, &machines, json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
-        "metadata": {"name": "sb"}, "spec": {"sandbox": sandbox}})).await);
+    ok(
+        "admin creates a sandbox",
+        &post(
+            &admin,
+            &machines,
+            json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": "sb"}, "spec": {"sandbox": sandbox}}),
+        )
+        .await,
+    );
     let sb = path("agents", "machines", "sb");
     let got = merge(&admin, &sb, json!({"spec": {"sandbox": null, "image": {"path": IMAGE}}})).await;
     refused("admin removes spec.sandbox", &got, 422, "immutable");
     let got = merge(&admin, &sb, json!({"spec": {"sandbox": {"templateName": "python"}}})).await;
     refused("admin changes spec.sandbox", &got, 422, "immutable");
-    refused("alice writes the admin's sandbox", &merge(&alice, &sb, json!({"spec": {"ttlSeconds": 60}})).await, 403, "admin-only");
+    refused(
+        "alice writes the admin's sandbox",
+        &merge(&alice, &sb, json!({"spec": {"ttlSeconds": 60}})).await,
+        403,
+        "admin-only",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -511,7 +552,9 @@ async fn lists_and_continue_tokens_reveal_nothing_elsewhere() {
     let k = Kairon::start_with(API_ONLY).unwrap();
     let admin = k.rest().unwrap();
     // The secret namespace sorts between and around the viewer's own.
-    for (ns, name) in [("aa", "secret-1"), ("agents", "mine-1"), ("agents", "mine-2"), ("zz", "secret-2"), ("b", "secret-3")] {
+    for (ns, name) in
+        [("aa", "secret-1"), ("agents", "mine-1"), ("agents", "mine-2"), ("zz", "secret-2"), ("b", "secret-3")]
+    {
         ok("admin creates", &post(&admin, &format!("{GROUP}/namespaces/{ns}/machines"), vm(name)).await);
     }
     let viewer = k.rest_as(&k.token("vic", "viewer", &["agents", "c"]).unwrap()).unwrap();
@@ -529,7 +572,10 @@ async fn lists_and_continue_tokens_reveal_nothing_elsewhere() {
         match page["metadata"]["continue"].as_str().filter(|c| !c.is_empty()) {
             Some(c) => {
                 let decoded = decode_token(c);
-                assert!(!decoded.contains("secret"), "the continue token names another namespace's object: {decoded:?}");
+                assert!(
+                    !decoded.contains("secret"),
+                    "the continue token names another namespace's object: {decoded:?}"
+                );
                 assert!(!decoded.contains("\u{1}aa\u{1}") && !decoded.contains("\u{1}zz\u{1}"), "{decoded:?}");
                 cont = Some(c.to_string());
             }
@@ -540,7 +586,8 @@ async fn lists_and_continue_tokens_reveal_nothing_elsewhere() {
     // A forged token pointing elsewhere gains nothing.
     let forged: String = "1\u{1}aa\u{1}".bytes().map(|b| format!("{b:02x}")).collect();
     let page = viewer.get(&format!("{GROUP}/machines?limit=5&continue={forged}")).await.ok();
-    let names: Vec<&str> = page["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    let names: Vec<&str> =
+        page["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["mine-1", "mine-2"]);
     // Not her namespace: refused before anything about what is there.
     let got = viewer.get(&format!("{GROUP}/namespaces/aa/machines/secret-1")).await;
@@ -601,7 +648,10 @@ async fn node_and_controller_identities_stay_in_their_lanes() {
     let node = k.rest_as(&k.token("local", "node", &[]).unwrap()).unwrap();
     let here = path("agents", "machines", "here");
     let there = path("agents", "machines", "there");
-    ok("status of its Machine", &merge(&node, &format!("{here}/status"), json!({"status": {"phase": "Running"}})).await);
+    ok(
+        "status of its Machine",
+        &merge(&node, &format!("{here}/status"), json!({"status": {"phase": "Running"}})).await,
+    );
     refused(
         "status of another node's Machine",
         &merge(&node, &format!("{there}/status"), json!({"status": {"phase": "Failed"}})).await,
@@ -621,26 +671,50 @@ async fn node_and_controller_identities_stay_in_their_lanes() {
     ok("finalizer", &merge(&node, &here, json!({"metadata": {"finalizers": ["kairon.zyvor.dev/machine"]}})).await);
     ok(
         "activity stamp",
-        &merge(&node, &here, json!({"metadata": {"annotations": {"kairon.zyvor.dev/last-activity": "2030-01-01T00:00:00Z"}}}))
-            .await,
+        &merge(
+            &node,
+            &here,
+            json!({"metadata": {"annotations": {"kairon.zyvor.dev/last-activity": "2030-01-01T00:00:00Z"}}}),
+        )
+        .await,
     );
     let pool = json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool", "metadata": {"name": "p"},
                       "spec": {"replicas": 0, "template": {"spec": {"image": {"path": IMAGE}}}}});
-    refused("a pool", &post(&node, &format!("{GROUP}/namespaces/agents/machinepools"), pool).await, 403, "machinepools");
+    refused(
+        "a pool",
+        &post(&node, &format!("{GROUP}/namespaces/agents/machinepools"), pool).await,
+        403,
+        "machinepools",
+    );
     let kn = |n: &str| {
         json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironNode", "metadata": {"name": n},
                "spec": {"runtimeEndpoint": "http://127.0.0.1:1", "capacity": {"cpu": "1", "memory": "1Gi"}}})
     };
     ok("its own KaironNode", &post(&node, &format!("{GROUP}/kaironnodes"), kn("local")).await);
-    refused("another KaironNode", &post(&node, &format!("{GROUP}/kaironnodes"), kn("other")).await, 403, "own KaironNode");
+    refused(
+        "another KaironNode",
+        &post(&node, &format!("{GROUP}/kaironnodes"), kn("other")).await,
+        403,
+        "own KaironNode",
+    );
     // The REST API is not a node's: its writes go through the Kubernetes paths.
-    refused("REST power", &node.send(node.request(reqwest::Method::POST, "/api/v1/machines/agents/here/pause").json(&json!({}))).await, 403, "Kubernetes-compatible");
+    refused(
+        "REST power",
+        &node.send(node.request(reqwest::Method::POST, "/api/v1/machines/agents/here/pause").json(&json!({}))).await,
+        403,
+        "Kubernetes-compatible",
+    );
 
     let ctl = k.rest_as(&k.token("kairon-controller-x", "controller", &[]).unwrap()).unwrap();
     ok("controller: status", &merge(&ctl, &format!("{there}/status"), json!({"status": {"phase": "Pending"}})).await);
     ok("controller: pool member", &post(&ctl, &machines, vm("member")).await);
     ok("controller: delete", &ctl.delete(&path("agents", "machines", "member")).await);
-    refused("controller: a KaironNode", &post(&ctl, &format!("{GROUP}/kaironnodes"), kn("x")).await, 403, "cluster-scoped");
+    refused(
+        "controller: a KaironNode",
+        &post(&ctl, &format!("{GROUP}/kaironnodes"), kn("x")).await,
+        403,
+        "cluster-scoped",
+    );
     let v = admin.get(&there).await.ok();
     assert_eq!(v["status"]["nodeName"], "other");
 }
@@ -675,7 +749,16 @@ fn short_shared_tokens_are_refused_at_startup() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path().to_str().unwrap();
     for args in [
-        vec!["up", "--data-dir", dir, "--no-runtime", "--listen", "127.0.0.1:0", "--legacy-token", "short-legacy-token"],
+        vec![
+            "up",
+            "--data-dir",
+            dir,
+            "--no-runtime",
+            "--listen",
+            "127.0.0.1:0",
+            "--legacy-token",
+            "short-legacy-token",
+        ],
         vec![
             "node",
             "--kubeconfig",
