@@ -13,6 +13,13 @@ pub enum Role {
     Operator,
     /// Reads in their namespaces.
     Viewer,
+    /// A node agent (`sub` = the node's name): reads everything, writes the status, the
+    /// freeze confirmation, the activity stamp and its finalizer of the Machines on its node,
+    /// Events, and its own KaironNode. Nothing else (`crate::guard`).
+    Node,
+    /// The controllers: read everything, write what the controllers own (status, claim and
+    /// pool bindings, ownerReferences, lifecycle-start, pool members, leases, Events).
+    Controller,
 }
 
 impl std::str::FromStr for Role {
@@ -22,7 +29,9 @@ impl std::str::FromStr for Role {
             "admin" => Ok(Role::Admin),
             "operator" => Ok(Role::Operator),
             "viewer" => Ok(Role::Viewer),
-            _ => Err(format!("unknown role {s:?}: use admin, operator or viewer")),
+            "node" => Ok(Role::Node),
+            "controller" => Ok(Role::Controller),
+            _ => Err(format!("unknown role {s:?}: use admin, operator, viewer, node or controller")),
         }
     }
 }
@@ -61,11 +70,21 @@ impl Identity {
     }
 
     pub fn may_use_namespace(&self, ns: &str) -> bool {
-        self.role == Role::Admin || self.namespaces.iter().any(|n| n == "*" || n == ns)
+        self.is_system() || self.namespaces.iter().any(|n| n == "*" || n == ns)
     }
 
     pub fn all_namespaces(&self) -> bool {
-        self.role == Role::Admin || self.namespaces.iter().any(|n| n == "*")
+        self.is_system() || self.namespaces.iter().any(|n| n == "*")
+    }
+
+    /// An admin, node or controller identity: not a tenant.
+    pub fn is_system(&self) -> bool {
+        !self.legacy && matches!(self.role, Role::Admin | Role::Node | Role::Controller)
+    }
+
+    /// A tenant: an operator or viewer scoped to namespaces (the legacy token included).
+    pub fn is_tenant(&self) -> bool {
+        !self.is_system()
     }
 }
 
@@ -136,6 +155,18 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
     if verb == Verb::Write && id.role == Role::Viewer {
         return Err(format!("{} is a viewer and may not change anything", id.sub));
     }
+    if matches!(id.role, Role::Node | Role::Controller) {
+        // They read everything; their writes go through the Kubernetes-compatible paths, where
+        // `crate::guard` decides them field by field.
+        return match verb {
+            Verb::Read => Ok(()),
+            Verb::Write => Err(format!(
+                "{} is {} and writes only through the Kubernetes-compatible API (what its role allows there)",
+                id.sub,
+                role_name(id.role)
+            )),
+        };
+    }
     if cluster_scoped {
         return match verb {
             Verb::Read => Ok(()),
@@ -158,11 +189,13 @@ pub fn admin_only(id: &Identity, what: &str) -> Result<(), String> {
     Err(format!("{what} is admin-only: use an admin token ({} is {})", id.sub, role_name(id.role)))
 }
 
-fn role_name(r: Role) -> &'static str {
+pub fn role_name(r: Role) -> &'static str {
     match r {
         Role::Admin => "an admin",
         Role::Operator => "an operator",
         Role::Viewer => "a viewer",
+        Role::Node => "a node",
+        Role::Controller => "a controller",
     }
 }
 

@@ -2,6 +2,7 @@
 //! kinds (embedded mode), authentication, and the Kairon REST API with its OpenAPI document.
 
 pub mod auth;
+pub mod guard;
 pub mod k8s;
 pub mod mcp;
 pub mod rest;

@@ -21,7 +21,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let tick = 2u64;
     let k = tokio::task::spawn_blocking(|| Kairon::start_with(&["--no-runtime"])).await??;
     let state = tempfile::tempdir()?;
-    let token = "bench-node-token";
+    let token = "bench-node-token-of-at-least-32-bytes";
     let state_path = state.path().to_string_lossy().to_string();
     let runtime = Process::start(
         &["runtime", "--listen", "127.0.0.1:0", "--node-name", "bench", "--token", token, "--state-dir", &state_path],

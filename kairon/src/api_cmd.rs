@@ -26,7 +26,7 @@ pub struct ApiArgs {
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
     /// The nodes' runtime token (the secret the node agents were started with).
-    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true, value_parser = crate::up::parse_secret)]
     runtime_token: String,
     #[command(flatten)]
     rest: crate::up::RestArgs,

@@ -62,7 +62,7 @@ pub struct NodeArgs {
     /// An existing runtime to use instead (with --runtime-token).
     #[arg(long)]
     runtime_endpoint: Option<String>,
-    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true, value_parser = crate::up::parse_secret)]
     runtime_token: Option<String>,
     /// Also run the controllers (scheduler, lifecycle, pools, claims; leader-elected).
     #[arg(long)]

@@ -81,8 +81,15 @@ impl PrivatePostgres {
         };
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         // Unix socket paths are limited to ~107 bytes, so the socket lives in a short dir.
+        // Its mode is 0700 (owned by the server's user): with trust auth and no TCP listener
+        // (`listen_addresses=''`), the socket's directory is what keeps other local users out.
         let sock = PathBuf::from(format!("/tmp/kairon-pg-{}", short_hash(&dir)));
         std::fs::create_dir_all(&sock)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("making {} private", sock.display()))?;
+        }
         if is_root() {
             for d in [&dir, &sock] {
                 let ok = Command::new("chown").args(["-R", "postgres:postgres"]).arg(d).status()?.success();

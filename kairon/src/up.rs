@@ -62,7 +62,7 @@ pub struct RestArgs {
     pub sandbox_operator_exec: bool,
     /// A legacy shared token: it authenticates as an operator with no identity (so guest
     /// routes stay refused to it).
-    #[arg(long, env = "KAIRON_LEGACY_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "KAIRON_LEGACY_TOKEN", hide_env_values = true, value_parser = parse_secret)]
     pub legacy_token: Option<String>,
     /// Relay sessions stamp kairon.zyvor.dev/last-activity at most this often per Machine.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
@@ -76,6 +76,21 @@ impl RestArgs {
         ctx.activity_stamp_interval = self.activity_stamp_interval;
         ctx
     }
+}
+
+/// The shortest shared secret accepted on the command line (`--legacy-token`, `--runtime-token`).
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// A shared bearer secret: at least 32 bytes, so that it cannot be guessed.
+pub fn parse_secret(s: &str) -> Result<String, String> {
+    if s.len() < MIN_SECRET_BYTES {
+        return Err(format!(
+            "a shared token must be at least {MIN_SECRET_BYTES} bytes (this one has {}): make one with \
+             `openssl rand -hex 32`",
+            s.len()
+        ));
+    }
+    Ok(s.to_string())
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -130,6 +145,15 @@ fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
     )
 }
 
+/// A Kubernetes client of this server for a node or controller identity (its kubeconfig is
+/// kept in memory only).
+async fn system_client(keys: &TokenKeys, server: &str, ca_pem: &str, sub: &str, role: Role) -> Result<kube::Client> {
+    let token = keys.mint(sub, role, vec!["*".into()], 365 * 86400)?;
+    let kc = kube::config::Kubeconfig::from_yaml(&kubeconfig(server, ca_pem, &token))?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(cfg)?)
+}
+
 pub async fn run(args: UpArgs) -> Result<()> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
@@ -174,19 +198,23 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     state.rest = Some(std::sync::Arc::new(args.rest.context(client.clone(), runtime_token.clone())));
     state.legacy_token = args.rest.legacy_token.clone();
 
+    // The in-process node agent and controllers use their own identities, never the admin's:
+    // a node may write only what a node writes, the controllers what they own (SECURITY.md).
+    let node_client = system_client(&keys, &server_url, &tls.ca_pem, &args.node_name, Role::Node).await?;
+    let controller_sub = format!("kairon-controller-{}", args.node_name);
+    let controller_client = system_client(&keys, &server_url, &tls.ca_pem, &controller_sub, Role::Controller).await?;
     let runtime_url = if args.no_runtime {
         None
     } else {
         match start_runtime(args, data_dir, &runtime_token).await {
             Ok(url) => {
                 let token = runtime_token.clone();
-                let client = client.clone();
                 let cfg = args.node.config(&args.node_name, &url, &token);
-                crate::node_cmd::spawn_node_agent(client.clone(), cfg);
+                crate::node_cmd::spawn_node_agent(node_client, cfg);
                 if !args.no_controllers {
                     let identity = format!("kairon-controller-{}", args.node_name);
                     let controllers = args.controllers.config(identity, Some(store.clone()));
-                    crate::node_cmd::spawn_controllers(client, controllers);
+                    crate::node_cmd::spawn_controllers(controller_client, controllers);
                 }
                 Some(url)
             }

@@ -306,6 +306,23 @@ pub fn validate_machine_spec(
     {
         errs.invalid(p("nodeName"), format!("{n:?}"), "must be a lowercase DNS name");
     }
+    if let Some(old) = old
+        && old.sandbox != spec.sandbox
+    {
+        // The track decides which runtime runs the Machine and who may create it (admins).
+        let shown = |s: &Option<crate::machine::SandboxSpec>| match s {
+            None => "unset".to_string(),
+            Some(s) => serde_json::to_string(s).unwrap_or_default(),
+        };
+        errs.invalid(
+            p("sandbox"),
+            shown(&spec.sandbox),
+            format!(
+                "field is immutable (it was {}): delete the Machine and create a new one instead",
+                shown(&old.sandbox)
+            ),
+        );
+    }
     if let Some(old) = old {
         let (from, to) = (old.desired_power_state(), spec.desired_power_state());
         if !from.can_transition_to(to) {
@@ -443,6 +460,18 @@ mod tests {
         let new = MachineSpec { power_state: Some(PowerState::Halted), ..vm() };
         let errs = validate_machine_spec("spec", &new, Some(&old), Default::default());
         assert_eq!(fields(&errs), ["spec.powerState"]);
+    }
+
+    #[test]
+    fn the_sandbox_track_is_immutable() {
+        let plain = vm();
+        let sandbox = MachineSpec { sandbox: Some(Default::default()), ..vm() };
+        for (old, new) in [(&plain, &sandbox), (&sandbox, &plain)] {
+            let errs = validate_machine_spec("spec", new, Some(old), Default::default());
+            assert_eq!(fields(&errs), ["spec.sandbox"]);
+            assert!(errs[0].detail.contains("immutable"));
+        }
+        assert!(validate_machine_spec("spec", &sandbox, Some(&sandbox), Default::default()).is_empty());
     }
 
     #[test]

@@ -277,7 +277,7 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
     let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let state = tempfile::tempdir().unwrap();
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let token = "node-e2e-token";
+    let token = "node-e2e-token-of-at-least-32-bytes";
     let runtime = Process::start(
         &[
             "runtime",

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use kairon_e2e::{Kairon, Rest};
 
-const LEGACY: &str = "legacy-shared-token-for-tests";
+const LEGACY: &str = "legacy-shared-token-for-the-end-to-end-tests";
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Caller {

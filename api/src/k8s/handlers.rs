@@ -17,7 +17,8 @@ use super::registry::{ResourceType, View};
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::{ApiError, ApiResult};
 use super::{Params, Target, events, patch, table};
-use crate::auth::{Identity, Verb, may_access};
+use crate::auth::Identity;
+use crate::guard::{self, Op};
 use crate::state::AppState;
 
 /// How many times a patch or an unconditional update retries on a concurrent write.
@@ -51,6 +52,14 @@ pub async fn handle(
     if !rt.namespaced && t.namespace.is_some() {
         return Err(ApiError::no_route(format!("{} are cluster-scoped: drop /namespaces/…", rt.plural)));
     }
+    // As in Kubernetes, the path across all namespaces only lists and watches.
+    if rt.namespaced && t.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "{method} is not supported on {} across all namespaces: {} are namespaced, use \
+             /namespaces/{{namespace}}/{}",
+            rt.plural, rt.plural, rt.plural
+        )));
+    }
     if let Some(ns) = &t.namespace
         && !kairon_model::validate::is_dns_label(ns)
     {
@@ -61,9 +70,13 @@ pub async fn handle(
         Some("status") if rt.status_subresource => true,
         Some(s) => return Err(ApiError::no_route(format!("{} has no subresource {s:?}", rt.plural))),
     };
-    let verb = if method == Method::GET { Verb::Read } else { Verb::Write };
+    let op = match method {
+        Method::GET => Op::Read,
+        Method::DELETE => Op::Delete,
+        _ => Op::Write,
+    };
     let scope_ns = if rt.namespaced { t.namespace.as_deref() } else { None };
-    may_access(id, verb, scope_ns, !rt.namespaced).map_err(ApiError::forbidden)?;
+    guard::may_request(id, kind_of(rt), scope_ns, op).map_err(ApiError::forbidden)?;
     let ns = t.namespace.clone().unwrap_or_default();
     let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub };
 
@@ -88,6 +101,10 @@ pub async fn handle(
         (Method::DELETE, None) => delete_collection(&ctx).await,
         (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on {}", rt.plural))),
     }
+}
+
+fn kind_of(rt: &ResourceType) -> guard::Kind<'_> {
+    guard::Kind { group: rt.group, plural: rt.plural, namespaced: rt.namespaced }
 }
 
 struct Ctx<'a> {
@@ -240,6 +257,57 @@ fn decode_continue(token: &str) -> ApiResult<(i64, String, String)> {
     Ok((rv, ns, name))
 }
 
+/// A list across all namespaces for a caller who may see only some: pages over those
+/// namespaces only, so that a page, its size and its continue token (which names the last
+/// object returned) say nothing about objects elsewhere.
+async fn list_visible(
+    c: &Ctx<'_>,
+    group: &str,
+    resource: &str,
+    after: Option<(&str, &str)>,
+    limit: Option<usize>,
+) -> ApiResult<kairon_db::ListPage> {
+    let mut namespaces: Vec<&str> =
+        c.id.namespaces.iter().map(String::as_str).filter(|n| kairon_model::validate::is_dns_label(n)).collect();
+    namespaces.sort_unstable();
+    namespaces.dedup();
+    let mut items: Vec<Value> = Vec::new();
+    let mut rv = None;
+    let mut continue_after = None;
+    for ns in namespaces {
+        let cursor = match after {
+            Some((a_ns, _)) if ns < a_ns => continue,
+            Some((a_ns, a_name)) if ns == a_ns => Some((a_ns, a_name)),
+            _ => None,
+        };
+        let room = limit.map(|l| l.saturating_sub(items.len()));
+        if room == Some(0) {
+            // The page is full: continue only if something visible remains.
+            let peek = c.st.store.list(group, resource, Some(ns), cursor, Some(1)).await?;
+            if peek.items.is_empty() {
+                continue;
+            }
+            if let Some(last) = items.last() {
+                let key = |f: &str| last["metadata"][f].as_str().unwrap_or_default().to_string();
+                continue_after = Some((key("namespace"), key("name")));
+            }
+            break;
+        }
+        let page = c.st.store.list(group, resource, Some(ns), cursor, room).await?;
+        rv.get_or_insert(page.resource_version);
+        items.extend(page.items);
+        if page.continue_after.is_some() {
+            continue_after = page.continue_after;
+            break;
+        }
+    }
+    let resource_version = match rv {
+        Some(rv) => rv,
+        None => c.st.store.current_rv().await?,
+    };
+    Ok(kairon_db::ListPage { items, resource_version, continue_after })
+}
+
 async fn list(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
     let sel = Selection::parse(&c.params)?;
     let (items, meta) = if c.rt.view == View::Namespaces {
@@ -262,10 +330,12 @@ async fn list(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
         let (group, resource) = c.rt.store_key();
         let after = c.params.continue_token.as_deref().map(decode_continue).transpose()?;
         let ns = (!c.ns.is_empty()).then_some(c.ns.as_str());
-        let page =
-            c.st.store
-                .list(group, resource, ns, after.as_ref().map(|(_, n, m)| (n.as_str(), m.as_str())), c.params.limit)
-                .await?;
+        let cursor = after.as_ref().map(|(_, n, m)| (n.as_str(), m.as_str()));
+        let page = if ns.is_none() && c.rt.namespaced && !c.id.all_namespaces() {
+            list_visible(c, group, resource, cursor, c.params.limit).await?
+        } else {
+            c.st.store.list(group, resource, ns, cursor, c.params.limit).await?
+        };
         // A continued list reports the version of its first page, as Kubernetes does.
         let rv = after.as_ref().map(|(rv, _, _)| *rv).unwrap_or(page.resource_version);
         let items: Vec<Value> =
@@ -487,24 +557,8 @@ async fn create(c: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> ApiResult<Res
             None => return Err(ApiError::bad_request("metadata.name is required (or metadata.generateName)")),
         },
     };
-    sandbox_track_is_admin_only(c, &obj)?;
     let (obj, warnings) = write(c, &name, Change::Create(obj)).await?;
     Ok(c.respond(StatusCode::CREATED, obj, &warnings, headers))
-}
-
-/// Creating a `spec.sandbox` Machine, or a pool of them, is admin-only (the sandbox track's
-/// first cut), here as on the REST paths.
-fn sandbox_track_is_admin_only(c: &Ctx<'_>, obj: &Value) -> ApiResult<()> {
-    let sandbox = match c.rt.plural {
-        "machines" => obj.pointer("/spec/sandbox").is_some_and(|v| !v.is_null()),
-        "machinepools" => obj.pointer("/spec/template/spec/sandbox").is_some_and(|v| !v.is_null()),
-        _ => false,
-    };
-    if sandbox {
-        crate::auth::admin_only(c.id, "creating a sandbox-track (spec.sandbox) Machine")
-            .map_err(ApiError::forbidden)?;
-    }
-    Ok(())
 }
 
 async fn update(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
@@ -799,6 +853,8 @@ fn prepare(c: &Ctx<'_>, name: &str, new: &mut Value, live: Option<&Value>, now: 
             }
         }
     }
+    // Who may write what: one check for every write path, on the object about to be stored.
+    guard::check_write(c.id, kind_of(c.rt), live, new).map_err(ApiError::forbidden)?;
     let ctx = AdmitCtx { opts: c.st.validation, field_validation: c.params.field_validation };
     let mut warnings = (c.rt.admit)(new, live, &ctx).map_err(|e| match e {
         AdmitError::Invalid(errs) => ApiError::invalid(&q, name, &errs),

@@ -21,6 +21,7 @@ use kairon_model::{Machine, MachineClaim, MachinePool};
 
 use super::{Caller, RestError, RestResult, schema};
 use crate::auth::{self, Verb};
+use crate::guard;
 use crate::state::AppState;
 
 /// The namespace in the path.
@@ -195,25 +196,31 @@ fn decode<K: Mirrored>(mut body: Value, ns: &str, name: Option<&str>) -> RestRes
         .map_err(|e| RestError::bad_request(format!("invalid {} at {}: {}", K::kind(&()), e.path(), e.inner())))
 }
 
-/// Creating sandbox-track Machines is admin-only (the spec's first cut).
-fn check_create<K: Mirrored>(c: &Caller, obj: &K) -> RestResult<()> {
-    let v = serde_json::to_value(obj).unwrap_or_default();
-    let sandbox = match K::kind(&()).as_ref() {
-        "Machine" => v.pointer("/spec/sandbox").is_some(),
-        "MachinePool" => v.pointer("/spec/template/spec/sandbox").is_some(),
-        _ => false,
-    };
-    if sandbox {
-        c.check(auth::admin_only(&c.id, "creating a sandbox-track (spec.sandbox) Machine"))?;
-    }
-    Ok(())
+/// Tenants never write `kairon-system` (`crate::guard::may_request`).
+fn may_request<K: Mirrored>(c: &Caller, ns: &str, op: guard::Op) -> RestResult<()> {
+    let plural = K::plural(&());
+    let kind = guard::Kind { group: guard::KAIRON_GROUP, plural: &plural, namespaced: true };
+    c.check(guard::may_request(&c.id, kind, Some(ns), op))
+}
+
+/// Who may write what (`crate::guard`): the same rule as on the Kubernetes-compatible paths,
+/// checked here with the caller's identity because the write itself goes out with the server's.
+/// `old` is the stored object (None for a create); the status is what the store will keep.
+fn check_write<K: Mirrored>(c: &Caller, old: Option<&K>, obj: &K) -> RestResult<()> {
+    let old = old.map(|o| serde_json::to_value(o).unwrap_or_default());
+    let mut new = serde_json::to_value(obj).unwrap_or_default();
+    guard::keep_stored_status(old.as_ref(), &mut new);
+    let plural = K::plural(&());
+    let kind = guard::Kind { group: guard::KAIRON_GROUP, plural: &plural, namespaced: true };
+    c.check(guard::check_write(&c.id, kind, old.as_ref(), &new))
 }
 
 async fn create<K: Mirrored>(c: &Caller, ns: &str, dry: &DryRunQuery, body: Value) -> RestResult<K> {
     check_name("namespace", ns)?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(ns), false))?;
+    may_request::<K>(c, ns, guard::Op::Write)?;
     let obj: K = decode(body, ns, None)?;
-    check_create(c, &obj)?;
+    check_write(c, None, &obj)?;
     let pp = PostParams { dry_run: dry.is_dry_run()?, field_manager: Some("kairon-api".into()) };
     Ok(api::<K>(c, ns).create(&pp, &obj).await?)
 }
@@ -222,8 +229,10 @@ async fn replace<K: Mirrored>(c: &Caller, ns: &str, name: &str, dry: &DryRunQuer
     check_name("namespace", ns)?;
     check_name("name", name)?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(ns), false))?;
+    may_request::<K>(c, ns, guard::Op::Write)?;
     let obj: K = decode(body, ns, Some(name))?;
-    check_create(c, &obj)?;
+    let current = api::<K>(c, ns).get_opt(name).await?;
+    check_write(c, current.as_ref(), &obj)?;
     let pp = PostParams { dry_run: dry.is_dry_run()?, field_manager: Some("kairon-api".into()) };
     Ok(api::<K>(c, ns).replace(name, &pp, &obj).await?)
 }
@@ -231,6 +240,7 @@ async fn replace<K: Mirrored>(c: &Caller, ns: &str, name: &str, dry: &DryRunQuer
 async fn delete<K: Mirrored>(c: &Caller, ns: &str, name: &str, dry: &DryRunQuery) -> RestResult<K> {
     let current: K = get_object(c, ns, name).await?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(ns), false))?;
+    may_request::<K>(c, ns, guard::Op::Delete)?;
     let dp = DeleteParams { dry_run: dry.is_dry_run()?, ..Default::default() };
     Ok(api::<K>(c, ns).delete(name, &dp).await?.left().unwrap_or(current))
 }

@@ -1,0 +1,484 @@
+//! Who may write what: the isolation model of `SECURITY.md` ("Tenant against tenant at the
+//! API"). Two checks, both pure:
+//!
+//! - [`may_request`]: before anything is read, whether this identity may use this verb on this
+//!   resource type in this namespace at all (tenants never write Leases or `kairon-system`; a
+//!   node deletes nothing; a controller writes nothing cluster-scoped).
+//! - [`check_write`]: once the object about to be stored is computed, what changed compared to
+//!   the stored one (status, the well-known labels and annotations, ownerReferences,
+//!   finalizers, `spec.sandbox`) and whether this identity may change it. Every write path of
+//!   the Kubernetes-compatible API (POST, PUT, merge and JSON patch, server-side apply, on the
+//!   object and on its status) ends in `prepare`, which calls this; the REST API's create and
+//!   replace call it too, with the caller's identity, before writing with the server's own.
+//!
+//! "Write" a key means add, change or remove it compared to the stored object.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use kairon_model::keys::{annotations, finalizers, labels};
+
+use crate::auth::{self, Identity, Role, Verb, role_name};
+
+/// The namespace of Kairon's own objects (the controllers' Lease).
+pub const SYSTEM_NAMESPACE: &str = "kairon-system";
+
+pub const KAIRON_GROUP: &str = "kairon.zyvor.dev";
+const LEASE_GROUP: &str = "coordination.k8s.io";
+
+/// What a request does, for [`may_request`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    /// Create, update or patch (the object or its status).
+    Write,
+    Delete,
+}
+
+/// The resource type a request is about.
+#[derive(Clone, Copy, Debug)]
+pub struct Kind<'a> {
+    pub group: &'a str,
+    pub plural: &'a str,
+    pub namespaced: bool,
+}
+
+impl Kind<'_> {
+    fn is(&self, group: &str, plural: &str) -> bool {
+        self.group == group && self.plural == plural
+    }
+    fn is_event(&self) -> bool {
+        self.plural == "events" && (self.group == "events.k8s.io" || self.group.is_empty())
+    }
+    fn is_lease(&self) -> bool {
+        self.group == LEASE_GROUP
+    }
+}
+
+fn who(id: &Identity) -> String {
+    format!("{} is {}", id.sub, if id.legacy { "the legacy shared token" } else { role_name(id.role) })
+}
+
+/// The coarse rule of the Kubernetes-compatible paths: may `id` use `op` on `kind` in
+/// `namespace` (`None`: cluster-scoped, or a list across namespaces)?
+pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: Op) -> Result<(), String> {
+    let verb = if op == Op::Read { Verb::Read } else { Verb::Write };
+    match id.role {
+        Role::Admin if !id.legacy => Ok(()),
+        Role::Node | Role::Controller if op == Op::Read => Ok(()),
+        Role::Controller => {
+            if !kind.namespaced {
+                return Err(format!(
+                    "{}: a controller writes no cluster-scoped objects ({} need an admin token)",
+                    who(id),
+                    kind.plural
+                ));
+            }
+            Ok(())
+        }
+        Role::Node => {
+            if op == Op::Delete {
+                return Err(format!(
+                    "{}: a node agent deletes nothing (it removes its finalizer; the controllers and users delete)",
+                    who(id)
+                ));
+            }
+            if kind.is(KAIRON_GROUP, "machines")
+                || kind.is(KAIRON_GROUP, "kaironnodes")
+                || kind.is_event()
+                || kind.is_lease()
+            {
+                return Ok(());
+            }
+            Err(format!(
+                "{}: a node agent writes only Machines' status, Events, Leases and its own KaironNode, not {}",
+                who(id),
+                kind.plural
+            ))
+        }
+        _ => {
+            auth::may_access(id, verb, if kind.namespaced { namespace } else { None }, !kind.namespaced)?;
+            if op == Op::Read {
+                return Ok(());
+            }
+            if kind.is_lease() {
+                return Err(format!(
+                    "Leases (coordination.k8s.io) are written by the controllers and node agents only: {}",
+                    who(id)
+                ));
+            }
+            if namespace == Some(SYSTEM_NAMESPACE) {
+                return Err(format!(
+                    "the namespace {SYSTEM_NAMESPACE} holds Kairon's own objects and is written by admins, controllers \
+                     and node agents only: {}; use one of your namespaces ({})",
+                    who(id),
+                    id.namespaces.join(", ")
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn map_of<'a>(obj: Option<&'a Value>, pointer: &str) -> BTreeMap<&'a str, &'a Value> {
+    obj.and_then(|o| o.pointer(pointer))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect()
+}
+
+/// Whether `key` of the map at `pointer` is added, changed or removed.
+fn key_changed(old: Option<&Value>, new: &Value, pointer: &str, key: &str) -> bool {
+    map_of(old, pointer).get(key) != map_of(Some(new), pointer).get(key)
+}
+
+/// Missing, null and empty read the same.
+fn normalized(v: Option<&Value>) -> Value {
+    match v {
+        None | Some(Value::Null) => Value::Null,
+        Some(Value::Array(a)) if a.is_empty() => Value::Null,
+        Some(Value::Object(o)) if o.is_empty() => Value::Null,
+        Some(v) => v.clone(),
+    }
+}
+
+fn field_changed(old: Option<&Value>, new: &Value, pointer: &str) -> bool {
+    normalized(old.and_then(|o| o.pointer(pointer))) != normalized(new.pointer(pointer))
+}
+
+fn sandbox_pointer(kind: Kind<'_>) -> Option<&'static str> {
+    if kind.is(KAIRON_GROUP, "machines") {
+        Some("/spec/sandbox")
+    } else if kind.is(KAIRON_GROUP, "machinepools") {
+        Some("/spec/template/spec/sandbox")
+    } else {
+        None
+    }
+}
+
+/// The fine rule: may `id` turn `old` (None: a create) into `new`?
+pub fn check_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    match id.role {
+        Role::Admin if !id.legacy => Ok(()),
+        Role::Controller => controller_write(id, old, new),
+        Role::Node => node_write(id, kind, old, new),
+        _ => tenant_write(id, kind, old, new),
+    }
+}
+
+fn controller_write(id: &Identity, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    if key_changed(old, new, "/metadata/annotations", annotations::FS_FROZEN) {
+        return Err(format!(
+            "the annotation {} is the node agent's confirmation of a freeze and is written by node agents only: {}",
+            annotations::FS_FROZEN,
+            who(id)
+        ));
+    }
+    Ok(())
+}
+
+/// Server-owned metadata that every write path sets itself.
+const SERVER_METADATA: [&str; 8] = [
+    "managedFields",
+    "resourceVersion",
+    "generation",
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+];
+
+/// `obj` without what a node agent may change on a Machine.
+fn beyond_node_rights(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in SERVER_METADATA {
+            meta.remove(k);
+        }
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove(annotations::FS_FROZEN);
+            a.remove(annotations::LAST_ACTIVITY);
+        }
+        if let Some(f) = meta.get_mut("finalizers").and_then(Value::as_array_mut) {
+            f.retain(|x| x.as_str() != Some(finalizers::MACHINE));
+        }
+        for k in ["annotations", "finalizers", "labels", "ownerReferences"] {
+            if normalized(meta.get(k)) == Value::Null {
+                meta.remove(k);
+            }
+        }
+    }
+    v
+}
+
+fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    if kind.is(KAIRON_GROUP, "kaironnodes") {
+        let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        if name != id.sub {
+            return Err(format!(
+                "{}: a node agent writes only its own KaironNode ({:?}), not {name:?}",
+                who(id),
+                id.sub
+            ));
+        }
+        return Ok(());
+    }
+    if kind.is_event() || kind.is_lease() {
+        return Ok(());
+    }
+    if !kind.is(KAIRON_GROUP, "machines") {
+        return Err(format!("{}: a node agent does not write {}", who(id), kind.plural));
+    }
+    let Some(old) = old else {
+        return Err(format!("{}: a node agent creates no Machines", who(id)));
+    };
+    let node_of = |o: &Value| o.pointer("/status/nodeName").and_then(Value::as_str).map(str::to_string);
+    if node_of(old).as_deref() != Some(id.sub.as_str()) {
+        return Err(format!(
+            "{}: this Machine is not on node {:?}, so that node agent may not write it",
+            who(id),
+            id.sub
+        ));
+    }
+    if node_of(new) != node_of(old) {
+        return Err(format!(
+            "{}: status.nodeName is the scheduler's (the controllers'): a node agent may not move a Machine",
+            who(id)
+        ));
+    }
+    if beyond_node_rights(old) != beyond_node_rights(new) {
+        return Err(format!(
+            "{}: a node agent writes only a Machine's status, the annotations {} and {} and the finalizer {}; \
+             spec, labels and other metadata are the users' and the controllers'",
+            who(id),
+            annotations::FS_FROZEN,
+            annotations::LAST_ACTIVITY,
+            finalizers::MACHINE
+        ));
+    }
+    Ok(())
+}
+
+fn tenant_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    let who = who(id);
+    // Status: the subresource is where it changes; the object's own writes keep the stored one.
+    if kind.group == KAIRON_GROUP && field_changed(old, new, "/status") {
+        return Err(format!(
+            "the status of {} is written by the controllers and node agents only: {who}; change spec instead (or use \
+             the REST power operations)",
+            kind.plural
+        ));
+    }
+    if let Some(p) = sandbox_pointer(kind)
+        && new.pointer(p).is_some_and(|v| !v.is_null())
+    {
+        let what = if kind.plural == "machines" {
+            "writing a sandbox-track (spec.sandbox) Machine"
+        } else {
+            "writing a MachinePool of sandbox-track (spec.template.spec.sandbox) Machines"
+        };
+        return Err(format!(
+            "{what} is admin-only: use an admin token, or the REST power operations to drive it ({who})"
+        ));
+    }
+    let controller_only = |what: &str, why: &str, instead: &str| {
+        Err(format!("{what} is written by the controllers only ({why}): {who}; {instead}"))
+    };
+    if key_changed(old, new, "/metadata/labels", labels::CLAIM) {
+        return controller_only(
+            &format!("the label {}", labels::CLAIM),
+            "it binds a pool member to a MachineClaim",
+            "create a MachineClaim to claim a pool member",
+        );
+    }
+    if key_changed(old, new, "/metadata/labels", labels::POOL) {
+        return controller_only(
+            &format!("the label {}", labels::POOL),
+            "it makes a Machine a member of a MachinePool",
+            "create or scale a MachinePool to get pool members",
+        );
+    }
+    if field_changed(old, new, "/metadata/ownerReferences") {
+        return controller_only(
+            "metadata.ownerReferences",
+            "garbage collection deletes what it points at",
+            "leave it as it is",
+        );
+    }
+    if key_changed(old, new, "/metadata/annotations", annotations::LIFECYCLE_START) {
+        return controller_only(
+            &format!("the annotation {}", annotations::LIFECYCLE_START),
+            "it is stamped when a claim binds and starts the max lifetime",
+            "use spec.lifecycle.maxLifetimeSeconds",
+        );
+    }
+    if key_changed(old, new, "/metadata/annotations", annotations::FS_FROZEN) {
+        return Err(format!(
+            "the annotation {} is the node agent's confirmation of a freeze and is written by node agents only: \
+             {who}; write {} (or POST .../freeze) to freeze",
+            annotations::FS_FROZEN,
+            annotations::FS_FROZEN_UNTIL
+        ));
+    }
+    if key_changed(old, new, "/metadata/annotations", annotations::IDLE_SUSPENDED)
+        && map_of(Some(new), "/metadata/annotations").contains_key(annotations::IDLE_SUSPENDED)
+    {
+        return Err(format!(
+            "the annotation {} is set by the controller when it suspends an idle Machine; a tenant may only remove it: \
+             {who}; set spec.powerState to suspend a Machine yourself",
+            annotations::IDLE_SUSPENDED
+        ));
+    }
+    // A pool's template stamps its members: the same keys are the controllers' there too.
+    if kind.is(KAIRON_GROUP, "machinepools") {
+        for (map, key) in [
+            ("labels", labels::CLAIM),
+            ("labels", labels::POOL),
+            ("annotations", annotations::LIFECYCLE_START),
+            ("annotations", annotations::FS_FROZEN),
+            ("annotations", annotations::IDLE_SUSPENDED),
+        ] {
+            if key_changed(old, new, &format!("/spec/template/metadata/{map}"), key) {
+                return Err(format!(
+                    "spec.template.metadata.{map} may not carry {key}: the controllers and node agents set it on \
+                     members ({who})"
+                ));
+            }
+        }
+    }
+    if kind.is(KAIRON_GROUP, "machines") && old.is_some() && key_changed(old, new, "/metadata/labels", labels::SANDBOX)
+    {
+        return Err(format!(
+            "the label {} opens a Machine to operators' guest exec and is set only when the Machine is created: \
+             {who}; create a new Machine with it, or ask an admin",
+            labels::SANDBOX
+        ));
+    }
+    Ok(())
+}
+
+/// Sets `new`'s status to what the store keeps on a write of the object itself (not its
+/// status subresource): none on a create, the stored one otherwise.
+pub fn keep_stored_status(old: Option<&Value>, new: &mut Value) {
+    if let Some(o) = new.as_object_mut() {
+        match old.and_then(|o| o.get("status")) {
+            Some(s) => {
+                o.insert("status".into(), s.clone());
+            }
+            None => {
+                o.remove("status");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn id(role: Role, sub: &str, ns: &[&str]) -> Identity {
+        Identity { sub: sub.into(), role, namespaces: ns.iter().map(|s| s.to_string()).collect(), legacy: false }
+    }
+    const MACHINES: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "machines", namespaced: true };
+    const LEASES: Kind<'static> = Kind { group: LEASE_GROUP, plural: "leases", namespaced: true };
+    const NODES: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "kaironnodes", namespaced: false };
+
+    fn machine(labels: Value, annotations: Value) -> Value {
+        json!({"metadata": {"name": "m", "namespace": "a", "labels": labels, "annotations": annotations,
+                            "finalizers": ["kairon.zyvor.dev/machine"]},
+               "spec": {"image": {"path": "/x"}}, "status": {"nodeName": "n1", "phase": "Running"}})
+    }
+
+    #[test]
+    fn tenants_write_no_status_and_no_controller_keys() {
+        let op = id(Role::Operator, "alice", &["a"]);
+        let old = machine(json!({}), json!({}));
+        let mut new = old.clone();
+        new["status"]["runtimeID"] = json!("other");
+        assert!(check_write(&op, MACHINES, Some(&old), &new).unwrap_err().contains("status"));
+        for (ptr, key) in [
+            ("labels", labels::CLAIM),
+            ("labels", labels::POOL),
+            ("annotations", annotations::LIFECYCLE_START),
+            ("annotations", annotations::FS_FROZEN),
+            ("annotations", annotations::IDLE_SUSPENDED),
+            ("labels", labels::SANDBOX),
+        ] {
+            let mut new = old.clone();
+            new["metadata"][ptr][key] = json!("x");
+            assert!(check_write(&op, MACHINES, Some(&old), &new).is_err(), "{key} added");
+            // And removed.
+            let mut had = old.clone();
+            had["metadata"][ptr][key] = json!("x");
+            let r = check_write(&op, MACHINES, Some(&had), &old);
+            assert_eq!(r.is_ok(), key == annotations::IDLE_SUSPENDED, "{key} removed: {r:?}");
+        }
+        let mut new = old.clone();
+        new["metadata"]["ownerReferences"] = json!([{"uid": "u"}]);
+        assert!(check_write(&op, MACHINES, Some(&old), &new).is_err());
+        let mut new = old.clone();
+        new["metadata"]["annotations"][annotations::FS_FROZEN_UNTIL] = json!("2030-01-01T00:00:00Z");
+        new["spec"]["powerState"] = json!("Paused");
+        assert!(check_write(&op, MACHINES, Some(&old), &new).is_ok());
+        // The sandbox label on a new Machine is fine; spec.sandbox is not.
+        let mut created = old.clone();
+        created.as_object_mut().unwrap().remove("status");
+        created["metadata"]["labels"][labels::SANDBOX] = json!("true");
+        assert!(check_write(&op, MACHINES, None, &created).is_ok());
+        created["spec"]["sandbox"] = json!({});
+        assert!(check_write(&op, MACHINES, None, &created).unwrap_err().contains("admin-only"));
+    }
+
+    #[test]
+    fn nodes_write_status_of_their_machines_only() {
+        let node = id(Role::Node, "n1", &["*"]);
+        let old = machine(json!({}), json!({}));
+        let mut new = old.clone();
+        new["status"]["phase"] = json!("Paused");
+        new["metadata"]["annotations"][annotations::FS_FROZEN] = json!("x");
+        new["metadata"]["finalizers"] = json!([]);
+        new["metadata"]["managedFields"] = json!([{"manager": "kairon-node"}]);
+        assert!(check_write(&node, MACHINES, Some(&old), &new).is_ok());
+        let other = id(Role::Node, "n2", &["*"]);
+        assert!(check_write(&other, MACHINES, Some(&old), &new).is_err());
+        let mut spec = old.clone();
+        spec["spec"]["powerState"] = json!("Stopped");
+        assert!(check_write(&node, MACHINES, Some(&old), &spec).is_err());
+        let mut moved = old.clone();
+        moved["status"]["nodeName"] = json!("n2");
+        assert!(check_write(&node, MACHINES, Some(&old), &moved).is_err());
+        assert!(check_write(&node, MACHINES, None, &old).is_err());
+        assert!(check_write(&node, NODES, None, &json!({"metadata": {"name": "n1"}})).is_ok());
+        assert!(check_write(&node, NODES, None, &json!({"metadata": {"name": "n2"}})).is_err());
+        assert!(may_request(&node, MACHINES, Some("a"), Op::Delete).is_err());
+        assert!(may_request(&node, LEASES, Some(SYSTEM_NAMESPACE), Op::Write).is_ok());
+    }
+
+    #[test]
+    fn leases_and_the_system_namespace_are_not_tenants() {
+        let op = id(Role::Operator, "alice", &["*"]);
+        assert!(may_request(&op, LEASES, Some("a"), Op::Write).is_err());
+        assert!(may_request(&op, LEASES, Some("a"), Op::Read).is_ok());
+        assert!(may_request(&op, MACHINES, Some(SYSTEM_NAMESPACE), Op::Write).is_err());
+        assert!(may_request(&Identity::legacy(), MACHINES, Some(SYSTEM_NAMESPACE), Op::Delete).is_err());
+        let ctl = id(Role::Controller, "c", &["*"]);
+        assert!(may_request(&ctl, LEASES, Some(SYSTEM_NAMESPACE), Op::Write).is_ok());
+        assert!(may_request(&ctl, NODES, None, Op::Write).is_err());
+        let old = machine(json!({}), json!({}));
+        let mut new = old.clone();
+        new["metadata"]["labels"][labels::CLAIM] = json!("c");
+        new["metadata"]["annotations"][annotations::LIFECYCLE_START] = json!("t");
+        assert!(check_write(&ctl, MACHINES, Some(&old), &new).is_ok());
+        new["metadata"]["annotations"][annotations::FS_FROZEN] = json!("t");
+        assert!(check_write(&ctl, MACHINES, Some(&old), &new).is_err());
+    }
+}
