@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(std::fs::metadata(r.join("work/dir/note.txt")).unwrap().uid(), 0);
         assert_eq!(read_file(r, "work/dir/note.txt", 1 << 20).unwrap(), b"hello");
         let names: Vec<_> = list_dir(r, "/").unwrap().into_iter().map(|e| e.name).collect();
-        assert_eq!(names, ["abs", "etc", "evil", "work"]);
+        assert_eq!(names, ["abs", "etc", "evil", "owned", "work"]);
         remove(r, "/work/dir/note.txt").unwrap();
         assert!(matches!(read_file(r, "/work/dir/note.txt", 10), Err(FsError::NotFound(_))));
     }
