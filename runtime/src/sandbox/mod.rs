@@ -689,7 +689,8 @@ impl SandboxHost {
             s.lines().any(|l| {
                 let mut f = l.splitn(3, ':');
                 let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
-                ctrl.split(',').any(|c| c == "freezer")
+                // cgroup v1's freezer hierarchy (runc's cgroupsPath), or v2's unified one.
+                (ctrl.split(',').any(|c| c == "freezer") || ctrl.is_empty())
                     && (path == want || path.strip_prefix(want.as_str()).is_some_and(|r| r.starts_with('/')))
             })
         })
@@ -710,6 +711,26 @@ impl SandboxHost {
         match rustix::process::pidfd_send_signal(&fd, signal) {
             Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
             Err(e) => Err(SandboxError::Io(e.into())),
+        }
+    }
+
+    /// Kills every process of sandbox `id` in process group `pgid` (host ids): the members
+    /// are taken from the sandbox's cgroup and each is signalled through a pidfd after the
+    /// cgroup check, so nothing outside the sandbox is ever hit.
+    pub fn kill_group_in_sandbox(&self, id: &str, pgid: u32) {
+        let procs = format!("/sys/fs/cgroup/freezer{}/cgroup.procs", self.cgroups_path(id));
+        let pids: Vec<u32> = std::fs::read_to_string(procs)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for pid in pids {
+            let in_group = procfs::process::Process::new(pid as i32)
+                .and_then(|p| p.stat())
+                .is_ok_and(|st| st.pgrp == pgid as i32);
+            if in_group {
+                let _ = self.signal_in_sandbox(id, pid, rustix::process::Signal::KILL);
+            }
         }
     }
 
