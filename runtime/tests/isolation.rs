@@ -121,9 +121,10 @@ async fn process_files_cannot_point_the_runtime_at_the_host() {
 
     // The guest sees only exit codes in its writable directory: no output, no pid file.
     let listing = ok(&c, &vm.id, "ls -a /.kairon/procs").await;
-    assert_eq!(listing.split_whitespace().filter(|n| !n.starts_with('.')).collect::<Vec<_>>(), [
-        format!("{}.exit", p.id)
-    ]);
+    assert_eq!(
+        listing.split_whitespace().filter(|n| !n.starts_with('.')).collect::<Vec<_>>(),
+        [format!("{}.exit", p.id)]
+    );
     // The attack: every name the runtime used to read or write there becomes a symlink to the
     // host file (the old layout's stdout, host.pid, exit), and the exit file too.
     let s = secret.display();
@@ -268,11 +269,8 @@ async fn seccomp_masks_and_cgroup_namespace_hold_for_busybox() {
     let mut checked = Vec::new();
     for path in kairon_runtime::sandbox::spec::MASKED_PATHS {
         let Ok(meta) = std::fs::metadata(path) else { continue };
-        let cmd = if meta.is_dir() {
-            format!("ls -A {path} | wc -l")
-        } else {
-            format!("cat {path} 2>/dev/null | wc -c")
-        };
+        let cmd =
+            if meta.is_dir() { format!("ls -A {path} | wc -l") } else { format!("cat {path} 2>/dev/null | wc -c") };
         assert_eq!(ok(&c, &vm.id, &cmd).await.trim(), "0", "{path} is masked");
         checked.push(path);
     }

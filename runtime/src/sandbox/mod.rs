@@ -269,7 +269,8 @@ impl SandboxHost {
         std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o711))?;
         let _ = std::fs::remove_dir_all(mnt.join("lost+found"));
         // (path, owned by guest root, mode)
-        for (d, guest, mode) in [("upper", true, 0o755), ("work", false, 0o700), ("procs", true, 0o1777), ("host", false, 0o700)]
+        for (d, guest, mode) in
+            [("upper", true, 0o755), ("work", false, 0o700), ("procs", true, 0o1777), ("host", false, 0o700)]
         {
             let p = mnt.join(d);
             if std::fs::symlink_metadata(&p).is_err() {
@@ -719,15 +720,11 @@ impl SandboxHost {
     /// cgroup check, so nothing outside the sandbox is ever hit.
     pub fn kill_group_in_sandbox(&self, id: &str, pgid: u32) {
         let procs = format!("/sys/fs/cgroup/freezer{}/cgroup.procs", self.cgroups_path(id));
-        let pids: Vec<u32> = std::fs::read_to_string(procs)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect();
+        let pids: Vec<u32> =
+            std::fs::read_to_string(procs).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
         for pid in pids {
-            let in_group = procfs::process::Process::new(pid as i32)
-                .and_then(|p| p.stat())
-                .is_ok_and(|st| st.pgrp == pgid as i32);
+            let in_group =
+                procfs::process::Process::new(pid as i32).and_then(|p| p.stat()).is_ok_and(|st| st.pgrp == pgid as i32);
             if in_group {
                 let _ = self.signal_in_sandbox(id, pid, rustix::process::Signal::KILL);
             }
