@@ -379,6 +379,16 @@ impl SandboxHost {
             return Err(SandboxError::Runc { op: "run", message: last });
         }
         let pid = std::fs::read_to_string(&pid_file)?.trim().parse::<u32>().map_err(setup_err)?;
+        // `runc run -d` returns once it has told the init to go, before the init (runc's own
+        // multi-threaded Go process) has exec'd tini. A freeze in that window deadlocks: the
+        // exec waits for threads the freezer has stopped (seen for one paused start in ten in
+        // a user namespace). Wait for the exec, briefly.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("runc:"))
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         Ok(pid)
     }
 
