@@ -864,12 +864,12 @@ impl Runtime {
         }
         let tmp = target.with_extension("partial");
         let (root2, tmp2) = (root.clone(), tmp.clone());
+        // Owners as the guest sees them (host ids of its range back to 0..65535), so the tar
+        // makes sense as an image layer anywhere.
+        let map = self.inner.host.idmap(&vm.id);
         let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
             let file = std::fs::File::create(&tmp2)?;
-            let mut builder = tar::Builder::new(file);
-            builder.follow_symlinks(false);
-            builder.append_dir_all(".", &root2)?;
-            let file = builder.into_inner()?;
+            let file = crate::sandbox::write_tar(&root2, file, map.as_ref())?;
             file.sync_all()?;
             Ok(file.metadata()?.len())
         })

@@ -238,6 +238,23 @@ async fn guest_root_is_not_host_root() {
     let hd = std::fs::metadata(&host_dir).unwrap();
     assert_eq!((hd.uid(), hd.mode() & 0o777), (0, 0o755));
     assert!(!dir.path().join("tools/x").exists());
+
+    // A snapshot shows owners as the guest sees them, not the host's range.
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("snap.tar");
+    c.snapshot(&vm.id, &target.to_string_lossy()).await.unwrap();
+    let mut owners = std::collections::BTreeMap::new();
+    let mut archive = tar::Archive::new(std::fs::File::open(&target).unwrap());
+    for e in archive.entries().unwrap() {
+        let e = e.unwrap();
+        let h = e.header();
+        let name = e.path().unwrap().to_string_lossy().trim_start_matches("./").to_string();
+        owners.insert(name, (h.uid().unwrap(), h.gid().unwrap()));
+    }
+    assert_eq!(owners["root/by-guest-root"], (0, 0));
+    assert_eq!(owners["tmp/by-guest-user"], (1000, 1000));
+    assert_eq!(owners["bin/busybox"], (0, 0));
+    assert_eq!(owners["hostdir"], (65534, 65534), "host-owned shows as nobody");
     c.delete(&vm.id).await.unwrap();
 }
 

@@ -850,6 +850,50 @@ pub fn env_map(env: &[String]) -> BTreeMap<String, String> {
     env.iter().filter_map(|e| e.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// Writes the tree at `root` as a tar into `out` (symlinks as symlinks, entries in name order),
+/// with owners as the guest sees them: host ids in `map`'s range become 0..65535, any other
+/// host id `nobody` (65534). Sockets are skipped.
+pub fn write_tar(root: &Path, out: std::fs::File, map: Option<&IdMap>) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let guest = |id: u32| -> u64 {
+        match map {
+            Some(m) if id >= m.host_base && id - m.host_base < m.size => u64::from(id - m.host_base),
+            Some(_) => 65534,
+            None => u64::from(id),
+        }
+    };
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    let mut stack = vec![PathBuf::from(".")];
+    while let Some(rel) = stack.pop() {
+        let path = root.join(&rel);
+        let meta = std::fs::symlink_metadata(&path)?;
+        let ft = meta.file_type();
+        if ft.is_socket() {
+            continue;
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+        h.set_uid(guest(meta.uid()));
+        h.set_gid(guest(meta.gid()));
+        if ft.is_symlink() {
+            builder.append_link(&mut h, &rel, std::fs::read_link(&path)?)?;
+        } else if ft.is_file() {
+            builder.append_data(&mut h, &rel, std::fs::File::open(&path)?)?;
+        } else {
+            h.set_size(0);
+            builder.append_data(&mut h, &rel, std::io::empty())?;
+        }
+        if ft.is_dir() {
+            let mut names: Vec<_> =
+                std::fs::read_dir(&path)?.map(|e| e.map(|e| e.file_name())).collect::<std::io::Result<_>>()?;
+            names.sort();
+            stack.extend(names.into_iter().rev().map(|n| rel.join(n)));
+        }
+    }
+    builder.into_inner()
+}
+
 fn chown(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
     rustix::fs::chownat(
         rustix::fs::CWD,
