@@ -448,3 +448,66 @@ for mod in ["subprocess", "socket", "select", "json", "hashlib", "asyncio"]:
     eprintln!("in the python template: {}", r.stdout.trim());
     c.delete(&vm.id).await.unwrap();
 }
+
+/// 3 (pip and git): a Debian template that has them — debootstrapped with python3-pip and git,
+/// pushed to a real registry on loopback and pulled as a template like any image — runs pip
+/// (a local package installed with no network) and git (init, commit, log) under the
+/// allowlist, in the user namespace.
+#[tokio::test(flavor = "multi_thread")]
+async fn pip_and_git_work_under_the_allowlist() {
+    let build = tempfile::tempdir().unwrap();
+    let rootfs = build.path().join("rootfs");
+    let progress = kairon_runtime::oci::Progress::default();
+    kairon_runtime::oci::debian::bootstrap(&rootfs, &["python3-minimal", "python3-pip", "git"], &progress)
+        .await
+        .unwrap_or_else(|e| panic!("debootstrap with pip and git: {e}"));
+    let layer = {
+        let mut builder = tar::Builder::new(Vec::new());
+        builder.follow_symlinks(false);
+        builder.append_dir_all(".", &rootfs).unwrap();
+        common::layer(builder.into_inner().unwrap(), common::TAR)
+    };
+    drop(build);
+    let registry = common::Registry::start();
+    let run = serde_json::json!({
+        "Cmd": ["/usr/bin/python3"],
+        "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"],
+        "WorkingDir": "/root"
+    });
+    common::Pusher::new(&registry).image("agents/pydev", "1", &[layer], "amd64", run).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, c, _) = common::serve(dir.path(), "iso-pip", registry.insecure()).await;
+    c.create_template("pydev", &format!("{}/agents/pydev:1", registry.host)).await.unwrap();
+    let t = rt.wait_template("pydev", Duration::from_secs(600)).await.unwrap();
+    assert_eq!(t.state, TemplateState::Ready);
+    let vm = c.create(&sandbox("kairon-default-iso-pip", "pydev")).await.unwrap();
+
+    let probe_dir = tempfile::tempdir().unwrap();
+    syscalls_are_refused(&c, &vm.id, &build_probe(probe_dir.path())).await;
+
+    let pip = ok(
+        &c,
+        &vm.id,
+        "set -e; cd /tmp; mkdir -p hello/hello_kairon; \
+         printf 'def hi():\\n    return \"hi\"\\n' > hello/hello_kairon/__init__.py; \
+         printf 'from setuptools import setup\\nsetup(name=\"hello-kairon\", version=\"1.0\", packages=[\"hello_kairon\"])\\n' > hello/setup.py; \
+         python3 -m pip --version >/dev/null; \
+         python3 -m pip install --quiet --no-index --no-build-isolation --break-system-packages ./hello 2>&1 | grep -v WARNING || true; \
+         cd / && python3 -c 'import hello_kairon; print(hello_kairon.hi())'; python3 -m pip list 2>/dev/null | grep -c hello-kairon",
+    )
+    .await;
+    assert_eq!(pip, "hi\n1\n", "pip installed the local package");
+
+    let git = ok(
+        &c,
+        &vm.id,
+        "set -e; mkdir -p /work/repo && cd /work/repo && git init -q -b main . && \
+         git config user.email a@example.com && git config user.name agent && \
+         echo one > f && git add f && git commit -qm first && echo two >> f && git commit -qam second && \
+         git log --format=%s && git status --porcelain | wc -l",
+    )
+    .await;
+    assert_eq!(git, "second\nfirst\n0\n");
+    c.delete(&vm.id).await.unwrap();
+}

@@ -461,9 +461,9 @@ impl SandboxHost {
                 break;
             }
             for pid in pids {
-                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
+                // Through a pidfd after the cgroup check: a pid that exited since the listing
+                // and was reused outside the sandbox is left alone.
+                let _ = self.signal_in_sandbox(id, pid as u32, rustix::process::Signal::KILL);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
