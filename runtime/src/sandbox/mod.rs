@@ -225,6 +225,8 @@ impl SandboxHost {
     pub async fn prepare_disk(&self, id: &str, map: &IdMap) -> Result<()> {
         let dir = self.instance_dir(id);
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        // Root's alone: runc's bundle, pid files and the disk image are never the guest's.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         let (img, mnt) = (dir.join("disk.img"), self.disk_dir(id));
         std::fs::create_dir_all(&mnt)?;
         if !is_mountpoint(&mnt) {

@@ -10,7 +10,8 @@ pub struct SandboxConfig<'a> {
     pub rootfs: &'a str,
     /// The host directory mounted read-only at /.kairon (tini, busybox).
     pub tools_dir: &'a str,
-    /// The host directory mounted read-write at /.kairon/procs (background process state).
+    /// The host directory mounted read-write at /.kairon/procs: background processes' exit codes,
+    /// the only thing the runtime reads from a guest-writable place (without following symlinks).
     pub procs_dir: &'a str,
     pub cgroups_path: &'a str,
     pub env: &'a [String],
