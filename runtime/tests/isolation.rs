@@ -320,16 +320,15 @@ async fn the_disk_limit_stops_a_guest_cleanly() {
     let vm = c.create(&sandbox("kairon-default-iso-disk", "busybox")).await.unwrap();
     let img = rt.instance_dir(&vm.id).join("disk.img");
     assert_eq!(std::fs::metadata(&img).unwrap().len(), 64 << 20);
-    let host_free_before = free_bytes(dir.path());
 
     let r = run(&c, &vm.id, "dd if=/dev/zero of=/root/big bs=1M count=200").await;
     assert_ne!(r.exit_code, 0, "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{r:?}");
     let size: u64 = ok(&c, &vm.id, "stat -c %s /root/big").await.trim().parse().unwrap();
     assert!(size < 64 << 20, "{size}");
-    assert!(std::fs::metadata(&img).unwrap().blocks() * 512 <= (64 << 20) + (1 << 20), "the image stays in its limit");
-    let host_free_after = free_bytes(dir.path());
-    assert!(host_free_before.saturating_sub(host_free_after) < 80 << 20, "the host lost at most the limit");
+    // What the host gave the sandbox is the image's allocated blocks: never past the limit
+    // (the host's own free space is not compared: other processes write to the same disk).
+    assert!(std::fs::metadata(&img).unwrap().blocks() * 512 <= 64 << 20, "the image stays in its limit");
 
     // An upload through the files API onto the full disk fails cleanly too.
     let e = c.write_file(&vm.id, "/root/upload", vec![7u8; 4 << 20], 0o644).await;
@@ -357,11 +356,6 @@ async fn the_disk_limit_stops_a_guest_cleanly() {
     assert!(!img.exists());
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(&vm.id), "no mount left");
-}
-
-fn free_bytes(p: &Path) -> u64 {
-    let st = rustix::fs::statvfs(p).unwrap();
-    st.f_bavail * st.f_frsize
 }
 
 /// 3 (python part): in the Debian python template the allowlist refuses io_uring, user
