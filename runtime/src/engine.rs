@@ -58,6 +58,7 @@ impl From<SandboxError> for RuntimeError {
     fn from(e: SandboxError) -> Self {
         match e {
             SandboxError::NoProcess(_) => RuntimeError::NotFound(e.to_string()),
+            SandboxError::NotInSandbox { .. } => RuntimeError::Conflict(e.to_string()),
             other => RuntimeError::Internal(other.to_string()),
         }
     }
@@ -238,6 +239,11 @@ impl Runtime {
         tokio::spawn(async move {
             let dir = rt.templates_dir().join(&name);
             let result = rt.build_template(&dir, &image_ref, &progress).await;
+            // Owned by the template's own id range before any sandbox runs on it.
+            let result = match result {
+                Ok(v) => rt.template_idmap(&name).await.map(|_| v),
+                Err(e) => Err(e),
+            };
             let mut map = lock(&rt.inner.templates);
             if let Some(entry) = map.get_mut(&name) {
                 match result {
@@ -292,6 +298,45 @@ impl Runtime {
             .await
             .map_err(|e| RuntimeError::Invalid(format!("pulling {image_ref}: {e}")))?;
         Ok((Some(pulled.digest), pulled.config))
+    }
+
+    /// The host id range of a template's sandboxes (see `sandbox::idmap`): read from beside its
+    /// rootfs, or, the first time, picked and the rootfs chowned into it (a template built by
+    /// an older runtime is shifted on its first use).
+    pub(crate) async fn template_idmap(&self, name: &str) -> Result<crate::sandbox::idmap::IdMap> {
+        use crate::sandbox::idmap::{self, IdMap};
+        static PICKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let templates = self.templates_dir();
+        let dir = templates.join(name);
+        if let Some(m) = IdMap::load(&dir) {
+            return Ok(m);
+        }
+        let state_dir = self.inner.cfg.state_dir.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let _one_at_a_time = lock(&PICKING);
+            if let Some(m) = IdMap::load(&dir) {
+                return Ok(m);
+            }
+            let taken: Vec<IdMap> = std::fs::read_dir(&templates)
+                .map(|d| d.flatten().filter_map(|e| IdMap::load(&e.path())).collect())
+                .unwrap_or_default();
+            let m = idmap::pick(idmap::preferred_slot(&state_dir, &name), &taken);
+            let started = std::time::Instant::now();
+            let changed = idmap::shift_rootfs(&dir.join("rootfs"), &m)
+                .map_err(|e| RuntimeError::Internal(format!("giving template {name:?} its id range: {e}")))?;
+            m.save(&dir)?;
+            tracing::info!(template = %name, host_base = m.host_base, changed, seconds = started.elapsed().as_secs_f64(), "template rootfs moved into its id range");
+            Ok(m)
+        })
+        .await
+        .map_err(|e| RuntimeError::Internal(e.to_string()))?
+    }
+
+    /// The disk limit of each sandbox created from now on: its writable layer and its logs
+    /// (default `sandbox::DEFAULT_DISK_LIMIT`, or `KAIRON_SANDBOX_DISK_LIMIT`).
+    pub fn set_sandbox_disk_limit(&self, bytes: u64) {
+        self.inner.host.set_disk_limit(bytes);
     }
 
     /// Waits until a template is Ready (or fails).
@@ -483,8 +528,15 @@ impl Runtime {
         std::fs::create_dir_all(self.inner.host.instance_dir(&id))?;
         self.save(&guard)?;
         if let Some(seed) = seed {
-            let upper = self.inner.host.instance_dir(&id).join("upper");
-            if let Err(e) = copy_tree(seed, &upper).await {
+            let upper = self.inner.host.upper_dir(&id);
+            let prepared = match self.template_idmap(&template.name).await {
+                Ok(map) => self.inner.host.prepare_disk(&id, &map).await.map_err(RuntimeError::from),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = match prepared {
+                Ok(()) => copy_tree(seed, &upper).await,
+                Err(e) => Err(e),
+            } {
                 drop(guard);
                 let _ = self.inner.host.destroy(&id).await;
                 lock(&self.inner.instances).remove(id.as_str());
@@ -512,10 +564,11 @@ impl Runtime {
 
     async fn boot(&self, vm: &mut Vm, template: &Template) -> Result<()> {
         let rootfs = self.templates_dir().join(&template.name).join("rootfs");
+        let map = self.template_idmap(&template.name).await?;
         let pid = self
             .inner
             .host
-            .start(&vm.id, &rootfs, &template.config, TEMPLATE_CPU_MILLIS, TEMPLATE_MEMORY_BYTES)
+            .start(&vm.id, &rootfs, &template.config, TEMPLATE_CPU_MILLIS, TEMPLATE_MEMORY_BYTES, &map)
             .await?;
         vm.pid = Some(pid);
         vm.state = VmState::Running;
@@ -712,7 +765,8 @@ impl Runtime {
         }
         let root = self.rootfs_of(&vm)?;
         let path = path.to_string();
-        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::write_file(&root, &path, &data, mode))
+        let owner = self.inner.host.guest_root(&vm.id);
+        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::write_file_owned(&root, &path, &data, mode, owner))
             .await
             .map_err(|e| RuntimeError::Internal(e.to_string()))??)
     }
@@ -753,7 +807,7 @@ impl Runtime {
         }
         let slot = self.slot(id_or_name)?;
         let source = slot.lock().await;
-        let upper = self.inner.host.instance_dir(&source.id).join("upper");
+        let upper = self.inner.host.upper_dir(&source.id);
         let staging =
             self.inner.cfg.state_dir.join("instances").join(format!(".fork-{}", uuid::Uuid::new_v4().simple()));
         let freeze = source.state == VmState::Running;
@@ -810,12 +864,12 @@ impl Runtime {
         }
         let tmp = target.with_extension("partial");
         let (root2, tmp2) = (root.clone(), tmp.clone());
+        // Owners as the guest sees them (host ids of its range back to 0..65535), so the tar
+        // makes sense as an image layer anywhere.
+        let map = self.inner.host.idmap(&vm.id);
         let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
             let file = std::fs::File::create(&tmp2)?;
-            let mut builder = tar::Builder::new(file);
-            builder.follow_symlinks(false);
-            builder.append_dir_all(".", &root2)?;
-            let file = builder.into_inner()?;
+            let file = crate::sandbox::write_tar(&root2, file, map.as_ref())?;
             file.sync_all()?;
             Ok(file.metadata()?.len())
         })

@@ -228,7 +228,11 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
     let host = rt.sandbox_host();
     let shell: &[&str] =
         if guest_has(&host.rootfs(&vm.id), "bin/sh") { &["/bin/sh", "-i"] } else { &["/.kairon/busybox", "sh", "-i"] };
-    let pid_file = PidFile(host.instance_dir(&vm.id).join(format!("console-{}.pid", uuid::Uuid::new_v4().simple())));
+    let pid_file = PidFile(
+        host.instance_dir(&vm.id).join(format!("console-{}.pid", uuid::Uuid::new_v4().simple())),
+        vm.id.to_string(),
+        host.clone(),
+    );
     let mut cmd = host.attached_exec(&vm.id, &pid_file.0, shell);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
@@ -271,7 +275,11 @@ pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> 
         Err(rejection) => return rejection.into_response(),
     };
     let host = rt.sandbox_host();
-    let pid_file = PidFile(host.instance_dir(id).join(format!("exec-{}.pid", uuid::Uuid::new_v4().simple())));
+    let pid_file = PidFile(
+        host.instance_dir(id).join(format!("exec-{}.pid", uuid::Uuid::new_v4().simple())),
+        id.to_string(),
+        host.clone(),
+    );
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
     let mut cmd = host.attached_exec(id, &pid_file.0, &args);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
@@ -301,7 +309,8 @@ fn guest_has(rootfs: &Path, path: &str) -> bool {
 
 /// Where runc writes the shell's host pid; removed with the session (also when the upgrade
 /// never happens).
-struct PidFile(PathBuf);
+/// The file, the sandbox's id, and its host (whose cgroup bounds what may be killed).
+struct PidFile(PathBuf, String, crate::sandbox::SandboxHost);
 
 impl PidFile {
     fn pid(&self) -> Option<u32> {
@@ -316,11 +325,10 @@ impl Drop for PidFile {
 }
 
 /// Kills the shell's process group: runc makes the exec'd shell a session leader, and without
-/// a terminal (no job control) everything it starts stays in its group.
-fn kill_shell_group(pid: u32) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-    }
+/// a terminal (no job control) everything it starts stays in its group. Only members of the
+/// sandbox's cgroup are signalled, so a recycled pid never reaches a host process group.
+fn kill_shell_group(pid_file: &PidFile, pid: u32) {
+    pid_file.2.kill_group_in_sandbox(&pid_file.1, pid);
 }
 
 /// Kills the shell and its process group. runc writes the pid file only once it has finished
@@ -330,7 +338,7 @@ async fn kill_shell(child: &mut Child, pid_file: &PidFile) {
     let deadline = tokio::time::Instant::now() + RUNC_EXIT_GRACE;
     loop {
         if let Some(pid) = pid_file.pid() {
-            kill_shell_group(pid);
+            kill_shell_group(pid_file, pid);
             return;
         }
         if !matches!(child.try_wait(), Ok(None)) || tokio::time::Instant::now() >= deadline {
@@ -436,7 +444,7 @@ async fn console_session(socket: WebSocket, mut child: Child, pid_file: PidFile)
                 return client_ok;
             }
             // runc still runs, so something holds the pipes: the group is not empty.
-            kill_shell_group(shell);
+            kill_shell_group(&pid_file, shell);
             match tokio::time::timeout(RUNC_EXIT_GRACE, &mut down).await {
                 Ok(client_ok) => client_ok,
                 Err(_) => {

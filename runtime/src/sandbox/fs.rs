@@ -117,15 +117,42 @@ pub fn read_file(root: &Path, path: &str, limit: u64) -> Result<Vec<u8>, FsError
 /// Writes a file, creating missing parent directories. The last component is never followed
 /// if it is a symlink.
 pub fn write_file(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
+    write_file_owned(root, path, data, mode, None)
+}
+
+/// [`write_file`], giving what it creates (the file, missing directories) to `owner` (host
+/// uid, gid): in a sandbox with its own user namespace, guest root, so the guest can use what
+/// the runtime wrote. An existing file keeps its owner.
+pub fn write_file_owned(
+    root: &Path,
+    path: &str,
+    data: &[u8],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<(), FsError> {
+    let give = |fd: &OwnedFd| -> Result<(), FsError> {
+        if let Some((uid, gid)) = owner {
+            rustix::fs::chownat(
+                fd,
+                "",
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+                AtFlags::EMPTY_PATH,
+            )
+            .map_err(io(path))?;
+        }
+        Ok(())
+    };
     let (rfd, rel) = prepare(root, path)?;
     let name = rel.file_name().ok_or_else(|| FsError::IsDir(path.to_string()))?.to_owned();
     let parent_rel = rel.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut dir = resolve(&rfd, Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
     for c in parent_rel.components() {
-        match rustix::fs::mkdirat(&dir, c.as_os_str(), Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+        let created = match rustix::fs::mkdirat(&dir, c.as_os_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
             Err(e) => return Err(io(path)(e)),
-        }
+        };
         let next = rustix::fs::openat(
             &dir,
             c.as_os_str(),
@@ -139,15 +166,30 @@ pub fn write_file(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(),
                 io(path)(e)
             }
         })?;
+        if created {
+            give(&next)?;
+        }
         dir = next;
     }
-    let fd = rustix::fs::openat(
-        &dir,
-        name.as_os_str(),
-        OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::from_raw_mode(mode & 0o7777),
-    )
-    .map_err(|e| if e == rustix::io::Errno::LOOP { FsError::Escape(path.to_string()) } else { io(path)(e) })?;
+    let open = |flags: OFlags| {
+        rustix::fs::openat(
+            &dir,
+            name.as_os_str(),
+            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | flags,
+            Mode::from_raw_mode(mode & 0o7777),
+        )
+        .map_err(|e| if e == rustix::io::Errno::LOOP { FsError::Escape(path.to_string()) } else { io(path)(e) })
+    };
+    let fd = match open(OFlags::CREATE | OFlags::EXCL) {
+        Ok(fd) => {
+            give(&fd)?;
+            fd
+        }
+        Err(FsError::Io { source, .. }) if source.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
+            open(OFlags::TRUNC)?
+        }
+        Err(e) => return Err(e),
+    };
     let mut f = std::fs::File::from(fd);
     f.write_all(data).map_err(|e| FsError::Io { path: path.into(), source: e })?;
     Ok(())
@@ -218,9 +260,18 @@ mod tests {
         assert!(matches!(write_file(r, "/evil", b"x", 0o644), Err(FsError::SymlinkEscape { .. })));
 
         write_file(r, "/work/dir/note.txt", b"hello", 0o600).unwrap();
+        // Owned: what is created goes to the owner, what exists keeps its own.
+        use std::os::unix::fs::MetadataExt;
+        write_file_owned(r, "/owned/a/b.txt", b"x", 0o644, Some((4242, 4343))).unwrap();
+        for p in ["owned", "owned/a", "owned/a/b.txt"] {
+            let m = std::fs::metadata(r.join(p)).unwrap();
+            assert_eq!((m.uid(), m.gid()), (4242, 4343), "{p}");
+        }
+        write_file_owned(r, "/work/dir/note.txt", b"hello", 0o600, Some((4242, 4343))).unwrap();
+        assert_eq!(std::fs::metadata(r.join("work/dir/note.txt")).unwrap().uid(), 0);
         assert_eq!(read_file(r, "work/dir/note.txt", 1 << 20).unwrap(), b"hello");
         let names: Vec<_> = list_dir(r, "/").unwrap().into_iter().map(|e| e.name).collect();
-        assert_eq!(names, ["abs", "etc", "evil", "work"]);
+        assert_eq!(names, ["abs", "etc", "evil", "owned", "work"]);
         remove(r, "/work/dir/note.txt").unwrap();
         assert!(matches!(read_file(r, "/work/dir/note.txt", 10), Err(FsError::NotFound(_))));
     }

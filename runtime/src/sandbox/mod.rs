@@ -1,8 +1,27 @@
-//! The sandbox backend: each sandbox is an OCI bundle run by `runc`, on an overlay of its
-//! template's root filesystem. Pause and resume go through the cgroup freezer; exec and
-//! background processes through `runc exec`; files through the root filesystem (see `fs`).
+//! The sandbox backend: each sandbox is an OCI bundle run by `runc` in its own user namespace,
+//! on an overlay of its template's root filesystem whose writable layer lives on the sandbox's
+//! own size-limited disk. Pause and resume go through the cgroup freezer; exec and background
+//! processes through `runc exec`; files through the root filesystem (see `fs`).
+//!
+//! What the runtime (root) keeps for a sandbox and where — nothing it reads back lives where the
+//! guest can write, except exit codes, which are read without following symlinks:
+//!
+//! ```text
+//! <state>/instances/<id>/            0700 root: vm.json, config.json, runc.log, pid files,
+//!                                    idmap.json (the id range it runs with)
+//!   disk.img                         the sandbox's disk: a sparse ext4 image of the disk limit
+//!   disk/                            its mount point (loop): everything below counts to the limit
+//!     upper/ work/                   the overlay's writable layer (owned by guest root)
+//!     procs/                         guest-writable, /.kairon/procs inside: <pid>.exit files
+//!     host/                          0700 root, never mounted in the guest: console.log and,
+//!                                    per background process, process.json, host.pid, stdout,
+//!                                    stderr (the guest holds only the open stdout/stderr fds)
+//! /run/kairon/sandboxes/<id>         the merged root (its path must be searchable by guest
+//!                                    root, which a state dir under /root is not)
+//! ```
 
 pub mod fs;
+pub mod idmap;
 pub mod spec;
 
 use std::collections::BTreeMap;
@@ -10,13 +29,29 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, Gid, Mode, OFlags, ResolveFlags, Uid};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+use idmap::IdMap;
 
 use crate::api::{ExecRequest, ExecResult, ImageConfig, Process, ProcessState, Stats};
 
 /// Longest a runc command may take before it counts as stuck.
 const RUNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The disk limit of a sandbox's writable layer and logs when nothing else is configured.
+pub const DEFAULT_DISK_LIMIT: u64 = 2 << 30;
+/// Overrides [`DEFAULT_DISK_LIMIT`]: bytes, or with a K, M, G (or Ki, Mi, Gi) suffix.
+pub const DISK_LIMIT_ENV: &str = "KAIRON_SANDBOX_DISK_LIMIT";
+/// Where the sandboxes' merged roots are mounted.
+pub const ROOTS_DIR: &str = "/run/kairon/sandboxes";
+/// The smallest disk ext4 makes sense on.
+const MIN_DISK_LIMIT: u64 = 16 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -26,6 +61,8 @@ pub enum SandboxError {
     Setup(String),
     #[error("no background process {0:?} in this sandbox")]
     NoProcess(String),
+    #[error("process {pid} is not in sandbox {id}: refusing to signal it")]
+    NotInSandbox { pid: u32, id: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -40,6 +77,8 @@ pub struct SandboxHost {
     pub runc_root: PathBuf,
     pub cgroup_parent: String,
     tools_dir: PathBuf,
+    /// Size of each new sandbox's disk (writable layer and logs), in bytes.
+    disk_limit: Arc<AtomicU64>,
 }
 
 /// What runc says about a container.
@@ -69,20 +108,80 @@ impl SandboxHost {
             }
         }
         std::fs::create_dir_all(tools_dir.join("procs"))?;
+        // The merged roots: searchable (not listable) by the guests' unprivileged host ids.
+        std::fs::DirBuilder::new().recursive(true).mode(0o711).create(ROOTS_DIR)?;
+        for d in ["/run/kairon", ROOTS_DIR] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o711))?;
+        }
+        let disk_limit = match std::env::var(DISK_LIMIT_ENV) {
+            Ok(v) if !v.trim().is_empty() => parse_size(&v)
+                .filter(|&b| b >= MIN_DISK_LIMIT)
+                .ok_or_else(|| setup_err(format!("{DISK_LIMIT_ENV}={v:?}: give a size of at least 16M, e.g. 2G")))?,
+            _ => DEFAULT_DISK_LIMIT,
+        };
         Ok(SandboxHost {
             state_dir: state_dir.to_path_buf(),
             runc_root: state_dir.join("runc"),
             cgroup_parent: format!("kairon-{node}"),
             tools_dir,
+            disk_limit: Arc::new(AtomicU64::new(disk_limit)),
         })
+    }
+
+    /// The disk limit of sandboxes created from now on (their writable layer and logs).
+    pub fn set_disk_limit(&self, bytes: u64) {
+        self.disk_limit.store(bytes.max(MIN_DISK_LIMIT), Ordering::Relaxed);
+    }
+
+    pub fn disk_limit(&self) -> u64 {
+        self.disk_limit.load(Ordering::Relaxed)
     }
 
     pub fn instance_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("instances").join(id)
     }
 
+    /// The sandbox's root as the guest sees it (the merged overlay).
     pub fn rootfs(&self, id: &str) -> PathBuf {
-        self.instance_dir(id).join("rootfs")
+        let legacy = self.instance_dir(id);
+        if legacy.join("upper").is_dir() {
+            // Made by a runtime before per-sandbox disks; still running from its old place.
+            return legacy.join("rootfs");
+        }
+        Path::new(ROOTS_DIR).join(id)
+    }
+
+    fn disk_dir(&self, id: &str) -> PathBuf {
+        self.instance_dir(id).join("disk")
+    }
+
+    /// The overlay's writable layer (what a fork copies).
+    pub fn upper_dir(&self, id: &str) -> PathBuf {
+        let legacy = self.instance_dir(id).join("upper");
+        if legacy.is_dir() {
+            return legacy;
+        }
+        self.disk_dir(id).join("upper")
+    }
+
+    /// The guest-writable directory seen as /.kairon/procs.
+    fn guest_procs_dir(&self, id: &str) -> PathBuf {
+        self.disk_dir(id).join("procs")
+    }
+
+    /// Host-only state of the sandbox that still counts to its disk (logs).
+    fn host_dir(&self, id: &str) -> PathBuf {
+        self.disk_dir(id).join("host")
+    }
+
+    /// The id range the sandbox runs with (recorded when it starts).
+    pub fn idmap(&self, id: &str) -> Option<IdMap> {
+        IdMap::load(&self.instance_dir(id))
+    }
+
+    /// Guest root as host ids: the owner of what the runtime writes into the sandbox.
+    pub fn guest_root(&self, id: &str) -> Option<(u32, u32)> {
+        self.idmap(id).map(|m| m.root())
     }
 
     fn cgroups_path(&self, id: &str) -> String {
@@ -120,16 +219,87 @@ impl SandboxHost {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Makes the sandbox's disk (once: a sparse ext4 image of the disk limit, so the writable
+    /// layer and the logs can never fill the host), mounts it, and lays out its directories
+    /// with their owners. Idempotent; a fork copies its seed into [`Self::upper_dir`] after this.
+    pub async fn prepare_disk(&self, id: &str, map: &IdMap) -> Result<()> {
+        let dir = self.instance_dir(id);
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        // Root's alone: runc's bundle, pid files and the disk image are never the guest's.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        let (img, mnt) = (dir.join("disk.img"), self.disk_dir(id));
+        std::fs::create_dir_all(&mnt)?;
+        if !is_mountpoint(&mnt) {
+            if !img.exists() {
+                let tmp = dir.join("disk.img.tmp");
+                let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+                f.set_len(self.disk_limit())?;
+                drop(f);
+                // No reserved blocks (guest root is no host root and could not use them), one
+                // inode per 8 KiB (package trees are many small files), tables left to zero
+                // lazily: the image is sparse and reads as zeros anyway.
+                let out = Command::new(mkfs_ext4())
+                    .args(["-q", "-F", "-m", "0", "-i", "8192", "-E", "lazy_itable_init=1,lazy_journal_init=1"])
+                    .arg(&tmp)
+                    .stdin(Stdio::null())
+                    .output()
+                    .await?;
+                if !out.status.success() {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(setup_err(format!(
+                        "making the sandbox's disk (mkfs.ext4, package e2fsprogs): {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
+                }
+                std::fs::rename(&tmp, &img)?;
+            }
+            let out = Command::new("mount")
+                .args(["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"])
+                .arg(&img)
+                .arg(&mnt)
+                .stdin(Stdio::null())
+                .output()
+                .await?;
+            if !out.status.success() {
+                return Err(setup_err(format!(
+                    "mounting the sandbox's disk: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )));
+            }
+        }
+        let (uid, gid) = map.root();
+        std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o711))?;
+        let _ = std::fs::remove_dir_all(mnt.join("lost+found"));
+        // (path, owned by guest root, mode)
+        for (d, guest, mode) in
+            [("upper", true, 0o755), ("work", false, 0o700), ("procs", true, 0o1777), ("host", false, 0o700)]
+        {
+            let p = mnt.join(d);
+            if std::fs::symlink_metadata(&p).is_err() {
+                std::fs::create_dir(&p)?;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))?;
+                if guest {
+                    chown(&p, uid, gid)?;
+                }
+            }
+        }
+        std::fs::create_dir_all(self.host_dir(id).join("processes"))?;
+        Ok(())
+    }
+
     /// Mounts the overlay root filesystem (template below, the sandbox's changes above) unless
     /// it is already mounted.
     async fn mount_rootfs(&self, id: &str, template_rootfs: &Path) -> Result<()> {
-        let dir = self.instance_dir(id);
-        let (upper, work, merged) = (dir.join("upper"), dir.join("work"), dir.join("rootfs"));
+        let (upper, work, merged) = (self.upper_dir(id), self.disk_dir(id).join("work"), self.rootfs(id));
         for d in [&upper, &work, &merged] {
             std::fs::create_dir_all(d)?;
         }
         if is_mountpoint(&merged) {
             return Ok(());
+        }
+        // The root directory the guest sees is the upper layer's: give it the template's mode.
+        if let Ok(m) = std::fs::metadata(template_rootfs) {
+            std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(m.permissions().mode() & 0o7777))?;
         }
         let opts =
             format!("lowerdir={},upperdir={},workdir={}", template_rootfs.display(), upper.display(), work.display());
@@ -144,6 +314,7 @@ impl SandboxHost {
     }
 
     /// Creates and starts the container; returns its init's host pid.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start(
         &self,
         id: &str,
@@ -151,10 +322,16 @@ impl SandboxHost {
         image: &ImageConfig,
         cpu_millis: i64,
         memory_bytes: u64,
+        map: &IdMap,
     ) -> Result<u32> {
-        self.mount_rootfs(id, template_rootfs).await?;
         let dir = self.instance_dir(id);
-        let procs = dir.join("procs");
+        let legacy = dir.join("upper").is_dir();
+        if !legacy {
+            self.prepare_disk(id, map).await?;
+        }
+        self.mount_rootfs(id, template_rootfs).await?;
+        map.save(&dir)?;
+        let procs = if legacy { dir.join("procs") } else { self.guest_procs_dir(id) };
         std::fs::create_dir_all(&procs)?;
         let mut env = image.env.clone();
         if !env.iter().any(|e| e.starts_with("PATH=")) {
@@ -162,7 +339,7 @@ impl SandboxHost {
         }
         env.push("HOME=/root".into());
         let hostname: String = id.chars().take(12).collect();
-        let rootfs = dir.join("rootfs").to_string_lossy().to_string();
+        let rootfs = self.rootfs(id).to_string_lossy().to_string();
         let cfg = spec::config(&spec::SandboxConfig {
             hostname: &hostname,
             rootfs: &rootfs,
@@ -174,9 +351,12 @@ impl SandboxHost {
             cpu_millis,
             memory_bytes,
             netns_path: None,
+            idmap: (!legacy).then_some(*map),
         });
         std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&cfg).map_err(setup_err)?)?;
-        let console = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("console.log"))?;
+        // On the sandbox's own disk: what its init writes counts to its limit.
+        let console_log = if legacy { dir.join("console.log") } else { self.host_dir(id).join("console.log") };
+        let console = std::fs::OpenOptions::new().create(true).append(true).open(console_log)?;
         let pid_file = dir.join("init.pid");
         let _ = std::fs::remove_file(&pid_file);
         // Detached: the container's stdio is runc's, so both go to the console log (a pipe would
@@ -201,6 +381,16 @@ impl SandboxHost {
             return Err(SandboxError::Runc { op: "run", message: last });
         }
         let pid = std::fs::read_to_string(&pid_file)?.trim().parse::<u32>().map_err(setup_err)?;
+        // `runc run -d` returns once it has told the init to go, before the init (runc's own
+        // multi-threaded Go process) has exec'd tini. A freeze in that window deadlocks: the
+        // exec waits for threads the freezer has stopped (seen for one paused start in ten in
+        // a user namespace). Wait for the exec, briefly.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("runc:"))
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         Ok(pid)
     }
 
@@ -273,9 +463,9 @@ impl SandboxHost {
                 break;
             }
             for pid in pids {
-                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
+                // Through a pidfd after the cgroup check: a pid that exited since the listing
+                // and was reused outside the sandbox is left alone.
+                let _ = self.signal_in_sandbox(id, pid as u32, rustix::process::Signal::KILL);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -294,7 +484,7 @@ impl SandboxHost {
         self.kill_all(id).await;
         // Background processes (`runc exec -d`) are re-parented to this process, the subreaper:
         // their zombies keep the sandbox's init from exiting until they are collected.
-        if let Ok(procs) = std::fs::read_dir(self.instance_dir(id).join("procs")) {
+        if let Ok(procs) = std::fs::read_dir(self.host_dir(id).join("processes")) {
             for p in procs.flatten() {
                 if let Some(host) =
                     std::fs::read_to_string(p.path().join("host.pid")).ok().and_then(|s| s.trim().parse().ok())
@@ -314,12 +504,18 @@ impl SandboxHost {
     pub async fn destroy(&self, id: &str) -> Result<()> {
         self.stop(id).await?;
         let dir = self.instance_dir(id);
-        let merged = dir.join("rootfs");
-        if is_mountpoint(&merged) {
-            let out = Command::new("umount").arg(&merged).output().await?;
-            if !out.status.success() {
-                let _ = Command::new("umount").arg("-l").arg(&merged).output().await;
+        let merged = self.rootfs(id);
+        // The root first (it sits on the disk), then the disk (its loop device goes with it).
+        for m in [&merged, &self.disk_dir(id)] {
+            if is_mountpoint(m) {
+                let out = Command::new("umount").arg(m).output().await?;
+                if !out.status.success() {
+                    let _ = Command::new("umount").arg("-l").arg(m).output().await;
+                }
             }
+        }
+        if merged.starts_with(ROOTS_DIR) {
+            let _ = std::fs::remove_dir(&merged);
         }
         if dir.exists() {
             std::fs::remove_dir_all(&dir)?;
@@ -382,8 +578,13 @@ impl SandboxHost {
         })
     }
 
-    fn proc_dir(&self, id: &str, pid: &str) -> PathBuf {
-        self.instance_dir(id).join("procs").join(pid)
+    /// The host-only directory of a background process (its record, host pid and output).
+    fn proc_dir(&self, id: &str, pid: &str) -> Result<PathBuf> {
+        // Ids are ours (12 hex digits): anything else names no process, and never a path.
+        if pid.len() != 12 || !pid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(SandboxError::NoProcess(pid.to_string()));
+        }
+        Ok(self.host_dir(id).join("processes").join(pid))
     }
 
     /// Starts a background process; its output goes to log files and its exit code is kept.
@@ -392,8 +593,8 @@ impl SandboxHost {
             return Err(setup_err("a process needs a command"));
         }
         let pid = kairon_runtime_api::Pid::random();
-        let dir = self.proc_dir(id, &pid);
-        std::fs::create_dir_all(&dir)?;
+        let dir = self.proc_dir(id, &pid)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
         let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let meta = Process {
             id: pid.clone(),
@@ -403,10 +604,13 @@ impl SandboxHost {
             started_at,
         };
         std::fs::write(dir.join("process.json"), serde_json::to_vec(&meta).map_err(setup_err)?)?;
-        // The wrapper records the exit code and passes TERM on, inside the sandbox.
+        // The wrapper records the exit code and passes TERM on, inside the sandbox; the exit
+        // file is the only thing of a process the guest can write, and it is read as a number
+        // without following symlinks.
         let script = format!(
-            "trap 'kill -TERM $c 2>/dev/null' TERM; \"$@\" & c=$!; wait $c; s=$?; echo $s > /.kairon/procs/{pid}/exit.tmp; mv /.kairon/procs/{pid}/exit.tmp /.kairon/procs/{pid}/exit"
+            "trap 'kill -TERM $c 2>/dev/null' TERM; \"$@\" & c=$!; wait $c; s=$?; echo $s > /.kairon/procs/{pid}.tmp; mv -f /.kairon/procs/{pid}.tmp /.kairon/procs/{pid}.exit"
         );
+        // Opened here, in a directory the guest cannot reach: it gets only the descriptors.
         let stdout = std::fs::File::create(dir.join("stdout"))?;
         let stderr = std::fs::File::create(dir.join("stderr"))?;
         let mut cmd = self.exec_command(id, req, Some(&dir.join("host.pid")));
@@ -423,13 +627,40 @@ impl SandboxHost {
         Ok(meta)
     }
 
+    /// The exit code the wrapper left in the guest-writable directory: opened beneath it with
+    /// no symlink (nor magic link, nor mount crossing) anywhere, non-blocking (a FIFO cannot
+    /// stall the runtime), only if it is a regular file, and at most 32 bytes of it read.
+    fn exit_code(&self, id: &str, pid: &str) -> Option<Option<i32>> {
+        let dir = rustix::fs::open(
+            self.guest_procs_dir(id),
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let fd = rustix::fs::openat2(
+            &dir,
+            format!("{pid}.exit"),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV,
+        )
+        .ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Some(None);
+        }
+        let mut buf = [0u8; 32];
+        let n = rustix::io::read(&fd, &mut buf).ok()?;
+        Some(std::str::from_utf8(&buf[..n]).ok().and_then(|s| s.trim().parse().ok()))
+    }
+
     pub fn process(&self, id: &str, pid: &str) -> Result<Process> {
-        let dir = self.proc_dir(id, pid);
+        let dir = self.proc_dir(id, pid)?;
         let raw = std::fs::read(dir.join("process.json")).map_err(|_| SandboxError::NoProcess(pid.to_string()))?;
         let mut p: Process = serde_json::from_slice(&raw).map_err(setup_err)?;
-        if let Ok(code) = std::fs::read_to_string(dir.join("exit")) {
+        if let Some(code) = self.exit_code(id, pid) {
             p.state = ProcessState::Exited;
-            p.exit_code = code.trim().parse().ok();
+            p.exit_code = code;
         } else if !self.host_pid(id, pid).is_some_and(pid_alive) {
             // Killed with the sandbox (or by a signal the wrapper could not catch).
             p.state = ProcessState::Exited;
@@ -437,13 +668,14 @@ impl SandboxHost {
         Ok(p)
     }
 
+    /// The host pid runc recorded for a background process (host-only file).
     fn host_pid(&self, id: &str, pid: &str) -> Option<u32> {
-        std::fs::read_to_string(self.proc_dir(id, pid).join("host.pid")).ok()?.trim().parse().ok()
+        std::fs::read_to_string(self.proc_dir(id, pid).ok()?.join("host.pid")).ok()?.trim().parse().ok()
     }
 
     pub fn processes(&self, id: &str) -> Result<Vec<Process>> {
         let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(self.instance_dir(id).join("procs")) else { return Ok(out) };
+        let Ok(entries) = std::fs::read_dir(self.host_dir(id).join("processes")) else { return Ok(out) };
         for e in entries.flatten() {
             if let Ok(p) = self.process(id, &e.file_name().to_string_lossy()) {
                 out.push(p);
@@ -456,18 +688,78 @@ impl SandboxHost {
     /// The process's output so far.
     pub fn logs(&self, id: &str, pid: &str) -> Result<(String, String)> {
         self.process(id, pid)?;
-        let dir = self.proc_dir(id, pid);
+        let dir = self.proc_dir(id, pid)?;
         let read =
             |f: &str| std::fs::read(dir.join(f)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
         Ok((read("stdout"), read("stderr")))
     }
 
+    /// Whether host process `pid` belongs to sandbox `id` (its freezer cgroup is the sandbox's,
+    /// or below it).
+    pub fn in_sandbox(&self, id: &str, pid: u32) -> bool {
+        let want = self.cgroups_path(id);
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|s| {
+            s.lines().any(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctrl, path) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
+                // cgroup v1's freezer hierarchy (runc's cgroupsPath), or v2's unified one.
+                (ctrl.split(',').any(|c| c == "freezer") || ctrl.is_empty())
+                    && (path == want || path.strip_prefix(want.as_str()).is_some_and(|r| r.starts_with('/')))
+            })
+        })
+    }
+
+    /// Sends `signal` to host process `pid` only if it is in sandbox `id`: the check and the
+    /// signal go through one pidfd, so a recycled pid is never signalled by mistake.
+    pub fn signal_in_sandbox(&self, id: &str, pid: u32, signal: rustix::process::Signal) -> Result<()> {
+        let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+            return Err(SandboxError::NotInSandbox { pid, id: id.to_string() });
+        };
+        let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+            return Ok(()); // gone already
+        };
+        if !self.in_sandbox(id, pid) {
+            return Err(SandboxError::NotInSandbox { pid, id: id.to_string() });
+        }
+        match rustix::process::pidfd_send_signal(&fd, signal) {
+            Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
+            Err(e) => Err(SandboxError::Io(e.into())),
+        }
+    }
+
+    /// Kills every process of sandbox `id` in process group `pgid` (host ids): the members
+    /// are taken from the sandbox's cgroup and each is signalled through a pidfd after the
+    /// cgroup check, so nothing outside the sandbox is ever hit.
+    pub fn kill_group_in_sandbox(&self, id: &str, pgid: u32) {
+        let procs = format!("/sys/fs/cgroup/freezer{}/cgroup.procs", self.cgroups_path(id));
+        let pids: Vec<u32> =
+            std::fs::read_to_string(procs).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
+        for pid in pids {
+            let in_group =
+                procfs::process::Process::new(pid as i32).and_then(|p| p.stat()).is_ok_and(|st| st.pgrp == pgid as i32);
+            if in_group {
+                let _ = self.signal_in_sandbox(id, pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+
     pub async fn kill_process(&self, id: &str, pid: &str, signal: &str) -> Result<()> {
         self.process(id, pid)?;
+        use rustix::process::Signal;
+        let sig = match signal {
+            "TERM" => Signal::TERM,
+            "KILL" => Signal::KILL,
+            "INT" => Signal::INT,
+            "HUP" => Signal::HUP,
+            "QUIT" => Signal::QUIT,
+            "USR1" => Signal::USR1,
+            "USR2" => Signal::USR2,
+            other => return Err(setup_err(format!("unknown signal {other:?}"))),
+        };
         if let Some(host) = self.host_pid(id, pid)
             && pid_alive(host)
         {
-            Command::new("kill").args([&format!("-{signal}"), &host.to_string()]).status().await?;
+            self.signal_in_sandbox(id, host, sig)?;
         }
         Ok(())
     }
@@ -558,4 +850,98 @@ fn is_mountpoint(p: &Path) -> bool {
 /// Environment as a map, for merging an image's env with a request's.
 pub fn env_map(env: &[String]) -> BTreeMap<String, String> {
     env.iter().filter_map(|e| e.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Writes the tree at `root` as a tar into `out` (symlinks as symlinks, entries in name order),
+/// with owners as the guest sees them: host ids in `map`'s range become 0..65535, any other
+/// host id `nobody` (65534). Sockets are skipped.
+pub fn write_tar(root: &Path, out: std::fs::File, map: Option<&IdMap>) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let guest = |id: u32| -> u64 {
+        match map {
+            Some(m) if id >= m.host_base && id - m.host_base < m.size => u64::from(id - m.host_base),
+            Some(_) => 65534,
+            None => u64::from(id),
+        }
+    };
+    let mut builder = tar::Builder::new(out);
+    builder.follow_symlinks(false);
+    let mut stack = vec![PathBuf::from(".")];
+    while let Some(rel) = stack.pop() {
+        let path = root.join(&rel);
+        let meta = std::fs::symlink_metadata(&path)?;
+        let ft = meta.file_type();
+        if ft.is_socket() {
+            continue;
+        }
+        let mut h = tar::Header::new_gnu();
+        h.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+        h.set_uid(guest(meta.uid()));
+        h.set_gid(guest(meta.gid()));
+        if ft.is_symlink() {
+            builder.append_link(&mut h, &rel, std::fs::read_link(&path)?)?;
+        } else if ft.is_file() {
+            builder.append_data(&mut h, &rel, std::fs::File::open(&path)?)?;
+        } else {
+            h.set_size(0);
+            builder.append_data(&mut h, &rel, std::io::empty())?;
+        }
+        if ft.is_dir() {
+            let mut names: Vec<_> =
+                std::fs::read_dir(&path)?.map(|e| e.map(|e| e.file_name())).collect::<std::io::Result<_>>()?;
+            names.sort();
+            stack.extend(names.into_iter().rev().map(|n| rel.join(n)));
+        }
+    }
+    builder.into_inner()
+}
+
+fn chown(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        p,
+        Some(Uid::from_raw(uid)),
+        Some(Gid::from_raw(gid)),
+        AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .map_err(Into::into)
+}
+
+/// mkfs.ext4 lives in /usr/sbin (or /sbin), which a daemon's PATH may lack.
+fn mkfs_ext4() -> PathBuf {
+    ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("mkfs.ext4"))
+}
+
+/// `1073741824`, `512M`, `2G`, `2Gi`, `64k`: bytes.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..digits].parse().ok()?;
+    let unit: u64 = match s[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "ki" | "kib" => 1 << 10,
+        "m" | "mi" | "mib" => 1 << 20,
+        "g" | "gi" | "gib" => 1 << 30,
+        "t" | "ti" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    n.checked_mul(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2G"), Some(2 << 30));
+        assert_eq!(parse_size("512Mi"), Some(512 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("1.5G"), None);
+        assert_eq!(parse_size("lots"), None);
+    }
 }
