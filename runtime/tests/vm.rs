@@ -524,3 +524,132 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
     }
     assert!(!alive(pid));
 }
+
+/// The fields of a `/proc/<pid>/status` line, e.g. `Uid:` → real, effective, saved, fs.
+fn proc_status(pid: u32, key: &str) -> Vec<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap_or_else(|| panic!("no {key} in {status}"));
+    line.split_whitespace().skip(1).map(str::to_string).collect()
+}
+
+/// A TCP server on 127.0.0.1:`port` in the network namespace of `netns_pid` (the host's when
+/// `None`) that greets every connection with `greeting`; killed on drop.
+struct Greeter(std::process::Child);
+
+impl Greeter {
+    fn start(netns_pid: Option<u32>, port: u16, greeting: &str) -> Greeter {
+        let server = format!(
+            "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('127.0.0.1', {port})); s.listen(8); print('listening', flush=True)\n\
+             while True:\n    c, _ = s.accept(); c.sendall(b'{greeting}\\n'); c.close()\n"
+        );
+        let mut cmd = match netns_pid {
+            Some(pid) => {
+                let mut c = std::process::Command::new("nsenter");
+                c.arg(format!("--net=/proc/{pid}/ns/net")).arg("python3");
+                c
+            }
+            None => std::process::Command::new("python3"),
+        };
+        let mut child = cmd
+            .args(["-c", &server])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 on the host");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), "listening");
+        Greeter(child)
+    }
+}
+
+impl Drop for Greeter {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qemu_runs_unprivileged_under_seccomp_and_its_guest_cannot_reach_the_hosts_loopback() {
+    let _one = SERIAL.lock().await;
+    let e = env("vm-boundary").await;
+    let c = &e.c;
+    let vm = c.create(&vm_request("kairon-default-boundary", &e.image)).await.expect("create");
+    let pid = vm.pid.unwrap();
+
+    // QEMU dropped to the unprivileged kairon-vm user for good (real, effective, saved and fs
+    // ids), kept no capability, and runs under its seccomp filter (mode 2).
+    let out = std::process::Command::new("id").args(["-u", kairon_runtime::vm::VM_USER]).output().unwrap();
+    let uid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(!uid.is_empty() && uid != "0", "the runtime creates {}: {uid:?}", kairon_runtime::vm::VM_USER);
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.clone(); 4], "QEMU's uids");
+    assert_eq!(proc_status(pid, "CapEff:"), ["0000000000000000"], "QEMU's capabilities");
+    assert_eq!(proc_status(pid, "Seccomp:"), ["2"], "QEMU's seccomp mode (filter)");
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap().replace('\0', " ");
+    assert!(cmdline.contains(" -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny"), "{cmdline}");
+    assert!(!cmdline.contains("exec:"), "no exec: migration: {cmdline}");
+
+    // The guest's way to "the host" (slirp's 10.0.2.2) leads to the loopback of QEMU's own
+    // network namespace: a server there answers; the same port on the host's loopback does not.
+    assert!(kairon_runtime::vm::own_netns(pid), "QEMU has a network namespace of its own");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _host = Greeter::start(None, port, "host-loopback-secret");
+    let probe = format!(
+        "python3 -c 'import socket; s = socket.create_connection((\"10.0.2.2\", {port}), timeout=10); print(s.recv(64).decode().strip())' 2>&1; echo exit=$?"
+    );
+    let out = sh(c, &vm.id, &probe).await;
+    assert!(!out.contains("host-loopback-secret"), "the guest reached the host's loopback: {out}");
+    assert!(out.contains("exit=1"), "the connection fails: {out}");
+    let inside = Greeter::start(Some(pid), port, "vm-netns-loopback");
+    assert_eq!(sh(c, &vm.id, &probe).await, "vm-netns-loopback\nexit=0\n", "10.0.2.2 is the namespace's loopback");
+    drop(inside);
+
+    // The runtime still reaches guest ports (dialled inside QEMU's namespace): a port tunnel to
+    // dropbear and the HTTP proxy to a server in the guest.
+    let mut ssh = ws(e.addr, &format!("/v1/vms/{}/tunnel/22", vm.id)).await;
+    let banner = read_until(&mut ssh, b"\r\n").await;
+    assert!(banner.starts_with(b"SSH-2.0-dropbear"), "{:?}", String::from_utf8_lossy(&banner));
+    drop(ssh);
+    c.write_file(&vm.id, "/root/www/hello.txt", b"through the namespace".to_vec(), 0o644).await.unwrap();
+    c.start_process(
+        &vm.id,
+        &ExecRequest {
+            command: ["/usr/lib/kairon/busybox", "httpd", "-f", "-p", "8080", "-h", "/root/www"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/v1/vms/{}/proxy/8080/hello.txt", e.addr, vm.id);
+    eventually("the guest's HTTP server through the proxy", || async {
+        match http.get(&url).bearer_auth(common::TOKEN).send().await {
+            Ok(r) if r.status() == 200 => r.text().await.unwrap_or_default() == "through the namespace",
+            _ => false,
+        }
+    })
+    .await;
+
+    // Hibernate and restore pass the memory file as a descriptor; the new QEMU is confined the
+    // same way, in a namespace of its own, and its forwards are added again on demand.
+    let vm = c.power(&vm.id, PowerAction::Hibernate, false).await.unwrap();
+    assert_eq!(vm.state, VmState::Hibernated);
+    assert!(!alive(pid));
+    let vm = c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
+    let pid = vm.pid.unwrap();
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.clone(); 4]);
+    assert_eq!(proc_status(pid, "Seccomp:"), ["2"]);
+    assert!(kairon_runtime::vm::own_netns(pid));
+    let mut ssh = ws(e.addr, &format!("/v1/vms/{}/tunnel/22", vm.id)).await;
+    let banner = read_until(&mut ssh, b"\r\n").await;
+    assert!(banner.starts_with(b"SSH-2.0-dropbear"), "{:?}", String::from_utf8_lossy(&banner));
+    drop(ssh);
+    let out = sh(c, &vm.id, &probe).await;
+    assert!(!out.contains("host-loopback-secret") && out.contains("exit=1"), "after restore: {out}");
+
+    c.delete(&vm.id).await.unwrap();
+    assert!(!alive(pid));
+}
