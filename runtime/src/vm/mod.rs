@@ -581,11 +581,17 @@ impl VmHost {
             }
             a.extend(["-append".into(), line]);
         }
-        a.extend(["-drive".into(), format!("id=root,file={},format=qcow2,if=none,discard=unmap", p("disk.qcow2"))]);
+        // `auto-read-only=off`: each disk is opened read-write at start, as root. Else QEMU
+        // opens it read-only while an incoming migration is pending and reopens it by name at
+        // `cont`, which QEMU's unprivileged user may not (restore and fork failed with EACCES).
+        a.extend([
+            "-drive".into(),
+            format!("id=root,file={},format=qcow2,if=none,discard=unmap,auto-read-only=off", p("disk.qcow2")),
+        ]);
         a.extend(["-device".into(), format!("virtio-blk-{bus},drive=root")]);
         for (i, file) in cfg.volumes.values().enumerate() {
             let fmt = if file.ends_with(".qcow2") { "qcow2" } else { "raw" };
-            a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none")]);
+            a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none,auto-read-only=off")]);
             a.extend(["-device".into(), format!("virtio-blk-{bus},drive=vol{i}")]);
         }
         a.extend(["-netdev".into(), "user,id=net0".into()]);
