@@ -551,11 +551,8 @@ impl Greeter {
             }
             None => std::process::Command::new("python3"),
         };
-        let mut child = cmd
-            .args(["-c", &server])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3 on the host");
+        let mut child =
+            cmd.args(["-c", &server]).stdout(std::process::Stdio::piped()).spawn().expect("python3 on the host");
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
         assert_eq!(line.trim(), "listening");

@@ -1216,7 +1216,8 @@ impl VmHost {
         if run.netns {
             let mut q = run.qmp.lock().await;
             let rule = format!("tcp:127.0.0.1:{guest_port}-:{guest_port}");
-            let out = q.execute("human-monitor-command", json!({"command-line": format!("hostfwd_add net0 {rule}")})).await?;
+            let out =
+                q.execute("human-monitor-command", json!({"command-line": format!("hostfwd_add net0 {rule}")})).await?;
             let text = out.as_str().unwrap_or("").trim().to_string();
             // Refused when it exists already: a QEMU adopted after a runtime restart keeps
             // the forwards an earlier runtime added.
@@ -1435,6 +1436,9 @@ mod tests {
         // A runtime that is not root: QEMU already runs unprivileged, and set*id is denied too.
         let a = host.args("id", &cfg, Accel::Tcg, false, None).join(" ");
         assert!(!a.contains("-runas"), "{a}");
-        assert!(a.contains(" -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny,elevateprivileges=deny "), "{a}");
+        assert!(
+            a.contains(" -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny,elevateprivileges=deny "),
+            "{a}"
+        );
     }
 }
