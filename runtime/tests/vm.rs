@@ -487,6 +487,18 @@ async fn guest_filesystems_freeze_until_a_deadline_and_console_vnc_proxy_and_ssh
     c.delete(&vm.id).await.unwrap();
 }
 
+/// The first line a guest's SSH server sends on port 22.
+async fn ssh_banner(target: kairon_runtime::proxy::Target) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let s = kairon_runtime::proxy::dial(target, 22).await.expect("dial the guest's port 22");
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(60), tokio::io::BufReader::new(s).read_line(&mut line))
+        .await
+        .expect("the SSH banner within a minute")
+        .unwrap();
+    line
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
     let _one = SERIAL.lock().await;
@@ -509,12 +521,21 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
         .unwrap();
     assert_eq!(paused.state, VmState::Paused);
     let pid = vm.pid.unwrap();
+    // A forward to dropbear, dialled inside QEMU's network namespace.
+    let target = rt.guest_target(&vm.id, 22).await.unwrap();
+    assert_eq!(target, kairon_runtime::proxy::Target::Netns(pid));
+    assert!(ssh_banner(target).await.starts_with("SSH-2.0-dropbear"));
     // The runtime goes away (its connections close); the VMs' QEMUs keep running.
     drop(rt);
     assert!(alive(pid));
     let rt = open().await.unwrap();
     let again = rt.get("kairon-default-adopted").await.unwrap();
     assert_eq!((again.id.as_str(), again.state, again.pid), (vm.id.as_str(), VmState::Running, Some(pid)));
+    // The adopted QEMU keeps its namespace and the forward an earlier runtime added.
+    assert!(kairon_runtime::vm::own_netns(pid));
+    let target = rt.guest_target(&vm.id, 22).await.unwrap();
+    assert_eq!(target, kairon_runtime::proxy::Target::Netns(pid));
+    assert!(ssh_banner(target).await.starts_with("SSH-2.0-dropbear"));
     assert_eq!(rt.get(&paused.id).await.unwrap().state, VmState::Paused);
     let out = rt.exec(&vm.id, &ExecRequest { command: vec!["hostname".into()], ..Default::default() }).await.unwrap();
     assert_eq!(out.stdout, "kairon-default-adopted\n");
