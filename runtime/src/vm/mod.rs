@@ -69,9 +69,12 @@ pub const VM_USER_FALLBACK: &str = "nobody";
 const SANDBOX: &str = "on,obsolete=deny,spawn=deny,resourcecontrol=deny";
 /// Run by `unshare --net` before QEMU replaces it: the VM's own network namespace gets its
 /// loopback up (slirp's 10.0.2.2 and the runtime's forwards lead there), and any port may be
-/// bound in it by QEMU's unprivileged user (a forward keeps the guest port's number).
+/// bound in it by QEMU's unprivileged user (a forward keeps the guest port's number). Where
+/// `/proc/sys` is read-only (some containers) the VM still starts; only guest ports below 1024
+/// cannot be forwarded then.
 const NETNS_SETUP: &str = "ip link set lo up || exit 125
-echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start || exit 125
+echo 0 2>/dev/null > /proc/sys/net/ipv4/ip_unprivileged_port_start ||
+  echo 'kairon: cannot allow low ports in the VM network namespace: guest ports below 1024 cannot be forwarded' >&2
 exec \"$@\"";
 
 #[derive(Debug, thiserror::Error)]
