@@ -265,6 +265,14 @@ async fn a_running_vm_forks_live_into_a_new_identity_clones_boot_fresh_and_pools
     assert!(fork.live, "a VM fork copies memory");
     let child = fork.vm;
     assert_eq!((child.state, child.name.as_str()), (VmState::Running, "kairon-default-child"));
+    // The child's QEMU (started from a passed memory descriptor) is confined like any other, in
+    // a network namespace of its own, not its parent's.
+    let (ppid, cpid) = (parent.pid.unwrap(), child.pid.unwrap());
+    assert_ne!(proc_status(cpid, "Uid:")[0], "0");
+    assert_eq!(proc_status(cpid, "Seccomp:"), ["2"]);
+    let netns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert!(kairon_runtime::vm::own_netns(cpid) && kairon_runtime::vm::own_netns(ppid));
+    assert_ne!(netns(cpid), netns(ppid), "parent and child share no network namespace");
     let (p_now, c_now) = (value(c, &parent.id, "/run/counter").await, value(c, &child.id, "/run/counter").await);
     assert!(p_now >= before && c_now >= before, "both continue from {before}: parent {p_now}, child {c_now}");
     eventually("both counters to go on", || async {
