@@ -268,7 +268,7 @@ async fn a_running_vm_forks_live_into_a_new_identity_clones_boot_fresh_and_pools
     // The child's QEMU (started from a passed memory descriptor) is confined like any other, in
     // a network namespace of its own, not its parent's.
     let (ppid, cpid) = (parent.pid.unwrap(), child.pid.unwrap());
-    assert_ne!(proc_status(cpid, "Uid:")[0], "0");
+    assert_ne!(qemu_uid(cpid), qemu_uid(ppid), "parent and child QEMUs run as uids of their own");
     assert_eq!(proc_status(cpid, "Seccomp:"), ["2"]);
     let netns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
     assert!(kairon_runtime::vm::own_netns(cpid) && kairon_runtime::vm::own_netns(ppid));
@@ -561,6 +561,13 @@ fn proc_status(pid: u32, key: &str) -> Vec<String> {
     line.split_whitespace().skip(1).map(str::to_string).collect()
 }
 
+/// The uid QEMU `pid` runs as, checked to be one of the per-VM uids.
+fn qemu_uid(pid: u32) -> u32 {
+    let uid: u32 = proc_status(pid, "Uid:")[0].parse().unwrap();
+    assert!(uid >= kairon_runtime::vm::VM_UID_BASE, "QEMU {pid} runs as uid {uid}, not a per-VM uid");
+    uid
+}
+
 /// A TCP server on 127.0.0.1:`port` in the network namespace of `netns_pid` (the host's when
 /// `None`) that greets every connection with `greeting`; killed on drop.
 struct Greeter(std::process::Child);
@@ -604,12 +611,16 @@ async fn qemu_runs_unprivileged_under_seccomp_and_its_guest_cannot_reach_the_hos
     let vm = c.create(&vm_request("kairon-default-boundary", &e.image)).await.expect("create");
     let pid = vm.pid.unwrap();
 
-    // QEMU dropped to the unprivileged kairon-vm user for good (real, effective, saved and fs
-    // ids), kept no capability, and runs under its seccomp filter (mode 2).
-    let out = std::process::Command::new("id").args(["-u", kairon_runtime::vm::VM_USER]).output().unwrap();
-    let uid = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(!uid.is_empty() && uid != "0", "the runtime creates {}: {uid:?}", kairon_runtime::vm::VM_USER);
-    assert_eq!(proc_status(pid, "Uid:"), vec![uid.clone(); 4], "QEMU's uids");
+    // QEMU dropped for good to a uid of its own (real, effective, saved and fs ids) with the
+    // kairon-vm group the runtime created, kept no capability, and runs under its seccomp filter
+    // (mode 2).
+    let out = std::process::Command::new("id").args(["-g", kairon_runtime::vm::VM_USER]).output().unwrap();
+    let gid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(!gid.is_empty() && gid != "0", "the runtime creates {}: {gid:?}", kairon_runtime::vm::VM_USER);
+    let uid = qemu_uid(pid);
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.to_string(); 4], "QEMU's uids");
+    assert_eq!(proc_status(pid, "Gid:"), vec![gid.clone(); 4], "QEMU's gids");
+    assert_eq!(proc_status(pid, "Groups:"), vec![gid.clone()], "QEMU's supplementary groups");
     assert_eq!(proc_status(pid, "CapEff:"), ["0000000000000000"], "QEMU's capabilities");
     assert_eq!(proc_status(pid, "Seccomp:"), ["2"], "QEMU's seccomp mode (filter)");
     let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap().replace('\0', " ");
@@ -666,7 +677,8 @@ async fn qemu_runs_unprivileged_under_seccomp_and_its_guest_cannot_reach_the_hos
     assert!(!alive(pid));
     let vm = c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
     let pid = vm.pid.unwrap();
-    assert_eq!(proc_status(pid, "Uid:"), vec![uid.clone(); 4]);
+    let uid = qemu_uid(pid);
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.to_string(); 4]);
     assert_eq!(proc_status(pid, "Seccomp:"), ["2"]);
     assert!(kairon_runtime::vm::own_netns(pid));
     let mut ssh = ws(e.addr, &format!("/v1/vms/{}/tunnel/22", vm.id)).await;

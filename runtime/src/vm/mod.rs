@@ -13,8 +13,9 @@
 //! * Fork: `stop`, migrate RAM to the child's directory (this also flushes the disk), copy the
 //!   overlay, `cont` the parent; the child starts from that memory on its own overlay and is then
 //!   re-identified (see [`REIDENTIFY`]).
-//! * Confinement: QEMU opens what it needs as root, then drops to the unprivileged
-//!   [`VM_USER`] (`-runas`) and runs under its seccomp filter (`-sandbox`, see `SANDBOX`).
+//! * Confinement: QEMU opens what it needs as root, then drops to a uid of its own with
+//!   [`VM_USER`]'s group (`-runas`, see [`VM_UID_BASE`]) and runs under its seccomp filter
+//!   (`-sandbox`, see `SANDBOX`).
 //!   Memory state is migrated through descriptors the runtime opens and passes over QMP
 //!   (`getfd`, `fd:`), never `exec:` (QEMU may not spawn anything).
 //! * Network: QEMU user networking, with each QEMU in a network namespace of its own that has
@@ -57,10 +58,17 @@ const GA_TIMEOUT: Duration = Duration::from_secs(30);
 const CHUNK: usize = 1024 * 1024;
 /// The name under which a migration's file descriptor is passed to QEMU (`getfd`).
 const MIGRATION_FD: &str = "kairon-migration";
-/// The unprivileged user every QEMU drops to (`-runas`), created by the runtime when missing.
+/// The unprivileged system user whose group every QEMU drops to (with a uid of its own, see
+/// [`VM_UID_BASE`]), created by the runtime when missing.
 pub const VM_USER: &str = "kairon-vm";
 /// The user QEMU drops to when [`VM_USER`] cannot be created.
 pub const VM_USER_FALLBACK: &str = "nobody";
+/// Each running QEMU gets a uid of its own from this range (with [`VM_USER`]'s group), so one
+/// VM's QEMU cannot signal or trace another's. The range lies far above the ids accounts and
+/// containers use, and no file of a VM belongs to it; a uid is taken when its QEMU starts (one
+/// no process on the host runs as) and given back when that QEMU is gone.
+pub const VM_UID_BASE: u32 = 0x6b00_0000;
+const VM_UID_COUNT: u32 = 1 << 20;
 /// QEMU's seccomp filter. `elevateprivileges=deny` is left out while QEMU drops to its user
 /// itself: QEMU 7.2 installs the filter before `-runas`'s setgid/setuid, so with it QEMU dies
 /// of SIGSYS at start (measured: exit 159). After `-runas` QEMU has no capability left and its
@@ -163,6 +171,8 @@ struct ProcRecord {
 /// A running QEMU and the connections to it.
 pub struct Running {
     pub pid: u32,
+    /// The uid QEMU runs as, when it is one of [`VM_UID_BASE`]'s.
+    uid: Option<u32>,
     /// QEMU runs in a network namespace of its own: its forwards listen on that namespace's
     /// loopback, on the guest port's own number, and are dialled inside it.
     pub netns: bool,
@@ -176,6 +186,8 @@ pub struct Running {
 
 pub struct VmHost {
     state_dir: PathBuf,
+    /// The uids of the QEMUs that run or are starting (see [`VM_UID_BASE`]).
+    uids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
 }
 
@@ -199,7 +211,7 @@ pub fn hostname_for(name: &str) -> String {
     h.trim_end_matches(['-', '.']).to_string()
 }
 
-/// The user QEMU drops to: [`VM_USER`], a dedicated system user (no login, no home) created
+/// The user whose group QEMU drops to: [`VM_USER`], a dedicated system user (no login, no home) created
 /// with `useradd --system` the first time it is needed, so a compromised QEMU owns nothing
 /// else on the host (`nobody` is shared with other daemons' unprivileged work); [`VM_USER_FALLBACK`]
 /// when it cannot be created. `None` when the runtime does not run as root (QEMU then already
@@ -233,6 +245,15 @@ pub async fn qemu_user() -> Option<&'static str> {
             Some(VM_USER_FALLBACK)
         })
         .await
+}
+
+/// The group id of `name`, when it has one.
+async fn group_id(name: &str) -> Option<u32> {
+    let out = tokio::process::Command::new("id").args(["-g", name]).stdin(Stdio::null()).output().await.ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 async fn user_exists(name: &str) -> bool {
@@ -393,7 +414,11 @@ fi
 
 impl VmHost {
     pub fn new(state_dir: &Path) -> VmHost {
-        VmHost { state_dir: state_dir.to_path_buf(), running: std::sync::Mutex::new(BTreeMap::new()) }
+        VmHost {
+            state_dir: state_dir.to_path_buf(),
+            uids: std::sync::Mutex::new(Default::default()),
+            running: std::sync::Mutex::new(BTreeMap::new()),
+        }
     }
 
     pub fn instance_dir(&self, id: &str) -> PathBuf {
@@ -638,6 +663,56 @@ impl VmHost {
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("qemu.log"))?;
         let user = qemu_user().await;
+        // A uid of its own with the VM user's group (`-runas uid:gid`); the user's name when
+        // its group is unknown.
+        let (runas, uid) = match user {
+            Some(name) => match group_id(name).await {
+                Some(gid) => {
+                    let uid = self.take_uid()?;
+                    (Some(format!("{uid}:{gid}")), Some(uid))
+                }
+                None => (Some(name.to_string()), None),
+            },
+            None => (None, None),
+        };
+        let r = self.spawn_as(id, cfg, accel, incoming, log, runas.as_deref(), uid).await;
+        if r.is_err()
+            && let Some(u) = uid
+        {
+            lock(&self.uids).remove(&u);
+        }
+        r
+    }
+
+    /// A uid no other QEMU runs as: none of this runtime's, and no process on the host (another
+    /// runtime's QEMUs, e.g. in tests).
+    fn take_uid(&self) -> Result<u32> {
+        let range = VM_UID_BASE..VM_UID_BASE + VM_UID_COUNT;
+        let mut taken = lock(&self.uids);
+        let mut in_use = taken.clone();
+        if let Ok(all) = procfs::process::all_processes() {
+            in_use.extend(all.flatten().filter_map(|p| p.status().ok()).map(|s| s.ruid).filter(|u| range.contains(u)));
+        }
+        let uid = range
+            .clone()
+            .find(|u| !in_use.contains(u))
+            .ok_or_else(|| VmError::Failed("no free uid for another QEMU".into()))?;
+        taken.insert(uid);
+        Ok(uid)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_as(
+        &self,
+        id: &str,
+        cfg: &MachineConfig,
+        accel: Accel,
+        incoming: bool,
+        log: std::fs::File,
+        user: Option<&str>,
+        uid: Option<u32>,
+    ) -> Result<Arc<Running>> {
+        let dir = self.instance_dir(id);
         // Its own network namespace (root only): slirp's way to the host (10.0.2.2) then ends
         // on that namespace's loopback, not the host's. `unshare` and the shell exec QEMU in
         // place, so the child's pid is QEMU's; the namespace lives and dies with it.
@@ -676,6 +751,7 @@ impl VmHost {
         };
         let run = Arc::new(Running {
             pid,
+            uid,
             netns,
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
@@ -768,6 +844,9 @@ impl VmHost {
         }
         // QEMU cannot remove its pid file itself once it runs unprivileged.
         let _ = std::fs::remove_file(self.instance_dir(id).join("qemu.pid"));
+        if let Some(u) = run.uid {
+            lock(&self.uids).remove(&u);
+        }
         lock(&self.running).remove(id);
     }
 
@@ -904,8 +983,18 @@ impl VmHost {
         }
         let mut qmp = Qmp::connect(&dir.join("qmp.sock"), Duration::from_secs(2)).await.ok()?;
         let status = qmp.status().await.ok()?;
+        // Its uid stays taken while it runs.
+        let uid = procfs::process::Process::new(pid as i32)
+            .and_then(|p| p.status())
+            .ok()
+            .map(|s| s.ruid)
+            .filter(|u| (VM_UID_BASE..VM_UID_BASE + VM_UID_COUNT).contains(u));
+        if let Some(u) = uid {
+            lock(&self.uids).insert(u);
+        }
         let run = Arc::new(Running {
             pid,
+            uid,
             netns: own_netns(pid),
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
