@@ -890,11 +890,11 @@ impl Runtime {
     }
 
     /// How the host reaches `port` in a running instance: inside a sandbox's network
-    /// namespace, or a VM's forwarded port on loopback.
+    /// namespace, or a VM's forward on its QEMU's loopback (see [`crate::vm::VmHost::target`]).
     pub async fn guest_target(&self, id_or_name: &str, port: u16) -> Result<crate::proxy::Target> {
         let vm = self.running(id_or_name).await?;
         if vm.backend == crate::vm::BACKEND {
-            return Ok(crate::proxy::Target::Addr(self.vm_forward(&vm, port).await?));
+            return self.vm_target(&vm, port).await;
         }
         let pid = vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))?;
         Ok(crate::proxy::Target::Netns(pid))

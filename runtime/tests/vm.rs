@@ -265,6 +265,14 @@ async fn a_running_vm_forks_live_into_a_new_identity_clones_boot_fresh_and_pools
     assert!(fork.live, "a VM fork copies memory");
     let child = fork.vm;
     assert_eq!((child.state, child.name.as_str()), (VmState::Running, "kairon-default-child"));
+    // The child's QEMU (started from a passed memory descriptor) is confined like any other, in
+    // a network namespace of its own, not its parent's.
+    let (ppid, cpid) = (parent.pid.unwrap(), child.pid.unwrap());
+    assert_ne!(qemu_uid(cpid), qemu_uid(ppid), "parent and child QEMUs run as uids of their own");
+    assert_eq!(proc_status(cpid, "Seccomp:"), ["2"]);
+    let netns = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert!(kairon_runtime::vm::own_netns(cpid) && kairon_runtime::vm::own_netns(ppid));
+    assert_ne!(netns(cpid), netns(ppid), "parent and child share no network namespace");
     let (p_now, c_now) = (value(c, &parent.id, "/run/counter").await, value(c, &child.id, "/run/counter").await);
     assert!(p_now >= before && c_now >= before, "both continue from {before}: parent {p_now}, child {c_now}");
     eventually("both counters to go on", || async {
@@ -493,6 +501,18 @@ async fn guest_filesystems_freeze_until_a_deadline_and_console_vnc_proxy_and_ssh
     c.delete(&vm.id).await.unwrap();
 }
 
+/// The first line a guest's SSH server sends on port 22.
+async fn ssh_banner(target: kairon_runtime::proxy::Target) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let s = kairon_runtime::proxy::dial(target, 22).await.expect("dial the guest's port 22");
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(60), tokio::io::BufReader::new(s).read_line(&mut line))
+        .await
+        .expect("the SSH banner within a minute")
+        .unwrap();
+    line
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
     let _one = SERIAL.lock().await;
@@ -515,12 +535,21 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
         .unwrap();
     assert_eq!(paused.state, VmState::Paused);
     let pid = vm.pid.unwrap();
+    // A forward to dropbear, dialled inside QEMU's network namespace.
+    let target = rt.guest_target(&vm.id, 22).await.unwrap();
+    assert_eq!(target, kairon_runtime::proxy::Target::Netns(pid));
+    assert!(ssh_banner(target).await.starts_with("SSH-2.0-dropbear"));
     // The runtime goes away (its connections close); the VMs' QEMUs keep running.
     drop(rt);
     assert!(alive(pid));
     let rt = open().await.unwrap();
     let again = rt.get("kairon-default-adopted").await.unwrap();
     assert_eq!((again.id.as_str(), again.state, again.pid), (vm.id.as_str(), VmState::Running, Some(pid)));
+    // The adopted QEMU keeps its namespace and the forward an earlier runtime added.
+    assert!(kairon_runtime::vm::own_netns(pid));
+    let target = rt.guest_target(&vm.id, 22).await.unwrap();
+    assert_eq!(target, kairon_runtime::proxy::Target::Netns(pid));
+    assert!(ssh_banner(target).await.starts_with("SSH-2.0-dropbear"));
     assert_eq!(rt.get(&paused.id).await.unwrap().state, VmState::Paused);
     let out = rt.exec(&vm.id, &ExecRequest { command: vec!["hostname".into()], ..Default::default() }).await.unwrap();
     assert_eq!(out.stdout, "kairon-default-adopted\n");
@@ -528,5 +557,143 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
     for id in [&vm.id, &paused.id] {
         rt.delete(id).await.unwrap();
     }
+    assert!(!alive(pid));
+}
+
+/// The fields of a `/proc/<pid>/status` line, e.g. `Uid:` → real, effective, saved, fs.
+fn proc_status(pid: u32, key: &str) -> Vec<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(key)).unwrap_or_else(|| panic!("no {key} in {status}"));
+    line.split_whitespace().skip(1).map(str::to_string).collect()
+}
+
+/// The uid QEMU `pid` runs as, checked to be one of the per-VM uids.
+fn qemu_uid(pid: u32) -> u32 {
+    let uid: u32 = proc_status(pid, "Uid:")[0].parse().unwrap();
+    assert!(uid >= kairon_runtime::vm::VM_UID_BASE, "QEMU {pid} runs as uid {uid}, not a per-VM uid");
+    uid
+}
+
+/// A TCP server on 127.0.0.1:`port` in the network namespace of `netns_pid` (the host's when
+/// `None`) that greets every connection with `greeting`; killed on drop.
+struct Greeter(std::process::Child);
+
+impl Greeter {
+    fn start(netns_pid: Option<u32>, port: u16, greeting: &str) -> Greeter {
+        let server = format!(
+            "import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('127.0.0.1', {port})); s.listen(8); print('listening', flush=True)\n\
+             while True:\n    c, _ = s.accept(); c.sendall(b'{greeting}\\n'); c.close()\n"
+        );
+        let mut cmd = match netns_pid {
+            Some(pid) => {
+                let mut c = std::process::Command::new("nsenter");
+                c.arg(format!("--net=/proc/{pid}/ns/net")).arg("python3");
+                c
+            }
+            None => std::process::Command::new("python3"),
+        };
+        let mut child =
+            cmd.args(["-c", &server]).stdout(std::process::Stdio::piped()).spawn().expect("python3 on the host");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        assert_eq!(line.trim(), "listening");
+        Greeter(child)
+    }
+}
+
+impl Drop for Greeter {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn qemu_runs_unprivileged_under_seccomp_and_its_guest_cannot_reach_the_hosts_loopback() {
+    let _one = SERIAL.lock().await;
+    let e = env("vm-boundary").await;
+    let c = &e.c;
+    let vm = c.create(&vm_request("kairon-default-boundary", &e.image)).await.expect("create");
+    let pid = vm.pid.unwrap();
+
+    // QEMU dropped for good to a uid of its own (real, effective, saved and fs ids) with the
+    // kairon-vm group the runtime created, kept no capability, and runs under its seccomp filter
+    // (mode 2).
+    let out = std::process::Command::new("id").args(["-g", kairon_runtime::vm::VM_USER]).output().unwrap();
+    let gid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(!gid.is_empty() && gid != "0", "the runtime creates {}: {gid:?}", kairon_runtime::vm::VM_USER);
+    let uid = qemu_uid(pid);
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.to_string(); 4], "QEMU's uids");
+    assert_eq!(proc_status(pid, "Gid:"), vec![gid.clone(); 4], "QEMU's gids");
+    assert_eq!(proc_status(pid, "Groups:"), vec![gid.clone()], "QEMU's supplementary groups");
+    assert_eq!(proc_status(pid, "CapEff:"), ["0000000000000000"], "QEMU's capabilities");
+    assert_eq!(proc_status(pid, "Seccomp:"), ["2"], "QEMU's seccomp mode (filter)");
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap().replace('\0', " ");
+    assert!(cmdline.contains(" -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny"), "{cmdline}");
+    assert!(!cmdline.contains("exec:"), "no exec: migration: {cmdline}");
+
+    // The guest's way to "the host" (slirp's 10.0.2.2) leads to the loopback of QEMU's own
+    // network namespace: a server there answers; the same port on the host's loopback does not.
+    assert!(kairon_runtime::vm::own_netns(pid), "QEMU has a network namespace of its own");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _host = Greeter::start(None, port, "host-loopback-secret");
+    let probe = format!(
+        "python3 -c 'import socket; s = socket.create_connection((\"10.0.2.2\", {port}), timeout=10); print(s.recv(64).decode().strip())' 2>&1; echo exit=$?"
+    );
+    let out = sh(c, &vm.id, &probe).await;
+    assert!(!out.contains("host-loopback-secret"), "the guest reached the host's loopback: {out}");
+    assert!(out.contains("exit=1"), "the connection fails: {out}");
+    let inside = Greeter::start(Some(pid), port, "vm-netns-loopback");
+    assert_eq!(sh(c, &vm.id, &probe).await, "vm-netns-loopback\nexit=0\n", "10.0.2.2 is the namespace's loopback");
+    drop(inside);
+
+    // The runtime still reaches guest ports (dialled inside QEMU's namespace): a port tunnel to
+    // dropbear and the HTTP proxy to a server in the guest.
+    let mut ssh = ws(e.addr, &format!("/v1/vms/{}/tunnel/22", vm.id)).await;
+    let banner = read_until(&mut ssh, b"\r\n").await;
+    assert!(banner.starts_with(b"SSH-2.0-dropbear"), "{:?}", String::from_utf8_lossy(&banner));
+    drop(ssh);
+    c.write_file(&vm.id, "/root/www/hello.txt", b"through the namespace".to_vec(), 0o644).await.unwrap();
+    c.start_process(
+        &vm.id,
+        &ExecRequest {
+            command: ["/usr/lib/kairon/busybox", "httpd", "-f", "-p", "8080", "-h", "/root/www"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("http://{}/v1/vms/{}/proxy/8080/hello.txt", e.addr, vm.id);
+    eventually("the guest's HTTP server through the proxy", || async {
+        match http.get(&url).bearer_auth(common::TOKEN).send().await {
+            Ok(r) if r.status() == 200 => r.text().await.unwrap_or_default() == "through the namespace",
+            _ => false,
+        }
+    })
+    .await;
+
+    // Hibernate and restore pass the memory file as a descriptor; the new QEMU is confined the
+    // same way, in a namespace of its own, and its forwards are added again on demand.
+    let vm = c.power(&vm.id, PowerAction::Hibernate, false).await.unwrap();
+    assert_eq!(vm.state, VmState::Hibernated);
+    assert!(!alive(pid));
+    let vm = c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
+    let pid = vm.pid.unwrap();
+    let uid = qemu_uid(pid);
+    assert_eq!(proc_status(pid, "Uid:"), vec![uid.to_string(); 4]);
+    assert_eq!(proc_status(pid, "Seccomp:"), ["2"]);
+    assert!(kairon_runtime::vm::own_netns(pid));
+    let mut ssh = ws(e.addr, &format!("/v1/vms/{}/tunnel/22", vm.id)).await;
+    let banner = read_until(&mut ssh, b"\r\n").await;
+    assert!(banner.starts_with(b"SSH-2.0-dropbear"), "{:?}", String::from_utf8_lossy(&banner));
+    drop(ssh);
+    let out = sh(c, &vm.id, &probe).await;
+    assert!(!out.contains("host-loopback-secret") && out.contains("exit=1"), "after restore: {out}");
+
+    c.delete(&vm.id).await.unwrap();
     assert!(!alive(pid));
 }

@@ -13,9 +13,17 @@
 //! * Fork: `stop`, migrate RAM to the child's directory (this also flushes the disk), copy the
 //!   overlay, `cont` the parent; the child starts from that memory on its own overlay and is then
 //!   re-identified (see [`REIDENTIFY`]).
-//! * Network: QEMU user networking. The HTTP proxy, port tunnels and SSH reach a guest port
-//!   through a forward on 127.0.0.1 added on demand (`hostfwd_add`): no bridge, tap or
-//!   namespace to set up or leak, and the forward lives and dies with the QEMU that owns it.
+//! * Confinement: QEMU opens what it needs as root, then drops to a uid of its own with
+//!   [`VM_USER`]'s group (`-runas`, see [`VM_UID_BASE`]) and runs under its seccomp filter
+//!   (`-sandbox`, see `SANDBOX`).
+//!   Memory state is migrated through descriptors the runtime opens and passes over QMP
+//!   (`getfd`, `fd:`), never `exec:` (QEMU may not spawn anything).
+//! * Network: QEMU user networking, with each QEMU in a network namespace of its own that has
+//!   only a loopback (`unshare --net`; it lives and dies with that QEMU, so nothing leaks and an
+//!   adopted QEMU keeps it). Slirp's "host" address 10.0.2.2 thus leads to that loopback, not
+//!   the host's, and the guest has no way out. The HTTP proxy, port tunnels and SSH reach a
+//!   guest port through a forward on that loopback with the guest port's number, added on
+//!   demand (`hostfwd_add`) and dialled inside the namespace (see [`VmHost::target`]).
 
 pub mod ga;
 pub mod image;
@@ -23,6 +31,8 @@ pub mod ops;
 pub mod qmp;
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -46,6 +56,34 @@ const MIN_MEMORY_MIB: u64 = 64;
 const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 const GA_TIMEOUT: Duration = Duration::from_secs(30);
 const CHUNK: usize = 1024 * 1024;
+/// The name under which a migration's file descriptor is passed to QEMU (`getfd`).
+const MIGRATION_FD: &str = "kairon-migration";
+/// The unprivileged system user whose group every QEMU drops to (with a uid of its own, see
+/// [`VM_UID_BASE`]), created by the runtime when missing.
+pub const VM_USER: &str = "kairon-vm";
+/// The user QEMU drops to when [`VM_USER`] cannot be created.
+pub const VM_USER_FALLBACK: &str = "nobody";
+/// Each running QEMU gets a uid of its own from this range (with [`VM_USER`]'s group), so one
+/// VM's QEMU cannot signal or trace another's. The range lies far above the ids accounts and
+/// containers use, and no file of a VM belongs to it; a uid is taken when its QEMU starts (one
+/// no process on the host runs as) and given back when that QEMU is gone.
+pub const VM_UID_BASE: u32 = 0x6b00_0000;
+const VM_UID_COUNT: u32 = 1 << 20;
+/// QEMU's seccomp filter. `elevateprivileges=deny` is left out while QEMU drops to its user
+/// itself: QEMU 7.2 installs the filter before `-runas`'s setgid/setuid, so with it QEMU dies
+/// of SIGSYS at start (measured: exit 159). After `-runas` QEMU has no capability left and its
+/// real, effective and saved ids are all the user's, so it cannot regain root by set*id, and
+/// `spawn=deny` forbids exec (no setuid binary either).
+const SANDBOX: &str = "on,obsolete=deny,spawn=deny,resourcecontrol=deny";
+/// Run by `unshare --net` before QEMU replaces it: the VM's own network namespace gets its
+/// loopback up (slirp's 10.0.2.2 and the runtime's forwards lead there), and any port may be
+/// bound in it by QEMU's unprivileged user (a forward keeps the guest port's number). Where
+/// `/proc/sys` is read-only (some containers) the VM still starts; only guest ports below 1024
+/// cannot be forwarded then.
+const NETNS_SETUP: &str = "ip link set lo up || exit 125
+echo 0 2>/dev/null > /proc/sys/net/ipv4/ip_unprivileged_port_start ||
+  echo 'kairon: cannot allow low ports in the VM network namespace: guest ports below 1024 cannot be forwarded' >&2
+exec \"$@\"";
 
 #[derive(Debug, thiserror::Error)]
 pub enum VmError {
@@ -133,6 +171,11 @@ struct ProcRecord {
 /// A running QEMU and the connections to it.
 pub struct Running {
     pub pid: u32,
+    /// The uid QEMU runs as, when it is one of [`VM_UID_BASE`]'s.
+    uid: Option<u32>,
+    /// QEMU runs in a network namespace of its own: its forwards listen on that namespace's
+    /// loopback, on the guest port's own number, and are dialled inside it.
+    pub netns: bool,
     qmp: Mutex<Qmp>,
     ga: Mutex<GuestAgent>,
     procs: std::sync::Mutex<BTreeMap<String, ProcRecord>>,
@@ -143,6 +186,8 @@ pub struct Running {
 
 pub struct VmHost {
     state_dir: PathBuf,
+    /// The uids of the QEMUs that run or are starting (see [`VM_UID_BASE`]).
+    uids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
 }
 
@@ -166,6 +211,69 @@ pub fn hostname_for(name: &str) -> String {
     h.trim_end_matches(['-', '.']).to_string()
 }
 
+/// The user whose group QEMU drops to: [`VM_USER`], a dedicated system user (no login, no home) created
+/// with `useradd --system` the first time it is needed, so a compromised QEMU owns nothing
+/// else on the host (`nobody` is shared with other daemons' unprivileged work); [`VM_USER_FALLBACK`]
+/// when it cannot be created. `None` when the runtime does not run as root (QEMU then already
+/// runs unprivileged, as the runtime's own user).
+pub async fn qemu_user() -> Option<&'static str> {
+    static USER: tokio::sync::OnceCell<Option<&'static str>> = tokio::sync::OnceCell::const_new();
+    *USER
+        .get_or_init(|| async {
+            if !rustix::process::geteuid().is_root() {
+                return None;
+            }
+            if user_exists(VM_USER).await {
+                return Some(VM_USER);
+            }
+            let out = tokio::process::Command::new("useradd")
+                .args(["--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent"])
+                .args(["--shell", "/usr/sbin/nologin", "--comment", "Kairon QEMU VMs", VM_USER])
+                .stdin(Stdio::null())
+                .output()
+                .await;
+            // Another runtime may have created it meanwhile (useradd then fails): look again.
+            if user_exists(VM_USER).await {
+                tracing::info!(user = VM_USER, "created the unprivileged user QEMU runs as");
+                return Some(VM_USER);
+            }
+            let why = match out {
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(user = VM_USER, fallback = VM_USER_FALLBACK, error = %why, "cannot create QEMU's user");
+            Some(VM_USER_FALLBACK)
+        })
+        .await
+}
+
+/// The group id of `name`, when it has one.
+async fn group_id(name: &str) -> Option<u32> {
+    let out = tokio::process::Command::new("id").args(["-g", name]).stdin(Stdio::null()).output().await.ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+async fn user_exists(name: &str) -> bool {
+    tokio::process::Command::new("id")
+        .args(["-u", name])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether process `pid` has a network namespace of its own (not the runtime's).
+pub fn own_netns(pid: u32) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    match (ns(&pid.to_string()), ns("self")) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    }
+}
+
 /// Whether QEMU is on the PATH (the node then offers the vm backend).
 pub fn qemu_installed() -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(QEMU).is_file()))
@@ -174,10 +282,6 @@ pub fn qemu_installed() -> bool {
 /// Whether a create request is for this backend: an image, and no template.
 pub fn wants_vm(req: &CreateVmRequest) -> bool {
     req.image.is_some() && req.sandbox.as_ref().is_none_or(|s| s.template_name.is_none())
-}
-
-fn quote(p: &Path) -> String {
-    format!("'{}'", p.to_string_lossy().replace('\'', "'\\''"))
 }
 
 /// The accelerator this host gives QEMU: `$KAIRON_QEMU_ACCEL`, else a probe that boots
@@ -310,7 +414,11 @@ fi
 
 impl VmHost {
     pub fn new(state_dir: &Path) -> VmHost {
-        VmHost { state_dir: state_dir.to_path_buf(), running: std::sync::Mutex::new(BTreeMap::new()) }
+        VmHost {
+            state_dir: state_dir.to_path_buf(),
+            uids: std::sync::Mutex::new(Default::default()),
+            running: std::sync::Mutex::new(BTreeMap::new()),
+        }
     }
 
     pub fn instance_dir(&self, id: &str) -> PathBuf {
@@ -465,13 +573,22 @@ impl VmHost {
         qemu_img(&["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", &cfg.image, &overlay.to_string_lossy()]).await
     }
 
-    fn args(&self, id: &str, cfg: &MachineConfig, accel: Accel, incoming: bool) -> Vec<String> {
+    fn args(&self, id: &str, cfg: &MachineConfig, accel: Accel, incoming: bool, user: Option<&str>) -> Vec<String> {
         let dir = self.instance_dir(id);
         let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
         let micro = cfg.microvm();
         let bus = if micro { "device" } else { "pci" };
         let mut a: Vec<String> =
             vec!["-name".into(), format!("kairon-vm-{id}"), "-nodefaults".into(), "-no-user-config".into()];
+        // QEMU opens its disks, kernel, sockets and log as root, then drops to `user` for good
+        // and runs under seccomp. Files it needs later (migration state) are opened by the
+        // runtime and passed as descriptors, so nothing of the VM needs to belong to `user`.
+        match user {
+            Some(u) => {
+                a.extend(["-runas".into(), u.into(), "-sandbox".into(), SANDBOX.into()]);
+            }
+            None => a.extend(["-sandbox".into(), format!("{SANDBOX},elevateprivileges=deny")]),
+        }
         let machine = if micro { "microvm,pit=on,rtc=on" } else { "q35" };
         a.extend(["-machine".into(), format!("{machine},accel={}", if accel == Accel::Kvm { "kvm" } else { "tcg" })]);
         a.extend(["-cpu".into(), if accel == Accel::Kvm { "host".into() } else { "max".into() }]);
@@ -492,11 +609,17 @@ impl VmHost {
             }
             a.extend(["-append".into(), line]);
         }
-        a.extend(["-drive".into(), format!("id=root,file={},format=qcow2,if=none,discard=unmap", p("disk.qcow2"))]);
+        // `auto-read-only=off`: each disk is opened read-write at start, as root. Else QEMU
+        // opens it read-only while an incoming migration is pending and reopens it by name at
+        // `cont`, which QEMU's unprivileged user may not (restore and fork failed with EACCES).
+        a.extend([
+            "-drive".into(),
+            format!("id=root,file={},format=qcow2,if=none,discard=unmap,auto-read-only=off", p("disk.qcow2")),
+        ]);
         a.extend(["-device".into(), format!("virtio-blk-{bus},drive=root")]);
         for (i, file) in cfg.volumes.values().enumerate() {
             let fmt = if file.ends_with(".qcow2") { "qcow2" } else { "raw" };
-            a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none")]);
+            a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none,auto-read-only=off")]);
             a.extend(["-device".into(), format!("virtio-blk-{bus},drive=vol{i}")]);
         }
         a.extend(["-netdev".into(), "user,id=net0".into()]);
@@ -539,8 +662,69 @@ impl VmHost {
             )));
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("qemu.log"))?;
-        let mut cmd = tokio::process::Command::new(QEMU);
-        cmd.args(self.args(id, cfg, accel, incoming))
+        let user = qemu_user().await;
+        // A uid of its own with the VM user's group (`-runas uid:gid`); the user's name when
+        // its group is unknown.
+        let (runas, uid) = match user {
+            Some(name) => match group_id(name).await {
+                Some(gid) => {
+                    let uid = self.take_uid()?;
+                    (Some(format!("{uid}:{gid}")), Some(uid))
+                }
+                None => (Some(name.to_string()), None),
+            },
+            None => (None, None),
+        };
+        let r = self.spawn_as(id, cfg, accel, incoming, log, runas.as_deref(), uid).await;
+        if r.is_err()
+            && let Some(u) = uid
+        {
+            lock(&self.uids).remove(&u);
+        }
+        r
+    }
+
+    /// A uid no other QEMU runs as: none of this runtime's, and no process on the host (another
+    /// runtime's QEMUs, e.g. in tests).
+    fn take_uid(&self) -> Result<u32> {
+        let range = VM_UID_BASE..VM_UID_BASE + VM_UID_COUNT;
+        let mut taken = lock(&self.uids);
+        let mut in_use = taken.clone();
+        if let Ok(all) = procfs::process::all_processes() {
+            in_use.extend(all.flatten().filter_map(|p| p.status().ok()).map(|s| s.ruid).filter(|u| range.contains(u)));
+        }
+        let uid = range
+            .clone()
+            .find(|u| !in_use.contains(u))
+            .ok_or_else(|| VmError::Failed("no free uid for another QEMU".into()))?;
+        taken.insert(uid);
+        Ok(uid)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn spawn_as(
+        &self,
+        id: &str,
+        cfg: &MachineConfig,
+        accel: Accel,
+        incoming: bool,
+        log: std::fs::File,
+        user: Option<&str>,
+        uid: Option<u32>,
+    ) -> Result<Arc<Running>> {
+        let dir = self.instance_dir(id);
+        // Its own network namespace (root only): slirp's way to the host (10.0.2.2) then ends
+        // on that namespace's loopback, not the host's. `unshare` and the shell exec QEMU in
+        // place, so the child's pid is QEMU's; the namespace lives and dies with it.
+        let netns = user.is_some();
+        let mut cmd = if netns {
+            let mut c = tokio::process::Command::new("unshare");
+            c.args(["--net", "--", "/bin/sh", "-c", NETNS_SETUP, "sh", QEMU]);
+            c
+        } else {
+            tokio::process::Command::new(QEMU)
+        };
+        cmd.args(self.args(id, cfg, accel, incoming, user))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -567,6 +751,8 @@ impl VmHost {
         };
         let run = Arc::new(Running {
             pid,
+            uid,
+            netns,
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
             procs: std::sync::Mutex::new(BTreeMap::new()),
@@ -656,6 +842,11 @@ impl VmHost {
                 crate::sandbox::reap(run.pid);
             }
         }
+        // QEMU cannot remove its pid file itself once it runs unprivileged.
+        let _ = std::fs::remove_file(self.instance_dir(id).join("qemu.pid"));
+        if let Some(u) = run.uid {
+            lock(&self.uids).remove(&u);
+        }
         lock(&self.running).remove(id);
     }
 
@@ -679,12 +870,23 @@ impl VmHost {
     }
 
     /// Saves the VM's memory to `file` with the VM stopped; QEMU stays (in postmigrate).
+    /// QEMU writes to a descriptor the runtime opened and passed (`getfd`, then `fd:`): it may
+    /// neither open the file itself (it runs unprivileged) nor spawn a shell for `exec:`
+    /// (seccomp `spawn=deny`).
     async fn save_memory(&self, id: &str, file: &Path) -> Result<()> {
         let run = self.running_or_err(id)?;
         let mut q = run.qmp.lock().await;
         q.execute("stop", json!({})).await?;
         let _ = std::fs::remove_file(file);
-        q.execute("migrate", json!({"uri": format!("exec:cat > {}", quote(file))})).await?;
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(file)
+            .map_err(|e| VmError::Failed(format!("creating {}: {e}", file.display())))?;
+        q.send_fd(MIGRATION_FD, out.as_fd()).await?;
+        drop(out);
+        q.execute("migrate", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
         q.wait_migration(Duration::from_secs(600)).await?;
         Ok(())
     }
@@ -694,7 +896,11 @@ impl VmHost {
         let run = self.spawn(id, cfg, true).await?;
         let r: Result<()> = async {
             let mut q = run.qmp.lock().await;
-            q.execute("migrate-incoming", json!({"uri": format!("exec:cat {}", quote(file))})).await?;
+            let input = std::fs::File::open(file)
+                .map_err(|e| VmError::Failed(format!("opening the memory file {}: {e}", file.display())))?;
+            q.send_fd(MIGRATION_FD, input.as_fd()).await?;
+            drop(input);
+            q.execute("migrate-incoming", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
             q.wait_migration(Duration::from_secs(600)).await?;
             if run_after {
                 q.execute("cont", json!({})).await?;
@@ -777,8 +983,19 @@ impl VmHost {
         }
         let mut qmp = Qmp::connect(&dir.join("qmp.sock"), Duration::from_secs(2)).await.ok()?;
         let status = qmp.status().await.ok()?;
+        // Its uid stays taken while it runs.
+        let uid = procfs::process::Process::new(pid as i32)
+            .and_then(|p| p.status())
+            .ok()
+            .map(|s| s.ruid)
+            .filter(|u| (VM_UID_BASE..VM_UID_BASE + VM_UID_COUNT).contains(u));
+        if let Some(u) = uid {
+            lock(&self.uids).insert(u);
+        }
         let run = Arc::new(Running {
             pid,
+            uid,
+            netns: own_netns(pid),
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"))),
             procs: std::sync::Mutex::new(BTreeMap::new()),
@@ -1080,12 +1297,33 @@ impl VmHost {
         Ok(v.as_str().unwrap_or("unknown").to_string())
     }
 
-    /// A host port on 127.0.0.1 that QEMU forwards to `guest_port` in the guest.
+    /// A port on 127.0.0.1 that QEMU forwards to `guest_port` in the guest: in the VM's own
+    /// network namespace, the guest port's own number; else a free host port.
     pub async fn forward(&self, id: &str, guest_port: u16) -> Result<u16> {
         let run = self.running_or_err(id)?;
         let mut fw = run.forwards.lock().await;
         if let Some(p) = fw.get(&guest_port) {
             return Ok(*p);
+        }
+        if run.netns {
+            let mut q = run.qmp.lock().await;
+            let rule = format!("tcp:127.0.0.1:{guest_port}-:{guest_port}");
+            let out =
+                q.execute("human-monitor-command", json!({"command-line": format!("hostfwd_add net0 {rule}")})).await?;
+            let text = out.as_str().unwrap_or("").trim().to_string();
+            // Refused when it exists already: a QEMU adopted after a runtime restart keeps
+            // the forwards an earlier runtime added.
+            let exists = text.is_empty()
+                || q.execute("human-monitor-command", json!({"command-line": "info usernet"}))
+                    .await
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| usernet_forwards(s).contains(&guest_port)))
+                    .unwrap_or(false);
+            if exists {
+                fw.insert(guest_port, guest_port);
+                return Ok(guest_port);
+            }
+            return Err(VmError::Failed(format!("forwarding guest port {guest_port}: {text}")));
         }
         for _ in 0..5 {
             let host_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
@@ -1106,6 +1344,18 @@ impl VmHost {
             tracing::debug!(%text, "hostfwd_add refused, trying another port");
         }
         Err(VmError::Failed(format!("could not forward a host port to guest port {guest_port}")))
+    }
+
+    /// How the runtime dials `guest_port`: inside QEMU's network namespace (when it has its
+    /// own) or at the forwarded port on the host's loopback.
+    pub async fn target(&self, id: &str, guest_port: u16) -> Result<crate::proxy::Target> {
+        let port = self.forward(id, guest_port).await?;
+        let run = self.running_or_err(id)?;
+        Ok(if run.netns {
+            crate::proxy::Target::Netns(run.pid)
+        } else {
+            crate::proxy::Target::Addr(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+        })
     }
 
     pub fn socket(&self, id: &str, name: &str) -> PathBuf {
@@ -1166,6 +1416,18 @@ impl VmHost {
         copied?;
         Ok(())
     }
+}
+
+/// The loopback ports of the host forwards in HMP `info usernet` output.
+fn usernet_forwards(info: &str) -> Vec<u16> {
+    info.lines()
+        .filter(|l| l.contains("HOST_FORWARD"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let i = f.iter().position(|w| *w == "127.0.0.1")?;
+            f.get(i + 1)?.parse().ok()
+        })
+        .collect()
 }
 
 /// The host CPU's clock in kHz (from /proc/cpuinfo), 2 GHz when unknown.
@@ -1229,5 +1491,46 @@ pub fn kill_all_under(dir: &Path) {
             }
             crate::sandbox::reap(p.pid as u32);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usernet_forwards_reads_the_loopback_ports_of_host_forwards() {
+        // `info usernet` of QEMU 7.2 with one forward and one guest connection.
+        let info = "Hub -1 (net0):\r\n  Protocol[State]    FD  Source Address  Port   Dest. Address  Port RecvQ SendQ\r\n  TCP[HOST_FORWARD]  11       127.0.0.1    22       10.0.2.15    22     0     0\r\n  TCP[ESTABLISHED]   14       10.0.2.15 40000        10.0.2.2  8080     0     0\r\n";
+        assert_eq!(usernet_forwards(info), vec![22]);
+        assert!(usernet_forwards("Hub -1 (net0):\r\n").is_empty());
+    }
+
+    #[test]
+    fn qemu_is_confined_by_its_arguments() {
+        let host = VmHost::new(Path::new("/var/lib/kairon"));
+        let cfg = MachineConfig {
+            image: "/img.qcow2".into(),
+            kernel: Some("/img.vmlinuz".into()),
+            initrd: None,
+            cmdline: None,
+            vcpus: 1,
+            memory_mib: 256,
+            mac: "52:54:00:00:00:01".into(),
+            hostname: "h".into(),
+            machine_id: "m".into(),
+            volumes: BTreeMap::new(),
+        };
+        let a = host.args("id", &cfg, Accel::Tcg, true, Some(VM_USER)).join(" ");
+        assert!(a.contains(" -runas kairon-vm -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny "), "{a}");
+        assert!(a.ends_with(" -incoming defer"), "the memory comes later, through a passed descriptor: {a}");
+        assert!(!a.contains("exec:"), "{a}");
+        // A runtime that is not root: QEMU already runs unprivileged, and set*id is denied too.
+        let a = host.args("id", &cfg, Accel::Tcg, false, None).join(" ");
+        assert!(!a.contains("-runas"), "{a}");
+        assert!(
+            a.contains(" -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny,elevateprivileges=deny "),
+            "{a}"
+        );
     }
 }

@@ -392,10 +392,10 @@ impl Runtime {
         Ok(crate::api::FreezeStatus { status, until })
     }
 
-    /// Where a guest port is reached from the host: `127.0.0.1:<forwarded port>`.
-    pub(crate) async fn vm_forward(&self, vm: &Vm, port: u16) -> Result<std::net::SocketAddr> {
-        let host_port = self.vms().forward(&vm.id, port).await?;
-        Ok(std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, host_port)))
+    /// Where a guest port is dialled from the runtime: inside the VM's network namespace, on
+    /// a forward QEMU added to its loopback.
+    pub(crate) async fn vm_target(&self, vm: &Vm, port: u16) -> Result<crate::proxy::Target> {
+        Ok(self.vms().target(&vm.id, port).await?)
     }
 
     /// The unix socket of a running VM's serial console or VNC server.

@@ -1,6 +1,12 @@
 //! QMP, QEMU's machine protocol: JSON lines over a unix socket. One command at a time; events
 //! that arrive in between are skipped (the runtime asks for state rather than following it).
+//!
+//! [`Qmp::send_fd`] hands QEMU an open file (`getfd` with the descriptor as `SCM_RIGHTS` on the
+//! same socket): QEMU runs unprivileged and under seccomp (no `exec:`), so the runtime opens the
+//! files QEMU needs after start-up, such as migration state, and passes them.
 
+use std::mem::MaybeUninit;
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -59,14 +65,56 @@ impl Qmp {
         serde_json::from_str(&line).map_err(|e| QmpError::Protocol(format!("bad JSON {line:?}: {e}")))
     }
 
-    pub async fn execute(&mut self, command: &str, arguments: Value) -> Result<Value, QmpError> {
+    fn message(command: &str, arguments: Value) -> Vec<u8> {
         let mut msg = json!({"execute": command});
         if arguments.as_object().is_some_and(|o| !o.is_empty()) {
             msg["arguments"] = arguments;
         }
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(b'\n');
+        bytes
+    }
+
+    pub async fn execute(&mut self, command: &str, arguments: Value) -> Result<Value, QmpError> {
+        let bytes = Self::message(command, arguments);
         self.tx.write_all(&bytes).await?;
+        self.answer(command).await
+    }
+
+    /// Passes `fd` to QEMU under `name` (QMP `getfd`): the descriptor travels as `SCM_RIGHTS`
+    /// with the command's bytes. Commands then name it, e.g. `migrate` with `fd:<name>`.
+    pub async fn send_fd(&mut self, name: &str, fd: BorrowedFd<'_>) -> Result<(), QmpError> {
+        let bytes = Self::message("getfd", json!({"fdname": name}));
+        let sock: &tokio::net::UnixStream = self.tx.as_ref();
+        let sent = loop {
+            sock.writable().await?;
+            let r = sock.try_io(tokio::io::Interest::WRITABLE, || {
+                let fds = [fd];
+                let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+                let mut control = rustix::net::SendAncillaryBuffer::new(&mut space);
+                control.push(rustix::net::SendAncillaryMessage::ScmRights(&fds));
+                rustix::net::sendmsg(
+                    sock,
+                    &[std::io::IoSlice::new(&bytes)],
+                    &mut control,
+                    rustix::net::SendFlags::NOSIGNAL,
+                )
+                .map_err(std::io::Error::from)
+            });
+            match r {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        // The descriptor went with the first byte; the rest of a short write follows plainly.
+        if sent < bytes.len() {
+            self.tx.write_all(&bytes[sent..]).await?;
+        }
+        self.answer("getfd").await.map(|_| ())
+    }
+
+    async fn answer(&mut self, command: &str) -> Result<Value, QmpError> {
         loop {
             let v = self.read().await?;
             if let Some(r) = v.get("return") {
