@@ -101,8 +101,9 @@ struct TemplateEntry {
 pub(crate) struct Inner {
     pub(crate) cfg: RuntimeConfig,
     pub(crate) host: SandboxHost,
-    /// Instances by id; each behind its own lock so one slow operation does not stall others.
-    pub(crate) instances: std::sync::Mutex<BTreeMap<String, Arc<Mutex<Vm>>>>,
+    /// Instances by id (each behind its own lock so one slow operation does not stall others)
+    /// and the index of their runtime names.
+    pub(crate) instances: std::sync::Mutex<Instances>,
     templates: std::sync::Mutex<BTreeMap<String, TemplateEntry>>,
     pub(crate) pools: std::sync::Mutex<BTreeMap<String, crate::pools::PoolEntry>>,
     /// The QEMU backend.
@@ -114,6 +115,58 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Runtime {
     pub(crate) inner: Arc<Inner>,
+}
+
+/// Every instance by id, and which id holds each runtime name. Both change under one lock, so
+/// a name is free or taken, never "busy": of any number of creates of one name, one wins.
+#[derive(Default)]
+pub(crate) struct Instances {
+    by_id: BTreeMap<String, Arc<Mutex<Vm>>>,
+    names: BTreeMap<String, String>,
+}
+
+impl Instances {
+    /// Adds an instance under its name; refuses a name another instance holds.
+    pub(crate) fn insert(&mut self, vm: &Vm, slot: Arc<Mutex<Vm>>) -> Result<()> {
+        if self.names.get(&vm.name).is_some_and(|holder| *holder != *vm.id) {
+            return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
+        }
+        self.names.insert(vm.name.clone(), vm.id.to_string());
+        self.by_id.insert(vm.id.to_string(), slot);
+        Ok(())
+    }
+
+    pub(crate) fn remove(&mut self, id: &str) -> Option<Arc<Mutex<Vm>>> {
+        self.names.retain(|_, holder| holder != id);
+        self.by_id.remove(id)
+    }
+
+    /// Moves `id` to `new_name` (a claim's rename); refuses a name another instance holds.
+    pub(crate) fn rename(&mut self, id: &str, new_name: &str) -> Result<()> {
+        if self.names.get(new_name).is_some_and(|holder| holder != id) {
+            return Err(RuntimeError::Conflict(format!("an instance named {new_name:?} already exists")));
+        }
+        self.names.retain(|_, holder| holder != id);
+        self.names.insert(new_name.to_string(), id.to_string());
+        Ok(())
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Mutex<Vm>>> {
+        self.by_id.get(id)
+    }
+
+    /// The id of the instance holding `name`.
+    pub(crate) fn id_of(&self, name: &str) -> Option<&str> {
+        self.names.get(name).map(String::as_str)
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &String> {
+        self.by_id.keys()
+    }
+
+    pub(crate) fn values(&self) -> impl Iterator<Item = &Arc<Mutex<Vm>>> {
+        self.by_id.values()
+    }
 }
 
 /// The RFC 3339 instant `ttl` seconds from now.
@@ -146,7 +199,7 @@ impl Runtime {
                 host,
                 vms,
                 freezes: std::sync::Mutex::new(BTreeMap::new()),
-                instances: std::sync::Mutex::new(BTreeMap::new()),
+                instances: std::sync::Mutex::new(Instances::default()),
                 templates: std::sync::Mutex::new(BTreeMap::new()),
                 pools: std::sync::Mutex::new(BTreeMap::new()),
             }),
@@ -389,7 +442,10 @@ impl Runtime {
                 if let Some(at) = &vm.expires_at {
                     self.arm_ttl(&vm.id, at);
                 }
-                lock(&self.inner.instances).insert(vm.id.to_string(), Arc::new(Mutex::new(vm)));
+                let slot = Arc::new(Mutex::new(vm.clone()));
+                if let Err(e) = lock(&self.inner.instances).insert(&vm, slot) {
+                    tracing::warn!(id = %vm.id, error = %e, "not adopting an instance whose name another holds");
+                }
                 continue;
             }
             let st = self.inner.host.state(&vm.id).await?;
@@ -408,7 +464,10 @@ impl Runtime {
             if let Some(at) = &vm.expires_at {
                 self.arm_ttl(&vm.id, at);
             }
-            lock(&self.inner.instances).insert(vm.id.to_string(), Arc::new(Mutex::new(vm)));
+            let slot = Arc::new(Mutex::new(vm.clone()));
+            if let Err(e) = lock(&self.inner.instances).insert(&vm, slot) {
+                tracing::warn!(id = %vm.id, error = %e, "not adopting an instance whose name another holds");
+            }
         }
         Ok(())
     }
@@ -428,12 +487,8 @@ impl Runtime {
             return Ok(v.clone());
         }
         // By name: how a restarted node adopts an instance it has no id for.
-        for v in map.values() {
-            if let Ok(vm) = v.try_lock()
-                && vm.name == id_or_name
-            {
-                return Ok(v.clone());
-            }
+        if let Some(v) = map.id_of(id_or_name).and_then(|id| map.get(id)) {
+            return Ok(v.clone());
         }
         Err(RuntimeError::NotFound(format!("no instance {id_or_name:?} on node {}", self.node_name())))
     }
@@ -512,19 +567,7 @@ impl Runtime {
         };
         let slot = Arc::new(Mutex::new(vm.clone()));
         let mut guard = slot.lock().await;
-        {
-            let mut map = lock(&self.inner.instances);
-            for other in map.values() {
-                let taken = match other.try_lock() {
-                    Ok(o) => o.name == vm.name,
-                    Err(_) => false,
-                };
-                if taken {
-                    return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
-                }
-            }
-            map.insert(id.to_string(), slot.clone());
-        }
+        lock(&self.inner.instances).insert(&vm, slot.clone())?;
         std::fs::create_dir_all(self.inner.host.instance_dir(&id))?;
         self.save(&guard)?;
         if let Some(seed) = seed {

@@ -141,11 +141,13 @@ impl Runtime {
     }
 
     async fn hand_over(&self, member: &PoolMember, req: &ClaimRequest) -> Result<Vm> {
+        // The new name is taken in the index before anything else happens to the member, so a
+        // claim never waits on other instances (one still booting, say) to learn it is free.
         if let Some(new_name) = &req.name {
-            let taken = self.list().await.into_iter().any(|v| &v.name == new_name && *v.id != *member.id);
-            if taken {
+            let renamed = lock(&self.inner.instances).rename(&member.id, new_name);
+            if let Err(e) = renamed {
                 let _ = self.delete(&member.id).await;
-                return Err(RuntimeError::Conflict(format!("an instance named {new_name:?} already exists")));
+                return Err(e);
             }
         }
         let vm = self.power(&member.id, PowerAction::Resume, false).await?;

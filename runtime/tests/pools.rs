@@ -108,3 +108,57 @@ async fn pools_fill_paused_claim_fast_backfill_and_never_double_claim() {
     }
     assert!(c.pool(&"agents".try_into().unwrap()).await.unwrap_err().is_not_found());
 }
+
+/// One name index under one lock: of 64 concurrent creates of one runtime name exactly one
+/// wins, and a claim renaming a member onto a taken name is refused without waiting for the
+/// instances still booting.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_name_one_instance_under_concurrent_creates_and_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = serve(dir.path(), "names").await;
+    let request = |name: &str| CreateVmRequest {
+        name: name.into(),
+        sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }),
+        ..Default::default()
+    };
+    let creates = (0..64).map(|_| {
+        let (c, req) = (c.clone(), request("kairon-agents-one"));
+        tokio::spawn(async move { c.create(&req).await })
+    });
+    let results: Vec<_> = futures::future::join_all(creates).await.into_iter().map(|r| r.unwrap()).collect();
+    let won: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "exactly one create of a name succeeds");
+    for e in results.iter().filter_map(|r| r.as_ref().err()) {
+        match e {
+            ClientError::Api { status: 409, message, .. } => assert!(message.contains("already exists"), "{message}"),
+            other => panic!("expected a 409 for a taken name, got {other}"),
+        }
+    }
+    let named: Vec<_> = c.list().await.unwrap().into_iter().filter(|v| v.name == "kairon-agents-one").collect();
+    assert_eq!(named.len(), 1, "one instance holds the name");
+
+    // A claim onto the taken name is refused; onto a free one it is answered while another
+    // instance is still being created.
+    let template =
+        CreateVmRequest { sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }), ..Default::default() };
+    c.create_pool(&CreatePoolRequest { name: "warm".into(), size: 2, template }).await.unwrap();
+    ready(&c, "warm", 2).await;
+    let taken = ClaimRequest { name: Some("kairon-agents-one".into()), ttl_seconds: None };
+    match c.claim(&"warm".try_into().unwrap(), &taken).await {
+        Err(ClientError::Api { status: 409, message, .. }) => assert!(message.contains("already exists"), "{message}"),
+        other => panic!("expected a 409 for a taken name, got {other:?}"),
+    }
+    let booting = {
+        let c = c.clone();
+        tokio::spawn(async move { c.create(&request("kairon-agents-slow")).await })
+    };
+    let free = ClaimRequest { name: Some("kairon-agents-two".into()), ttl_seconds: None };
+    let vm = c.claim(&"warm".try_into().unwrap(), &free).await.unwrap();
+    assert_eq!(vm.name, "kairon-agents-two");
+    assert_eq!(c.get(&vm.id).await.unwrap().name, "kairon-agents-two");
+    booting.await.unwrap().unwrap();
+    c.delete_pool(&"warm".try_into().unwrap()).await.unwrap();
+    for v in c.list().await.unwrap() {
+        c.delete(&v.id).await.unwrap();
+    }
+}

@@ -114,6 +114,46 @@ pub fn find_agent() -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.is_file() && is_static(p))
 }
 
+/// Builds the static guest agent from this binary's own source tree, as `scripts/build-agent`
+/// does, so the start command alone gives VMs: with the source (a `cargo run` or a build from a
+/// checkout) and cargo at hand, into the target directory this binary runs from. `NoAgent` when
+/// neither is there (an installed binary: put the agent beside it or set `KAIRON_AGENT_BIN`).
+async fn build_agent() -> Result<PathBuf, ImageError> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).ok_or(ImageError::NoAgent)?;
+    if !workspace.join("agent/Cargo.toml").is_file() {
+        return Err(ImageError::NoAgent);
+    }
+    // `<target>/<profile>/kairon` → `<target>`; otherwise cargo's own choice.
+    let target_dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
+        .filter(|dir| dir.join("CACHEDIR.TAG").is_file());
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    tracing::info!(workspace = %workspace.display(), "building the static guest agent for the VM image (about a minute the first time)");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "-p", "kairon-agent", "--release", "--locked", "--target", "x86_64-unknown-linux-gnu"])
+        .current_dir(&workspace)
+        // The explicit --target keeps the static flag off build scripts and proc macros.
+        .env("RUSTFLAGS", "-C target-feature=+crt-static")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    if let Some(dir) = &target_dir {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    match cmd.stdin(Stdio::null()).output().await {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            return Err(ImageError::Build(format!(
+                "building the guest agent failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        // No cargo here: the same advice as when no agent is found.
+        Err(_) => return Err(ImageError::NoAgent),
+    }
+    find_agent().ok_or(ImageError::NoAgent)
+}
+
 /// No ELF interpreter means nothing to load at run time (a static or static-pie binary).
 fn is_static(p: &Path) -> bool {
     let Ok(bytes) = std::fs::read(p) else { return false };
@@ -177,7 +217,10 @@ async fn run(what: &str, cmd: &mut Command) -> Result<String, ImageError> {
 }
 
 async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), ImageError> {
-    let agent = find_agent().ok_or(ImageError::NoAgent)?;
+    let agent = match find_agent() {
+        Some(agent) => agent,
+        None => build_agent().await?,
+    };
     let busybox = PathBuf::from("/bin/busybox");
     std::fs::create_dir_all(work).map_err(io("creating the build directory"))?;
     tracing::info!(dir = %dir.display(), "building the default VM image {DEFAULT_IMAGE}");

@@ -37,13 +37,7 @@ impl Runtime {
     async fn register(&self, vm: Vm) -> Result<(Arc<Mutex<Vm>>, tokio::sync::OwnedMutexGuard<Vm>)> {
         let slot = Arc::new(Mutex::new(vm.clone()));
         let guard = slot.clone().lock_owned().await;
-        let mut map = lock(&self.inner.instances);
-        for other in map.values() {
-            if other.try_lock().is_ok_and(|o| o.name == vm.name) {
-                return Err(RuntimeError::Conflict(format!("an instance named {:?} already exists", vm.name)));
-            }
-        }
-        map.insert(vm.id.to_string(), slot.clone());
+        lock(&self.inner.instances).insert(&vm, slot.clone())?;
         Ok((slot, guard))
     }
 
