@@ -12,6 +12,7 @@ pub mod machine;
 pub mod meta;
 pub mod node;
 pub mod pool;
+pub mod power;
 pub mod quantity;
 pub mod validate;
 

@@ -219,33 +219,6 @@ impl PowerState {
             PowerState::Stopped => "Stopped",
         }
     }
-
-    /// Whether `spec.powerState` may change from `self` to `to`.
-    ///
-    /// Halt powers the guest off from inside, so it needs a running guest; Hibernate saves the
-    /// memory of a booted guest, so there is nothing to save from Halted or Stopped. Every other
-    /// change is reachable (a boot, a restore, or a pause after either).
-    pub fn can_transition_to(self, to: PowerState) -> bool {
-        use PowerState::*;
-        match (self, to) {
-            (a, b) if a == b => true,
-            (Running, _) => true,
-            (Paused, Halted) => false,
-            (Paused, _) => true,
-            (Hibernated, Halted) => false,
-            (Hibernated, _) => true,
-            (Halted, Hibernated) => false,
-            (Halted, _) => true,
-            (Stopped, Hibernated | Halted) => false,
-            (Stopped, _) => true,
-        }
-    }
-
-    /// Whether a sandbox (runc) backend can hold this state. It has no RAM image to save and
-    /// no guest to power off, so Hibernated and Halted need the QEMU backend.
-    pub fn needs_vm(self) -> bool {
-        matches!(self, PowerState::Hibernated | PowerState::Halted)
-    }
 }
 
 impl std::fmt::Display for PowerState {
@@ -482,24 +455,6 @@ pub fn runtime_name(namespace: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn power_transitions_pair_by_pair() {
-        use PowerState::*;
-        // The whole table, written out so a change to it is a visible diff.
-        let table = [
-            (Running, [true, true, true, true, true]),
-            (Paused, [true, true, true, false, true]),
-            (Hibernated, [true, true, true, false, true]),
-            (Halted, [true, true, false, true, true]),
-            (Stopped, [true, true, false, false, true]),
-        ];
-        for (from, row) in table {
-            for (to, want) in PowerState::ALL.into_iter().zip(row) {
-                assert_eq!(from.can_transition_to(to), want, "{from} -> {to}");
-            }
-        }
-    }
 
     #[test]
     fn defaults_fill_in() {

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::claim::MachineClaimSpec;
-use crate::machine::{MIN_IDLE_TIMEOUT_SECONDS, MachineSpec, NetworkMode, PowerState};
+use crate::machine::{MIN_IDLE_TIMEOUT_SECONDS, MachineSpec, NetworkMode};
 use crate::node::KaironNodeSpec;
 use crate::pool::MachinePoolSpec;
+use crate::power::{self, Refusal, Track};
 use crate::quantity::Quantity;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,7 +228,7 @@ pub fn validate_machine_spec(
     if template_sandbox {
         // A template sandbox always runs under runc: nothing to hibernate, no guest to halt.
         if let Some(ps) = spec.power_state
-            && ps.needs_vm()
+            && !Track::TemplateSandbox.can_hold(ps)
         {
             errs.push(
                 p("powerState"),
@@ -237,7 +238,7 @@ pub fn validate_machine_spec(
             );
         }
         if let Some(l) = &spec.lifecycle
-            && l.idle_action.power_state().is_some_and(PowerState::needs_vm)
+            && l.idle_action.power_state().is_some_and(|s| !Track::TemplateSandbox.can_hold(s))
         {
             errs.push(
                 p("lifecycle.idleAction"),
@@ -325,7 +326,8 @@ pub fn validate_machine_spec(
     }
     if let Some(old) = old {
         let (from, to) = (old.desired_power_state(), spec.desired_power_state());
-        if !from.can_transition_to(to) {
+        // A template sandbox's Hibernated or Halted is refused above, whatever it comes from.
+        if let Err(Refusal::Invalid { .. }) = power::plan(to, from, spec.track()) {
             errs.invalid(
                 p("powerState"),
                 to,

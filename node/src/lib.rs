@@ -20,6 +20,7 @@ use serde_json::json;
 
 use kairon_model::keys::{annotations, finalizers};
 use kairon_model::node::{Acceleration, NodeCapacity};
+use kairon_model::power::{self, Step};
 use kairon_model::{
     Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
 };
@@ -264,19 +265,28 @@ fn phase_of(state: VmState) -> MachinePhase {
     }
 }
 
-/// The runtime operation that moves an instance toward the asked power state.
-fn power_step(want: PowerState, have: VmState) -> Option<(PowerAction, bool)> {
-    use PowerState as P;
-    use VmState as V;
-    match (want, have) {
-        (P::Running, V::Paused) => Some((PowerAction::Resume, false)),
-        (P::Running, V::Stopped | V::Halted | V::Hibernated) => Some((PowerAction::Start, false)),
-        (P::Paused, V::Running) => Some((PowerAction::Pause, false)),
-        (P::Paused, V::Stopped | V::Halted | V::Hibernated) => Some((PowerAction::Start, true)),
-        (P::Stopped, V::Running | V::Paused | V::Halted | V::Hibernated) => Some((PowerAction::Stop, false)),
-        (P::Hibernated, V::Running | V::Paused) => Some((PowerAction::Hibernate, false)),
-        (P::Halted, V::Running) => Some((PowerAction::Halt, false)),
-        _ => None,
+/// The power state an instance is in; none while it is being created or has failed.
+fn power_state_of(state: VmState) -> Option<PowerState> {
+    match state {
+        VmState::Running => Some(PowerState::Running),
+        VmState::Paused => Some(PowerState::Paused),
+        VmState::Stopped => Some(PowerState::Stopped),
+        VmState::Hibernated => Some(PowerState::Hibernated),
+        VmState::Halted => Some(PowerState::Halted),
+        VmState::Creating | VmState::Failed => None,
+    }
+}
+
+/// The runtime operation (and its `paused` flag) for a step of `model::power::plan`.
+fn power_action(step: Step) -> (PowerAction, bool) {
+    match step {
+        Step::Start => (PowerAction::Start, false),
+        Step::StartPaused => (PowerAction::Start, true),
+        Step::Pause => (PowerAction::Pause, false),
+        Step::Resume => (PowerAction::Resume, false),
+        Step::Stop => (PowerAction::Stop, false),
+        Step::Hibernate => (PowerAction::Hibernate, false),
+        Step::Halt => (PowerAction::Halt, false),
     }
 }
 
@@ -324,7 +334,18 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
 
     if let Some(mut vm) = vm {
         let want = m.spec.desired_power_state();
-        if let Some((action, paused)) = power_step(want, vm.state) {
+        let planned = match power_state_of(vm.state) {
+            Some(have) => power::plan(want, have, m.spec.track()),
+            None => Ok(None),
+        };
+        if let Err(refusal) = planned {
+            let message = format!("{refusal}");
+            if old.conditions.iter().all(|c| c.reason != refusal.reason()) {
+                warn(ctx, m, refusal.reason(), message.clone()).await;
+            }
+            conditions.push(condition("PowerState", false, refusal.reason(), &message));
+        } else if let Ok(Some(step)) = planned {
+            let (action, paused) = power_action(step);
             match ctx.runtime.power(&vm.id, action, paused).await {
                 Ok(v) => vm = v,
                 Err(ClientError::Api { status: code, message, .. }) if code < 500 => {

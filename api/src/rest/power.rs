@@ -13,6 +13,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use kairon_model::keys::annotations;
+use kairon_model::power::{self, Refusal};
 use kairon_model::{KaironNode, Machine, PowerState};
 use kairon_runtime_api::types::PowerAction;
 
@@ -40,22 +41,14 @@ async fn set_power(c: &Caller, p: &ObjectPath, to: PowerState, clear_idle: bool,
         return Err(RestError::conflict("Terminating", format!("Machine {}/{} is being deleted", p.namespace, p.name)));
     }
     let from = m.spec.desired_power_state();
-    if !from.can_transition_to(to) {
+    if let Err(refusal) = power::plan(to, from, m.spec.track()) {
+        let advice = match refusal {
+            Refusal::Invalid { .. } => "resume it first (POST .../resume)",
+            Refusal::NeedsVm { .. } => "a template sandbox can pause or stop instead",
+        };
         return Err(RestError::conflict(
-            "InvalidTransition",
-            format!(
-                "Machine {}/{} cannot go from {from} to {to}: resume it first (POST .../resume)",
-                p.namespace, p.name
-            ),
-        ));
-    }
-    if to.needs_vm() && m.spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some()) {
-        return Err(RestError::conflict(
-            "PowerStateUnsupported",
-            format!(
-                "{to} needs a VM; Machine {}/{} is a template sandbox (runc), which can pause or stop instead",
-                p.namespace, p.name
-            ),
+            refusal.reason(),
+            format!("Machine {}/{}: {refusal}; {advice}", p.namespace, p.name),
         ));
     }
     let mut patch = json!({ "spec": { "powerState": to } });
