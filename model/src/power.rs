@@ -105,7 +105,8 @@ mod tests {
     #[test]
     fn every_transition_on_every_track() {
         let vm = |from, to| plan(to, from, Track::Vm);
-        let expected: [(PowerState, PowerState, Result<Option<Step>, &str>); 25] = [
+        type Row = (PowerState, PowerState, Result<Option<Step>, &'static str>);
+        let expected: [Row; 25] = [
             (Running, Running, Ok(None)),
             (Running, Paused, Ok(Some(Step::Pause))),
             (Running, Stopped, Ok(Some(Step::Stop))),
