@@ -16,7 +16,7 @@ const GROUP: &str = "/apis/kairon.zyvor.dev/v1";
 const FAST: &[&str] = &["--node-tick", "1s", "--heartbeat-interval", "1s"];
 
 fn sandbox(name: &str) -> Value {
-    json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": "busybox"}}})
+    json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}})
 }
 
 async fn running(rest: &Rest, ns: &str, name: &str) -> Value {
@@ -36,7 +36,15 @@ async fn instance(k: &Kairon, name: &str, owner: Option<&str>) -> Vm {
         owner_uid: owner.map(str::to_string),
         ..Default::default()
     };
-    k.runtime().unwrap().create(&req).await.unwrap()
+    let rt = k.runtime().unwrap();
+    eventually("the busybox template to be ready", Duration::from_secs(120), || async {
+        match rt.create(&req).await {
+            Ok(vm) => Some(vm),
+            Err(e) if e.to_string().contains("not ready yet") => None,
+            Err(e) => panic!("creating {name}: {e}"),
+        }
+    })
+    .await
 }
 
 /// Every instance holding `name` on the runtime.
@@ -133,8 +141,13 @@ async fn a_create_machine_claim_and_a_fork_are_stamped_with_the_new_machines_uid
     let k = Kairon::start_with(FAST).unwrap();
     let admin = k.rest().unwrap();
     let pool = json!({"name": "warm", "size": 1, "template": {"name": "x", "ownerUid": "forged",
-                      "sandbox": {"templateName": "busybox"}}});
-    assert_eq!(admin.post("/api/v1/nodes/local/pools", pool).await.status, 201);
+                      "sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}});
+    eventually("the node to register", Duration::from_secs(60), || async {
+        (admin.get("/api/v1/nodes/local").await.status == 200).then_some(())
+    })
+    .await;
+    let created = admin.post("/api/v1/nodes/local/pools", pool).await;
+    assert_eq!(created.status, 201, "{created:?}");
     let member = eventually("a ready member", Duration::from_secs(120), || async {
         let p = admin.get("/api/v1/nodes/local/pools/warm").await.ok();
         p["members"].as_array().unwrap().iter().find(|m| m["state"] == "Ready").cloned()
