@@ -32,7 +32,7 @@ fn uid(m: &Value) -> String {
 async fn instance(k: &Kairon, name: &str, owner: Option<&str>) -> Vm {
     let req = CreateVmRequest {
         name: name.into(),
-        sandbox: Some(kairon_model::SandboxSpec { template_name: Some("busybox".into()), ..Default::default() }),
+        sandbox: Some(kairon_model::SandboxSpec { template_name: Some("busybox".into()) }),
         owner_uid: owner.map(str::to_string),
         ..Default::default()
     };

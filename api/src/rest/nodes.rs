@@ -102,7 +102,7 @@ async fn template_get(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<Json
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum SandboxItem {
-    Full(Vm),
+    Full(Box<Vm>),
     Redacted(RedactedSandbox),
 }
 
@@ -124,7 +124,7 @@ async fn sandbox_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Vec
     check_name("node", &p.node)?;
     let vms = c.ctx.runtime(&p.node).await?.list_sandboxes().await?;
     if c.id.all_namespaces() {
-        return Ok(Json(vms.into_iter().map(SandboxItem::Full).collect()));
+        return Ok(Json(vms.into_iter().map(|vm| SandboxItem::Full(Box::new(vm))).collect()));
     }
     let mut mine = std::collections::BTreeSet::new();
     for ns in &c.id.namespaces {
@@ -136,8 +136,12 @@ async fn sandbox_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Vec
     Ok(Json(
         vms.into_iter()
             .map(|vm| match &vm.owner_uid {
-                Some(uid) if mine.contains(uid) => SandboxItem::Full(vm),
-                _ => SandboxItem::Redacted(RedactedSandbox { id: vm.id.to_string(), state: vm.state, backend: vm.backend }),
+                Some(uid) if mine.contains(uid) => SandboxItem::Full(Box::new(vm)),
+                _ => SandboxItem::Redacted(RedactedSandbox {
+                    id: vm.id.to_string(),
+                    state: vm.state,
+                    backend: vm.backend,
+                }),
             })
             .collect(),
     ))
