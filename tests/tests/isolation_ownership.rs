@@ -66,6 +66,14 @@ async fn condition(rest: &Rest, ns: &str, name: &str, reason: &str) -> Value {
     .await
 }
 
+/// Polls until the Machine is gone (its finalizer released by the node agent).
+async fn gone(rest: &Rest, ns: &str, name: &str) {
+    eventually(&format!("{ns}/{name} to be gone"), Duration::from_secs(90), || async {
+        (rest.get(&format!("/api/v1/machines/{ns}/{name}")).await.status == 404).then_some(())
+    })
+    .await;
+}
+
 fn ready_message(m: &Value) -> String {
     let c = m["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap();
     c["message"].as_str().unwrap().to_string()
@@ -120,7 +128,7 @@ async fn a_runtime_id_pointing_at_another_machines_instance_is_neither_adopted_n
         .body(evil.to_string());
     assert_eq!(admin.send(req).await.status, 200);
     admin.delete("/api/v1/machines/b/mine").await.ok();
-    admin.get("/api/v1/machines/b/mine/wait?deleted=true&timeoutSeconds=60").await.ok();
+    gone(&admin, "b", "mine").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let after = rt.get(&InstanceId::new(&id_a).unwrap()).await.expect("A's instance survives B's deletion");
@@ -217,7 +225,7 @@ async fn an_unowned_instance_with_a_machines_runtime_name_is_not_adopted() {
     admin.post("/api/v1/machines/agents", sandbox("late")).await.ok();
     condition(&admin, "agents", "late", "AdoptionPending").await;
     admin.delete("/api/v1/machines/agents/late").await.ok();
-    admin.get("/api/v1/machines/agents/late/wait?deleted=true&timeoutSeconds=60").await.ok();
+    gone(&admin, "agents", "late").await;
     let left = rt.get(&stray.id).await.expect("the unowned instance is not deleted with the Machine");
     assert_eq!((left.state, left.owner_uid), (VmState::Running, None));
 }
@@ -248,7 +256,7 @@ async fn a_runtime_name_held_by_another_machine_is_reported_and_left_alone() {
     .await;
 
     admin.delete("/api/v1/machines/team-x/api").await.ok();
-    admin.get("/api/v1/machines/team-x/api/wait?deleted=true&timeoutSeconds=60").await.ok();
+    gone(&admin, "team-x", "api").await;
     let after = named(&k, "kairon-team-x-api").await;
     assert_eq!(after.len(), 1);
     assert_eq!((&after[0].id, &after[0].owner_uid, after[0].pid), (&held.id, &held.owner_uid, held.pid));
