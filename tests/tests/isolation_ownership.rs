@@ -110,8 +110,19 @@ async fn a_runtime_id_pointing_at_another_machines_instance_is_neither_adopted_n
         .request(reqwest::Method::PATCH, &status)
         .header("content-type", "application/merge-patch+json")
         .body(evil.to_string());
+    let marker = "/tmp/only-in-a";
+    admin.post("/api/v1/machines/agents/victim/exec", json!({"command": ["touch", marker]})).await.ok();
     let patched = admin.send(req).await;
     assert_eq!(patched.status, 200, "{patched:?}");
+    // Whether the node agent has put B's status right yet or not, a guest operation through B
+    // never lands in A's sandbox: the api checks the owner of the instance the id names.
+    for _ in 0..5 {
+        let probe = admin.post("/api/v1/machines/b/mine/exec", json!({"command": ["ls", marker]})).await;
+        assert!(
+            probe.status == 409 || (probe.status == 200 && probe.body["exitCode"] != 0),
+            "an exec through B reached A's sandbox: {probe:?}"
+        );
+    }
 
     // The node agent finds B's own instance by its owner, never A's by the id it was given.
     let back = eventually("B's runtimeID back on B's own instance", Duration::from_secs(30), || async {
