@@ -221,6 +221,9 @@ pub mod types {
         pub name: ::std::string::String,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub network: ::std::option::Option<NetworkSpec>,
+        #[doc = "The UID of the Machine that owns the instance (the node agent sets it at create). The\nruntime moves it to `Vm::owner_uid`; a pool template, fork or clone never carries it."]
+        #[serde(rename = "ownerUid", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_uid: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub resources: ::std::option::Option<Resources>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1132,6 +1135,13 @@ pub mod types {
             value.parse()
         }
     }
+    #[doc = "A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct RedactedSandbox {
+        pub backend: ::std::string::String,
+        pub id: ::std::string::String,
+        pub state: VmState,
+    }
     #[doc = "`Resources`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct Resources {
@@ -1150,6 +1160,23 @@ pub mod types {
         #[doc = "Direct kernel boot."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kernel: ::std::option::Option<KernelSpec>,
+    }
+    #[doc = "A sandbox in the node's list: in full when it belongs to a Machine in one of the caller's\nnamespaces (admins: every one), else only its ID, state and backend."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(untagged)]
+    pub enum SandboxItem {
+        Vm(Vm),
+        RedactedSandbox(RedactedSandbox),
+    }
+    impl ::std::convert::From<Vm> for SandboxItem {
+        fn from(value: Vm) -> Self {
+            Self::Vm(value)
+        }
+    }
+    impl ::std::convert::From<RedactedSandbox> for SandboxItem {
+        fn from(value: RedactedSandbox) -> Self {
+            Self::RedactedSandbox(value)
+        }
     }
     #[doc = "`SandboxSpec`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -1318,6 +1345,9 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub message: ::std::option::Option<::std::string::String>,
         pub name: ::std::string::String,
+        #[doc = "The UID of the Machine that owns the instance; none for a pool member, a fresh fork or\nclone, or an instance made outside Kairon. Only an owner's node agent adopts it."]
+        #[serde(rename = "ownerUid", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_uid: ::std::option::Option<::std::string::String>,
         #[doc = "The VMM process (for a sandbox: its init process)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub pid: ::std::option::Option<i32>,
@@ -3949,11 +3979,11 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Every sandbox on this node as its runtime sees it (including ones made outside Kairon)\n\nSends a `GET` request to `/api/v1/nodes/{node}/sandboxes`\n\nArguments:\n- `node`: The node's name (`GET /api/v1/nodes`).\n"]
+    #[doc = "Every sandbox on this node as its runtime sees it (including ones made outside Kairon).\nSandboxes of Machines outside the caller's namespaces show only ID, state and backend; which\nMachine owns one is told by the owner UID the node agent or the api stamped on it, never by\nits name\n\nSends a `GET` request to `/api/v1/nodes/{node}/sandboxes`\n\nArguments:\n- `node`: The node's name (`GET /api/v1/nodes`).\n"]
     pub async fn sandbox_list<'a>(
         &'a self,
         node: &'a str,
-    ) -> Result<ResponseValue<::std::vec::Vec<types::Vm>>, Error<()>> {
+    ) -> Result<ResponseValue<::std::vec::Vec<types::SandboxItem>>, Error<()>> {
         let url = format!("{}/api/v1/nodes/{}/sandboxes", self.baseurl, encode_path(&node.to_string()),);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
         header_map.append(

@@ -198,18 +198,40 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
     })
 }
 
-/// The runtime instance of a Machine: by id, else by runtime name (adoption after a restart, or
-/// a pool claim with createMachine), else none.
-async fn find(m: &Machine, ctx: &Ctx) -> Result<Option<Vm>, NodeError> {
+/// What holds a Machine's instance on the runtime.
+enum Found {
+    /// An instance this Machine owns (its UID is on it).
+    Mine(Vm),
+    /// Nothing: the Machine's instance is to be created.
+    Nothing,
+    /// An unowned instance holds the runtime name (a pool claim or copy whose owner the api
+    /// has not stamped yet): wait, neither adopt nor create.
+    Unowned(Vm),
+    /// An instance owned by another Machine holds the runtime name: touch nothing.
+    Taken(Vm),
+}
+
+/// The runtime instance of a Machine: by `status.runtimeID`, else by runtime name (adoption
+/// after a restart, or a pool claim with createMachine), and only ever one that carries this
+/// Machine's UID. `status.runtimeID` and the runtime name locate; the owner decides.
+async fn find(m: &Machine, ctx: &Ctx) -> Result<Found, NodeError> {
+    let uid = m.uid().filter(|u| !u.is_empty()).ok_or_else(|| NodeError::Finalizer("the Machine has no UID".into()))?;
     let id = m.status.as_ref().and_then(|s| s.runtime_id.as_deref()).and_then(|id| InstanceId::new(id).ok());
     if let Some(id) = id {
         match ctx.runtime.get(&id).await {
-            Ok(vm) => return Ok(Some(vm)),
+            Ok(vm) if vm.owner_uid.as_deref() == Some(uid.as_str()) => return Ok(Found::Mine(vm)),
+            // Someone else's (or nobody's) instance: the id is not this Machine's to act on.
+            Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(ctx.runtime.find_by_name(&m.runtime_name()).await?)
+    Ok(match ctx.runtime.find_by_name(&m.runtime_name()).await? {
+        None => Found::Nothing,
+        Some(vm) if vm.owner_uid.as_deref() == Some(uid.as_str()) => Found::Mine(vm),
+        Some(vm) if vm.owner_uid.is_none() => Found::Unowned(vm),
+        Some(vm) => Found::Taken(vm),
+    })
 }
 
 fn create_request(m: &Machine) -> CreateVmRequest {
@@ -227,6 +249,7 @@ fn create_request(m: &Machine) -> CreateVmRequest {
         ttl_seconds: None,
         start_paused: s.desired_power_state() == PowerState::Paused,
         labels: Default::default(),
+        owner_uid: m.uid(),
     }
 }
 
@@ -310,8 +333,30 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
     let mut requeue = if m.spec.lifecycle.is_some() { ctx.cfg.tick } else { Duration::from_secs(60) };
 
     let vm = match find(m, ctx).await? {
-        Some(vm) => Some(vm),
-        None => match ctx.runtime.create(&create_request(m)).await {
+        Found::Mine(vm) => Some(vm),
+        Found::Unowned(vm) => {
+            let why = format!(
+                "an unowned instance holds the runtime name {}: waiting for the api to stamp this Machine's UID on it (a pool claim or copy); it is neither adopted nor replaced",
+                vm.name
+            );
+            conditions.push(condition("Ready", false, "AdoptionPending", &why));
+            requeue = Duration::from_secs(2);
+            None
+        }
+        Found::Taken(vm) => {
+            // Not the other instance's id: it is not this Machine's owner's to know.
+            let why = format!(
+                "the runtime name {} is held by an instance of another Machine: this Machine's instance cannot be created until that one is gone (nothing was created, adopted or deleted)",
+                vm.name
+            );
+            if old.conditions.iter().all(|c| c.reason != "RuntimeNameTaken") {
+                warn(ctx, m, "RuntimeNameTaken", why.clone()).await;
+            }
+            conditions.push(condition("Ready", false, "RuntimeNameTaken", &why));
+            requeue = Duration::from_secs(15);
+            None
+        }
+        Found::Nothing => match ctx.runtime.create(&create_request(m)).await {
             Ok(vm) => Some(vm),
             Err(ClientError::Api { status: code, reason, message }) if code < 500 => {
                 // The user must act (build the template, pick another backend): say so.
@@ -515,7 +560,8 @@ async fn sample(m: &Machine, vm: &Vm, idle_cpu_millicores: i64, status: &mut Mac
 }
 
 async fn cleanup(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
-    if let Some(vm) = find(m, ctx).await? {
+    // Only an instance this Machine owns: never one its status or runtime name merely points at.
+    if let Found::Mine(vm) = find(m, ctx).await? {
         match ctx.runtime.delete(&vm.id).await {
             Ok(()) => {}
             Err(e) if e.is_not_found() => {}

@@ -13,7 +13,7 @@ use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
 use crate::types::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
     ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus, Pool,
-    PowerAction, Process, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
+    PowerAction, Process, SetOwnerRequest, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -176,6 +176,13 @@ impl RuntimeClient {
 
     pub async fn get(&self, id: &InstanceId) -> Result<Vm> {
         self.json(self.get_req(self.vm_url(id, []))).await
+    }
+
+    /// Sets the instance's owner to `owner` if its owner is `expected` now (none: unowned);
+    /// a 409 otherwise.
+    pub async fn set_owner(&self, id: &InstanceId, expected: Option<&str>, owner: &str) -> Result<Vm> {
+        let body = SetOwnerRequest { expected: expected.map(str::to_string), owner: owner.to_string() };
+        self.json(self.post_req(self.vm_url(id, ["owner"])).json(&body)).await
     }
 
     pub async fn delete(&self, id: &InstanceId) -> Result<()> {

@@ -37,6 +37,10 @@ pub struct CreateVmRequest {
     pub start_paused: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The UID of the Machine that owns the instance (the node agent sets it at create). The
+    /// runtime moves it to `Vm::owner_uid`; a pool template, fork or clone never carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<String>,
 }
 
 /// `Vm::backend` of a runc sandbox.
@@ -79,7 +83,21 @@ pub struct Vm {
     /// When the runtime deletes it (from `ttlSeconds`, counted from creation or claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// The UID of the Machine that owns the instance; none for a pool member, a fresh fork or
+    /// clone, or an instance made outside Kairon. Only an owner's node agent adopts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<String>,
     pub spec: CreateVmRequest,
+}
+
+/// `POST /v1/vms/{id}/owner`: sets the owner, compare-and-set. The runtime answers 409 unless
+/// the current owner is `expected` (none: the instance must be unowned).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SetOwnerRequest {
+    #[serde(default)]
+    pub expected: Option<String>,
+    pub owner: String,
 }
 
 /// Power operations: `POST /v1/vms/{id}/{action}`.

@@ -155,11 +155,6 @@ impl Instances {
         self.by_id.get(id)
     }
 
-    /// The id of the instance holding `name`.
-    pub(crate) fn id_of(&self, name: &str) -> Option<&str> {
-        self.names.get(name).map(String::as_str)
-    }
-
     pub(crate) fn keys(&self) -> impl Iterator<Item = &String> {
         self.by_id.keys()
     }
@@ -481,29 +476,35 @@ impl Runtime {
         out
     }
 
-    pub(crate) fn slot(&self, id_or_name: &str) -> Result<Arc<Mutex<Vm>>> {
-        let map = lock(&self.inner.instances);
-        if let Some(v) = map.get(id_or_name) {
-            return Ok(v.clone());
-        }
-        // By name: how a restarted node adopts an instance it has no id for.
-        if let Some(v) = map.id_of(id_or_name).and_then(|id| map.get(id)) {
-            return Ok(v.clone());
-        }
-        Err(RuntimeError::NotFound(format!("no instance {id_or_name:?} on node {}", self.node_name())))
+    /// The instance with this id. Never by name: a name is tenant-influenced (a Machine's
+    /// `kairon-<namespace>-<name>`), so nothing that acts on an instance resolves one.
+    pub(crate) fn slot(&self, id: &str) -> Result<Arc<Mutex<Vm>>> {
+        lock(&self.inner.instances)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RuntimeError::NotFound(format!("no instance {id:?} on node {}", self.node_name())))
     }
 
-    pub async fn get(&self, id_or_name: &str) -> Result<Vm> {
-        if let Ok(slot) = self.slot(id_or_name) {
-            return Ok(slot.lock().await.clone());
+    pub async fn get(&self, id: &str) -> Result<Vm> {
+        Ok(self.slot(id)?.lock().await.clone())
+    }
+
+    /// Sets the owner (the owning Machine's UID) if the current one is `expected`.
+    pub async fn set_owner(&self, id: &str, expected: Option<&str>, owner: &str) -> Result<Vm> {
+        if owner.is_empty() || owner.len() > 128 {
+            return Err(RuntimeError::Invalid("owner must be a Machine UID".into()));
         }
-        // A name whose slot was busy: look again, waiting for each lock.
-        for vm in self.list().await {
-            if vm.name == id_or_name {
-                return Ok(vm);
-            }
+        let slot = self.slot(id)?;
+        let mut vm = slot.lock().await;
+        if vm.owner_uid.as_deref() != expected {
+            return Err(RuntimeError::Conflict(match &vm.owner_uid {
+                Some(_) => format!("instance {id:?} has another owner"),
+                None => format!("instance {id:?} is unowned"),
+            }));
         }
-        Err(RuntimeError::NotFound(format!("no instance {id_or_name:?} on node {}", self.node_name())))
+        vm.owner_uid = Some(owner.to_string());
+        self.save(&vm)?;
+        Ok(vm.clone())
     }
 
     pub async fn create(&self, req: CreateVmRequest) -> Result<Vm> {
@@ -512,7 +513,7 @@ impl Runtime {
 
     /// Creates an instance; with `seed`, its root starts as a copy of another sandbox's
     /// changes (a directory laid out like an overlay upper dir).
-    async fn create_seeded(&self, req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
+    async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
@@ -563,6 +564,7 @@ impl Runtime {
             template: Some(template_name.clone()),
             message: None,
             expires_at: None,
+            owner_uid: req.owner_uid.take(),
             spec: req,
         };
         let slot = Arc::new(Mutex::new(vm.clone()));

@@ -85,6 +85,8 @@ impl Runtime {
         let mut template = req.template;
         // Members must not expire while they wait; a claim sets the TTL.
         template.ttl_seconds = None;
+        // Members are unowned until the claimer stamps its Machine's UID on one.
+        template.owner_uid = None;
         let pool = Pool { name: req.name, size: req.size, template, members: vec![], message: None, created_at: now() };
         self.start_pool(pool.clone());
         Ok(pool)
@@ -236,6 +238,7 @@ async fn fill(rt: Runtime, pool: String, refill: Arc<Notify>) {
             continue;
         }
         let mut req = meta.template.clone();
+        req.owner_uid = None;
         req.name = format!("pool-{pool}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
         req.start_paused = true;
         req.labels.insert("kairon.zyvor.dev/node-pool".into(), pool.clone());

@@ -16,6 +16,7 @@ use axum::routing::{any, get, post};
 use crate::api::EgressCheckRequest;
 use crate::api::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, ErrorBody, ExecRequest, PowerAction,
+    SetOwnerRequest,
 };
 use crate::engine::{Runtime, RuntimeError};
 
@@ -65,6 +66,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/clone", post(clone_vm))
         .route("/v1/vms/{id}/freeze", get(freeze_status).post(freeze))
         .route("/v1/vms/{id}/thaw", post(thaw))
+        .route("/v1/vms/{id}/owner", post(set_owner))
         .route("/v1/vms/{id}/vnc", get(ws_vnc))
         .route("/v1/sandboxes/{id}/snapshot", post(snapshot))
         .route("/v1/vms/{id}/{action}", post(power))
@@ -145,6 +147,15 @@ async fn create_sandbox(State(st): State<AppState>, Json(mut req): Json<CreateVm
 
 async fn get_vm(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
     Ok(Json(st.rt.get(&id).await?).into_response())
+}
+
+/// Compare-and-set of the owner: 409 unless the current owner is `expected`.
+async fn set_owner(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Json(req): Json<SetOwnerRequest>,
+) -> R<Response> {
+    Ok(Json(st.rt.set_owner(&id, req.expected.as_deref(), &req.owner).await?).into_response())
 }
 
 async fn delete_vm(State(st): State<AppState>, Path(id): Path<String>) -> R<StatusCode> {

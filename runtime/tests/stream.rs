@@ -404,9 +404,11 @@ async fn a_sandbox_that_is_not_running_refuses_both_streams_before_upgrading() {
         assert_eq!(err["message"], "kairon-default-paused is paused: resume it first");
     }
 
-    // Resumed, both work again (by name too).
+    // Resumed, both work again, by id only: a runtime name never stands for an id.
     c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
-    let mut ws = connect(addr, "/v1/vms/kairon-default-paused/tunnel/7000").await;
+    let (status, err) = refused(addr, "/v1/vms/kairon-default-paused/tunnel/7000").await;
+    assert_eq!((status, err["reason"].as_str()), (404, Some("NotFound")), "{err}");
+    let mut ws = connect(addr, &tunnel).await;
     send(&mut ws, b"back").await;
     read_until(&mut ws, "back").await;
     close_from_client(&mut ws).await;

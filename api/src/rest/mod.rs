@@ -89,7 +89,17 @@ impl RestContext {
         let id = InstanceId::new(id).map_err(|e| {
             RestError::conflict("NotProvisioned", format!("Machine {name:?} has no usable runtime instance: {e}"))
         })?;
-        Ok((self.runtime(&node).await?, id))
+        let rt = self.runtime(&node).await?;
+        // The id only says where to look: the instance must carry this Machine's UID, so no
+        // status that points elsewhere (even for a moment) reaches another Machine's instance.
+        let owner = rt.get(&id).await?.owner_uid;
+        if owner.is_none() || owner != m.metadata.uid {
+            return Err(RestError::conflict(
+                "NotProvisioned",
+                format!("Machine {name:?} has no runtime instance of its own yet; wait for it to start"),
+            ));
+        }
+        Ok((rt, id))
     }
 
     /// Records an Event about an object, as the controllers do. A failure only logs: an Event is

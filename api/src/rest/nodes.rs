@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use kairon_model::{KaironNode, Machine, MachineSpec, RuntimeSpec};
-use kairon_runtime_api::types::{ClaimRequest, CreatePoolRequest, CreateTemplateRequest, Pool, Template, Vm};
+use kairon_runtime_api::types::{ClaimRequest, CreatePoolRequest, CreateTemplateRequest, Pool, Template, Vm, VmState};
 use kairon_runtime_api::{PoolName, TemplateName};
 
 use super::objects::check_name;
@@ -97,12 +97,54 @@ async fn template_get(c: Caller, Path(p): Path<NodeItemPath>) -> RestResult<Json
     Ok(Json(c.ctx.runtime(&p.node).await?.template(&TemplateName::new(p.item.as_str())?).await?))
 }
 
+/// A sandbox in the node's list: in full when it belongs to a Machine in one of the caller's
+/// namespaces (admins: every one), else only its ID, state and backend.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SandboxItem {
+    Full(Box<Vm>),
+    Redacted(RedactedSandbox),
+}
+
+/// A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose.
+#[derive(Serialize, ToSchema)]
+pub struct RedactedSandbox {
+    pub id: String,
+    pub state: VmState,
+    pub backend: String,
+}
+
 /// Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+/// Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+/// Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+/// its name.
 #[utoipa::path(get, path = "/api/v1/nodes/{node}/sandboxes", tag = "Nodes", params(NodePath),
-    responses((status = 200, description = "The sandboxes", body = Vec<Vm>)))]
-async fn sandbox_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Vec<Vm>>> {
+    responses((status = 200, description = "The sandboxes", body = Vec<SandboxItem>)))]
+async fn sandbox_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Vec<SandboxItem>>> {
     check_name("node", &p.node)?;
-    Ok(Json(c.ctx.runtime(&p.node).await?.list_sandboxes().await?))
+    let vms = c.ctx.runtime(&p.node).await?.list_sandboxes().await?;
+    if c.id.all_namespaces() {
+        return Ok(Json(vms.into_iter().map(|vm| SandboxItem::Full(Box::new(vm))).collect()));
+    }
+    let mut mine = std::collections::BTreeSet::new();
+    for ns in &c.id.namespaces {
+        let machines: Api<Machine> = Api::namespaced(c.ctx.kube.clone(), ns);
+        for m in machines.list(&Default::default()).await?.items {
+            mine.extend(m.metadata.uid);
+        }
+    }
+    Ok(Json(
+        vms.into_iter()
+            .map(|vm| match &vm.owner_uid {
+                Some(uid) if mine.contains(uid) => SandboxItem::Full(Box::new(vm)),
+                _ => SandboxItem::Redacted(RedactedSandbox {
+                    id: vm.id.to_string(),
+                    state: vm.state,
+                    backend: vm.backend,
+                }),
+            })
+            .collect(),
+    ))
 }
 
 /// The node's pools of Paused members.
@@ -238,12 +280,19 @@ async fn pool_claim(
     };
     let mut m = Machine::new(&machine_name, spec);
     m.metadata.namespace = Some(ns.clone());
-    let answer =
+    let created =
         match machines.create(&PostParams { field_manager: Some("kairon-api".into()), ..Default::default() }, &m).await
         {
-            Ok(created) => json!({ "vm": vm, "machine": created }),
-            Err(e) => failed(RestError::from(e).message),
+            Ok(created) => created,
+            Err(e) => return Ok(Json(failed(RestError::from(e).message))),
         };
+    // The member was unowned until now: the new Machine's UID makes it that Machine's, and only
+    // then does the node agent adopt it.
+    let uid = created.metadata.uid.clone().unwrap_or_default();
+    let answer = match rt.set_owner(&vm.id, None, &uid).await {
+        Ok(owned) => json!({ "vm": owned, "machine": created }),
+        Err(e) => failed(format!("the claimed instance could not be given to the new Machine: {e}")),
+    };
     Ok(Json(answer))
 }
 

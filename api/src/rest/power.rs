@@ -253,7 +253,13 @@ async fn copy(c: &Caller, p: &ObjectPath, req: CopyRequest, live: bool) -> RestR
         l
     });
     match api.create(&PostParams { field_manager: Some("kairon-api".into()), ..Default::default() }, &child).await {
-        Ok(created) => Ok(json!({ "machine": created, "live": copied.live })),
+        Ok(created) => {
+            // The copy was unowned until now: the new Machine's UID makes it that Machine's,
+            // and only then does the node agent adopt it.
+            let uid = created.metadata.uid.clone().unwrap_or_default();
+            rt.set_owner(&copied.vm.id, None, &uid).await?;
+            Ok(json!({ "machine": created, "live": copied.live }))
+        }
         Err(e) => {
             if let Err(cleanup) = rt.delete(&copied.vm.id).await {
                 tracing::warn!(error = %cleanup, "removing a copy whose Machine could not be created");

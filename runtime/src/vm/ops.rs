@@ -41,7 +41,7 @@ impl Runtime {
         Ok((slot, guard))
     }
 
-    fn new_record(&self, req: CreateVmRequest) -> Vm {
+    fn new_record(&self, mut req: CreateVmRequest) -> Vm {
         Vm {
             id: kairon_runtime_api::InstanceId::random(),
             name: req.name.clone(),
@@ -53,6 +53,7 @@ impl Runtime {
             template: None,
             message: None,
             expires_at: None,
+            owner_uid: req.owner_uid.take(),
             spec: req,
         }
     }

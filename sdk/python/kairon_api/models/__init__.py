@@ -68,6 +68,7 @@ from .power_state import PowerState
 from .process import Process
 from .process_logs import ProcessLogs
 from .process_state import ProcessState
+from .redacted_sandbox import RedactedSandbox
 from .resources import Resources
 from .runtime_spec import RuntimeSpec
 from .sandbox_spec import SandboxSpec
@@ -156,6 +157,7 @@ __all__ = (
     "Process",
     "ProcessLogs",
     "ProcessState",
+    "RedactedSandbox",
     "Resources",
     "RuntimeSpec",
     "SandboxSpec",

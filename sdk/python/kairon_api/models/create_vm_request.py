@@ -32,6 +32,9 @@ class CreateVmRequest:
         image (ImageSource | None | Unset):
         labels (CreateVmRequestLabels | Unset):
         network (NetworkSpec | None | Unset):
+        owner_uid (None | str | Unset): The UID of the Machine that owns the instance (the node agent sets it at
+            create). The
+            runtime moves it to `Vm::owner_uid`; a pool template, fork or clone never carries it.
         resources (None | Resources | Unset):
         runtime (None | RuntimeSpec | Unset):
         sandbox (None | SandboxSpec | Unset):
@@ -46,6 +49,7 @@ class CreateVmRequest:
     image: ImageSource | None | Unset = UNSET
     labels: CreateVmRequestLabels | Unset = UNSET
     network: NetworkSpec | None | Unset = UNSET
+    owner_uid: None | str | Unset = UNSET
     resources: None | Resources | Unset = UNSET
     runtime: None | RuntimeSpec | Unset = UNSET
     sandbox: None | SandboxSpec | Unset = UNSET
@@ -91,6 +95,12 @@ class CreateVmRequest:
             network = self.network.to_dict()
         else:
             network = self.network
+
+        owner_uid: None | str | Unset
+        if isinstance(self.owner_uid, Unset):
+            owner_uid = UNSET
+        else:
+            owner_uid = self.owner_uid
 
         resources: dict[str, Any] | None | Unset
         if isinstance(self.resources, Unset):
@@ -146,6 +156,8 @@ class CreateVmRequest:
             field_dict["labels"] = labels
         if network is not UNSET:
             field_dict["network"] = network
+        if owner_uid is not UNSET:
+            field_dict["ownerUid"] = owner_uid
         if resources is not UNSET:
             field_dict["resources"] = resources
         if runtime is not UNSET:
@@ -233,6 +245,15 @@ class CreateVmRequest:
 
         network = _parse_network(d.pop("network", UNSET))
 
+        def _parse_owner_uid(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        owner_uid = _parse_owner_uid(d.pop("ownerUid", UNSET))
+
         def _parse_resources(data: object) -> None | Resources | Unset:
             if data is None:
                 return data
@@ -310,6 +331,7 @@ class CreateVmRequest:
             image=image,
             labels=labels,
             network=network,
+            owner_uid=owner_uid,
             resources=resources,
             runtime=runtime,
             sandbox=sandbox,

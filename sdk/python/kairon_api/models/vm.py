@@ -31,6 +31,9 @@ class Vm:
             claim).
         guest_ip (None | str | Unset):
         message (None | str | Unset):
+        owner_uid (None | str | Unset): The UID of the Machine that owns the instance; none for a pool member, a fresh
+            fork or
+            clone, or an instance made outside Kairon. Only an owner's node agent adopts it.
         pid (int | None | Unset): The VMM process (for a sandbox: its init process).
         template (None | str | Unset):
     """
@@ -44,6 +47,7 @@ class Vm:
     expires_at: None | str | Unset = UNSET
     guest_ip: None | str | Unset = UNSET
     message: None | str | Unset = UNSET
+    owner_uid: None | str | Unset = UNSET
     pid: int | None | Unset = UNSET
     template: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -79,6 +83,12 @@ class Vm:
         else:
             message = self.message
 
+        owner_uid: None | str | Unset
+        if isinstance(self.owner_uid, Unset):
+            owner_uid = UNSET
+        else:
+            owner_uid = self.owner_uid
+
         pid: int | None | Unset
         if isinstance(self.pid, Unset):
             pid = UNSET
@@ -109,6 +119,8 @@ class Vm:
             field_dict["guestIp"] = guest_ip
         if message is not UNSET:
             field_dict["message"] = message
+        if owner_uid is not UNSET:
+            field_dict["ownerUid"] = owner_uid
         if pid is not UNSET:
             field_dict["pid"] = pid
         if template is not UNSET:
@@ -160,6 +172,15 @@ class Vm:
 
         message = _parse_message(d.pop("message", UNSET))
 
+        def _parse_owner_uid(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        owner_uid = _parse_owner_uid(d.pop("ownerUid", UNSET))
+
         def _parse_pid(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -188,6 +209,7 @@ class Vm:
             expires_at=expires_at,
             guest_ip=guest_ip,
             message=message,
+            owner_uid=owner_uid,
             pid=pid,
             template=template,
         )

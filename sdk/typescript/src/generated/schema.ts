@@ -839,7 +839,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every sandbox on this node as its runtime sees it (including ones made outside Kairon). */
+        /**
+         * Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+         *     Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+         *     Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+         *     its name.
+         */
         get: operations["sandbox_list"];
         put?: never;
         post?: never;
@@ -1018,6 +1023,11 @@ export interface components {
             /** @description The runtime name: `kairon-<namespace>-<name>` for a Machine. */
             name: string;
             network?: components["schemas"]["NetworkSpec"] | null;
+            /**
+             * @description The UID of the Machine that owns the instance (the node agent sets it at create). The
+             *     runtime moves it to `Vm::owner_uid`; a pool template, fork or clone never carries it.
+             */
+            ownerUid?: string | null;
             resources?: components["schemas"]["Resources"] | null;
             runtime?: components["schemas"]["RuntimeSpec"] | null;
             sandbox?: components["schemas"]["SandboxSpec"] | null;
@@ -1460,6 +1470,12 @@ export interface components {
         };
         /** @enum {string} */
         ProcessState: "running" | "exited";
+        /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
+        RedactedSandbox: {
+            backend: string;
+            id: string;
+            state: components["schemas"]["VmState"];
+        };
         Resources: {
             /** @description vCPUs (`"2"`, or `500m` for a sandbox). */
             cpu?: string | null;
@@ -1470,6 +1486,11 @@ export interface components {
             backend?: components["schemas"]["Backend"] | null;
             kernel?: components["schemas"]["KernelSpec"] | null;
         };
+        /**
+         * @description A sandbox in the node's list: in full when it belongs to a Machine in one of the caller's
+         *     namespaces (admins: every one), else only its ID, state and backend.
+         */
+        SandboxItem: components["schemas"]["Vm"] | components["schemas"]["RedactedSandbox"];
         SandboxSpec: {
             /**
              * @description Boot from a template built on the node (`POST /api/v1/nodes/{node}/templates`). A
@@ -1562,6 +1583,11 @@ export interface components {
             id: string;
             message?: string | null;
             name: string;
+            /**
+             * @description The UID of the Machine that owns the instance; none for a pool member, a fresh fork or
+             *     clone, or an instance made outside Kairon. Only an owner's node agent adopts it.
+             */
+            ownerUid?: string | null;
             /**
              * Format: int32
              * @description The VMM process (for a sandbox: its init process).
@@ -4425,7 +4451,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Vm"][];
+                    "application/json": components["schemas"]["SandboxItem"][];
                 };
             };
         };

@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.redacted_sandbox import RedactedSandbox
 from ...models.vm import Vm
 from ...types import Response
 
@@ -26,12 +27,28 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> list[Vm] | None:
+) -> list[RedactedSandbox | Vm] | None:
     if response.status_code == 200:
         response_200 = []
         _response_200 = response.json()
         for response_200_item_data in _response_200:
-            response_200_item = Vm.from_dict(response_200_item_data)
+
+            def _parse_response_200_item(data: object) -> RedactedSandbox | Vm:
+                try:
+                    if not isinstance(data, dict):
+                        raise TypeError()
+                    componentsschemas_sandbox_item_type_0 = Vm.from_dict(data)
+
+                    return componentsschemas_sandbox_item_type_0
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    pass
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_sandbox_item_type_1 = RedactedSandbox.from_dict(data)
+
+                return componentsschemas_sandbox_item_type_1
+
+            response_200_item = _parse_response_200_item(response_200_item_data)
 
             response_200.append(response_200_item)
 
@@ -45,7 +62,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[list[Vm]]:
+) -> Response[list[RedactedSandbox | Vm]]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -58,8 +75,11 @@ def sync_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Vm]]:
+) -> Response[list[RedactedSandbox | Vm]]:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+    Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+    Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+    its name.
 
     Args:
         node (str):
@@ -69,7 +89,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Vm]]
+        Response[list[RedactedSandbox | Vm]]
     """
 
     kwargs = _get_kwargs(
@@ -87,8 +107,11 @@ def sync(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Vm] | None:
+) -> list[RedactedSandbox | Vm] | None:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+    Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+    Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+    its name.
 
     Args:
         node (str):
@@ -98,7 +121,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Vm]
+        list[RedactedSandbox | Vm]
     """
 
     return sync_detailed(
@@ -111,8 +134,11 @@ async def asyncio_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Vm]]:
+) -> Response[list[RedactedSandbox | Vm]]:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+    Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+    Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+    its name.
 
     Args:
         node (str):
@@ -122,7 +148,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Vm]]
+        Response[list[RedactedSandbox | Vm]]
     """
 
     kwargs = _get_kwargs(
@@ -138,8 +164,11 @@ async def asyncio(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Vm] | None:
+) -> list[RedactedSandbox | Vm] | None:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
+    Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
+    Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
+    its name.
 
     Args:
         node (str):
@@ -149,7 +178,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Vm]
+        list[RedactedSandbox | Vm]
     """
 
     return (
