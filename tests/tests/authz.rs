@@ -284,7 +284,7 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
     if op == "file_write" {
         query.push("path=/tmp/authz".into());
     }
-    if op.ends_with("_wait") {
+    if op.ends_with("_wait") && op != "process_wait" {
         query.push("deleted=true&timeoutSeconds=1".into());
     }
     if op == "process_wait" {
@@ -300,7 +300,7 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         return websocket(k, token, &path).await;
     }
     if op == "machine_exec_stream" {
-        return websocket(k, token, &format!("{path}?command=true")).await;
+        return websocket(k, token, &format!("{path}?command=%5B%22true%22%5D")).await;
     }
     send(k, token, method, &path, body).await
 }
@@ -432,7 +432,18 @@ impl Mcp {
         if let Some(s) = &self.session {
             cmd.args(["-H", &format!("Mcp-Session-Id: {s}")]);
         }
-        let out = cmd.args(["-d", &body.to_string(), &self.url]).output().expect("curl");
+        let mut out = cmd.args(["-d", &body.to_string(), &self.url]).output().expect("curl");
+        for _ in 0..3 {
+            if !out.stdout.is_empty() {
+                break;
+            }
+            // No answer at all (a connection reset under load): again, after a moment.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            out = cmd.output().expect("curl");
+        }
+        if out.stdout.is_empty() {
+            return (0, format!("curl: {}", String::from_utf8_lossy(&out.stderr)), None);
+        }
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);

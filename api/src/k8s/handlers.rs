@@ -191,6 +191,15 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
 
 async fn get(c: &Ctx<'_>, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
     if c.rt.view == View::Namespaces {
+        // As the list shows a tenant only its own namespaces, a tenant reads no other one by
+        // name either: another tenant's namespace (its labels, uid, creation time) stays unseen.
+        if !c.id.may_use_namespace(name) {
+            return Err(ApiError::forbidden(format!(
+                "{} may not use namespace {name:?} (allowed: {})",
+                c.id.sub,
+                c.id.namespaces.join(", ")
+            )));
+        }
         return Ok(c.respond(StatusCode::OK, namespace_object(c, name).await?, &[], headers));
     }
     let obj = c.st.store.get(c.key(name)).await?.ok_or_else(|| ApiError::not_found(&c.rt.qualified(), name))?;
