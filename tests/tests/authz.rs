@@ -79,7 +79,8 @@ fn openapi_doc() -> &'static Value {
     static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     DOC.get_or_init(|| {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../openapi/openapi.json");
-        serde_json::from_str(&std::fs::read_to_string(path).expect("openapi/openapi.json")).expect("openapi.json parses")
+        serde_json::from_str(&std::fs::read_to_string(path).expect("openapi/openapi.json"))
+            .expect("openapi.json parses")
     })
 }
 
@@ -127,11 +128,8 @@ fn kube_ops() -> BTreeSet<String> {
 /// Rows against what exists: every operation has a row, every row an operation.
 fn coverage(rows: &[Row], mcp_tools: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
-    let sets: [(&str, BTreeSet<String>); 3] = [
-        ("rest", openapi_ops().into_keys().collect()),
-        ("kube", kube_ops()),
-        ("mcp", mcp_tools.clone()),
-    ];
+    let sets: [(&str, BTreeSet<String>); 3] =
+        [("rest", openapi_ops().into_keys().collect()), ("kube", kube_ops()), ("mcp", mcp_tools.clone())];
     for (surface, ops) in &sets {
         let covered: BTreeSet<String> =
             rows.iter().filter(|r| r.surface == *surface).map(|r| r.operation.clone()).collect();
@@ -186,7 +184,13 @@ fn class(status: u16) -> String {
 }
 
 /// One HTTP request as a caller (no Authorization header for no_token).
-async fn send(k: &Kairon, token: &Option<String>, method: Method, path: &str, body: Option<(&str, Vec<u8>)>) -> (u16, String) {
+async fn send(
+    k: &Kairon,
+    token: &Option<String>,
+    method: Method,
+    path: &str,
+    body: Option<(&str, Vec<u8>)>,
+) -> (u16, String) {
     let rest = k.rest_as(token.as_deref().unwrap_or("")).unwrap();
     let mut req = rest.http.request(method, rest.url(path));
     if let Some(t) = token {
@@ -252,13 +256,18 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
     let vm = json!({"metadata": {"name": "authz-new"}, "spec": {"image": {"path": VM_IMAGE}}});
     match op {
         "machine_create" if row.target == "sandbox" => {
-            body = json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"sandbox": {"templateName": "busybox"}}}))
+            body =
+                json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"sandbox": {"templateName": "busybox"}}}))
         }
         "machine_create" => body = json_body(vm.clone()),
         "machinepool_create" => {
-            body = json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"replicas": 0, "template": {"spec": vm["spec"]}}}))
+            body = json_body(
+                json!({"metadata": {"name": "authz-new"}, "spec": {"replicas": 0, "template": {"spec": vm["spec"]}}}),
+            )
         }
-        "machineclaim_create" => body = json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"poolName": "pool"}})),
+        "machineclaim_create" => {
+            body = json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"poolName": "pool"}}))
+        }
         "machine_replace" | "machinepool_replace" | "machineclaim_replace" => {
             let mut stored = admin_get(k, &format!("/api/v1/{kind}/{ns}/{name}")).await;
             if let Some(o) = stored.as_object_mut() {
@@ -335,12 +344,20 @@ fn kube_object_name(res: &str, ns: &str) -> String {
 fn kube_new(res: &str, ns: &str) -> Value {
     let meta = json!({"name": "authz-new"});
     match res {
-        "machines" => json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": meta, "spec": {"image": {"path": VM_IMAGE}}}),
+        "machines" => {
+            json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": meta, "spec": {"image": {"path": VM_IMAGE}}})
+        }
         "machinepools" => json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool", "metadata": meta,
             "spec": {"replicas": 0, "template": {"spec": {"image": {"path": VM_IMAGE}}}}}),
-        "machineclaims" => json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim", "metadata": meta, "spec": {"poolName": "pool"}}),
-        "kaironnodes" => json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironNode", "metadata": meta, "spec": {"runtimeEndpoint": "https://127.0.0.1:1"}}),
-        "leases" => json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": {"holderIdentity": "authz"}}),
+        "machineclaims" => {
+            json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim", "metadata": meta, "spec": {"poolName": "pool"}})
+        }
+        "kaironnodes" => {
+            json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironNode", "metadata": meta, "spec": {"runtimeEndpoint": "https://127.0.0.1:1"}})
+        }
+        "leases" => {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": {"holderIdentity": "authz"}})
+        }
         "events" => event("authz-new", ns),
         _ => json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}),
     }
@@ -379,13 +396,16 @@ async fn kube_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
     let (_, collection, _) = kube_resources().into_iter().find(|r| r.0 == res).unwrap();
     let collection = collection.replace("{ns}", ns);
     // A Machine's status is written by the node it runs on: those rows use a running sandbox.
-    let name = if res == "machines" && verb.starts_with("status.") { "labelled".into() } else { kube_object_name(res, ns) };
+    let name =
+        if res == "machines" && verb.starts_with("status.") { "labelled".into() } else { kube_object_name(res, ns) };
     let item = format!("{collection}/{name}");
     let merge_ct = "application/merge-patch+json";
     match verb {
         "get" => send(k, token, Method::GET, &item, None).await,
         "list" => send(k, token, Method::GET, &collection, None).await,
-        "create" => send(k, token, Method::POST, &format!("{collection}?dryRun=All"), json_body(kube_new(res, ns))).await,
+        "create" => {
+            send(k, token, Method::POST, &format!("{collection}?dryRun=All"), json_body(kube_new(res, ns))).await
+        }
         "update" => {
             let stored = admin_get(k, &item).await;
             send(k, token, Method::PUT, &format!("{item}?dryRun=All"), json_body(stored)).await
@@ -476,14 +496,14 @@ impl Mcp {
     /// The tool's outcome: the HTTP status when the request itself is refused, else the REST
     /// status the tool's error names ("Forbidden (403): …"), else 200.
     fn call(&self, tool: &str, args: Value) -> (u16, String) {
-        let (status, head, msg) =
-            self.post(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}));
+        let (status, head, msg) = self.post(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
+        );
         if status != 200 {
             return (status, head);
         }
         let r = msg.map(|m| m["result"].clone()).unwrap_or(Value::Null);
-        let text: String =
-            r["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
+        let text: String = r["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
         if r["isError"].as_bool().unwrap_or(false) {
             for code in [401u16, 403] {
                 if text.contains(&format!("({code})")) {
@@ -498,7 +518,12 @@ impl Mcp {
     fn tools(&self) -> BTreeSet<String> {
         let (_, _, msg) = self.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
         let msg = msg.expect("tools/list answers");
-        msg["result"]["tools"].as_array().into_iter().flatten().filter_map(|t| t["name"].as_str().map(String::from)).collect()
+        msg["result"]["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
     }
 }
 
@@ -604,7 +629,12 @@ async fn check(flag_on: bool) {
         }
     }
     eprintln!("authz: flag {flag}: {cells} cells checked, {} differ", failures.len());
-    assert!(failures.is_empty(), "{} cells differ from tests/authz/table.csv:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} cells differ from tests/authz/table.csv:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -615,4 +645,14 @@ async fn the_authorization_table_holds_with_the_operator_exec_flag_off() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_authorization_table_holds_with_the_operator_exec_flag_on() {
     check(true).await;
+}
+
+/// Without a server: every operationId of openapi/openapi.json and every Kubernetes path has a
+/// row, and every REST and Kubernetes row names something that exists (the MCP tools are
+/// checked against the server's tools/list by the tests above).
+#[test]
+fn every_rest_operation_and_kubernetes_path_has_a_row() {
+    let rows: Vec<Row> = table().into_iter().filter(|r| r.surface != "mcp").collect();
+    let problems: Vec<String> = coverage(&rows, &BTreeSet::new());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
