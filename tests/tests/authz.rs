@@ -202,7 +202,7 @@ async fn send(
     match req.send().await {
         Ok(resp) => {
             let s = resp.status().as_u16();
-            (s, resp.text().await.unwrap_or_default().chars().take(300).collect())
+            (s, resp.text().await.unwrap_or_default())
         }
         Err(e) => (0, e.to_string()),
     }
@@ -623,9 +623,20 @@ async fn check(flag_on: bool) {
                     row.target,
                     CALLERS[c],
                     row.want[c],
-                    body.replace('\n', " ")
+                    body.replace('\n', " ").chars().take(300).collect::<String>()
                 ));
             }
+        }
+    }
+    // What the outcome classes cannot say: a tenant's list and watch of Namespaces name none of
+    // another tenant's (`other` was created explicitly, so it is stored).
+    for path in ["/api/v1/namespaces", "/api/v1/namespaces?watch=true&timeoutSeconds=1"] {
+        let (status, body) = send(&k, &callers.tokens[1], Method::GET, path, None).await;
+        if status != 200 || body.contains(&format!("\"name\":\"{FOREIGN}\"")) || !body.contains(OWN) {
+            failures.push(format!(
+                "operator of {OWN}: GET {path} shows another tenant's namespace: {status} {}",
+                body.chars().take(600).collect::<String>()
+            ));
         }
     }
     eprintln!("authz: flag {flag}: {cells} cells checked, {} differ", failures.len());

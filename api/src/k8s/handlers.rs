@@ -247,9 +247,19 @@ impl Selection {
 }
 
 fn visible(c: &Ctx<'_>, obj: &Value) -> bool {
-    c.id.all_namespaces()
-        || !c.rt.namespaced
-        || obj["metadata"]["namespace"].as_str().is_some_and(|ns| c.id.may_use_namespace(ns))
+    may_see(c.id, c.rt, obj)
+}
+
+/// Whether a list or watch shows `obj` to `id`: what is in its namespaces, what is
+/// cluster-scoped, and of the Namespaces only its own (a tenant learns no other tenant's).
+fn may_see(id: &Identity, rt: &ResourceType, obj: &Value) -> bool {
+    if id.all_namespaces() {
+        return true;
+    }
+    if rt.view == View::Namespaces {
+        return obj["metadata"]["name"].as_str().is_some_and(|n| id.may_use_namespace(n));
+    }
+    !rt.namespaced || obj["metadata"]["namespace"].as_str().is_some_and(|ns| id.may_use_namespace(ns))
 }
 
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
@@ -441,12 +451,8 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
     };
     let may_see = {
         let id = id.clone();
-        let namespaced = c.rt.namespaced;
-        move |o: &Value| {
-            id.all_namespaces()
-                || !namespaced
-                || o["metadata"]["namespace"].as_str().is_some_and(|ns| id.may_use_namespace(ns))
-        }
+        let rt = c.rt.clone();
+        move |o: &Value| may_see(&id, &rt, o)
     };
     for o in initial {
         let o = present(o);
