@@ -2,6 +2,10 @@
 //! elsewhere, viewer, the legacy shared token) against every class of route, on a
 //! sandbox-labelled and an unlabelled Machine, with the operator-exec flag off and on. Each
 //! cell is either allowed (anything but 401/403) or the exact refusal.
+//!
+//! The full table (every REST operation, Kubernetes path and MCP tool × nine callers) is
+//! `tests/authz/table.csv`, checked by `tests/authz.rs` on outcome classes; this test keeps the
+//! exact refusal messages and the kubectl check.
 
 use serde_json::{Value, json};
 

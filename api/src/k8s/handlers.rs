@@ -191,6 +191,15 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> ApiResult<Value> {
 
 async fn get(c: &Ctx<'_>, name: &str, headers: &HeaderMap) -> ApiResult<Response> {
     if c.rt.view == View::Namespaces {
+        // As the list shows a tenant only its own namespaces, a tenant reads no other one by
+        // name either: another tenant's namespace (its labels, uid, creation time) stays unseen.
+        if !c.id.may_use_namespace(name) {
+            return Err(ApiError::forbidden(format!(
+                "{} may not use namespace {name:?} (allowed: {})",
+                c.id.sub,
+                c.id.namespaces.join(", ")
+            )));
+        }
         return Ok(c.respond(StatusCode::OK, namespace_object(c, name).await?, &[], headers));
     }
     let obj = c.st.store.get(c.key(name)).await?.ok_or_else(|| ApiError::not_found(&c.rt.qualified(), name))?;
@@ -238,9 +247,19 @@ impl Selection {
 }
 
 fn visible(c: &Ctx<'_>, obj: &Value) -> bool {
-    c.id.all_namespaces()
-        || !c.rt.namespaced
-        || obj["metadata"]["namespace"].as_str().is_some_and(|ns| c.id.may_use_namespace(ns))
+    may_see(c.id, c.rt, obj)
+}
+
+/// Whether a list or watch shows `obj` to `id`: what is in its namespaces, what is
+/// cluster-scoped, and of the Namespaces only its own (a tenant learns no other tenant's).
+fn may_see(id: &Identity, rt: &ResourceType, obj: &Value) -> bool {
+    if id.all_namespaces() {
+        return true;
+    }
+    if rt.view == View::Namespaces {
+        return obj["metadata"]["name"].as_str().is_some_and(|n| id.may_use_namespace(n));
+    }
+    !rt.namespaced || obj["metadata"]["namespace"].as_str().is_some_and(|ns| id.may_use_namespace(ns))
 }
 
 fn encode_continue(rv: i64, ns: &str, name: &str) -> String {
@@ -432,12 +451,8 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
     };
     let may_see = {
         let id = id.clone();
-        let namespaced = c.rt.namespaced;
-        move |o: &Value| {
-            id.all_namespaces()
-                || !namespaced
-                || o["metadata"]["namespace"].as_str().is_some_and(|ns| id.may_use_namespace(ns))
-        }
+        let rt = c.rt.clone();
+        move |o: &Value| may_see(&id, &rt, o)
     };
     for o in initial {
         let o = present(o);
