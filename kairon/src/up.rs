@@ -297,5 +297,7 @@ fn runtime_token(data_dir: &Path) -> Result<String> {
 /// Starts this node's runtime in-process on a free loopback port and returns its URL.
 async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<String> {
     let state_dir = data_dir.join("runtime").join(&args.node_name);
-    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone()).await
+    // `kairon image` builds into DATA_DIR/images when /var/lib/fluxvm/images is not writable.
+    let extra = vec![data_dir.join("images")];
+    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone(), extra).await
 }
