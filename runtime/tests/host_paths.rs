@@ -285,3 +285,13 @@ async fn overlays_pin_the_base_format_and_volume_formats_come_from_their_names()
         assert_eq!(hostpaths::inspect(&f).unwrap().format.as_str(), fmt);
     }
 }
+
+#[test]
+fn the_node_config_names_the_image_dirs() {
+    use kairon_runtime::egress::NodeConfig;
+    let cfg = NodeConfig::parse("[vm]\nimage_dirs = [\"/srv/images\"]\n").expect("parses");
+    assert_eq!(cfg.vm.image_dirs(), [PathBuf::from("/srv/images")]);
+    let cfg = NodeConfig::parse("").expect("parses");
+    let default: Vec<PathBuf> = hostpaths::DEFAULT_IMAGE_DIRS.iter().map(PathBuf::from).collect();
+    assert_eq!(cfg.vm.image_dirs(), default);
+}
