@@ -159,6 +159,89 @@ fn sandbox_pointer(kind: Kind<'_>) -> Option<&'static str> {
     }
 }
 
+/// Where a tenant's Machine may name its image, kernel and initrd, unless `kairon up` /
+/// `kairon api` is told otherwise (`--image-dir`). The same default as the runtime's
+/// `[vm] image_dirs`; the runtime checks its own list again (and symlinks) on the node.
+pub const DEFAULT_IMAGE_DIRS: &[&str] = &["/var/lib/fluxvm/images", "/images"];
+
+static IMAGE_DIRS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Sets the image directories the API knows (once, at start-up).
+pub fn set_image_dirs(dirs: Vec<String>) {
+    let _ = IMAGE_DIRS.set(dirs.into_iter().map(|d| d.trim_end_matches('/').to_string()).collect());
+}
+
+/// The image directories the API knows.
+pub fn image_dirs() -> Vec<String> {
+    IMAGE_DIRS.get().cloned().unwrap_or_else(|| DEFAULT_IMAGE_DIRS.iter().map(|d| d.to_string()).collect())
+}
+
+/// Where a Machine spec lies in an object of `kind`.
+fn spec_pointer(kind: Kind<'_>) -> Option<&'static str> {
+    if kind.is(KAIRON_GROUP, "machines") {
+        Some("/spec")
+    } else if kind.is(KAIRON_GROUP, "machinepools") {
+        Some("/spec/template/spec")
+    } else {
+        None
+    }
+}
+
+/// `path` has no `.`, `..` or empty component (after a leading `/`).
+fn plain_components(path: &str) -> bool {
+    let rest = path.strip_prefix('/').unwrap_or(path);
+    !rest.is_empty() && rest.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// Host paths a tenant writes (adds or changes) in a Machine spec: images, kernels and
+/// initrds inside the image directories, volume paths without `..`. What an admin wrote and
+/// the tenant leaves alone stays.
+fn tenant_host_paths(who: &str, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    let Some(spec) = spec_pointer(kind) else { return Ok(()) };
+    let field = |p: &str| format!("{}{p}", spec.trim_start_matches('/')).replace('/', ".");
+    let dirs = image_dirs();
+    for p in ["/image/path", "/runtime/kernel/path", "/runtime/kernel/initrd"] {
+        let pointer = format!("{spec}{p}");
+        let Some(path) = new.pointer(&pointer).and_then(Value::as_str) else { continue };
+        if old.and_then(|o| o.pointer(&pointer)).and_then(Value::as_str) == Some(path) {
+            continue;
+        }
+        let inside = path.starts_with('/')
+            && plain_components(path)
+            && dirs.iter().any(|d| path.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/') && r.len() > 1));
+        if !inside {
+            return Err(format!(
+                "{} {path:?} is not inside the image directories ({}): a tenant may name only a file there, by a                  path without `.` or `..`; put the image there, or ask an admin ({who})",
+                field(p),
+                dirs.join(", ")
+            ));
+        }
+    }
+    let volumes = |v: Option<&Value>| -> Vec<(String, String)> {
+        v.and_then(|v| v.pointer(&format!("{spec}/volumes")))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| Some((v.get("name")?.as_str()?.to_string(), v.get("path")?.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = volumes(old);
+    for (name, path) in volumes(Some(new)) {
+        if before.contains(&(name.clone(), path.clone())) {
+            continue;
+        }
+        if !plain_components(&path) {
+            return Err(format!(
+                "{}.volumes[{name}].path {path:?} may not contain `.` or `..` (or empty components): name a disk in                  the node's volumes directory of this namespace, e.g. data.qcow2, or ask an admin ({who})",
+                spec.trim_start_matches('/').replace('/', ".")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The fine rule: may `id` turn `old` (None: a create) into `new`?
 pub fn check_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
     match id.role {
@@ -288,6 +371,7 @@ fn tenant_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value)
             "{what} is admin-only: use an admin token, or the REST power operations to drive it ({who})"
         ));
     }
+    tenant_host_paths(&who, kind, old, new)?;
     let controller_only = |what: &str, why: &str, instead: &str| {
         Err(format!("{what} is written by the controllers only ({why}): {who}; {instead}"))
     };
@@ -391,11 +475,12 @@ mod tests {
     const MACHINES: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "machines", namespaced: true };
     const LEASES: Kind<'static> = Kind { group: LEASE_GROUP, plural: "leases", namespaced: true };
     const NODES: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "kaironnodes", namespaced: false };
+    const POOLS: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "machinepools", namespaced: true };
 
     fn machine(labels: Value, annotations: Value) -> Value {
         json!({"metadata": {"name": "m", "namespace": "a", "labels": labels, "annotations": annotations,
                             "finalizers": ["kairon.zyvor.dev/machine"]},
-               "spec": {"image": {"path": "/x"}}, "status": {"nodeName": "n1", "phase": "Running"}})
+               "spec": {"image": {"path": "/images/x.qcow2"}}, "status": {"nodeName": "n1", "phase": "Running"}})
     }
 
     #[test]
@@ -480,5 +565,43 @@ mod tests {
         assert!(check_write(&ctl, MACHINES, Some(&old), &new).is_ok());
         new["metadata"]["annotations"][annotations::FS_FROZEN] = json!("t");
         assert!(check_write(&ctl, MACHINES, Some(&old), &new).is_err());
+    }
+
+    #[test]
+    fn tenants_name_host_paths_inside_the_image_dirs_only() {
+        let op = id(Role::Operator, "alice", &["a"]);
+        let admin = id(Role::Admin, "root", &["*"]);
+        let with = |spec: Value| json!({"metadata": {"name": "m", "namespace": "a"}, "spec": spec});
+        let ok = with(json!({"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"},
+                             "runtime": {"kernel": {"path": "/images/k", "initrd": "/images/i"}},
+                             "volumes": [{"name": "d", "path": "data.qcow2"}]}));
+        assert!(check_write(&op, MACHINES, None, &ok).is_ok());
+        for bad in [
+            json!({"image": {"path": "/etc/shadow"}}),
+            json!({"image": {"path": "/var/lib/fluxvm/images/../../../etc/shadow"}}),
+            json!({"image": {"path": "/var/lib/fluxvm/images"}}),
+            json!({"image": {"path": "/var/lib/fluxvm/imagesX/a"}}),
+            json!({"image": {"path": "/images/./a"}}),
+            json!({"runtime": {"kernel": {"path": "/boot/vmlinuz"}}}),
+            json!({"runtime": {"kernel": {"path": "/images/k", "initrd": "/etc/shadow"}}}),
+            json!({"volumes": [{"name": "d", "path": "../../etc/shadow"}]}),
+            json!({"volumes": [{"name": "d", "path": "/var/lib/kairon/volumes/a/../b/x"}]}),
+        ] {
+            let m = with(bad.clone());
+            let e = check_write(&op, MACHINES, None, &m).unwrap_err();
+            assert!(e.contains("ask an admin"), "{bad}: {e}");
+            assert!(check_write(&admin, MACHINES, None, &m).is_ok());
+            let pool = json!({"metadata": {"name": "p", "namespace": "a"}, "spec": {"template": {"spec": bad}}});
+            let e = check_write(&op, POOLS, None, &pool).unwrap_err();
+            assert!(e.contains("spec.template.spec."), "{e}");
+        }
+        // What an admin wrote stays writable around it; changing it is the tenant's own write.
+        let admins =
+            with(json!({"image": {"path": "/srv/other.qcow2"}, "volumes": [{"name": "d", "path": "/srv/d.raw"}]}));
+        let mut new = admins.clone();
+        new["metadata"]["labels"] = json!({"x": "y"});
+        assert!(check_write(&op, MACHINES, Some(&admins), &new).is_ok());
+        new["spec"]["image"]["path"] = json!("/srv/another.qcow2");
+        assert!(check_write(&op, MACHINES, Some(&admins), &new).is_err());
     }
 }

@@ -43,6 +43,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let keys = TokenKeys::from_secret(&crate::up::signing_secret(&data_dir, true)?)?;
     let mut state = AppState::new(store.clone(), keys, Default::default());
     state.rest = Some(std::sync::Arc::new(args.rest.context(kube, args.runtime_token.clone())));
+    args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();
 
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;

@@ -101,7 +101,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
             // The cluster's runtime token when given (so the api can reach this node), else a
             // private one.
             let token = args.runtime_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-            let url = crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None).await?;
+            let url = crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![]).await?;
             (url, token)
         }
     };

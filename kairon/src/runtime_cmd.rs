@@ -27,6 +27,10 @@ pub struct RuntimeArgs {
     /// Registries reached over plain HTTP (host:port), for template pulls.
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
+    /// Image directories beyond the node config's `[vm] image_dirs` (`kairon up`'s own
+    /// `DATA_DIR/images`, where `kairon image` builds when the system directory is not writable).
+    #[arg(skip)]
+    pub extra_image_dirs: Vec<PathBuf>,
 }
 
 /// Opens the runtime: the process becomes a child subreaper so sandbox inits that outlive
@@ -47,7 +51,13 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
             ..Default::default()
         },
     };
-    Runtime::open(cfg).await.map_err(|e| anyhow::anyhow!("opening the runtime in {}: {e}", args.state_dir.display()))
+    let rt = Runtime::open(cfg)
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the runtime in {}: {e}", args.state_dir.display()))?;
+    let mut image_dirs = node_config.vm.image_dirs();
+    image_dirs.extend(args.extra_image_dirs.iter().cloned());
+    rt.set_image_dirs(image_dirs);
+    Ok(rt)
 }
 
 /// Opens a runtime on `state_dir` and serves it in this process on a free loopback port;
@@ -57,6 +67,7 @@ pub async fn serve_in_process(
     node_name: &str,
     token: &str,
     config: Option<PathBuf>,
+    extra_image_dirs: Vec<PathBuf>,
 ) -> Result<String> {
     let args = RuntimeArgs {
         state_dir,
@@ -65,6 +76,7 @@ pub async fn serve_in_process(
         token: token.to_string(),
         config,
         insecure_registries: vec![],
+        extra_image_dirs,
     };
     let rt = open(&args).await?;
     if kairon_runtime::vm::qemu_installed() {

@@ -67,9 +67,26 @@ pub struct RestArgs {
     /// Relay sessions stamp kairon.zyvor.dev/last-activity at most this often per Machine.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub activity_stamp_interval: Duration,
+    /// Where a tenant's (non-admin) Machine may name its image, kernel and initrd (repeat, or
+    /// comma-separated). Each node's runtime checks its own `[vm] image_dirs` again; `kairon up`
+    /// adds DATA_DIR/images, where `kairon image` may build.
+    #[arg(
+        long = "image-dir",
+        env = "KAIRON_IMAGE_DIRS",
+        value_delimiter = ',',
+        default_values_t = kairon_api::guard::DEFAULT_IMAGE_DIRS.iter().map(|d| d.to_string()).collect::<Vec<_>>()
+    )]
+    pub image_dirs: Vec<String>,
 }
 
 impl RestArgs {
+    /// Hands the image directories (and `extra`) to the API's write guard.
+    pub fn install_image_dirs(&self, extra: Option<&Path>) {
+        let mut dirs = self.image_dirs.clone();
+        dirs.extend(extra.map(|p| p.to_string_lossy().into_owned()));
+        kairon_api::guard::set_image_dirs(dirs);
+    }
+
     pub fn context(&self, kube: kube::Client, runtime_token: String) -> kairon_api::rest::RestContext {
         let mut ctx = kairon_api::rest::RestContext::new(kube, runtime_token);
         ctx.sandbox_operator_exec = self.sandbox_operator_exec;
@@ -196,6 +213,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
     let runtime_token = runtime_token(data_dir)?;
     state.rest = Some(std::sync::Arc::new(args.rest.context(client.clone(), runtime_token.clone())));
+    args.rest.install_image_dirs(Some(&data_dir.join("images")));
     state.legacy_token = args.rest.legacy_token.clone();
 
     // The in-process node agent and controllers use their own identities, never the admin's:
@@ -297,5 +315,7 @@ fn runtime_token(data_dir: &Path) -> Result<String> {
 /// Starts this node's runtime in-process on a free loopback port and returns its URL.
 async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<String> {
     let state_dir = data_dir.join("runtime").join(&args.node_name);
-    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone()).await
+    // `kairon image` builds into DATA_DIR/images when /var/lib/fluxvm/images is not writable.
+    let extra = vec![data_dir.join("images")];
+    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone(), extra).await
 }

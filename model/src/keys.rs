@@ -23,6 +23,9 @@ pub mod labels {
     pub const POOL: &str = "kairon.zyvor.dev/pool";
     /// The MachineClaim a pool member is bound to.
     pub const CLAIM: &str = "kairon.zyvor.dev/claim";
+    /// On a runtime create request (not on Machines): the Machine's namespace, which picks the
+    /// runtime's `volumes/<namespace>/` directory.
+    pub const RUNTIME_NAMESPACE: &str = "kairon.zyvor.dev/namespace";
 }
 
 /// Finalizers.

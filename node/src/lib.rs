@@ -248,7 +248,12 @@ fn create_request(m: &Machine) -> CreateVmRequest {
         // The controller enforces lifetimes on the Machine; the instance lives as long as it.
         ttl_seconds: None,
         start_paused: s.desired_power_state() == PowerState::Paused,
-        labels: Default::default(),
+        // The runtime keeps a namespace's volumes in its own `volumes/<namespace>/`.
+        labels: [(
+            kairon_model::keys::labels::RUNTIME_NAMESPACE.to_string(),
+            m.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        )]
+        .into(),
         owner_uid: m.uid(),
     }
 }

@@ -142,6 +142,29 @@ pub struct NodeConfig {
     /// `[registry.auth."host"] username = "…", password = "…"`.
     #[serde(default)]
     pub registry: RegistrySettings,
+    /// VMs: `[vm] image_dirs = ["/var/lib/fluxvm/images", "/images"]`.
+    #[serde(default)]
+    pub vm: VmSettings,
+}
+
+/// The `[vm]` table of the node config.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct VmSettings {
+    /// Where `spec.image.path` and `spec.runtime.kernel.*` may lie (default
+    /// `crate::vm::hostpaths::DEFAULT_IMAGE_DIRS`; the runtime's own images directory is always
+    /// allowed too).
+    #[serde(default)]
+    pub image_dirs: Option<Vec<std::path::PathBuf>>,
+}
+
+impl VmSettings {
+    /// The configured image directories, or the default ones.
+    pub fn image_dirs(&self) -> Vec<std::path::PathBuf> {
+        match &self.image_dirs {
+            Some(d) => d.clone(),
+            None => crate::vm::hostpaths::DEFAULT_IMAGE_DIRS.iter().map(std::path::PathBuf::from).collect(),
+        }
+    }
 }
 
 #[derive(Clone, Default, Deserialize)]

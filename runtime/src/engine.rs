@@ -381,6 +381,12 @@ impl Runtime {
         .map_err(|e| RuntimeError::Internal(e.to_string()))?
     }
 
+    /// Where VM images, kernels and initrds may lie (the node config's `[vm] image_dirs`),
+    /// besides the runtime's own images directory.
+    pub fn set_image_dirs(&self, dirs: Vec<PathBuf>) {
+        self.inner.vms.set_image_dirs(dirs);
+    }
+
     /// The disk limit of each sandbox created from now on: its writable layer and its logs
     /// (default `sandbox::DEFAULT_DISK_LIMIT`, or `KAIRON_SANDBOX_DISK_LIMIT`).
     pub fn set_sandbox_disk_limit(&self, bytes: u64) {

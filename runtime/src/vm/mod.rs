@@ -26,6 +26,7 @@
 //!   demand (`hostfwd_add`) and dialled inside the namespace (see [`VmHost::target`]).
 
 pub mod ga;
+pub mod hostpaths;
 pub mod image;
 pub mod ops;
 pub mod qmp;
@@ -186,6 +187,8 @@ pub struct Running {
 
 pub struct VmHost {
     state_dir: PathBuf,
+    /// Where images, kernels and initrds may lie (`[vm] image_dirs`), besides [`Self::images_dir`].
+    image_dirs: std::sync::Mutex<Vec<PathBuf>>,
     /// The uids of the QEMUs that run or are starting (see [`VM_UID_BASE`]).
     uids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
@@ -416,6 +419,7 @@ impl VmHost {
     pub fn new(state_dir: &Path) -> VmHost {
         VmHost {
             state_dir: state_dir.to_path_buf(),
+            image_dirs: std::sync::Mutex::new(hostpaths::DEFAULT_IMAGE_DIRS.iter().map(PathBuf::from).collect()),
             uids: std::sync::Mutex::new(Default::default()),
             running: std::sync::Mutex::new(BTreeMap::new()),
         }
@@ -427,6 +431,87 @@ impl VmHost {
 
     pub fn images_dir(&self) -> PathBuf {
         image::images_dir(&self.state_dir.join("images"))
+    }
+
+    /// Sets the image directories of the node config (the runtime's own images directory is
+    /// always one).
+    pub fn set_image_dirs(&self, dirs: Vec<PathBuf>) {
+        *lock(&self.image_dirs) = dirs;
+    }
+
+    /// Where images, kernels and initrds may lie: the configured directories and the runtime's
+    /// own images directory.
+    pub fn allowed_image_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = lock(&self.image_dirs).clone();
+        for own in [self.images_dir(), self.state_dir.join("images")] {
+            if !dirs.contains(&own) {
+                dirs.push(own);
+            }
+        }
+        dirs
+    }
+
+    /// The directory of a namespace's volumes (`volumes/<namespace>/`).
+    pub fn volumes_dir(&self, namespace: &str) -> PathBuf {
+        self.state_dir.join("volumes").join(namespace)
+    }
+
+    fn image_file(&self, field: &str, path: &str) -> Result<(PathBuf, std::fs::File)> {
+        let dirs = self.allowed_image_dirs();
+        hostpaths::resolve(field, path, &dirs, "the node's image directories").map_err(VmError::Invalid)
+    }
+
+    /// Resolves and checks the base image: its verified path, format and size.
+    fn base_image(&self, path: &str) -> Result<(PathBuf, hostpaths::DiskFormat, u64)> {
+        let (p, f) = self.image_file("spec.image.path", path)?;
+        let (fmt, info) = hostpaths::check_disk("spec.image.path", &p, &f, None, &self.allowed_image_dirs())
+            .map_err(VmError::Invalid)?;
+        Ok((p, fmt, info.virtual_size))
+    }
+
+    /// A volume named by path: inside `volumes/<namespace>/` (a relative path is taken there),
+    /// no symlinks, format from its name. Returns the verified path.
+    fn volume_file(&self, name: &str, path: &str, namespace: &str) -> Result<PathBuf> {
+        let field = format!("spec.volumes[{name}].path");
+        if !kairon_model::validate::is_dns_subdomain(namespace) {
+            return Err(VmError::Invalid(format!("namespace {namespace:?} is not a DNS name")));
+        }
+        let dir = self.volumes_dir(namespace);
+        let mut builder = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.recursive(true).create(&dir)?;
+        let full = if path.starts_with('/') { path.to_string() } else { format!("{}/{path}", dir.display()) };
+        let dirs = [dir.clone()];
+        let what = format!("the volumes directory of namespace {namespace}");
+        let (p, f) = hostpaths::resolve(&field, &full, &dirs, &what).map_err(VmError::Invalid)?;
+        hostpaths::check_disk(&field, &p, &f, Some(hostpaths::DiskFormat::of_volume(&full)), &dirs)
+            .map_err(VmError::Invalid)?;
+        Ok(p)
+    }
+
+    /// Checks again, before QEMU opens them, every host path of a VM: its image, kernel,
+    /// initrd and the volumes that are not its own.
+    fn recheck_paths(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
+        self.base_image(&cfg.image)?;
+        if let Some(k) = &cfg.kernel {
+            self.image_file("spec.runtime.kernel.path", k)?;
+        }
+        if let Some(i) = &cfg.initrd {
+            self.image_file("spec.runtime.kernel.initrd", i)?;
+        }
+        let own = self.instance_dir(id);
+        let volumes = [self.state_dir.join("volumes")];
+        for (name, file) in &cfg.volumes {
+            if Path::new(file).parent() == Some(own.as_path()) {
+                continue;
+            }
+            let field = format!("spec.volumes[{name}].path");
+            let (p, f) = hostpaths::resolve(&field, file, &volumes, "the runtime's volumes directory")
+                .map_err(VmError::Invalid)?;
+            hostpaths::check_disk(&field, &p, &f, Some(hostpaths::DiskFormat::of_volume(file)), &volumes)
+                .map_err(VmError::Invalid)?;
+        }
+        Ok(())
     }
 
     fn config_path(&self, id: &str) -> PathBuf {
@@ -460,32 +545,45 @@ impl VmHost {
         if image.is_empty() {
             return Err(VmError::Invalid(format!("spec.image.path is required, e.g. {}", default.display())));
         }
-        let path = PathBuf::from(&image);
-        if !path.is_absolute() {
-            return Err(VmError::Invalid(format!("spec.image.path {image:?} must be an absolute path on the node")));
-        }
-        if !path.is_file() {
-            return Err(VmError::Invalid(format!(
-                "the image {image} does not exist on this node (the default image {} is built by `kairon up` on first start)",
+        // Inside the image directories, no symlinks, no backing chain (see `hostpaths`).
+        let (path, _, _) = self.base_image(&image).map_err(|e| match e {
+            VmError::Invalid(m) if m.ends_with("does not exist on this node") => VmError::Invalid(format!(
+                "{m} (the default image {} is built by `kairon up` on first start)",
                 default.display()
-            )));
-        }
+            )),
+            e => e,
+        })?;
+        let image = path.to_string_lossy().into_owned();
         let (kernel, initrd, cmdline) = match req.runtime.as_ref().and_then(|r| r.kernel.as_ref()) {
             Some(k) => {
-                for p in std::iter::once(&k.path).chain(k.initrd.iter()) {
-                    if !Path::new(p).is_file() {
-                        return Err(VmError::Invalid(format!("spec.runtime.kernel: {p} does not exist on this node")));
-                    }
-                }
-                (Some(k.path.clone()), k.initrd.clone(), k.cmdline.clone())
+                let (kp, _) = self.image_file("spec.runtime.kernel.path", &k.path)?;
+                let ip = match &k.initrd {
+                    Some(i) => Some(self.image_file("spec.runtime.kernel.initrd", i)?.0),
+                    None => None,
+                };
+                let s = |p: PathBuf| p.to_string_lossy().into_owned();
+                (Some(s(kp)), ip.map(s), k.cmdline.clone())
             }
             None => match image::kernel_beside(&path) {
                 Some((k, i)) => {
+                    let k = self.image_file("spec.image.path's kernel", &k.to_string_lossy())?.0;
+                    let i = match i {
+                        Some(i) => Some(self.image_file("spec.image.path's initrd", &i.to_string_lossy())?.0),
+                        None => None,
+                    };
                     (Some(k.to_string_lossy().into_owned()), i.map(|i| i.to_string_lossy().into_owned()), None)
                 }
                 None => (None, None, None),
             },
         };
+        let namespace =
+            req.labels.get(hostpaths::NAMESPACE_LABEL).map(String::as_str).unwrap_or(hostpaths::DEFAULT_NAMESPACE);
+        let mut volumes = BTreeMap::new();
+        for v in &req.volumes {
+            if let Some(p) = &v.path {
+                volumes.insert(v.name.clone(), self.volume_file(&v.name, p, namespace)?.to_string_lossy().into_owned());
+            }
+        }
         let res = req.resources.clone().unwrap_or_default();
         let vcpus = match &res.cpu {
             Some(q) => {
@@ -530,7 +628,7 @@ impl VmHost {
             mac,
             hostname: hostname_for(&req.name),
             machine_id: random_machine_id(),
-            volumes: BTreeMap::new(),
+            volumes,
         })
     }
 
@@ -541,11 +639,12 @@ impl VmHost {
         self.new_overlay(id, cfg).await?;
         for v in &req.volumes {
             let file = match &v.path {
+                // Inside `volumes/<namespace>/`, no symlinks, format from its name.
                 Some(p) => {
-                    if !Path::new(p).is_file() {
-                        return Err(VmError::Invalid(format!("volume {}: {p} does not exist on this node", v.name)));
-                    }
-                    p.clone()
+                    let ns = req.labels.get(hostpaths::NAMESPACE_LABEL).map(String::as_str);
+                    self.volume_file(&v.name, p, ns.unwrap_or(hostpaths::DEFAULT_NAMESPACE))?
+                        .to_string_lossy()
+                        .into_owned()
                 }
                 None => {
                     let size = v
@@ -570,7 +669,23 @@ impl VmHost {
     async fn new_overlay(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
         let overlay = self.overlay(id);
         let _ = std::fs::remove_file(&overlay);
-        qemu_img(&["create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", &cfg.image, &overlay.to_string_lossy()]).await
+        // The base's format is pinned in the overlay (`-F`, read by the runtime from the base's
+        // header, never probed), and `-u` with its size: qemu-img does not open the base at all.
+        let (base, fmt, size) = self.base_image(&cfg.image)?;
+        qemu_img(&[
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            "-F",
+            fmt.as_str(),
+            "-b",
+            &base.to_string_lossy(),
+            "-u",
+            &overlay.to_string_lossy(),
+            &size.to_string(),
+        ])
+        .await
     }
 
     fn args(&self, id: &str, cfg: &MachineConfig, accel: Accel, incoming: bool, user: Option<&str>) -> Vec<String> {
@@ -618,7 +733,7 @@ impl VmHost {
         ]);
         a.extend(["-device".into(), format!("virtio-blk-{bus},drive=root")]);
         for (i, file) in cfg.volumes.values().enumerate() {
-            let fmt = if file.ends_with(".qcow2") { "qcow2" } else { "raw" };
+            let fmt = hostpaths::DiskFormat::of_volume(file).as_str();
             a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none,auto-read-only=off")]);
             a.extend(["-device".into(), format!("virtio-blk-{bus},drive=vol{i}")]);
         }
@@ -648,6 +763,7 @@ impl VmHost {
     /// Starts QEMU (booting, or waiting for an incoming migration) and connects QMP.
     pub async fn spawn(&self, id: &str, cfg: &MachineConfig, incoming: bool) -> Result<Arc<Running>> {
         let dir = self.instance_dir(id);
+        self.recheck_paths(id, cfg)?;
         let kernel = cfg.kernel.as_deref().map(Path::new);
         let images = self.images_dir();
         let accel = accel(kernel, &images).await.unwrap_or(Accel::Tcg);
