@@ -349,15 +349,30 @@ fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -
     Ok(())
 }
 
+/// A write to a `/status` subresource, decided by who asks before anything is read: tenants
+/// never write status, whatever the body (so a stale resourceVersion cannot answer first).
+pub fn may_write_status(id: &Identity, kind: Kind<'_>) -> Result<(), String> {
+    match id.role {
+        Role::Admin if !id.legacy => Ok(()),
+        Role::Node | Role::Controller => Ok(()),
+        _ => Err(status_refusal(id, kind)),
+    }
+}
+
+fn status_refusal(id: &Identity, kind: Kind<'_>) -> String {
+    format!(
+        "the status of {} is written by the controllers and node agents only: {}; change spec instead (or use the \
+         REST power operations)",
+        kind.plural,
+        who(id)
+    )
+}
+
 fn tenant_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
     let who = who(id);
     // Status: the subresource is where it changes; the object's own writes keep the stored one.
     if kind.group == KAIRON_GROUP && field_changed(old, new, "/status") {
-        return Err(format!(
-            "the status of {} is written by the controllers and node agents only: {who}; change spec instead (or use \
-             the REST power operations)",
-            kind.plural
-        ));
+        return Err(status_refusal(id, kind));
     }
     if let Some(p) = sandbox_pointer(kind)
         && new.pointer(p).is_some_and(|v| !v.is_null())

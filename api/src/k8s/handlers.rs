@@ -77,6 +77,9 @@ pub async fn handle(
     };
     let scope_ns = if rt.namespaced { t.namespace.as_deref() } else { None };
     guard::may_request(id, kind_of(rt), scope_ns, op).map_err(ApiError::forbidden)?;
+    if status_sub && op != Op::Read {
+        guard::may_write_status(id, kind_of(rt)).map_err(ApiError::forbidden)?;
+    }
     let ns = t.namespace.clone().unwrap_or_default();
     let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub };
 
