@@ -62,8 +62,9 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// Counts the long-lived connections of each token subject. Admins are counted too: a leaked
-/// admin token must not be able to exhaust the server either, and the controllers and node
-/// agents use subjects of their own.
+/// admin token must not be able to exhaust the server either. Node agents and controllers are
+/// not (see [`ConnectionLimiter::acquire_for`]): how many watches they hold is fixed by the
+/// code, not by a caller, and refusing one would stop the cluster's own machinery.
 #[derive(Debug)]
 pub struct ConnectionLimiter {
     limit: usize,
@@ -110,6 +111,19 @@ impl ConnectionLimiter {
         }
         *n += 1;
         Ok(ConnectionGuard { limiter: self.clone(), sub: sub.to_string() })
+    }
+
+    /// Takes a slot for a caller; node agents' and controllers' watches are not counted
+    /// (`None`).
+    pub fn acquire_for(
+        self: &Arc<Self>,
+        id: &crate::auth::Identity,
+    ) -> Result<Option<ConnectionGuard>, TooManyConnections> {
+        use crate::auth::Role;
+        if matches!(id.role, Role::Node | Role::Controller) {
+            return Ok(None);
+        }
+        self.acquire(&id.sub).map(Some)
     }
 
     /// How many connections `sub` holds now.

@@ -38,9 +38,7 @@ impl AppState {
             rest: None,
             legacy_token: None,
             limits: Arc::new(crate::limits::Limits::default()),
-            connections: crate::limits::ConnectionLimiter::new(
-                crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT,
-            ),
+            connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
         }
     }
 
