@@ -214,3 +214,87 @@ async fn long_lived_connections_are_counted_per_token_subject() {
     refused("the admin's third", &open_watch(&admin, "default").await.unwrap_err(), 429, "TooManyConnections", &[]);
     still_fine(&admin, "after").await;
 }
+
+/// The log without its colours.
+fn plain(log: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    let mut rest = log;
+    while let Some(i) = rest.find('\x1b') {
+        out.push_str(&rest[..i]);
+        rest = &rest[i..];
+        rest = rest.find('m').map_or("", |j| &rest[j + 1..]);
+    }
+    out.push_str(rest);
+    out
+}
+
+fn sandbox(name: &str) -> Value {
+    json!({
+        "metadata": {"name": name, "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}
+    })
+}
+
+fn sh(cmd: &str) -> Value {
+    json!({"command": ["sh", "-c", cmd]})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_output_and_timeouts_are_bounded_and_log_follows_read_only_new_bytes() {
+    let k = Kairon::start_with(&[
+        "--max-exec-output-bytes",
+        "1KiB",
+        "--exec-max-timeout",
+        "60s",
+        "--max-connections-per-subject",
+        "2",
+    ])
+    .unwrap();
+    let r = k.rest().unwrap();
+    r.post("/api/v1/machines/agents", sandbox("sb")).await.ok();
+    r.get("/api/v1/machines/agents/sb/wait?phase=Running&timeoutSeconds=120").await.ok();
+    let base = "/api/v1/machines/agents/sb";
+
+    // Exactly the limit is whole; one byte more is cut, on each stream.
+    let exact = r.post(&format!("{base}/exec"), sh("head -c 1024 /dev/zero | tr '\\0' x")).await.ok();
+    assert_eq!((exact["stdout"].as_str().map(str::len), &exact["truncated"]), (Some(1024), &json!(false)), "{exact}");
+    let over = r.post(&format!("{base}/exec"), sh("head -c 1025 /dev/zero | tr '\\0' x >&2")).await.ok();
+    assert_eq!((over["stderr"].as_str().map(str::len), &over["truncated"]), (Some(1024), &json!(true)), "{over}");
+    // An endless writer ends: the runtime stops reading at the limit and the pipe closes.
+    let started = std::time::Instant::now();
+    let endless = r.post(&format!("{base}/exec"), json!({"command": ["yes"], "timeoutSeconds": 50})).await.ok();
+    assert_eq!((endless["stdout"].as_str().map(str::len), &endless["truncated"]), (Some(1024), &json!(true)));
+    assert_eq!(endless["timedOut"], false, "{endless}");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+
+    // A timeout above the most is refused; one at it runs.
+    let long = r.post(&format!("{base}/exec"), json!({"command": ["true"], "timeoutSeconds": 61})).await;
+    refused("timeout 61 s", &long, 400, "BadRequest", &["60 s", "--exec-max-timeout"]);
+    let ok = r.post(&format!("{base}/exec"), json!({"command": ["true"], "timeoutSeconds": 60})).await.ok();
+    assert_eq!(ok["exitCode"], 0);
+
+    // A followed log gets every byte once, in order, while the runtime is asked only for new ones.
+    let p = r.post(&format!("{base}/processes"), sh("for i in 1 2 3 4 5; do echo line$i; sleep 0.3; done")).await.ok();
+    let pid = p["id"].as_str().unwrap().to_string();
+    let followed = r.send(r.request(reqwest::Method::GET, &format!("{base}/processes/{pid}/logs?follow=true"))).await;
+    assert_eq!(followed.body, json!("line1\nline2\nline3\nline4\nline5\n"));
+    // The runtime's request log: reads from 0, then from past "line1\n" (6 bytes) onwards.
+    let log = plain(&k.logs());
+    assert!(log.contains("query=\"stream=stdout&offset=0\""), "the follow reads with offsets:\n{log}");
+    assert!(log.contains("query=\"stream=stdout&offset=6\""), "the follow reads only new bytes:\n{log}");
+    assert!(!log.contains(&format!("{pid}/logs query=\"\"")), "no full re-read while following:\n{log}");
+
+    // The follow counts as a long-lived connection: with two consoles open, it is refused.
+    let _c1 = r.websocket(&format!("{base}/console")).await.unwrap();
+    let _c2 = r.websocket(&format!("{base}/console")).await.unwrap();
+    let third = r.get(&format!("{base}/processes/{pid}/logs?follow=true")).await;
+    refused("a follow past the limit", &third, 429, "TooManyConnections", &["2 long-lived"]);
+    let ws = r.websocket(&format!("{base}/console")).await.unwrap_err();
+    assert!(ws.contains("429") && ws.contains("TooManyConnections"), "{ws}");
+    drop(_c1);
+    eventually("a console slot comes back", Duration::from_secs(20), || {
+        let r = r.clone();
+        async move { r.websocket(&format!("{base}/console")).await.ok() }
+    })
+    .await;
+}
