@@ -51,10 +51,10 @@ impl Default for Limits {
 pub fn human_bytes(n: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n % (MIB / 2) == 0 {
+    if n >= MIB && n.is_multiple_of(MIB / 2) {
         let whole = n / MIB;
-        if n % MIB == 0 { format!("{whole} MiB") } else { format!("{whole}.5 MiB") }
-    } else if n >= KIB && n % KIB == 0 {
+        if n.is_multiple_of(MIB) { format!("{whole} MiB") } else { format!("{whole}.5 MiB") }
+    } else if n >= KIB && n.is_multiple_of(KIB) {
         format!("{} KiB", n / KIB)
     } else {
         format!("{n} bytes")

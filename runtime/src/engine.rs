@@ -676,8 +676,13 @@ impl Runtime {
         }
     }
 
+    /// Runs a command to completion, keeping at most the default 16 MiB of each stream.
+    pub async fn exec(&self, id_or_name: &str, req: &ExecRequest) -> Result<ExecResult> {
+        self.exec_bounded(id_or_name, req, kairon_runtime_api::types::DEFAULT_MAX_EXEC_OUTPUT_BYTES).await
+    }
+
     /// Runs a command to completion, keeping at most `max_output` bytes of each stream.
-    pub async fn exec(&self, id_or_name: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
+    pub async fn exec_bounded(&self, id_or_name: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         let vm = self.running(id_or_name).await?;
         if vm.backend == crate::vm::BACKEND {
             return Ok(self.inner.vms.exec(&vm.id, req, max_output).await?);

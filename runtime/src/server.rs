@@ -179,7 +179,7 @@ async fn exec(
             RuntimeError::Invalid(format!("maxOutputBytes={v:?} is not a byte count: give a whole number"))
         })?,
     };
-    Ok(Json(st.rt.exec(&id, &req, max_output).await?).into_response())
+    Ok(Json(st.rt.exec_bounded(&id, &req, max_output).await?).into_response())
 }
 
 async fn start_process(
