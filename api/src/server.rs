@@ -5,7 +5,6 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::Identity;
@@ -13,17 +12,18 @@ use crate::k8s::status::ApiError;
 use crate::rest::error::RestError;
 use crate::state::AppState;
 
-/// Largest request body on the Kubernetes paths (objects are small; Kubernetes' own limit).
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-/// Largest request body on the REST paths (file uploads).
-pub const MAX_REST_BODY_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
+/// Largest request body by default (objects are small; Kubernetes' own limit); `--max-body-bytes`.
+pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_BODY_BYTES;
+/// Largest file upload (its own limit, above the body limit of every other route).
+pub const MAX_UPLOAD_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
 
 /// Everything the embedded mode serves: the Kubernetes-compatible API and the REST API.
 pub fn router(state: AppState) -> Router {
     let k8s = crate::k8s::router()
         .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES));
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(state.clone(), limit_body_k8s));
     rest_router(state.clone()).merge(k8s.with_state(state))
 }
 
@@ -41,14 +41,14 @@ fn rest_router(state: AppState) -> Router {
     let rest = rest
         .merge(crate::rest::guest::sandbox_http_router())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
-        .layer(DefaultBodyLimit::max(MAX_REST_BODY_BYTES))
-        .layer(RequestBodyLimitLayer::new(MAX_REST_BODY_BYTES))
-        .layer(middleware::map_response(too_large_as_json));
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
     let doc = crate::rest::with_unrouted(doc);
     // MCP: the same bearer tokens; its tools call the REST routes in-process, as the caller.
     let mcp = Router::new()
         .nest_service("/mcp", crate::mcp::service(rest.clone().with_state(state.clone())))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest));
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
+        .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
     let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -61,17 +61,77 @@ fn rest_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The body limit answers in plain text; REST callers get the same JSON error as everywhere.
-async fn too_large_as_json(resp: Response) -> Response {
-    if resp.status() != axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        return resp;
+/// Whether a request is a file upload, which keeps its own (larger) body limit.
+fn is_upload(req: &Request) -> bool {
+    if req.method() != axum::http::Method::PUT {
+        return false;
     }
-    RestError::new(
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-        "PayloadTooLarge",
-        format!("the request body is larger than {} MiB", MAX_REST_BODY_BYTES / (1024 * 1024)),
-    )
-    .into_response()
+    let segs: Vec<&str> = req.uri().path().trim_end_matches('/').split('/').collect();
+    // "", "api", "v1", "machines", namespace, name, "files"
+    segs.len() == 7 && segs[1] == "api" && segs[2] == "v1" && segs[3] == "machines" && segs[6] == "files"
+}
+
+/// The body limit of this request.
+fn body_limit(st: &AppState, req: &Request) -> usize {
+    if is_upload(req) { MAX_UPLOAD_BYTES.max(st.limits.max_body_bytes) } else { st.limits.max_body_bytes }
+}
+
+fn too_large_message(limit: usize, upload: bool) -> String {
+    let size = crate::limits::human_bytes(limit as u64);
+    if upload {
+        format!("the file is larger than {size}, the largest upload: split it, or copy it into the guest another way")
+    } else {
+        format!(
+            "the request body is larger than {size}, the limit on this route: send less (files go through PUT \
+             …/files, up to {}), or raise --max-body-bytes (KAIRON_MAX_BODY_BYTES)",
+            crate::limits::human_bytes(MAX_UPLOAD_BYTES as u64)
+        )
+    }
+}
+
+/// Refuses a body over the limit: at once when its length says so, else when a handler reads
+/// past the limit (the body is wrapped so that nothing past it is ever read).
+async fn limit_body(st: &AppState, req: Request, next: Next, k8s: bool) -> Response {
+    let limit = body_limit(st, &req);
+    let upload = is_upload(&req);
+    // A guest's own answers through the sandbox HTTP proxy pass unchanged.
+    let proxied = req.uri().path().contains("/sandbox-http/");
+    let too_large = || {
+        let message = too_large_message(limit, upload);
+        if k8s {
+            ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge", message).into_response()
+        } else {
+            RestError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message).into_response()
+        }
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large();
+    }
+    let req = req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, limit)));
+    let resp = next.run(req).await;
+    // A handler's extractor that hit the limit answers in plain text: answer in JSON instead.
+    let json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if resp.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE && !json && !proxied {
+        return too_large();
+    }
+    resp
+}
+
+async fn limit_body_k8s(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    limit_body(&st, req, next, true).await
+}
+
+async fn limit_body_rest(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    limit_body(&st, req, next, false).await
 }
 
 async fn readyz(State(st): State<AppState>) -> Response {

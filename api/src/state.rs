@@ -21,6 +21,10 @@ pub struct AppState {
     pub rest: Option<Arc<crate::rest::RestContext>>,
     /// The legacy shared token: authenticates as an operator with no identity.
     pub legacy_token: Option<String>,
+    /// Bounded work: body, patch, exec and connection limits.
+    pub limits: Arc<crate::limits::Limits>,
+    /// Long-lived connections per token subject, under `limits.max_connections_per_subject`.
+    pub connections: Arc<crate::limits::ConnectionLimiter>,
 }
 
 impl AppState {
@@ -33,6 +37,15 @@ impl AppState {
             metrics: Arc::new(String::new),
             rest: None,
             legacy_token: None,
+            limits: Arc::new(crate::limits::Limits::default()),
+            connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
         }
+    }
+
+    /// Sets the limits (and sizes the connection counter to them).
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.connections = crate::limits::ConnectionLimiter::new(limits.max_connections_per_subject);
+        self.limits = Arc::new(limits);
+        self
     }
 }

@@ -329,6 +329,9 @@ pub mod types {
         pub stdout: ::std::string::String,
         #[serde(rename = "timedOut", skip_serializing_if = "::std::option::Option::is_none")]
         pub timed_out: ::std::option::Option<bool>,
+        #[doc = "The output went past the server's limit on each stream (16 MiB by default): what is\nhere is its beginning, and the rest was not kept."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub truncated: ::std::option::Option<bool>,
     }
     #[doc = "File contents, sent and received as raw bytes."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]

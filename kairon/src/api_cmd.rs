@@ -30,6 +30,8 @@ pub struct ApiArgs {
     runtime_token: String,
     #[command(flatten)]
     rest: crate::up::RestArgs,
+    #[command(flatten)]
+    limits: crate::limits_args::LimitArgs,
 }
 
 pub async fn run(args: ApiArgs) -> Result<()> {
@@ -41,7 +43,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     };
     let store = Store::connect(&args.database_url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&crate::up::signing_secret(&data_dir, true)?)?;
-    let mut state = AppState::new(store.clone(), keys, Default::default());
+    let mut state = AppState::new(store.clone(), keys, Default::default()).with_limits(args.limits.limits());
     state.rest = Some(std::sync::Arc::new(args.rest.context(kube, args.runtime_token.clone())));
     args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();

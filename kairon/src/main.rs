@@ -2,6 +2,7 @@
 
 mod api_cmd;
 mod controller_cmd;
+mod limits_args;
 mod node_cmd;
 mod postgres;
 mod runtime_cmd;

@@ -45,6 +45,8 @@ pub struct UpArgs {
     node: crate::node_cmd::NodeTuning,
     #[command(flatten)]
     rest: RestArgs,
+    #[command(flatten)]
+    limits: crate::limits_args::LimitArgs,
     /// Run without the controllers (scheduler, lifecycle, pools, claims, usage): run them
     /// with `kairon controller` instead, e.g. to stop or kill them on their own.
     #[arg(long)]
@@ -192,7 +194,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let store = Store::connect(url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&signing_secret(data_dir, true)?)?;
     let validation = ValidationOptions { min_idle_timeout_seconds: args.controllers.test_min_idle_timeout_seconds };
-    let mut state = AppState::new(store.clone(), keys.clone(), validation);
+    let mut state = AppState::new(store.clone(), keys.clone(), validation).with_limits(args.limits.limits());
     state.metrics = std::sync::Arc::new(|| kairon_reconciler::metrics::global().render());
 
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;

@@ -201,6 +201,14 @@ impl RuntimeClient {
         self.json(self.post_req(self.vm_url(id, ["exec"])).json(req)).await
     }
 
+    /// Runs a command, keeping at most `max_output` bytes of each output stream (the runtime
+    /// stops reading past it and sets `truncated`).
+    pub async fn exec_bounded(&self, id: &InstanceId, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
+        let req =
+            self.post_req(self.vm_url(id, ["exec"])).query(&[("maxOutputBytes", max_output.to_string())]).json(req);
+        self.json(req).await
+    }
+
     pub async fn start_process(&self, id: &InstanceId, req: &ExecRequest) -> Result<Process> {
         self.json(self.post_req(self.vm_url(id, ["processes"])).json(req)).await
     }
@@ -218,6 +226,22 @@ impl RuntimeClient {
         let v: serde_json::Value =
             self.json(self.get_req(self.vm_url(id, ["processes", pid.as_str(), "logs"]))).await?;
         Ok((v["stdout"].as_str().unwrap_or_default().to_string(), v["stderr"].as_str().unwrap_or_default().to_string()))
+    }
+
+    /// One output stream (`stdout` or `stderr`) of a process from byte `offset`: only what is
+    /// new since the last read (at most [`crate::types::MAX_LOG_CHUNK_BYTES`]).
+    pub async fn process_log_chunk(
+        &self,
+        id: &InstanceId,
+        pid: &Pid,
+        stderr: bool,
+        offset: u64,
+    ) -> Result<crate::types::LogChunk> {
+        let stream = if stderr { "stderr" } else { "stdout" };
+        let req = self
+            .get_req(self.vm_url(id, ["processes", pid.as_str(), "logs"]))
+            .query(&[("stream", stream.to_string()), ("offset", offset.to_string())]);
+        self.json(req).await
     }
 
     pub async fn wait_process(&self, id: &InstanceId, pid: &Pid, timeout: Duration) -> Result<Process> {

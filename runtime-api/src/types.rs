@@ -154,6 +154,41 @@ pub struct ExecResult {
     pub stderr: String,
     #[serde(default)]
     pub timed_out: bool,
+    /// The output went past the server's limit on each stream (16 MiB by default): what is
+    /// here is its beginning, and the rest was not kept.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// The largest output of each exec stream a runtime keeps when the caller names no limit.
+pub const DEFAULT_MAX_EXEC_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The most bytes of a process's log one read returns.
+pub const MAX_LOG_CHUNK_BYTES: u64 = 1024 * 1024;
+
+impl LogChunk {
+    /// The chunk of `bytes` (read from byte `offset` of a stream): at most
+    /// [`MAX_LOG_CHUNK_BYTES`], ending before a character cut in half (which the next read
+    /// starts with), so that no read splits a character.
+    pub fn from_bytes(bytes: &[u8], offset: u64) -> LogChunk {
+        let mut take = &bytes[..bytes.len().min(MAX_LOG_CHUNK_BYTES as usize)];
+        if let Err(e) = std::str::from_utf8(take)
+            && e.error_len().is_none()
+        {
+            take = &take[..e.valid_up_to()];
+        }
+        LogChunk { data: String::from_utf8_lossy(take).into_owned(), end: offset + take.len() as u64 }
+    }
+}
+
+/// A piece of one of a process's output streams, from a byte offset.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LogChunk {
+    /// The text from the offset asked for (whole characters only; at most 1 MiB).
+    pub data: String,
+    /// The byte offset just past `data`: where the next read starts.
+    pub end: u64,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
@@ -382,4 +417,27 @@ pub struct FreezeStatus {
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
+}
+
+#[cfg(test)]
+mod log_chunk_tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_never_splits_a_character() {
+        let text = "héllo".as_bytes();
+        // Cut inside "é": the chunk ends before it, and the next read starts with it.
+        let c = LogChunk::from_bytes(&text[..2], 10);
+        assert_eq!(c, LogChunk { data: "h".into(), end: 11 });
+        let c = LogChunk::from_bytes(&text[1..], 11);
+        assert_eq!(c, LogChunk { data: "éllo".into(), end: 16 });
+    }
+
+    #[test]
+    fn a_chunk_is_at_most_a_mebibyte() {
+        let big = vec![b'x'; MAX_LOG_CHUNK_BYTES as usize + 5];
+        let c = LogChunk::from_bytes(&big, 0);
+        assert_eq!(c.end, MAX_LOG_CHUNK_BYTES);
+        assert_eq!(LogChunk::from_bytes(&[], 7), LogChunk { data: String::new(), end: 7 });
+    }
 }

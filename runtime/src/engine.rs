@@ -727,12 +727,18 @@ impl Runtime {
         }
     }
 
+    /// Runs a command to completion, keeping at most the default 16 MiB of each stream.
     pub async fn exec(&self, id_or_name: &str, req: &ExecRequest) -> Result<ExecResult> {
+        self.exec_bounded(id_or_name, req, kairon_runtime_api::types::DEFAULT_MAX_EXEC_OUTPUT_BYTES).await
+    }
+
+    /// Runs a command to completion, keeping at most `max_output` bytes of each stream.
+    pub async fn exec_bounded(&self, id_or_name: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         let vm = self.running(id_or_name).await?;
         if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.exec(&vm.id, req).await?);
+            return Ok(self.inner.vms.exec(&vm.id, req, max_output).await?);
         }
-        Ok(self.inner.host.exec(&vm.id, req).await?)
+        Ok(self.inner.host.exec(&vm.id, req, max_output).await?)
     }
 
     pub async fn start_process(&self, id_or_name: &str, req: &ExecRequest) -> Result<Process> {
@@ -765,6 +771,21 @@ impl Runtime {
             return Ok(self.inner.vms.logs(&vm.id, pid).await?);
         }
         Ok(self.inner.host.logs(&vm.id, pid)?)
+    }
+
+    /// One output stream of a process from byte `offset`.
+    pub async fn process_log_chunk(
+        &self,
+        id_or_name: &str,
+        pid: &str,
+        stderr: bool,
+        offset: u64,
+    ) -> Result<kairon_runtime_api::types::LogChunk> {
+        let vm = self.get(id_or_name).await?;
+        if vm.backend == crate::vm::BACKEND {
+            return Ok(self.inner.vms.log_chunk(&vm.id, pid, stderr, offset).await?);
+        }
+        Ok(self.inner.host.log_chunk(&vm.id, pid, stderr, offset)?)
     }
 
     pub async fn wait_process(&self, id_or_name: &str, pid: &str, timeout: Duration) -> Result<Process> {

@@ -177,8 +177,20 @@ async fn power(
     Ok(Json(st.rt.power(&id, action, paused).await?).into_response())
 }
 
-async fn exec(State(st): State<AppState>, Path(id): Path<String>, Json(req): Json<ExecRequest>) -> R<Response> {
-    Ok(Json(st.rt.exec(&id, &req).await?).into_response())
+async fn exec(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    Json(req): Json<ExecRequest>,
+) -> R<Response> {
+    // The api passes its limit; a caller that names none gets the runtime's own default.
+    let max_output = match q.get("maxOutputBytes") {
+        None => kairon_runtime_api::types::DEFAULT_MAX_EXEC_OUTPUT_BYTES,
+        Some(v) => v.parse().map_err(|_| {
+            RuntimeError::Invalid(format!("maxOutputBytes={v:?} is not a byte count: give a whole number"))
+        })?,
+    };
+    Ok(Json(st.rt.exec_bounded(&id, &req, max_output).await?).into_response())
 }
 
 async fn start_process(
@@ -197,7 +209,26 @@ async fn process(State(st): State<AppState>, Path((id, pid)): Path<(String, Stri
     Ok(Json(st.rt.process(&id, &pid).await?).into_response())
 }
 
-async fn process_logs(State(st): State<AppState>, Path((id, pid)): Path<(String, String)>) -> R<Response> {
+async fn process_logs(
+    State(st): State<AppState>,
+    Path((id, pid)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    // `stream` and `offset`: one stream from a byte offset, only what is new (log follows).
+    if q.contains_key("stream") || q.contains_key("offset") {
+        let stderr = match q.get("stream").map(String::as_str) {
+            None | Some("stdout") => false,
+            Some("stderr") => true,
+            Some(other) => return Err(RuntimeError::Invalid(format!("stream={other:?}: use stdout or stderr"))),
+        };
+        let offset = match q.get("offset") {
+            None => 0,
+            Some(v) => v.parse().map_err(|_| {
+                RuntimeError::Invalid(format!("offset={v:?} is not a byte offset: give a whole number"))
+            })?,
+        };
+        return Ok(Json(st.rt.process_log_chunk(&id, &pid, stderr, offset).await?).into_response());
+    }
     let (stdout, stderr) = st.rt.process_logs(&id, &pid).await?;
     Ok(Json(serde_json::json!({"stdout": stdout, "stderr": stderr})).into_response())
 }

@@ -297,7 +297,11 @@ async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
 
 #[tokio::test]
 async fn concurrent_writers_and_a_hundred_watchers_see_every_version_in_order() {
-    let k = Kairon::start_with(API_ONLY).unwrap();
+    // A hundred watches on one token: above the default of 32 per subject (limits.rs tests
+    // that limit), so this server allows them.
+    let mut flags = API_ONLY.to_vec();
+    flags.extend(["--max-connections-per-subject", "128"]);
+    let k = Kairon::start_with(&flags).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     let start_rv: u64 =

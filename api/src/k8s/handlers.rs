@@ -390,6 +390,10 @@ fn watch_event(type_: &str, object: Value) -> Bytes {
 }
 
 async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
+    // Held as long as the stream: the client closing it frees the slot.
+    let slot = c.st.connections.acquire_for(c.id).map_err(|e| {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, crate::limits::TooManyConnections::REASON, e.message())
+    })?;
     let sel = Selection::parse(&c.params)?;
     let (group, resource) = c.rt.store_key();
     let ns = (!c.ns.is_empty()).then(|| c.ns.clone());
@@ -522,7 +526,10 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
             Err(e) => return Err(e.into()),
         };
     let head = futures::stream::iter(out);
-    let stream = head.chain(live).map(Ok::<_, std::io::Error>);
+    let stream = head.chain(live).map(move |line| {
+        let _held = &slot;
+        Ok::<_, std::io::Error>(line)
+    });
     let timeout = c.params.timeout_seconds.unwrap_or(1800).min(3600);
     let stream = tokio_stream::StreamExt::timeout(stream, Duration::from_secs(timeout.max(1)));
     // `timeout` yields an error once no item arrives in time; end the stream then instead.
@@ -601,6 +608,20 @@ async fn patch_object(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes
         "application/json-patch+json" => {
             let v: Value = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))?;
+            let max = c.st.limits.max_patch_operations;
+            if let Some(ops) = v.as_array()
+                && ops.len() > max
+            {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "RequestEntityTooLarge",
+                    format!(
+                        "this JSON patch has {} operations, more than the {max} one patch may have: split it into \
+                         several patches, or raise --max-patch-operations (KAIRON_MAX_PATCH_OPERATIONS)",
+                        ops.len()
+                    ),
+                ));
+            }
             Change::JsonPatch(v)
         }
         "application/strategic-merge-patch+json" if c.rt.strategic_merge => {
@@ -620,6 +641,25 @@ async fn patch_object(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes
     };
     let (obj, warnings) = write(c, name, change).await?;
     Ok(c.respond(StatusCode::OK, obj, &warnings, headers))
+}
+
+/// A patch may not grow an object past `--max-patched-object-bytes`.
+fn check_patched_size(c: &Ctx<'_>, new: &Value) -> ApiResult<()> {
+    let max = c.st.limits.max_patched_object_bytes;
+    let size = serde_json::to_vec(new).map(|v| v.len()).unwrap_or(usize::MAX);
+    if size > max {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "RequestEntityTooLarge",
+            format!(
+                "the patched object would be {size} bytes, more than the {} an object may grow to by a patch: \
+                 keep large data out of the object (e.g. in a file in the guest), or raise \
+                 --max-patched-object-bytes (KAIRON_MAX_PATCHED_OBJECT_BYTES)",
+                crate::limits::human_bytes(max as u64)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The part of an object that is neither metadata nor status: a change to it bumps generation.
@@ -709,6 +749,9 @@ async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec
                 (new, rv_of(live))
             }
         };
+        if matches!(change, Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_) | Change::Apply(_)) {
+            check_patched_size(c, &new)?;
+        }
         let warnings = prepare(c, name, &mut new, stored.as_ref(), &now)?;
         if c.params.dry_run {
             return Ok((new, warnings));

@@ -208,11 +208,25 @@ fn wake_timeout(p: &ObjectPath, timeout: Duration, m: Option<&Machine>) -> RestE
 async fn machine_exec(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<ExecRequest>,
+    Json(mut req): Json<ExecRequest>,
 ) -> RestResult<Json<ExecResult>> {
     check_command(&req)?;
+    req.timeout_seconds = Some(exec_timeout(&c.limits, req.timeout_seconds)?);
     let s = open(&c, &p, Needs::GuestAgent).await?;
-    Ok(Json(s.runtime.exec(&s.id, &req).await?))
+    Ok(Json(s.runtime.exec_bounded(&s.id, &req, c.limits.max_exec_output_bytes).await?))
+}
+
+/// The timeout of an exec: the default when the request gives none, refused above the most.
+fn exec_timeout(limits: &crate::limits::Limits, asked: Option<u64>) -> RestResult<u64> {
+    let max = limits.exec_max_timeout.as_secs();
+    match asked {
+        None => Ok(limits.exec_default_timeout.as_secs().min(max)),
+        Some(t) if t > max => Err(RestError::bad_request(format!(
+            "timeoutSeconds={t} is more than the {max} s an exec may run: ask for at most {max}, run it as a \
+             background process (POST …/processes) instead, or raise --exec-max-timeout (KAIRON_EXEC_MAX_TIMEOUT)"
+        ))),
+        Some(t) => Ok(t),
+    }
 }
 
 /// A command line cannot carry NUL bytes (the kernel ends strings there), and must name a
@@ -307,24 +321,33 @@ pub struct ProcessLogs {
               (status = 404, description = "No such process", body = ErrorBody)))]
 async fn process_logs(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<LogsQuery>) -> RestResult<Response> {
     let pid = Pid::new(p.pid.as_str())?;
-    let s = open(&c, &object(&p), Needs::GuestAgent).await?;
-    let (stdout, stderr) = s.runtime.process_logs(&s.id, &pid).await?;
     if q.follow != Some(true) {
+        let s = open(&c, &object(&p), Needs::GuestAgent).await?;
+        let (stdout, stderr) = s.runtime.process_logs(&s.id, &pid).await?;
         return Ok(Json(ProcessLogs { stdout, stderr }).into_response());
     }
+    let slot = c.connection_slot()?;
+    let s = open(&c, &object(&p), Needs::GuestAgent).await?;
+    // The process must exist (a 404 now, not an empty stream).
+    s.runtime.process(&s.id, &pid).await?;
     let want_stderr = match q.stream.as_deref() {
         None | Some("stdout") => false,
         Some("stderr") => true,
         Some(other) => return Err(RestError::bad_request(format!("stream={other:?}: use stdout or stderr"))),
     };
-    // Polls the runtime and sends what is new; the session (and its activity stamp) lives as
-    // long as the stream.
-    let body = async_stream(s, pid, want_stderr);
+    // Polls the runtime for what is new since the last byte sent; the session (and its
+    // activity stamp) and the connection slot live as long as the stream.
+    let body = async_stream(s, pid, want_stderr, slot);
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response())
 }
 
-fn async_stream(s: Session, pid: Pid, want_stderr: bool) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures::stream::unfold((s, 0usize, false), move |(s, sent, done)| {
+fn async_stream(
+    s: Session,
+    pid: Pid,
+    want_stderr: bool,
+    slot: Option<crate::limits::ConnectionGuard>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::unfold((s, 0u64, false, slot), move |(s, offset, done, slot)| {
         let pid = pid.clone();
         async move {
             if done {
@@ -332,15 +355,14 @@ fn async_stream(s: Session, pid: Pid, want_stderr: bool) -> impl futures::Stream
             }
             loop {
                 let finished = matches!(s.runtime.process(&s.id, &pid).await, Ok(pr) if pr.state == kairon_runtime_api::types::ProcessState::Exited);
-                let (out, err) = match s.runtime.process_logs(&s.id, &pid).await {
-                    Ok(l) => l,
-                    Err(e) => return Some((Err(std::io::Error::other(e.to_string())), (s, sent, true))),
+                // Only the bytes past what was sent: a long log is never read again.
+                let chunk = match s.runtime.process_log_chunk(&s.id, &pid, want_stderr, offset).await {
+                    Ok(c) => c,
+                    Err(e) => return Some((Err(std::io::Error::other(e.to_string())), (s, offset, true, slot))),
                 };
-                let text = if want_stderr { err } else { out };
-                if text.len() > sent {
-                    let chunk = Bytes::from(text.as_bytes()[sent..].to_vec());
-                    let n = text.len();
-                    return Some((Ok(chunk), (s, n, finished)));
+                if chunk.end > offset {
+                    // Even after the exit, read on until nothing is left (a chunk is at most 1 MiB).
+                    return Some((Ok(Bytes::from(chunk.data)), (s, chunk.end, false, slot)));
                 }
                 if finished {
                     return None;
@@ -368,6 +390,7 @@ async fn process_wait(
     Query(q): Query<WaitProcessQuery>,
 ) -> RestResult<Json<Process>> {
     let pid = Pid::new(p.pid.as_str())?;
+    let _slot = c.connection_slot()?;
     let s = open(&c, &object(&p), Needs::GuestAgent).await?;
     let t = Duration::from_secs(q.timeout_seconds.unwrap_or(60).clamp(1, 3600));
     Ok(Json(s.runtime.wait_process(&s.id, &pid, t).await?))
@@ -602,7 +625,7 @@ async fn connect_upstream(s: &Session, relay: Relay) -> RestResult<Upstream> {
 }
 
 /// Pumps frames between the client and the runtime until either side closes.
-async fn bridge(client: WebSocket, upstream: Upstream, session: Session) {
+async fn bridge(client: WebSocket, upstream: Upstream, session: Session, slot: Option<crate::limits::ConnectionGuard>) {
     let (mut client_tx, mut client_rx) = client.split();
     let (mut up_tx, mut up_rx) = upstream.split();
     let to_guest = async {
@@ -646,6 +669,7 @@ async fn bridge(client: WebSocket, upstream: Upstream, session: Session) {
     // Either side closing ends the session (and, with it, the activity stamps).
     tokio::select! { _ = to_guest => {}, _ = from_guest => {} }
     drop(session);
+    drop(slot);
 }
 
 /// An interactive console over WebSocket (the serial console of a VM, a shell in a sandbox).
@@ -654,9 +678,10 @@ async fn bridge(client: WebSocket, upstream: Upstream, session: Session) {
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
               (status = 409, description = "Suspended by request", body = ErrorBody)))]
 async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
+    let slot = c.connection_slot()?;
     let s = open(&c, &p, Needs::Instance).await?;
     let upstream = connect_upstream(&s, Relay::Console).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -680,6 +705,7 @@ async fn machine_exec_stream(
     Query(q): Query<ExecStreamQuery>,
     ws: WebSocketUpgrade,
 ) -> RestResult<Response> {
+    let slot = c.connection_slot()?;
     let command: Vec<String> = serde_json::from_str(&q.command)
         .map_err(|_| RestError::bad_request("command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]"))?;
     check_command(&ExecRequest { command, ..Default::default() })?;
@@ -691,7 +717,7 @@ async fn machine_exec_stream(
         ));
     }
     let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command }).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 /// The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways.
@@ -700,12 +726,13 @@ async fn machine_exec_stream(
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
               (status = 409, description = "Suspended by request, or not a VM", body = ErrorBody)))]
 async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
+    let slot = c.connection_slot()?;
     let s = open(&c, &p, Needs::Instance).await?;
     if s.machine.spec.sandbox.as_ref().is_some_and(|sb| sb.template_name.is_some()) {
         return Err(RestError::conflict("VncUnsupported", "a template sandbox has no display: VNC needs a VM"));
     }
     let upstream = connect_upstream(&s, Relay::Vnc).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -723,12 +750,13 @@ pub struct PortPath {
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
               (status = 409, description = "Suspended by request", body = ErrorBody)))]
 async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUpgrade) -> RestResult<Response> {
+    let slot = c.connection_slot()?;
     if p.port == 0 {
         return Err(RestError::bad_request("port must be from 1 to 65535"));
     }
     let s = open(&c, &ObjectPath { namespace: p.namespace.clone(), name: p.name.clone() }, Needs::Instance).await?;
     let upstream = connect_upstream(&s, Relay::Tunnel(p.port)).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s)))
+    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {

@@ -137,6 +137,9 @@ impl RestContext {
 pub struct Caller {
     pub id: Identity,
     pub ctx: Arc<RestContext>,
+    /// Bounded work: the server's limits and its count of long-lived connections.
+    pub limits: Arc<crate::limits::Limits>,
+    pub connections: Arc<crate::limits::ConnectionLimiter>,
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -150,11 +153,23 @@ impl FromRequestParts<AppState> for Caller {
         let ctx = st.rest.clone().ok_or_else(|| {
             RestError::unavailable("the REST API is not configured on this server (no Kubernetes client)")
         })?;
-        Ok(Caller { id, ctx })
+        Ok(Caller { id, ctx, limits: st.limits.clone(), connections: st.connections.clone() })
     }
 }
 
 impl Caller {
+    /// A slot for a long-lived connection (a wait, a WebSocket, a log follow), held until the
+    /// guard drops; 429 `TooManyConnections` when this subject holds the most it may.
+    pub fn connection_slot(&self) -> RestResult<Option<crate::limits::ConnectionGuard>> {
+        self.connections.acquire_for(&self.id).map_err(|e| {
+            RestError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                crate::limits::TooManyConnections::REASON,
+                e.message(),
+            )
+        })
+    }
+
     pub fn check(&self, r: Result<(), String>) -> RestResult<()> {
         r.map_err(RestError::forbidden)
     }

@@ -40,6 +40,7 @@ use tokio::process::Command;
 use idmap::IdMap;
 
 use crate::api::{ExecRequest, ExecResult, ImageConfig, Process, ProcessState, Stats};
+use kairon_runtime_api::types::LogChunk;
 
 /// Longest a runc command may take before it counts as stuck.
 const RUNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -542,8 +543,10 @@ impl SandboxHost {
         c
     }
 
-    /// Runs a command to completion.
-    pub async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResult> {
+    /// Runs a command to completion, keeping at most `max_output` bytes of each output stream:
+    /// past it the pipe is closed (the command's next write there fails with EPIPE/SIGPIPE, as
+    /// under `| head -c`), so the runtime never reads nor keeps more.
+    pub async fn exec(&self, id: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         if req.command.is_empty() {
             return Err(setup_err("exec needs a command"));
         }
@@ -551,30 +554,48 @@ impl SandboxHost {
         cmd.args(&req.command).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         cmd.stdin(if req.stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         let mut child = cmd.spawn()?;
-        if let (Some(input), Some(mut stdin)) = (&req.stdin, child.stdin.take()) {
-            stdin.write_all(input.as_bytes()).await?;
-            drop(stdin);
-        }
-        let wait = child.wait_with_output();
-        let out = match req.timeout_seconds {
-            Some(t) => match tokio::time::timeout(Duration::from_secs(t), wait).await {
+        let stdin = child.stdin.take().zip(req.stdin.clone()).map(|(mut stdin, input)| {
+            tokio::spawn(async move {
+                // A command that exits without reading its input is not an error.
+                let _ = stdin.write_all(input.as_bytes()).await;
+            })
+        });
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(setup_err("exec: runc's output pipes are missing"));
+        };
+        let run = async {
+            let (out, err, status) =
+                tokio::join!(read_capped(stdout, max_output), read_capped(stderr, max_output), child.wait());
+            Ok::<_, std::io::Error>((out?, err?, status?))
+        };
+        let result = match req.timeout_seconds {
+            Some(t) => match tokio::time::timeout(Duration::from_secs(t), run).await {
                 Ok(r) => r?,
                 Err(_) => {
+                    if let Some(h) = stdin {
+                        h.abort();
+                    }
                     return Ok(ExecResult {
                         exit_code: -1,
                         stdout: String::new(),
                         stderr: format!("timed out after {t} s"),
                         timed_out: true,
+                        truncated: false,
                     });
                 }
             },
-            None => wait.await?,
+            None => run.await?,
         };
+        if let Some(h) = stdin {
+            h.abort();
+        }
+        let ((stdout, out_cut), (stderr, err_cut), status) = result;
         Ok(ExecResult {
-            exit_code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            exit_code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
             timed_out: false,
+            truncated: out_cut || err_cut,
         })
     }
 
@@ -692,6 +713,19 @@ impl SandboxHost {
         let read =
             |f: &str| std::fs::read(dir.join(f)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
         Ok((read("stdout"), read("stderr")))
+    }
+
+    /// One output stream of a process from byte `offset` (only what is new; at most 1 MiB).
+    pub fn log_chunk(&self, id: &str, pid: &str, stderr: bool, offset: u64) -> Result<LogChunk> {
+        use std::io::{Read, Seek, SeekFrom};
+        self.process(id, pid)?;
+        let path = self.proc_dir(id, pid)?.join(if stderr { "stderr" } else { "stdout" });
+        let mut buf = Vec::new();
+        if let Ok(mut f) = std::fs::File::open(path) {
+            f.seek(SeekFrom::Start(offset))?;
+            f.take(kairon_runtime_api::types::MAX_LOG_CHUNK_BYTES).read_to_end(&mut buf)?;
+        }
+        Ok(LogChunk::from_bytes(&buf, offset))
     }
 
     /// Whether host process `pid` belongs to sandbox `id` (its freezer cgroup is the sandbox's,
@@ -932,6 +966,19 @@ pub fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(unit)
 }
 
+/// Reads `r` to its end or to `cap` bytes, whichever comes first; at the cap it stops reading
+/// and drops (closes) `r`. The bool says whether there was more.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: R, cap: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    // One byte past the cap tells "exactly cap" from "more than cap".
+    let mut limited = r.take(cap.saturating_add(1));
+    limited.read_to_end(&mut buf).await?;
+    let cut = buf.len() as u64 > cap;
+    buf.truncate(cap as usize);
+    Ok((buf, cut))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -943,5 +990,27 @@ mod tests {
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("1.5G"), None);
         assert_eq!(parse_size("lots"), None);
+    }
+
+    #[tokio::test]
+    async fn output_is_read_up_to_the_cap_and_no_further() {
+        let (out, cut) = read_capped(&b"0123456789"[..], 4).await.unwrap();
+        assert_eq!((out.as_slice(), cut), (&b"0123"[..], true));
+        let (out, cut) = read_capped(&b"0123"[..], 4).await.unwrap();
+        assert_eq!((out.as_slice(), cut), (&b"0123"[..], false));
+        // An endless writer: the read stops at the cap instead of waiting for the end.
+        let (mut w, r) = tokio::io::duplex(64);
+        let writer = tokio::spawn(async move {
+            let mut n = 0u64;
+            while w.write_all(&[b'y'; 16]).await.is_ok() {
+                n += 16;
+            }
+            n
+        });
+        let (out, cut) = read_capped(r, 100).await.unwrap();
+        assert_eq!((out.len(), cut), (100, true));
+        // The reader was dropped at the cap: the writer saw its pipe close.
+        let written = writer.await.unwrap();
+        assert!(written < 100 + 64 + 16, "{written}");
     }
 }

@@ -37,6 +37,8 @@ pub struct ExecStatus {
     pub signal: Option<i32>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The guest agent itself cut stdout or stderr (`out-truncated`, `err-truncated`).
+    pub truncated: bool,
 }
 
 impl GuestAgent {
@@ -180,6 +182,9 @@ impl GuestAgent {
             signal: v.get("signal").and_then(Value::as_i64).map(|c| c as i32),
             stdout: data("out-data"),
             stderr: data("err-data"),
+            truncated: ["out-truncated", "err-truncated"]
+                .iter()
+                .any(|k| v.get(*k).and_then(Value::as_bool).unwrap_or(false)),
         })
     }
 

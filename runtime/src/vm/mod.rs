@@ -45,6 +45,7 @@ use tokio::sync::Mutex;
 
 use crate::api::{CreateVmRequest, ExecRequest, ExecResult, FileEntry, Process, ProcessState, Stats};
 use ga::{GaError, GuestAgent};
+use kairon_runtime_api::types::LogChunk;
 use qmp::{Qmp, QmpError};
 
 pub const BACKEND: &str = kairon_runtime_api::types::BACKEND_QEMU;
@@ -1160,14 +1161,23 @@ impl VmHost {
         }
     }
 
-    /// Runs a command to completion in the guest.
-    pub async fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecResult> {
+    /// Runs a command to completion in the guest. The qemu-guest-agent protocol hands the
+    /// output over only at exit, whole (qemu-ga keeps at most 16 MiB of each stream itself):
+    /// the runtime cuts it to `max_output` bytes then, so it does not keep more, but cannot stop
+    /// the guest agent from buffering up to its own limit.
+    pub async fn exec(&self, id: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         let (program, args) = guest_command(req)?;
         let env = guest_env(&req.env);
         let pid = self.exec_raw(id, &program, &args, &env, req.stdin.as_deref().map(str::as_bytes)).await?;
         let deadline = req.timeout_seconds.map(|t| Instant::now() + Duration::from_secs(t));
         match self.collect(id, pid, deadline).await? {
-            Some(st) => Ok(result_of(st)),
+            Some(mut st) => {
+                let cap = usize::try_from(max_output).unwrap_or(usize::MAX);
+                let cut = st.stdout.len() > cap || st.stderr.len() > cap || st.truncated;
+                st.stdout.truncate(cap);
+                st.stderr.truncate(cap);
+                Ok(ExecResult { truncated: cut, ..result_of(st) })
+            }
             None => {
                 let _ = self.signal(id, pid, "KILL").await;
                 Ok(ExecResult {
@@ -1175,6 +1185,7 @@ impl VmHost {
                     stdout: String::new(),
                     stderr: format!("timed out after {} s", req.timeout_seconds.unwrap_or(0)),
                     timed_out: true,
+                    truncated: false,
                 })
             }
         }
@@ -1258,6 +1269,14 @@ impl VmHost {
 
     pub async fn process(&self, id: &str, pid: &str) -> Result<Process> {
         Ok(self.refresh(id, pid).await?.meta)
+    }
+
+    /// One output stream of a background process from byte `offset` (delivered at exit).
+    pub async fn log_chunk(&self, id: &str, pid: &str, stderr: bool, offset: u64) -> Result<LogChunk> {
+        let r = self.refresh(id, pid).await?;
+        let text = if stderr { r.stderr } else { r.stdout };
+        let from = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
+        Ok(LogChunk::from_bytes(&text.as_bytes()[from..], from as u64))
     }
 
     /// Output of a background process: the qemu-guest-agent protocol delivers it at exit.
@@ -1567,6 +1586,7 @@ fn result_of(st: ga::ExecStatus) -> ExecResult {
         stdout: String::from_utf8_lossy(&st.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&st.stderr).into_owned(),
         timed_out: false,
+        truncated: st.truncated,
     }
 }
 

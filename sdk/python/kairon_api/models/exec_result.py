@@ -19,12 +19,15 @@ class ExecResult:
         stderr (str):
         stdout (str):
         timed_out (bool | Unset):
+        truncated (bool | Unset): The output went past the server's limit on each stream (16 MiB by default): what is
+            here is its beginning, and the rest was not kept.
     """
 
     exit_code: int
     stderr: str
     stdout: str
     timed_out: bool | Unset = UNSET
+    truncated: bool | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -35,6 +38,8 @@ class ExecResult:
         stdout = self.stdout
 
         timed_out = self.timed_out
+
+        truncated = self.truncated
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -47,6 +52,8 @@ class ExecResult:
         )
         if timed_out is not UNSET:
             field_dict["timedOut"] = timed_out
+        if truncated is not UNSET:
+            field_dict["truncated"] = truncated
 
         return field_dict
 
@@ -61,11 +68,14 @@ class ExecResult:
 
         timed_out = d.pop("timedOut", UNSET)
 
+        truncated = d.pop("truncated", UNSET)
+
         exec_result = cls(
             exit_code=exit_code,
             stderr=stderr,
             stdout=stdout,
             timed_out=timed_out,
+            truncated=truncated,
         )
 
         exec_result.additional_properties = d

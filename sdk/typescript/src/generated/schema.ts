@@ -1104,6 +1104,11 @@ export interface components {
             stderr: string;
             stdout: string;
             timedOut?: boolean;
+            /**
+             * @description The output went past the server's limit on each stream (16 MiB by default): what is
+             *     here is its beginning, and the rest was not kept.
+             */
+            truncated?: boolean;
         };
         /**
          * Format: binary
