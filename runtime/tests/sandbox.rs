@@ -268,7 +268,7 @@ async fn clear_errors_for_what_this_node_cannot_run() {
     // The lightweight VM track (QEMU microvm) runs it, once the image exists.
     let (code, msg) = api_status(c.create(&image).await.unwrap_err());
     assert_eq!(code, 422);
-    assert!(msg.contains("/images/sandbox.qcow2 does not exist on this node"), "{msg}");
+    assert!(msg.contains("\"/images/sandbox.qcow2\" does not exist on this node"), "{msg}");
     let bridged = CreateVmRequest {
         network: Some(kairon_model::NetworkSpec {
             mode: kairon_model::NetworkMode::Bridge,
