@@ -54,9 +54,23 @@ impl GuestAgent {
         if self.conn.is_some() {
             return Ok(());
         }
-        let stream = UnixStream::connect(&self.path)
-            .await
-            .map_err(|e| GaError::Unreachable(format!("connecting to {}: {e}", self.path.display())))?;
+        // QEMU's chardev server takes one client at a time and listens again only once it has
+        // seen the previous one go: right after a dropped connection (a call that timed out) a
+        // connect is refused for a moment.
+        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(3));
+        let stream = loop {
+            match UnixStream::connect(&self.path).await {
+                Ok(stream) => break stream,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => {
+                    return Err(GaError::Unreachable(format!("connecting to {}: {e}", self.path.display())));
+                }
+            }
+        };
         let mut conn = BufReader::new(stream);
         self.next_id += 1;
         let id = self.next_id;
