@@ -543,8 +543,9 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
     drop(rt);
     assert!(alive(pid));
     let rt = open().await.unwrap();
-    let again = rt.get("kairon-default-adopted").await.unwrap();
-    assert_eq!((again.id.as_str(), again.state, again.pid), (vm.id.as_str(), VmState::Running, Some(pid)));
+    // By its ID: the runtime resolves no names where an ID is expected.
+    let again = rt.get(&vm.id).await.unwrap();
+    assert_eq!((again.name.as_str(), again.state, again.pid), ("kairon-default-adopted", VmState::Running, Some(pid)));
     // The adopted QEMU keeps its namespace and the forward an earlier runtime added.
     assert!(kairon_runtime::vm::own_netns(pid));
     let target = rt.guest_target(&vm.id, 22).await.unwrap();
