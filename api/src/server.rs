@@ -24,7 +24,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_k8s));
-    rest_router(state.clone()).merge(k8s.with_state(state))
+    rest_router(state.clone()).merge(k8s.with_state(state)).layer(middleware::from_fn(json_errors))
 }
 
 /// The REST API alone, for a real cluster (`kairon api`): resources live in the cluster's own
@@ -33,7 +33,7 @@ pub fn cluster_router(state: AppState) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    rest_router(state.clone()).merge(metrics.with_state(state))
+    rest_router(state.clone()).merge(metrics.with_state(state)).layer(middleware::from_fn(json_errors))
 }
 
 fn rest_router(state: AppState) -> Router {
@@ -59,6 +59,81 @@ fn rest_router(state: AppState) -> Router {
         .merge(rest)
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Whether a path is one of the Kubernetes-compatible API's (which answers `metav1.Status`).
+fn kubernetes_path(path: &str) -> bool {
+    matches!(path, "/api" | "/api/v1" | "/apis" | "/version")
+        || ["/apis/", "/openapi/", "/api/v1/namespaces", "/api/v1/events"].iter().any(|p| path.starts_with(p))
+}
+
+/// The reason a client switches on for an error the router or an extractor answered itself.
+fn reason_of(status: axum::http::StatusCode) -> &'static str {
+    use axum::http::StatusCode as S;
+    match status {
+        S::BAD_REQUEST => "BadRequest",
+        S::UNAUTHORIZED => "Unauthorized",
+        S::FORBIDDEN => "Forbidden",
+        S::NOT_FOUND => "NotFound",
+        S::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+        S::PAYLOAD_TOO_LARGE => "PayloadTooLarge",
+        S::UNSUPPORTED_MEDIA_TYPE => "UnsupportedMediaType",
+        S::UNPROCESSABLE_ENTITY => "Invalid",
+        S::TOO_MANY_REQUESTS => "TooManyRequests",
+        S::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+        s if s.is_server_error() => "InternalError",
+        _ => "BadRequest",
+    }
+}
+
+/// Every error answers in JSON: the REST shape (`reason`, `message`) under `/api/v1`, MCP and
+/// the rest, `metav1.Status` on the Kubernetes paths. Handlers answer so already; this catches
+/// what the router and axum's extractors answer in plain text (an unknown path or method, a
+/// WebSocket route asked without an upgrade, a malformed query). A guest's own answers through
+/// the sandbox HTTP proxy pass unchanged.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json || path.contains("/sandbox-http/") {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // The router's and extractors' own texts are a line or two: read at most a little of it.
+    let text = axum::body::to_bytes(body, 16 * 1024).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+    let message = match text {
+        Ok(t) if !t.is_empty() => t,
+        _ => match status {
+            axum::http::StatusCode::NOT_FOUND => format!("no route {path}: see GET /openapi.json for the API"),
+            axum::http::StatusCode::METHOD_NOT_ALLOWED => {
+                let allowed = parts.headers.get(axum::http::header::ALLOW).and_then(|v| v.to_str().ok());
+                format!("{method} is not allowed on {path}; allowed: {}", allowed.unwrap_or("none"))
+            }
+            s => format!("{s} on {method} {path}"),
+        },
+    };
+    parts.headers.remove(axum::http::header::CONTENT_TYPE);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    let mut answer = if kubernetes_path(&path) {
+        ApiError::new(status, reason_of(status), message).into_response()
+    } else {
+        RestError::new(status, reason_of(status), message).into_response()
+    };
+    // Keep what else the answer said (`Allow` on a 405, `Retry-After`, tracing headers).
+    for name in parts.headers.keys() {
+        if !answer.headers().contains_key(name) {
+            for value in parts.headers.get_all(name) {
+                answer.headers_mut().append(name.clone(), value.clone());
+            }
+        }
+    }
+    answer
 }
 
 /// Whether a request is a file upload, which keeps its own (larger) body limit.

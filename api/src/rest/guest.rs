@@ -29,7 +29,7 @@ use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, Process};
 use kairon_runtime_api::{GuestPath, InstanceId, Pid, Relay, RelaySocket, RuntimeClient};
 
 use super::objects::{ObjectPath, get_object};
-use super::{Caller, ErrorBody, RestContext, RestError, RestResult};
+use super::{Caller, ErrorBody, JsonBody, RestContext, RestError, RestResult};
 use crate::auth::{self, GuestTarget};
 use crate::state::AppState;
 
@@ -83,6 +83,18 @@ enum Needs {
 
 /// Checks the caller, wakes the Machine if it may, and opens an activity session on it.
 async fn open(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Session> {
+    let m = authorize(c, p, needs).await?;
+    connect(c, p, m).await
+}
+
+/// Who may use this guest, and whether it has what the route needs: the Machine as read.
+async fn authorize(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Machine> {
+    // A caller who may use no guest at all hears so before anything is read.
+    c.check(auth::may_use_guest(
+        &c.id,
+        &GuestTarget { namespace: &p.namespace, sandbox_labelled: true },
+        c.ctx.sandbox_operator_exec,
+    ))?;
     let m: Machine = get_object(c, &p.namespace, &p.name).await?;
     let sandbox_labelled = m.metadata.labels.as_ref().and_then(|l| l.get(labels::SANDBOX)).is_some_and(|v| v == "true");
     c.check(auth::may_use_guest(
@@ -102,6 +114,11 @@ async fn open(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Session> {
             ));
         }
     }
+    Ok(m)
+}
+
+/// A session on an authorized Machine: woken if it must be, its activity stamped.
+async fn connect(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Session> {
     let m = wake_if_needed(c, p, m).await?;
     stamp(&c.ctx, &p.namespace, &p.name).await;
     let (runtime, id) = c.ctx.machine_runtime(&m).await?;
@@ -208,11 +225,13 @@ fn wake_timeout(p: &ObjectPath, timeout: Duration, m: Option<&Machine>) -> RestE
 async fn machine_exec(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(mut req): Json<ExecRequest>,
+    body: JsonBody<ExecRequest>,
 ) -> RestResult<Json<ExecResult>> {
+    let m = authorize(&c, &p, Needs::GuestAgent).await?;
+    let mut req = body.parse()?;
     check_command(&req)?;
     req.timeout_seconds = Some(exec_timeout(&c.limits, req.timeout_seconds)?);
-    let s = open(&c, &p, Needs::GuestAgent).await?;
+    let s = connect(&c, &p, m).await?;
     Ok(Json(s.runtime.exec_bounded(&s.id, &req, c.limits.max_exec_output_bytes).await?))
 }
 
@@ -270,10 +289,12 @@ pub struct ProcessPath {
 async fn process_start(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<ExecRequest>,
+    body: JsonBody<ExecRequest>,
 ) -> RestResult<(StatusCode, Json<Process>)> {
+    let m = authorize(&c, &p, Needs::GuestAgent).await?;
+    let req = body.parse()?;
     check_command(&req)?;
-    let s = open(&c, &p, Needs::GuestAgent).await?;
+    let s = connect(&c, &p, m).await?;
     Ok((StatusCode::CREATED, Json(s.runtime.start_process(&s.id, &req).await?)))
 }
 

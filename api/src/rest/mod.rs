@@ -3,6 +3,7 @@
 //! cluster unchanged), power operations, guest relays with wake-on-connect, node-scoped runtime
 //! routes and usage queries. The router and the OpenAPI document come from one route list.
 
+pub mod body;
 pub mod error;
 pub mod guest;
 mod nodes;
@@ -28,6 +29,7 @@ use kairon_runtime_api::{InstanceId, RuntimeClient, RuntimeConnector};
 
 use crate::auth::Identity;
 use crate::state::AppState;
+pub use body::JsonBody;
 pub use error::{ErrorBody, RestError, RestResult};
 
 /// What the REST layer needs beyond the Kubernetes-compatible API.

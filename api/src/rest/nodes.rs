@@ -18,7 +18,7 @@ use kairon_runtime_api::types::{ClaimRequest, CreatePoolRequest, CreateTemplateR
 use kairon_runtime_api::{PoolName, TemplateName};
 
 use super::objects::check_name;
-use super::{Caller, ErrorBody, RestError, RestResult, schema};
+use super::{Caller, ErrorBody, JsonBody, RestError, RestResult, schema};
 use crate::auth::{self, Verb};
 use crate::state::AppState;
 
@@ -76,10 +76,11 @@ async fn template_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Ve
 async fn template_build(
     c: Caller,
     Path(p): Path<NodePath>,
-    Json(req): Json<CreateTemplateRequest>,
+    body: JsonBody<CreateTemplateRequest>,
 ) -> RestResult<(StatusCode, Json<Template>)> {
     c.check(auth::admin_only(&c.id, "building a template"))?;
     check_name("node", &p.node)?;
+    let req = body.parse()?;
     check_name("template", &req.name)?;
     if req.image_ref.trim().is_empty() {
         return Err(RestError::bad_request("imageRef must name an OCI image, e.g. docker.io/library/alpine:3.19"));
@@ -164,10 +165,11 @@ async fn pool_list(c: Caller, Path(p): Path<NodePath>) -> RestResult<Json<Vec<Po
 async fn pool_create(
     c: Caller,
     Path(p): Path<NodePath>,
-    Json(req): Json<CreatePoolRequest>,
+    body: JsonBody<CreatePoolRequest>,
 ) -> RestResult<(StatusCode, Json<Pool>)> {
     c.check(auth::admin_only(&c.id, "creating a node pool"))?;
     check_name("node", &p.node)?;
+    let req = body.parse()?;
     check_name("pool", &req.name)?;
     Ok((StatusCode::CREATED, Json(c.ctx.runtime(&p.node).await?.create_pool(&req).await?)))
 }
@@ -226,11 +228,11 @@ pub struct PoolClaimResult {
 async fn pool_claim(
     c: Caller,
     Path(p): Path<NodeItemPath>,
-    body: Option<Json<PoolClaimRequest>>,
+    body: JsonBody<PoolClaimRequest>,
 ) -> RestResult<Json<Value>> {
     c.check(auth::admin_only(&c.id, "claiming from a node pool"))?;
     check_name("node", &p.node)?;
-    let req = body.map(|Json(b)| b).unwrap_or_default();
+    let req = body.parse_optional()?.unwrap_or_default();
     let rt = c.ctx.runtime(&p.node).await?;
     if !req.create_machine {
         let vm = rt
@@ -320,10 +322,11 @@ pub struct EgressCheckResult {
 async fn egress_check(
     c: Caller,
     Path(p): Path<NodePath>,
-    Json(req): Json<EgressCheckBody>,
+    body: JsonBody<EgressCheckBody>,
 ) -> RestResult<Json<EgressCheckResult>> {
     c.check(auth::admin_only(&c.id, "the egress check"))?;
     check_name("node", &p.node)?;
+    let req = body.parse()?;
     if req.host.trim().is_empty() {
         return Err(RestError::bad_request("host must name a host, e.g. api.github.com"));
     }

@@ -19,7 +19,7 @@ use utoipa_axum::routes;
 
 use kairon_model::{Machine, MachineClaim, MachinePool};
 
-use super::{Caller, RestError, RestResult, schema};
+use super::{Caller, JsonBody, RestError, RestResult, schema};
 use crate::auth::{self, Verb};
 use crate::guard;
 use crate::state::AppState;
@@ -215,21 +215,29 @@ fn check_write<K: Mirrored>(c: &Caller, old: Option<&K>, obj: &K) -> RestResult<
     c.check(guard::check_write(&c.id, kind, old.as_ref(), &new))
 }
 
-async fn create<K: Mirrored>(c: &Caller, ns: &str, dry: &DryRunQuery, body: Value) -> RestResult<K> {
+async fn create<K: Mirrored>(c: &Caller, ns: &str, dry: &DryRunQuery, body: JsonBody<Value>) -> RestResult<K> {
     check_name("namespace", ns)?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(ns), false))?;
     may_request::<K>(c, ns, guard::Op::Write)?;
+    let body = body.parse()?;
     let obj: K = decode(body, ns, None)?;
     check_write(c, None, &obj)?;
     let pp = PostParams { dry_run: dry.is_dry_run()?, field_manager: Some("kairon-api".into()) };
     Ok(api::<K>(c, ns).create(&pp, &obj).await?)
 }
 
-async fn replace<K: Mirrored>(c: &Caller, ns: &str, name: &str, dry: &DryRunQuery, body: Value) -> RestResult<K> {
+async fn replace<K: Mirrored>(
+    c: &Caller,
+    ns: &str,
+    name: &str,
+    dry: &DryRunQuery,
+    body: JsonBody<Value>,
+) -> RestResult<K> {
     check_name("namespace", ns)?;
     check_name("name", name)?;
     c.check(auth::may_access(&c.id, Verb::Write, Some(ns), false))?;
     may_request::<K>(c, ns, guard::Op::Write)?;
+    let body = body.parse()?;
     let obj: K = decode(body, ns, Some(name))?;
     let current = api::<K>(c, ns).get_opt(name).await?;
     check_write(c, current.as_ref(), &obj)?;
@@ -371,7 +379,7 @@ macro_rules! kind_routes {
                       (status = 403, description = "The caller may not write here", body = super::ErrorBody),
                       (status = 409, description = "It already exists", body = super::ErrorBody),
                       (status = 422, description = "A field is invalid", body = super::ErrorBody)))]
-        async fn $create(c: Caller, Path(p): Path<NamespacePath>, Query(d): Query<DryRunQuery>, Json(body): Json<Value>)
+        async fn $create(c: Caller, Path(p): Path<NamespacePath>, Query(d): Query<DryRunQuery>, body: JsonBody<Value>)
             -> RestResult<(axum::http::StatusCode, Json<Value>)> {
             Ok((axum::http::StatusCode::CREATED, json(create::<$K>(&c, &p.namespace, &d, body).await?)))
         }
@@ -390,7 +398,7 @@ macro_rules! kind_routes {
                       (status = 400, description = "The body is not a valid object", body = super::ErrorBody),
                       (status = 409, description = "Changed meanwhile: get it again and retry", body = super::ErrorBody),
                       (status = 422, description = "A field is invalid", body = super::ErrorBody)))]
-        async fn $replace(c: Caller, Path(p): Path<ObjectPath>, Query(d): Query<DryRunQuery>, Json(body): Json<Value>)
+        async fn $replace(c: Caller, Path(p): Path<ObjectPath>, Query(d): Query<DryRunQuery>, body: JsonBody<Value>)
             -> RestResult<Json<Value>> {
             Ok(json(replace::<$K>(&c, &p.namespace, &p.name, &d, body).await?))
         }

@@ -18,7 +18,7 @@ use kairon_model::{KaironNode, Machine, PowerState};
 use kairon_runtime_api::types::PowerAction;
 
 use super::objects::{DryRunQuery, ObjectPath, check_name, get_object};
-use super::{Caller, ErrorBody, RestError, RestResult, schema};
+use super::{Caller, ErrorBody, JsonBody, RestError, RestResult, schema};
 use crate::auth::{self, Verb};
 use crate::state::AppState;
 
@@ -214,13 +214,14 @@ pub struct CopyRequest {
 
 /// Copies a Machine's instance on its node into a new Machine pinned there; the node agent adopts
 /// the copy by its runtime name. If the Machine cannot be created, the copy is removed again.
-async fn copy(c: &Caller, p: &ObjectPath, req: CopyRequest, live: bool) -> RestResult<Value> {
-    check_name("name", &req.name)?;
-    let m: Machine = get_object(c, &p.namespace, &p.name).await?;
+async fn copy(c: &Caller, p: &ObjectPath, body: JsonBody<CopyRequest>, live: bool) -> RestResult<Value> {
     c.check(auth::may_access(&c.id, Verb::Write, Some(&p.namespace), false))?;
+    let m: Machine = get_object(c, &p.namespace, &p.name).await?;
     if m.spec.sandbox.is_some() {
         c.check(auth::admin_only(&c.id, "creating a sandbox-track (spec.sandbox) Machine"))?;
     }
+    let req = body.parse()?;
+    check_name("name", &req.name)?;
     let api: Api<Machine> = Api::namespaced(c.ctx.kube.clone(), &p.namespace);
     if api.get_opt(&req.name).await?.is_some() {
         return Err(RestError::conflict(
@@ -285,9 +286,9 @@ pub struct CopyResult {
 async fn machine_fork(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<CopyRequest>,
+    body: JsonBody<CopyRequest>,
 ) -> RestResult<(axum::http::StatusCode, Json<Value>)> {
-    Ok((axum::http::StatusCode::CREATED, Json(copy(&c, &p, req, true).await?)))
+    Ok((axum::http::StatusCode::CREATED, Json(copy(&c, &p, body, true).await?)))
 }
 
 /// Clone: copy the Machine's disk into a new Machine that boots fresh.
@@ -297,9 +298,9 @@ async fn machine_fork(
 async fn machine_clone(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<CopyRequest>,
+    body: JsonBody<CopyRequest>,
 ) -> RestResult<(axum::http::StatusCode, Json<Value>)> {
-    Ok((axum::http::StatusCode::CREATED, Json(copy(&c, &p, req, false).await?)))
+    Ok((axum::http::StatusCode::CREATED, Json(copy(&c, &p, body, false).await?)))
 }
 
 #[derive(Deserialize, IntoParams, Default)]
@@ -362,10 +363,11 @@ async fn machine_unfreeze(c: Caller, Path(p): Path<ObjectPath>) -> RestResult<Js
 async fn machine_snapshot(
     c: Caller,
     Path(p): Path<ObjectPath>,
-    Json(req): Json<kairon_runtime_api::types::SnapshotRequest>,
+    body: JsonBody<kairon_runtime_api::types::SnapshotRequest>,
 ) -> RestResult<Json<Value>> {
     c.check(auth::admin_only(&c.id, "snapshotting a sandbox"))?;
     let m: Machine = get_object(&c, &p.namespace, &p.name).await?;
+    let req = body.parse()?;
     if !req.path.starts_with('/') {
         return Err(RestError::bad_request("path must be an absolute path on the node"));
     }
