@@ -222,11 +222,12 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
     for member in try_order(warm, &name) {
         let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
         // Exactly once: the patch applies only to the resourceVersion we saw warm and unclaimed.
+        // The claimant's idleness starts now (lifecycle-start); no suspension from before stays.
         let patch = json!({
             "metadata": {
                 "resourceVersion": m.resource_version(),
                 "labels": {labels::CLAIM: name},
-                "annotations": {annotations::LIFECYCLE_START: at},
+                "annotations": {annotations::LIFECYCLE_START: at, annotations::IDLE_SUSPENDED: null},
             },
             "spec": {"powerState": "Running"},
         });

@@ -80,20 +80,32 @@ pub fn done_word(a: IdleAction) -> &'static str {
     }
 }
 
-/// A warm pool member (pool label, no claim label) is exempt from lifetime and TTL.
+/// A warm pool member (pool label, no claim label) is exempt from idle actions, lifetime and
+/// TTL: its pool keeps it in the power state it wants, and its life starts when a claim binds
+/// it. Both labels are the controllers' to write (`api/src/guard.rs`), so a tenant can neither
+/// make its own Machine exempt nor strip a member of its exemption.
 pub fn warm_pool_member(m: &Machine) -> bool {
     has_label(m, labels::POOL) && !has_label(m, labels::CLAIM)
 }
 
+/// A pool member bound to a MachineClaim.
+fn claimed_pool_member(m: &Machine) -> bool {
+    has_label(m, labels::POOL) && has_label(m, labels::CLAIM)
+}
+
 /// Since when a Machine has been idle: the later of `status.lifecycle.lastActivityTime` and
 /// the last-activity annotation; with neither, its creation (or lifecycle-start, if later).
+/// A claimed pool member is never idle since before its claim: what it did (or did not do)
+/// while it sat warm in the pool is not its claimant's idleness.
 pub fn idle_since(m: &Machine) -> Option<Timestamp> {
     let status = m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.as_ref());
     let seen = [status.map(|t| t.0), annotation_time(m, annotations::LAST_ACTIVITY)].into_iter().flatten().max();
-    seen.or_else(|| {
+    let claimed_at = if claimed_pool_member(m) { annotation_time(m, annotations::LIFECYCLE_START) } else { None };
+    let since = seen.or_else(|| {
         let created = m.metadata.creation_timestamp.as_ref().map(|t| t.0);
         [created, annotation_time(m, annotations::LIFECYCLE_START)].into_iter().flatten().max()
-    })
+    });
+    [since, claimed_at].into_iter().flatten().max()
 }
 
 /// Whether idleness may be acted on: Running, not migrating, and `spec.powerState` unset or
@@ -118,7 +130,7 @@ pub fn decide(m: &Machine, now: Timestamp, min_idle: Duration) -> Plan {
         let mut ends: Vec<(Timestamp, String)> = Vec::new();
         if let Some(max) = lifecycle.and_then(|l| l.max_lifetime_seconds) {
             let claimed_start =
-                if has_label(m, labels::CLAIM) { annotation_time(m, annotations::LIFECYCLE_START) } else { None };
+                if claimed_pool_member(m) { annotation_time(m, annotations::LIFECYCLE_START) } else { None };
             let (start, from) = match (claimed_start, created) {
                 (Some(s), _) => (Some(s), "lifecycle start"),
                 (None, c) => (c, "creation"),
@@ -151,9 +163,10 @@ pub fn decide(m: &Machine, now: Timestamp, min_idle: Duration) -> Plan {
         }
     }
 
-    // Idleness.
+    // Idleness; a warm pool member's power state is its pool's business.
     if let Some(l) = lifecycle
         && let Some(timeout) = l.idle_timeout_seconds
+        && !warm_pool_member(m)
         && idle_eligible(m)
         && let Some(since) = idle_since(m)
     {
@@ -440,6 +453,49 @@ mod tests {
         plain.metadata.annotations =
             Some([(annotations::LIFECYCLE_START.to_string(), at(100).to_string())].into_iter().collect());
         assert_eq!(decide(&plain, at(5), MIN).next, Some(at(10)));
+    }
+
+    /// A member that sat warm (and quiet) in its pool for longer than its idle timeout.
+    fn long_warm_member(action: IdleAction, claim_at: Option<i64>) -> Machine {
+        let mut m = machine(json!({"idleTimeoutSeconds": 60, "idleAction": action.as_str(), "wakeOnConnect": false}));
+        labelled(&mut m, claim_at.is_some(), claim_at);
+        m.status.as_mut().unwrap().lifecycle = Some(kairon_model::LifecycleStatus {
+            last_activity_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5))),
+            vmm_pid: None,
+        });
+        m
+    }
+
+    #[test]
+    fn a_warm_pool_member_is_never_idle_suspended() {
+        for action in IdleAction::ALL {
+            let warm = long_warm_member(action, None);
+            assert_eq!(decide(&warm, at(10_000), MIN), Plan { act: None, next: None }, "{action:?}");
+        }
+    }
+
+    #[test]
+    fn a_claimed_pool_member_is_idle_only_from_its_claim() {
+        for action in IdleAction::ALL {
+            // Warm and quiet since 5 s, claimed at 80 s: idle from 80, not from 5.
+            let claimed = long_warm_member(action, Some(80));
+            assert_eq!(idle_since(&claimed), Some(at(80)), "{action:?}");
+            assert_eq!(decide(&claimed, at(88), MIN), Plan { act: None, next: Some(at(140)) }, "{action:?}");
+            assert_eq!(decide(&claimed, at(140), MIN).act, idle(action, 60, 60), "{action:?}");
+            // Activity after the claim moves the deadline as for any Machine.
+            let mut busy = long_warm_member(action, Some(80));
+            busy.metadata.annotations.as_mut().unwrap().insert(annotations::LAST_ACTIVITY.into(), at(120).to_string());
+            assert_eq!(decide(&busy, at(140), MIN), Plan { act: None, next: Some(at(180)) }, "{action:?}");
+        }
+        // lifecycle-start on a Machine outside any pool does not postpone its idleness.
+        let mut plain = machine(json!({"idleTimeoutSeconds": 60}));
+        plain.metadata.annotations =
+            Some([(annotations::LIFECYCLE_START.to_string(), at(100).to_string())].into_iter().collect());
+        plain.status.as_mut().unwrap().lifecycle = Some(kairon_model::LifecycleStatus {
+            last_activity_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5))),
+            vmm_pid: None,
+        });
+        assert_eq!(idle_since(&plain), Some(at(5)));
     }
 
     #[test]

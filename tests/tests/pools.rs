@@ -408,3 +408,117 @@ async fn wait_phase_of(api: &Api<Machine>, name: &str, want: MachinePhase) {
     })
     .await;
 }
+
+/// A pool whose members' template carries an idle timeout and action (wake-on-connect off).
+fn idle_pool(name: &str, warm: &str, action: &str, idle_seconds: i64) -> MachinePool {
+    let mut p = pool(name, 1, warm, 1);
+    p.spec.template.spec.lifecycle = Some(
+        serde_json::from_value(json!({
+            "idleTimeoutSeconds": idle_seconds, "idleAction": action, "wakeOnConnect": false
+        }))
+        .unwrap(),
+    );
+    p
+}
+
+fn annotation_time(m: &Machine, key: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    m.annotations().get(key)?.rsplit(' ').next()?.parse().ok()
+}
+
+/// Warm members (Running or Paused pools) are exempt from idle actions however long they sit,
+/// and a claimed member's idle time counts from its claim, not from how long it was warm: with
+/// each idle action a runc sandbox has, it stays awake for the whole timeout after the claim and
+/// only then is suspended (or deleted).
+#[tokio::test(flavor = "multi_thread")]
+async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim() {
+    const IDLE: i64 = 4;
+    const IDLE_SUSPENDED: &str = "kairon.zyvor.dev/idle-suspended";
+    const LIFECYCLE_START: &str = "kairon.zyvor.dev/lifecycle-start";
+    let mut flags = FAST.to_vec();
+    flags.extend(["--test-min-idle-timeout-seconds", "1"]);
+    let k = Kairon::start_with(&flags).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let cases: Vec<(String, PowerState, &str)> = [PowerState::Running, PowerState::Paused]
+        .into_iter()
+        .flat_map(|warm| {
+            ["Pause", "Stop", "Delete"]
+                .into_iter()
+                .map(move |action| (format!("idle-{}-{}", warm.as_str(), action).to_lowercase(), warm, action))
+        })
+        .collect();
+    for (name, warm, action) in &cases {
+        pools.create(&PostParams::default(), &idle_pool(name, warm.as_str(), action, IDLE)).await.unwrap();
+    }
+    for (name, _, _) in &cases {
+        wait_warm(&pools, name, 1, Duration::from_secs(120)).await;
+    }
+
+    // Warm for twice the idle timeout: no member is suspended, and a Running pool's members do
+    // not flip between the lifecycle controller (Pause) and the pool (Running).
+    let watched_until = tokio::time::Instant::now() + Duration::from_secs(2 * IDLE as u64);
+    while tokio::time::Instant::now() < watched_until {
+        for (name, warm, _) in &cases {
+            for m in unclaimed(&members(&machines, name).await) {
+                assert!(!m.annotations().contains_key(IDLE_SUSPENDED), "warm {} was idle-suspended", m.name_any());
+                assert_eq!(m.spec.power_state, Some(*warm), "warm {} keeps its pool's power state", m.name_any());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let idle_events = events.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        !idle_events.iter().any(|e| e.reason.as_deref() == Some("IdleSuspended")),
+        "no idle action on a warm member: {:?}",
+        idle_events.iter().map(|e| (&e.reason, &e.note)).collect::<Vec<_>>()
+    );
+
+    for (name, _, _) in &cases {
+        claims.create(&PostParams::default(), &claim(name, name, None)).await.unwrap();
+    }
+    let mut bound = Vec::new();
+    for (name, warm, action) in &cases {
+        let c = eventually(&format!("claim {name} bound"), Duration::from_secs(60), || async {
+            claims.get(name).await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+        })
+        .await;
+        bound.push((tokio::time::Instant::now(), c.status.unwrap().machine_name.unwrap(), *warm, *action));
+    }
+    // Right after the claim, each member is awake and not suspended, however long it sat warm.
+    for (_, member, warm, _) in &bound {
+        let m = machines.get(member).await.unwrap();
+        assert!(!m.annotations().contains_key(IDLE_SUSPENDED), "{member} ({warm}) suspended at its claim");
+        assert_eq!(m.spec.power_state, Some(PowerState::Running), "{member} ({warm}) is resumed by its claim");
+    }
+    for (bound_at, member, warm, action) in &bound {
+        let what = format!("{member} ({warm} pool) to be {action} once idle since its claim");
+        if *action == "Delete" {
+            eventually(&what, Duration::from_secs(60), || async {
+                matches!(machines.get_opt(member).await, Ok(None)).then_some(())
+            })
+            .await;
+            let after = bound_at.elapsed();
+            // The deadline is lifecycle-start + IDLE; the claim was seen bound just after it.
+            assert!(
+                after >= Duration::from_millis(IDLE as u64 * 1000 - 1500),
+                "{member} deleted {after:?} after its claim"
+            );
+        } else {
+            let m = eventually(&what, Duration::from_secs(60), || async {
+                machines.get(member).await.ok().filter(|m| m.annotations().contains_key(IDLE_SUSPENDED))
+            })
+            .await;
+            let started = annotation_time(&m, LIFECYCLE_START).expect("lifecycle-start stamped at the claim");
+            let suspended = annotation_time(&m, IDLE_SUSPENDED).expect("idle-suspended says when");
+            let idle_for = suspended.duration_since(started);
+            assert!(
+                idle_for >= k8s_openapi::jiff::SignedDuration::from_secs(IDLE),
+                "{member}: suspended {idle_for} after its claim, before its idle timeout of {IDLE}s"
+            );
+            assert!(m.annotations()[IDLE_SUSPENDED].starts_with(action), "{:?}", m.annotations()[IDLE_SUSPENDED]);
+        }
+    }
+}
