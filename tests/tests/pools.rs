@@ -464,7 +464,7 @@ async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim(
         for (name, warm, _) in &cases {
             for m in unclaimed(&members(&machines, name).await) {
                 assert!(!m.annotations().contains_key(IDLE_SUSPENDED), "warm {} was idle-suspended", m.name_any());
-                assert_eq!(m.spec.power_state, Some(*warm), "warm {} keeps its pool's power state", m.name_any());
+                assert_eq!(m.spec.desired_power_state(), *warm, "warm {} keeps its pool's power state", m.name_any());
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
