@@ -171,6 +171,18 @@ struct ProcRecord {
 }
 
 /// A running QEMU and the connections to it.
+/// The host thread ids of a QEMU's vCPUs (one each, or one shared under single-threaded TCG).
+async fn vcpu_thread_ids(run: &Running) -> std::result::Result<Vec<i32>, qmp::QmpError> {
+    let cpus = run.qmp.lock().await.execute("query-cpus-fast", json!({})).await?;
+    let mut tids: Vec<i32> = cpus
+        .as_array()
+        .map(|cs| cs.iter().filter_map(|c| c["thread-id"].as_i64()).filter_map(|t| i32::try_from(t).ok()).collect())
+        .unwrap_or_default();
+    tids.sort_unstable();
+    tids.dedup();
+    Ok(tids)
+}
+
 pub struct Running {
     pub pid: u32,
     /// The uid QEMU runs as, when it is one of [`VM_UID_BASE`]'s.
@@ -184,6 +196,8 @@ pub struct Running {
     /// Guest port → host port on 127.0.0.1.
     forwards: Mutex<BTreeMap<u16, u16>>,
     child: std::sync::Mutex<Option<tokio::process::Child>>,
+    /// QEMU's vCPU thread ids (QMP `query-cpus-fast`), asked once: they live as long as QEMU.
+    vcpu_threads: tokio::sync::OnceCell<Vec<i32>>,
 }
 
 pub struct VmHost {
@@ -875,6 +889,7 @@ impl VmHost {
             procs: std::sync::Mutex::new(BTreeMap::new()),
             forwards: Mutex::new(BTreeMap::new()),
             child: std::sync::Mutex::new(Some(child)),
+            vcpu_threads: tokio::sync::OnceCell::new(),
         });
         lock(&self.running).insert(id.to_string(), run.clone());
         Ok(run)
@@ -1118,6 +1133,7 @@ impl VmHost {
             procs: std::sync::Mutex::new(BTreeMap::new()),
             forwards: Mutex::new(BTreeMap::new()),
             child: std::sync::Mutex::new(None),
+            vcpu_threads: tokio::sync::OnceCell::new(),
         });
         lock(&self.running).insert(id.to_string(), run);
         Some((pid, status == "running"))
@@ -1396,11 +1412,21 @@ impl VmHost {
     pub async fn stats(&self, id: &str) -> Stats {
         let Some(run) = self.running(id) else { return Stats::default() };
         let mut s = Stats { vmm_pid: Some(run.pid), process_count: 1, ..Default::default() };
+        let ns_per_tick = 1_000_000_000 / procfs::ticks_per_second();
         if let Ok(p) = procfs::process::Process::new(run.pid as i32)
             && let Ok(st) = p.stat()
         {
-            s.cpu_time_nanos = (st.utime + st.stime) * (1_000_000_000 / procfs::ticks_per_second());
             s.memory_bytes = st.rss * procfs::page_size();
+            // The guest's own work is what its vCPU threads run. QEMU's other threads (main loop,
+            // I/O, timers) cost CPU of their own, under TCG enough to make a quiet guest look
+            // busy at the default idle threshold. Without the thread ids, the whole process.
+            let threads = run.vcpu_threads.get_or_try_init(|| vcpu_thread_ids(&run)).await.ok();
+            let vcpu_ticks: Option<u64> = threads.filter(|t| !t.is_empty()).and_then(|tids| {
+                tids.iter()
+                    .map(|&tid| p.task_from_tid(tid).and_then(|t| t.stat()).ok().map(|st| st.utime + st.stime))
+                    .sum()
+            });
+            s.cpu_time_nanos = vcpu_ticks.unwrap_or(st.utime + st.stime) * ns_per_tick;
         }
         if let Ok(v) = self.qmp(id, "query-blockstats", json!({})).await
             && let Some(devs) = v.as_array()
