@@ -89,7 +89,10 @@ async fn open(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Session> {
 
 /// Who may use this guest, and whether it has what the route needs: the Machine as read.
 async fn authorize(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Machine> {
-    // A caller who may use no guest at all hears so before anything is read.
+    // A caller who may use no guest here at all hears so before anything is read: first the
+    // namespace (as reading the Machine would say), then the caller's role and the flag.
+    super::objects::check_name("namespace", &p.namespace)?;
+    c.check(auth::may_access(&c.id, auth::Verb::Read, Some(&p.namespace), false))?;
     c.check(auth::may_use_guest(
         &c.id,
         &GuestTarget { namespace: &p.namespace, sandbox_labelled: true },
