@@ -332,7 +332,7 @@ fn pending_of(store: &Store<MachineClaim>, ns: &str, pool: &str) -> Vec<ObjectRe
         .collect()
 }
 
-pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     let claims: Api<MachineClaim> = Api::all(client.clone());
     let pools_api: Api<MachinePool> = Api::all(client.clone());
     let machines: Api<Machine> = Api::all(client.clone());
@@ -352,6 +352,7 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
                 None => Vec::new(),
             }
         })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
