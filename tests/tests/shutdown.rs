@@ -147,7 +147,7 @@ async fn sigterm_during_twenty_claims_and_a_watch_stops_cleanly_and_the_sandboxe
     let rt = k.runtime().unwrap();
     let mut early_instances = BTreeMap::new();
     for m in &early {
-        let id = InstanceId::new(&runtime_id(m).unwrap()).unwrap();
+        let id = InstanceId::new(runtime_id(m).unwrap()).unwrap();
         let vm = rt.get(&id).await.unwrap();
         assert_eq!(vm.owner_uid.as_deref(), m.uid().as_deref());
         let pid = vm.pid.expect("a running sandbox has an init process");
