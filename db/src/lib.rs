@@ -191,8 +191,11 @@ impl Store {
         &self.inner.pool
     }
 
-    /// Stops the listener (ending every watch stream) and closes the pool.
-    pub async fn close(&self) {
+    /// Stops the listener, which ends every watch stream, but keeps the pool open: reads and
+    /// writes still work, and a watch started afterwards ends at once. A server calls this when
+    /// it shuts down, so its graceful shutdown does not wait on open watches while the requests
+    /// in flight still reach the database. Idempotent.
+    pub async fn end_watches(&self) {
         let tx = self.inner.shutdown.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(tx) = tx {
             let _ = tx.send(());
@@ -201,6 +204,11 @@ impl Store {
         if let Some(task) = task {
             let _ = task.await;
         }
+    }
+
+    /// Stops the listener (ending every watch stream) and closes the pool.
+    pub async fn close(&self) {
+        self.end_watches().await;
         self.inner.pool.close().await;
     }
 
@@ -442,7 +450,8 @@ impl Store {
 
     /// Every event of `group`/`resource` (and `namespace` when given) with
     /// rv > `from_rv`, in rv order and without gaps, then live events until
-    /// the store shuts down (the stream then ends). Fails with `Gone` when
+    /// the store shuts down (the stream then ends; it is empty when the store's watches have
+    /// already ended, see [`Store::end_watches`]). Fails with `Gone` when
     /// `from_rv` is below the compacted rv. A stream item is `Err(Gone)` only
     /// if a lagging watcher fell behind compaction; the stream ends after it.
     pub async fn watch(
@@ -458,9 +467,12 @@ impl Store {
         }
         let filter =
             Filter { group: group.to_owned(), resource: resource.to_owned(), namespace: namespace.map(str::to_owned) };
-        let state =
-            WatchState::start(self.clone(), filter, from_rv).ok_or(StoreError::Database(sqlx::Error::PoolClosed))?;
-        Ok(futures::stream::unfold(state, WatchState::next))
+        // With the listener stopped (the store is shutting down) the stream ends at once, as
+        // every open one just did: the client watches again from where it was.
+        let state = WatchState::start(self.clone(), filter, from_rv);
+        Ok(futures::StreamExt::flat_map(futures::stream::iter(state), |state| {
+            futures::stream::unfold(state, WatchState::next)
+        }))
     }
 }
 

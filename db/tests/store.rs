@@ -381,6 +381,23 @@ async fn close_ends_watch_streams(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = "./migrations")]
+async fn end_watches_ends_streams_and_keeps_the_store_usable(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let mut w = pin!(store.watch(G, R, None, 0).await.unwrap());
+    store.end_watches().await;
+    let end = tokio::time::timeout(WAIT, w.next()).await.unwrap();
+    assert!(end.is_none(), "{end:?}");
+    // Requests still in flight during a shutdown keep working; a new watch ends at once.
+    store.create(oref("ns", "after"), obj("ns", "after", json!({}))).await.unwrap();
+    assert!(store.get(oref("ns", "after")).await.unwrap().is_some());
+    let mut late = pin!(store.watch(G, R, None, 0).await.unwrap());
+    let end = tokio::time::timeout(WAIT, late.next()).await.unwrap();
+    assert!(end.is_none(), "{end:?}");
+    store.end_watches().await;
+    store.close().await;
+}
+
+#[sqlx::test(migrations = "./migrations")]
 async fn concurrent_updates_with_same_precondition(pool: PgPool) {
     let store = Store::from_pool(pool).await.unwrap();
     let created = store.create(oref("ns", "a"), obj("ns", "a", json!({}))).await.unwrap();

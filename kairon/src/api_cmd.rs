@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -61,12 +60,18 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let app = kairon_api::cluster_router(state);
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
     let handle = axum_server::Handle::new();
-    let stopper = handle.clone();
-    tokio::spawn(async move {
-        crate::up::shutdown_signal().await;
-        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
-    });
-    axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()).await?;
+    let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
+    let mut server = tokio::spawn(server.serve(app.into_make_service()));
+    tokio::select! {
+        _ = crate::up::shutdown_signal() => {}
+        r = &mut server => {
+            store.close().await;
+            return Ok(r??);
+        }
+    }
+    // Stop accepting, let the requests in flight finish (they still reach the database), and
+    // only then close the store.
+    crate::up::drain(&store, &handle, server).await?;
     store.close().await;
     Ok(())
 }

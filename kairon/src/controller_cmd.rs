@@ -95,15 +95,12 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     }
     let cfg = args.tuning.config(identity.clone(), store.clone());
     println!("Kairon controller {identity} is up (leader-elected; the Lease kairon-system/kairon-controller)");
-    let controllers = tokio::spawn(kairon_reconciler::run_all(client.clone(), cfg));
+    let mut workers = crate::workers::Workers::new();
+    // Finishes the reconciles in flight, then hands over at once rather than after the lease
+    // duration.
+    crate::node_cmd::spawn_controllers(&mut workers, client, cfg);
     crate::up::shutdown_signal().await;
-    controllers.abort();
-    // Hand over at once rather than after the lease duration.
-    match kairon_reconciler::leader::release(client, &identity).await {
-        Ok(true) => eprintln!("released the controller lease"),
-        Ok(false) => {}
-        Err(e) => eprintln!("warning: releasing the controller lease failed (it runs out on its own): {e}"),
-    }
+    workers.stop(crate::workers::GRACE).await;
     if let Some(s) = store {
         s.close().await;
     }

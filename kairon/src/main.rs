@@ -8,6 +8,7 @@ mod postgres;
 mod runtime_cmd;
 mod tls;
 mod up;
+mod workers;
 
 use std::path::PathBuf;
 

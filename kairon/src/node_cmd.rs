@@ -8,6 +8,8 @@ use anyhow::{Context, Result};
 use kairon_model::Quantity;
 use kairon_node::NodeConfig;
 
+use crate::workers::Workers;
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     kairon_model::duration::parse_seconds(s).map(|s| Duration::from_secs(s as u64))
 }
@@ -72,20 +74,47 @@ pub struct NodeArgs {
 }
 
 /// Keeps the node agent running; it starts over after an error (the API may not be up yet).
-pub fn spawn_node_agent(client: kube::Client, cfg: NodeConfig) {
-    tokio::spawn(async move {
+/// It stops when `workers` stop.
+pub fn spawn_node_agent(workers: &mut Workers, client: kube::Client, cfg: NodeConfig) {
+    let stop = workers.token();
+    workers.spawn(async move {
         loop {
-            if let Err(e) = kairon_node::run(client.clone(), cfg.clone()).await {
+            let result = kairon_node::run(client.clone(), cfg.clone(), stop.clone()).await;
+            if stop.is_cancelled() {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "node agent stopped");
+                }
+                return;
+            }
+            if let Err(e) = result {
                 tracing::warn!(error = %e, "node agent stopped; starting over");
             }
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            if crate::workers::pause(&stop, Duration::from_secs(1)).await {
+                return;
+            }
         }
     });
 }
 
-/// The controllers (scheduler, lifecycle, pools, claims, usage), under leader election.
-pub fn spawn_controllers(client: kube::Client, cfg: kairon_reconciler::ControllerConfig) {
-    tokio::spawn(kairon_reconciler::run_all(client, cfg));
+/// The controllers (scheduler, lifecycle, pools, claims, usage), under leader election. When
+/// `workers` stop they finish their reconciles in flight and give the Lease up, so another
+/// controller takes over at once.
+pub fn spawn_controllers(workers: &mut Workers, client: kube::Client, cfg: kairon_reconciler::ControllerConfig) {
+    let stop = workers.token();
+    workers.spawn(async move {
+        let identity = cfg.identity.clone();
+        kairon_reconciler::run_all(client.clone(), cfg, stop).await;
+        release_lease(client, &identity).await;
+    });
+}
+
+/// Gives the controller Lease up if this process holds it.
+pub async fn release_lease(client: kube::Client, identity: &str) {
+    match kairon_reconciler::leader::release(client, identity).await {
+        Ok(true) => eprintln!("released the controller lease"),
+        Ok(false) => {}
+        Err(e) => eprintln!("warning: releasing the controller lease failed (it runs out on its own): {e}"),
+    }
 }
 
 pub async fn run(args: NodeArgs) -> Result<()> {
@@ -106,11 +135,14 @@ pub async fn run(args: NodeArgs) -> Result<()> {
         }
     };
     println!("Kairon node {} is up (runtime {endpoint})", args.node_name);
+    let mut workers = Workers::new();
     if args.scheduler {
-        spawn_controllers(client.clone(), Default::default());
+        spawn_controllers(&mut workers, client.clone(), Default::default());
     }
     let cfg = args.tuning.config(&args.node_name, &endpoint, &token);
-    spawn_node_agent(client, cfg);
+    spawn_node_agent(&mut workers, client, cfg);
     crate::up::shutdown_signal().await;
+    // The runtime's instances keep running; the next agent on this node adopts them.
+    workers.stop(crate::workers::GRACE).await;
     Ok(())
 }

@@ -223,6 +223,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let node_client = system_client(&keys, &server_url, &tls.ca_pem, &args.node_name, Role::Node).await?;
     let controller_sub = format!("kairon-controller-{}", args.node_name);
     let controller_client = system_client(&keys, &server_url, &tls.ca_pem, &controller_sub, Role::Controller).await?;
+    let mut workers = crate::workers::Workers::new();
     let runtime_url = if args.no_runtime {
         None
     } else {
@@ -230,11 +231,11 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
             Ok(url) => {
                 let token = runtime_token.clone();
                 let cfg = args.node.config(&args.node_name, &url, &token);
-                crate::node_cmd::spawn_node_agent(node_client, cfg);
+                crate::node_cmd::spawn_node_agent(&mut workers, node_client, cfg);
                 if !args.no_controllers {
                     let identity = format!("kairon-controller-{}", args.node_name);
                     let controllers = args.controllers.config(identity, Some(store.clone()));
-                    crate::node_cmd::spawn_controllers(controller_client, controllers);
+                    crate::node_cmd::spawn_controllers(&mut workers, controller_client, controllers);
                 }
                 Some(url)
             }
@@ -245,20 +246,24 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
         }
     };
 
-    let compactor = {
+    {
         let store = store.clone();
         let (every, keep) = (args.compact_interval, args.compact_keep);
-        tokio::spawn(async move {
+        let stop = workers.token();
+        workers.spawn(async move {
             let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
             tick.tick().await;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stop.cancelled() => return,
+                }
                 if let Err(e) = store.compact(keep).await {
                     tracing::warn!(error = %e, "compaction failed");
                 }
             }
-        })
-    };
+        });
+    }
 
     println!("Kairon is up at {server_url}");
     println!("  node:        {}", args.node_name);
@@ -274,17 +279,42 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let app = kairon_api::router(state);
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
     let handle = axum_server::Handle::new();
-    // Closing the store ends open watch streams, so graceful shutdown does not wait on them.
-    let closing = store.clone();
-    let stopper = handle.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        closing.close().await;
-        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
-    });
-    axum_server::from_tcp_rustls(listener, config)?.handle(handle).serve(app.into_make_service()).await?;
-    compactor.abort();
+    let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
+    let mut server = tokio::spawn(server.serve(app.into_make_service()));
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        r = &mut server => {
+            workers.stop(crate::workers::GRACE).await;
+            store.close().await;
+            return Ok(r??);
+        }
+    }
+    // In order: the node agent and the controllers (clients of this very server) finish what
+    // they are doing while it still answers them, then the server stops accepting and drains,
+    // then the store closes (the caller then stops a private PostgreSQL). Runtime instances
+    // keep running: the next `kairon up` on this data dir adopts them.
+    eprintln!("Stopping Kairon...");
+    workers.stop(crate::workers::GRACE).await;
+    drain(&store, &handle, server).await?;
+    store.close().await;
     eprintln!("Kairon stopped.");
+    Ok(())
+}
+
+/// How long requests in flight get to finish once the server stops accepting new ones.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// Stops the server: it accepts no new connections, open watch streams end (their clients see
+/// a clean end of stream), and the requests in flight finish, at most [`DRAIN`]; the store
+/// stays open for them until this returns.
+pub async fn drain(
+    store: &Store,
+    handle: &axum_server::Handle<SocketAddr>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Result<()> {
+    handle.graceful_shutdown(Some(DRAIN));
+    store.end_watches().await;
+    server.await??;
     Ok(())
 }
 

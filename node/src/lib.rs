@@ -17,6 +17,7 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
+pub use tokio_util::sync::CancellationToken;
 
 use kairon_model::keys::{annotations, finalizers};
 use kairon_model::node::{Acceleration, NodeCapacity};
@@ -140,16 +141,31 @@ async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeEr
     Ok(())
 }
 
-/// Runs the node agent until the stream of Machines ends.
-pub async fn run(client: kube::Client, cfg: NodeConfig) -> Result<(), NodeError> {
-    register(&client, &cfg).await?;
+/// Runs the node agent until the stream of Machines ends, or until `shutdown` is cancelled:
+/// it then takes no new work, finishes the reconciles in flight, stops its heartbeat and
+/// returns. The runtime's instances are left as they are (a restarted agent adopts them).
+pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
+    tokio::select! {
+        r = register(&client, &cfg) => r?,
+        _ = shutdown.cancelled() => return Ok(()),
+    }
+    // The heartbeat lives as long as this call (an agent started over gets a new one).
+    let beat = shutdown.child_token();
+    let _stop_beat = beat.clone().drop_guard();
     {
         let (client, cfg) = (client.clone(), cfg.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(cfg.heartbeat_interval);
             loop {
-                tick.tick().await;
-                if let Err(e) = heartbeat(&client, &cfg).await {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = beat.cancelled() => return,
+                }
+                let result = tokio::select! {
+                    r = heartbeat(&client, &cfg) => r,
+                    _ = beat.cancelled() => return,
+                };
+                if let Err(e) = result {
                     tracing::warn!(error = %e, "node heartbeat failed");
                 }
             }
@@ -167,6 +183,7 @@ pub async fn run(client: kube::Client, cfg: NodeConfig) -> Result<(), NodeError>
     let machines: Api<Machine> = Api::all(client);
     let mine = watcher::Config::default().fields(&format!("status.nodeName={}", cfg.node_name));
     Controller::new(machines, mine)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {

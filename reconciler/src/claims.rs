@@ -318,8 +318,29 @@ async fn reconcile(claim: Arc<MachineClaim>, ctx: Arc<Ctx>) -> Result<Action, Cl
 }
 
 fn error_policy(claim: Arc<MachineClaim>, e: &ClaimError, _: Arc<Ctx>) -> Action {
-    tracing::warn!(claim = %claim.name_any(), error = %e, "claim reconcile failed; retrying");
+    if raced(e) {
+        tracing::debug!(claim = %claim.name_any(), error = %e, "claim reconcile raced a newer write; retrying");
+    } else {
+        tracing::warn!(claim = %claim.name_any(), error = %e, "claim reconcile failed; retrying");
+    }
     Action::requeue(Duration::from_secs(1))
+}
+
+/// A write refused because this controller's cache is behind the object (a 409 conflict, or
+/// the finalizer helper's JSON patch `test` failing with 422 when a finalizer it just added
+/// has not reached the cache yet). Expected when claims race; the retry reads the new object.
+fn raced(e: &ClaimError) -> bool {
+    use kube::runtime::finalizer::Error as F;
+    match e {
+        ClaimError::Kube(kube::Error::Api(s)) => s.code == 409,
+        ClaimError::Finalizer(f) => match f.as_ref() {
+            F::AddFinalizer(kube::Error::Api(s)) | F::RemoveFinalizer(kube::Error::Api(s)) => {
+                s.code == 409 || s.code == 422
+            }
+            _ => false,
+        },
+        ClaimError::Kube(_) => false,
+    }
 }
 
 /// Pending claims of `pool` in `ns`.
@@ -333,7 +354,7 @@ fn pending_of(store: &Store<MachineClaim>, ns: &str, pool: &str) -> Vec<ObjectRe
         .collect()
 }
 
-pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     let claims: Api<MachineClaim> = Api::all(client.clone());
     let pools_api: Api<MachinePool> = Api::all(client.clone());
     let machines: Api<Machine> = Api::all(client.clone());
@@ -353,6 +374,7 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
                 None => Vec::new(),
             }
         })
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;

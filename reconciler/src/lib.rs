@@ -11,6 +11,8 @@ pub mod usage;
 
 use std::time::Duration;
 
+pub use tokio_util::sync::CancellationToken;
+
 /// Intervals the controllers use; tests shorten them (test-only flags of `kairon up`).
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
@@ -44,17 +46,41 @@ impl Default for ControllerConfig {
 
 /// Runs every controller while this process holds the leader Lease, so two controllers never
 /// both act; when leadership is lost they stop, and the process campaigns again.
-pub async fn run_all(client: kube::Client, cfg: ControllerConfig) {
+///
+/// Returns once `shutdown` is cancelled: the controllers take no new work then, finish the
+/// reconciles in flight and end their watches (the caller may then release the Lease with
+/// [`leader::release`]).
+pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: CancellationToken) {
     loop {
-        let lost = leader::lead(client.clone(), &cfg).await;
+        let lost = tokio::select! {
+            lost = leader::lead(client.clone(), &cfg) => lost,
+            _ = shutdown.cancelled() => return,
+        };
+        // The controllers stop on the first of: leadership lost (dropped at once, so nothing
+        // acts without the Lease), one of them ending on its own (all start over), or shutdown
+        // (each finishes what it is doing first).
+        let mut controllers = tokio::task::JoinSet::new();
+        controllers.spawn(scheduler::run(client.clone(), shutdown.clone()));
+        controllers.spawn(lifecycle::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn(pools::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn(claims::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn(usage::run(client.clone(), cfg.clone(), shutdown.clone()));
         tokio::select! {
-            _ = lost => tracing::warn!("lost the controller lease; standing by"),
-            _ = scheduler::run(client.clone()) => {}
-            _ = lifecycle::run(client.clone(), cfg.clone()) => {}
-            _ = pools::run(client.clone(), cfg.clone()) => {}
-            _ = claims::run(client.clone(), cfg.clone()) => {}
-            _ = usage::run(client.clone(), cfg.clone()) => {}
+            _ = lost => {
+                tracing::warn!("lost the controller lease; standing by");
+                controllers.shutdown().await;
+            }
+            _ = controllers.join_next() => {
+                if shutdown.is_cancelled() {
+                    while controllers.join_next().await.is_some() {}
+                    return;
+                }
+                controllers.shutdown().await;
+            }
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.cancelled() => return,
+        }
     }
 }

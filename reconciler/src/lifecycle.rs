@@ -284,7 +284,7 @@ fn error_policy(m: Arc<Machine>, e: &LifecycleError, _: Arc<Ctx>) -> Action {
 }
 
 /// Runs the lifecycle controller over all Machines until its stream ends.
-pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     crate::metrics::global().describe(
         metrics::LIFECYCLE_ACTIONS_TOTAL,
         "Lifecycle actions the controller took (idle actions, and Expire for max lifetime/TTL).",
@@ -297,6 +297,7 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
         min_idle: cfg.min_idle_timeout,
     });
     Controller::new(machines, watcher::Config::default())
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;

@@ -359,12 +359,13 @@ pub fn pool_of(m: &Machine) -> Option<ObjectRef<MachinePool>> {
     Some(ObjectRef::new(pool).within(&m.namespace().unwrap_or_default()))
 }
 
-pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     let pools: Api<MachinePool> = Api::all(client.clone());
     let machines: Api<Machine> = Api::all(client.clone());
     let ctx = Arc::new(Ctx { client });
     Controller::new(pools, watcher::Config::default())
         .watches(machines, watcher::Config::default().labels(labels::POOL), |m| pool_of(&m))
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;

@@ -266,7 +266,7 @@ fn error_policy(m: Arc<Machine>, e: &SchedulerError, _: Arc<Ctx>) -> Action {
 
 /// Runs the scheduler until its stream ends. One Machine is placed at a time, so capacity is
 /// never promised twice.
-pub async fn run(client: kube::Client) {
+pub async fn run(client: kube::Client, shutdown: tokio_util::sync::CancellationToken) {
     let machines: Api<Machine> = Api::all(client.clone());
     let nodes: Api<KaironNode> = Api::all(client.clone());
     let (node_store, node_writer) = kube::runtime::reflector::store();
@@ -300,6 +300,7 @@ pub async fn run(client: kube::Client) {
     };
     let controller = controller
         .with_config(kube::runtime::controller::Config::default().concurrency(1))
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .watches(nodes, watcher::Config::default(), pending)
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {});

@@ -361,14 +361,18 @@ fn error_policy(c: Arc<MachineClaim>, e: &UsageError, ctx: Arc<Ctx>) -> Action {
 }
 
 /// Accrues usage for every bound claim, every `cfg.usage_interval`.
-pub async fn run(client: kube::Client, cfg: crate::ControllerConfig) {
+pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     let m = crate::metrics::global();
     m.describe(names::CLAIM_USAGE_SECONDS_TOTAL, "Seconds bound claims were active or suspended.");
     m.describe(names::CLAIM_USAGE_VCPU_SECONDS_TOTAL, "vCPU-seconds of active time of bound claims.");
     m.describe(names::CLAIM_USAGE_MEMORY_GIB_SECONDS_TOTAL, "GiB-seconds of memory of active time of bound claims.");
     let claims: Api<MachineClaim> = Api::all(client.clone());
     let ctx = Arc::new(Ctx { client, cfg });
-    Controller::new(claims, watcher::Config::default()).run(reconcile, error_policy, ctx).for_each(|_| async {}).await;
+    Controller::new(claims, watcher::Config::default())
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
 }
 
 #[cfg(test)]

@@ -1,0 +1,57 @@
+//! A process's background work (node agent, controllers, compactor) and its orderly stop.
+//!
+//! Every worker ends when the shared [`CancellationToken`] is cancelled, after finishing what it
+//! is doing. A process stops its workers *before* the API they talk to: in `kairon up` the node
+//! agent and the controllers are clients of the very server that is shutting down, so they must
+//! be done before it stops answering, or they log failures and leave half-done work behind.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How long the workers get to finish the work in flight before they are aborted.
+pub const GRACE: Duration = Duration::from_secs(5);
+
+pub struct Workers {
+    token: CancellationToken,
+    tasks: JoinSet<()>,
+}
+
+impl Workers {
+    pub fn new() -> Workers {
+        Workers { token: CancellationToken::new(), tasks: JoinSet::new() }
+    }
+
+    /// Cancelled when the workers are to stop.
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
+    pub fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(work);
+    }
+
+    /// Asks every worker to stop and waits for them, at most `grace`; any still running then is
+    /// aborted.
+    pub async fn stop(mut self, grace: Duration) {
+        self.token.cancel();
+        let all = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(grace, all).await.is_err() {
+            eprintln!(
+                "note: background work still running {}s after the stop was asked for; aborting it",
+                grace.as_secs()
+            );
+            self.tasks.shutdown().await;
+        }
+    }
+}
+
+/// Waits `period` or until `token` is cancelled; true when cancelled.
+pub async fn pause(token: &CancellationToken, period: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => false,
+        _ = token.cancelled() => true,
+    }
+}
