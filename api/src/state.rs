@@ -25,6 +25,9 @@ pub struct AppState {
     pub limits: Arc<crate::limits::Limits>,
     /// Long-lived connections per token subject, under `limits.max_connections_per_subject`.
     pub connections: Arc<crate::limits::ConnectionLimiter>,
+    /// Cancelled when the server starts to drain: long polls then leave their answer to the
+    /// connection's end rather than answer a failure of their own making.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -39,6 +42,7 @@ impl AppState {
             legacy_token: None,
             limits: Arc::new(crate::limits::Limits::default()),
             connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
+            stopping: tokio_util::sync::CancellationToken::new(),
         }
     }
 

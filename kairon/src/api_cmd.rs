@@ -57,6 +57,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     println!("  CA:        {}", data_dir.join("tls/ca.crt").display());
     println!("  tokens:    kairon token --data-dir {} --sub NAME --role ROLE", data_dir.display());
 
+    let stopping = state.stopping.clone();
     let app = kairon_api::cluster_router(state);
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
     let handle = axum_server::Handle::new();
@@ -71,7 +72,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     }
     // Stop accepting, let the requests in flight finish (they still reach the database), and
     // only then close the store.
-    crate::up::drain(&store, &handle, server).await?;
+    crate::up::drain(&store, &handle, server, &stopping).await?;
     store.close().await;
     Ok(())
 }

@@ -276,6 +276,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     println!("  admin token: {token}");
     println!("Press Ctrl-C to stop.");
 
+    let stopping = state.stopping.clone();
     let app = kairon_api::router(state);
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
     let handle = axum_server::Handle::new();
@@ -295,7 +296,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     // keep running: the next `kairon up` on this data dir adopts them.
     eprintln!("Stopping Kairon...");
     workers.stop(crate::workers::GRACE).await;
-    drain(&store, &handle, server).await?;
+    drain(&store, &handle, server, &stopping).await?;
     store.close().await;
     eprintln!("Kairon stopped.");
     Ok(())
@@ -305,13 +306,15 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
 pub const DRAIN: Duration = Duration::from_secs(5);
 
 /// Stops the server: it accepts no new connections, open watch streams end (their clients see
-/// a clean end of stream), and the requests in flight finish, at most [`DRAIN`]; the store
-/// stays open for them until this returns.
+/// a clean end of stream), long polls are told (`stopping`), and the requests in flight finish,
+/// at most [`DRAIN`]; the store stays open for them until this returns.
 pub async fn drain(
     store: &Store,
     handle: &axum_server::Handle<SocketAddr>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    stopping: &tokio_util::sync::CancellationToken,
 ) -> Result<()> {
+    stopping.cancel();
     handle.graceful_shutdown(Some(DRAIN));
     store.end_watches().await;
     server.await??;

@@ -178,6 +178,21 @@ async fn sigterm_during_twenty_claims_and_a_watch_stops_cleanly_and_the_sandboxe
         })
     };
 
+    // A REST long poll that nothing will satisfy, open across the stop: the draining server must
+    // not answer it with a 5xx of its own (its internal watch ends with the server).
+    let rest = k.rest().unwrap();
+    let long_poll = {
+        let url =
+            rest.url(&format!("/api/v1/machines/{NS}/{}/wait?phase=Stopped&timeoutSeconds=120", early[0].name_any()));
+        let req = rest.http.get(url).bearer_auth(&rest.token);
+        tokio::spawn(async move {
+            match req.send().await {
+                Ok(r) => Some((r.status().as_u16(), r.text().await.unwrap_or_default())),
+                Err(_) => None,
+            }
+        })
+    };
+
     // 20 claims at once; each client then keeps asking after its claim until the server goes.
     let stopping = Arc::new(AtomicBool::new(false));
     let storm: Vec<_> = (0..20)
@@ -237,6 +252,10 @@ async fn sigterm_during_twenty_claims_and_a_watch_stops_cleanly_and_the_sandboxe
             }
         }
         assert!(matches!(seen.first(), Some(Seen::Ok | Seen::Connection(_))), "{name}: {seen:?}");
+    }
+    match long_poll.await.unwrap() {
+        None => {} // the connection went away with the server: the client waits again elsewhere
+        Some((code, body)) => assert!(code < 500, "the long poll got {code} {body}"),
     }
     let (events, errors) = tokio::time::timeout(Duration::from_secs(5), watch).await.expect("the watch ended").unwrap();
     assert!(errors.is_empty(), "the watch ended cleanly, saw {events} events: {errors:?}");

@@ -142,6 +142,8 @@ pub struct Caller {
     /// Bounded work: the server's limits and its count of long-lived connections.
     pub limits: Arc<crate::limits::Limits>,
     pub connections: Arc<crate::limits::ConnectionLimiter>,
+    /// The server is draining (see [`AppState::stopping`]).
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -155,7 +157,13 @@ impl FromRequestParts<AppState> for Caller {
         let ctx = st.rest.clone().ok_or_else(|| {
             RestError::unavailable("the REST API is not configured on this server (no Kubernetes client)")
         })?;
-        Ok(Caller { id, ctx, limits: st.limits.clone(), connections: st.connections.clone() })
+        Ok(Caller {
+            id,
+            ctx,
+            limits: st.limits.clone(),
+            connections: st.connections.clone(),
+            stopping: st.stopping.clone(),
+        })
     }
 }
 

@@ -294,7 +294,15 @@ async fn wait<K: Mirrored>(c: &Caller, ns: &str, name: &str, q: &WaitQuery) -> R
         }
     };
     let api = api::<K>(c, ns);
-    let outcome = tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api.clone(), name, reached)).await;
+    let watched = tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api.clone(), name, reached));
+    let outcome = tokio::select! {
+        biased;
+        // The server is draining: its watches end, so this wait cannot finish honestly. Leave
+        // the answer to the connection's end (the client waits again, elsewhere or later)
+        // rather than answer a 503 of our own making.
+        _ = c.stopping.cancelled() => std::future::pending().await,
+        outcome = watched => outcome,
+    };
     match outcome {
         Ok(Ok(obj)) => Ok(obj
             .map(|o| serde_json::to_value(o).unwrap_or_default())
