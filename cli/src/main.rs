@@ -269,17 +269,6 @@ enum Failure {
     Unreachable(String),
 }
 
-fn describe_err<T: std::fmt::Debug>(e: Error<T>) -> String {
-    match e {
-        Error::ErrorResponse(r) => {
-            let status = r.status();
-            let body = format!("{:?}", r.into_inner());
-            format!("refused ({status}): {body}")
-        }
-        other => format!("{other}"),
-    }
-}
-
 fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
@@ -331,15 +320,6 @@ fn fail(e: Error<types::ErrorBody>) -> anyhow::Error {
             anyhow::Error::new(Failure::Refused(format!("unexpected response {}", r.status())))
         }
         other => anyhow::Error::new(Failure::Refused(format!("{other}"))),
-    }
-}
-
-fn fail0(e: Error<()>) -> anyhow::Error {
-    match e {
-        Error::CommunicationError(e) => {
-            anyhow::Error::new(Failure::Unreachable(format!("could not reach the server: {e}")))
-        }
-        other => anyhow::Error::new(Failure::Refused(describe_err(other))),
     }
 }
 
@@ -736,16 +716,13 @@ async fn get(
         }
         "nodes" => (
             output::Table::Nodes,
-            to_value(&c.node_list().await.map_err(fail0)?.into_inner())["items"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default(),
+            to_value(&c.node_list().await.map_err(fail)?.into_inner())["items"].as_array().cloned().unwrap_or_default(),
         ),
         "templates" => {
             let n = node_of()?;
             let items = match name {
                 Some(t) => vec![to_value(&c.template_get(n, t).await.map_err(fail)?.into_inner())],
-                None => to_value(&c.template_list(n).await.map_err(fail0)?.into_inner())
+                None => to_value(&c.template_list(n).await.map_err(fail)?.into_inner())
                     .as_array()
                     .cloned()
                     .unwrap_or_default(),
@@ -756,7 +733,7 @@ async fn get(
             let n = node_of()?;
             (
                 output::Table::Sandboxes,
-                to_value(&c.sandbox_list(n).await.map_err(fail0)?.into_inner()).as_array().cloned().unwrap_or_default(),
+                to_value(&c.sandbox_list(n).await.map_err(fail)?.into_inner()).as_array().cloned().unwrap_or_default(),
             )
         }
         _ => {
@@ -764,7 +741,7 @@ async fn get(
             let items = match name {
                 Some(p) => vec![to_value(&c.pool_get(n, p).await.map_err(fail)?.into_inner())],
                 None => {
-                    to_value(&c.pool_list(n).await.map_err(fail0)?.into_inner()).as_array().cloned().unwrap_or_default()
+                    to_value(&c.pool_list(n).await.map_err(fail)?.into_inner()).as_array().cloned().unwrap_or_default()
                 }
             };
             (output::Table::NodePools, items)

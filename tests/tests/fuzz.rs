@@ -1,5 +1,6 @@
 //! Schemathesis drives every operation of the committed OpenAPI document against a real
-//! `kairon up`, with valid and invalid input: no answer may be a 5xx. (Routes that would write
+//! `kairon up`, with valid and invalid input: no answer may be a 5xx, and every answer is one
+//! the document lists. (Routes that would write
 //! files on the host or pull images from the internet are left out.)
 
 use std::process::Command;
@@ -9,7 +10,7 @@ use serde_json::json;
 use kairon_e2e::Kairon;
 
 #[tokio::test(flavor = "multi_thread")]
-async fn fuzzing_the_document_finds_no_server_error() {
+async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer() {
     let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).unwrap();
     let rest = k.rest().unwrap();
     let m = json!({"metadata": {"name": "fuzzed", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
@@ -26,8 +27,16 @@ async fn fuzzing_the_document_finds_no_server_error() {
         .args(["-H", &format!("Authorization: Bearer {}", k.admin_token)])
         .arg("--tls-verify")
         .arg(k.data_dir.path().join("tls/ca.crt"))
-        .args(["--checks", "not_a_server_error"])
-        .args(["--max-examples", "8", "--seed", "7", "--workers", "2", "--request-timeout", "60"])
+        // Every check: no 5xx, every status and content type the document lists (and only
+        // those), schema-violating requests refused, responses as documented. Not yet
+        // `positive_data_acceptance` (issue 14): the document does not yet say everything the
+        // server refuses in a schema-valid request: the label selector grammar, the WebSocket
+        // routes' upgrade headers, the objects' `kind` and cross-field rules (`tests/errors.rs`
+        // and `tests/rest.rs` cover those refusals and their messages).
+        .args(["--checks", "all", "--exclude-checks", "positive_data_acceptance"])
+        // One worker: CPython 3.11's parser is not thread-safe under hypothesis' lambda
+        // introspection ("AST constructor recursion depth mismatch"), a flake of two.
+        .args(["--max-examples", "8", "--seed", "7", "--workers", "1", "--request-timeout", "60"])
         .args(["--phases", "examples,coverage,fuzzing"])
         // Host files (snapshots) and image pulls from the internet are not fuzzed. Nor are the
         // long polls and relays, whose documented answers include 502 (nothing listens in the

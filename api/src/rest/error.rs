@@ -73,8 +73,14 @@ impl From<kairon_runtime_api::ClientError> for RestError {
     fn from(e: kairon_runtime_api::ClientError) -> Self {
         use kairon_runtime_api::ClientError;
         match e {
+            // The runtime's refusals are the caller's to act on; its own failures are, to the
+            // caller, a gateway's (502), whatever the runtime called them.
             ClientError::Api { status, reason, message } => {
-                RestError { status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY), reason, message }
+                let status = StatusCode::from_u16(status)
+                    .ok()
+                    .filter(|s| s.is_client_error())
+                    .unwrap_or(StatusCode::BAD_GATEWAY);
+                RestError { status, reason, message }
             }
             ClientError::Unreachable { .. } => {
                 RestError::new(StatusCode::BAD_GATEWAY, "RuntimeUnreachable", format!("{e}; is the node agent up?"))

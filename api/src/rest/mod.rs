@@ -4,6 +4,7 @@
 //! routes and usage queries. The router and the OpenAPI document come from one route list.
 
 pub mod body;
+pub mod contract;
 pub mod error;
 pub mod guest;
 mod nodes;
@@ -230,10 +231,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// Adds the operations whose axum routes are not made from the route list (the sandbox proxy's
-/// catch-all path).
+/// catch-all path), then what every route of a kind can answer ([`contract::complete`]).
 pub fn with_unrouted(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     doc.merge(guest::SandboxHttpDoc::openapi());
-    doc
+    contract::complete(doc)
 }
 
 /// The OpenAPI document of the REST API (what `openapi/openapi.json` holds).

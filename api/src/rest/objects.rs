@@ -98,6 +98,17 @@ pub fn check_name(what: &str, name: &str) -> RestResult<()> {
     }
 }
 
+/// A namespace is a DNS label (at most 63 characters, no dots), as the Kubernetes API has it.
+pub fn check_namespace(ns: &str) -> RestResult<()> {
+    check_name("namespace", ns)?;
+    if ns.len() > 63 || ns.contains('.') {
+        return Err(RestError::bad_request(format!(
+            "namespace {ns:?} is not a valid namespace: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
 /// The kinds mirrored here.
 pub trait Mirrored:
     Resource<Scope = NamespaceResourceScope, DynamicType = ()>

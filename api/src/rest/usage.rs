@@ -102,6 +102,7 @@ async fn usage_report(
         return Err(RestError::bad_request("to must be after from (it is the day after the last one counted)"));
     }
     if let Some(ns) = &q.namespace {
+        super::objects::check_namespace(ns)?;
         c.check(auth::may_access(&c.id, Verb::Read, Some(ns), false))?;
     }
     let may_read = |ns: &str| c.id.may_use_namespace(ns);

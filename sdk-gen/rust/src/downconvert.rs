@@ -14,7 +14,23 @@ pub fn to_openapi_30(mut doc: Value) -> Value {
     }
     walk(&mut doc);
     one_error_type(&mut doc);
+    plain_parameters(&mut doc);
     doc
+}
+
+/// progenitor makes each constrained parameter (a pattern, an enum) a newtype of its own per
+/// operation (`MachineDeleteNamespace`, `MachineWaitNamespace`, …). kaironctl passes what the
+/// user typed and shows the server's 400, which says what to fix: its parameters stay plain.
+fn plain_parameters(doc: &mut Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else { return };
+    for op in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) else { continue };
+        for schema in params.iter_mut().filter_map(|p| p.get_mut("schema")).filter_map(Value::as_object_mut) {
+            for key in ["pattern", "minLength", "maxLength", "enum", "format", "anyOf"] {
+                schema.remove(key);
+            }
+        }
+    }
 }
 
 /// progenitor allows one error body type per operation: an error response that documents no

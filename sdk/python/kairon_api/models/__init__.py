@@ -41,15 +41,32 @@ from .machine_claim import MachineClaim
 from .machine_claim_list import MachineClaimList
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_status import MachineClaimStatus
+from .machine_create_dry_run import MachineCreateDryRun
+from .machine_delete_dry_run import MachineDeleteDryRun
+from .machine_halt_dry_run import MachineHaltDryRun
+from .machine_hibernate_dry_run import MachineHibernateDryRun
 from .machine_list import MachineList
+from .machine_migrate_dry_run import MachineMigrateDryRun
+from .machine_pause_dry_run import MachinePauseDryRun
 from .machine_phase import MachinePhase
 from .machine_pool import MachinePool
 from .machine_pool_list import MachinePoolList
 from .machine_pool_spec import MachinePoolSpec
 from .machine_pool_status import MachinePoolStatus
+from .machine_replace_dry_run import MachineReplaceDryRun
+from .machine_restart_dry_run import MachineRestartDryRun
+from .machine_resume_dry_run import MachineResumeDryRun
 from .machine_spec import MachineSpec
+from .machine_start_dry_run import MachineStartDryRun
 from .machine_status import MachineStatus
+from .machine_stop_dry_run import MachineStopDryRun
 from .machine_template import MachineTemplate
+from .machineclaim_create_dry_run import MachineclaimCreateDryRun
+from .machineclaim_delete_dry_run import MachineclaimDeleteDryRun
+from .machineclaim_replace_dry_run import MachineclaimReplaceDryRun
+from .machinepool_create_dry_run import MachinepoolCreateDryRun
+from .machinepool_delete_dry_run import MachinepoolDeleteDryRun
+from .machinepool_replace_dry_run import MachinepoolReplaceDryRun
 from .network_mode import NetworkMode
 from .network_spec import NetworkSpec
 from .node_backend import NodeBackend
@@ -66,6 +83,7 @@ from .pool_member import PoolMember
 from .pool_member_state import PoolMemberState
 from .power_state import PowerState
 from .process import Process
+from .process_kill_signal import ProcessKillSignal
 from .process_logs import ProcessLogs
 from .process_state import ProcessState
 from .redacted_sandbox import RedactedSandbox
@@ -82,6 +100,7 @@ from .template_state import TemplateState
 from .totals import Totals
 from .usage_interval_row import UsageIntervalRow
 from .usage_report import UsageReport
+from .usage_report_group_by import UsageReportGroupBy
 from .usage_row import UsageRow
 from .vm import Vm
 from .vm_state import VmState
@@ -130,15 +149,32 @@ __all__ = (
     "MachineClaimList",
     "MachineClaimSpec",
     "MachineClaimStatus",
+    "MachineCreateDryRun",
+    "MachineDeleteDryRun",
+    "MachineHaltDryRun",
+    "MachineHibernateDryRun",
     "MachineList",
+    "MachineMigrateDryRun",
+    "MachinePauseDryRun",
     "MachinePhase",
     "MachinePool",
     "MachinePoolList",
     "MachinePoolSpec",
     "MachinePoolStatus",
+    "MachineReplaceDryRun",
+    "MachineRestartDryRun",
+    "MachineResumeDryRun",
     "MachineSpec",
+    "MachineStartDryRun",
     "MachineStatus",
+    "MachineStopDryRun",
     "MachineTemplate",
+    "MachineclaimCreateDryRun",
+    "MachineclaimDeleteDryRun",
+    "MachineclaimReplaceDryRun",
+    "MachinepoolCreateDryRun",
+    "MachinepoolDeleteDryRun",
+    "MachinepoolReplaceDryRun",
     "NetworkMode",
     "NetworkSpec",
     "NodeBackend",
@@ -155,6 +191,7 @@ __all__ = (
     "PoolMemberState",
     "PowerState",
     "Process",
+    "ProcessKillSignal",
     "ProcessLogs",
     "ProcessState",
     "RedactedSandbox",
@@ -171,6 +208,7 @@ __all__ = (
     "Totals",
     "UsageIntervalRow",
     "UsageReport",
+    "UsageReportGroupBy",
     "UsageRow",
     "Vm",
     "VmState",

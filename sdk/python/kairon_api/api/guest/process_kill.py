@@ -7,6 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
+from ...models.process_kill_signal import ProcessKillSignal
 from ...types import UNSET, Response, Unset
 
 
@@ -15,12 +16,16 @@ def _get_kwargs(
     name: str,
     pid: str,
     *,
-    signal: str | Unset = UNSET,
+    signal: ProcessKillSignal | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
-    params["signal"] = signal
+    json_signal: str | Unset = UNSET
+    if not isinstance(signal, Unset):
+        json_signal = signal.value
+
+    params["signal"] = json_signal
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -44,10 +49,50 @@ def _parse_response(
         response_204 = cast(Any, None)
         return response_204
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
     if response.status_code == 404:
         response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -72,7 +117,7 @@ def sync_detailed(
     pid: str,
     *,
     client: AuthenticatedClient | Client,
-    signal: str | Unset = UNSET,
+    signal: ProcessKillSignal | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Send a signal to a process.
 
@@ -80,7 +125,7 @@ def sync_detailed(
         namespace (str):
         name (str):
         pid (str):
-        signal (str | Unset):
+        signal (ProcessKillSignal | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -110,7 +155,7 @@ def sync(
     pid: str,
     *,
     client: AuthenticatedClient | Client,
-    signal: str | Unset = UNSET,
+    signal: ProcessKillSignal | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Send a signal to a process.
 
@@ -118,7 +163,7 @@ def sync(
         namespace (str):
         name (str):
         pid (str):
-        signal (str | Unset):
+        signal (ProcessKillSignal | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -143,7 +188,7 @@ async def asyncio_detailed(
     pid: str,
     *,
     client: AuthenticatedClient | Client,
-    signal: str | Unset = UNSET,
+    signal: ProcessKillSignal | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Send a signal to a process.
 
@@ -151,7 +196,7 @@ async def asyncio_detailed(
         namespace (str):
         name (str):
         pid (str):
-        signal (str | Unset):
+        signal (ProcessKillSignal | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -179,7 +224,7 @@ async def asyncio(
     pid: str,
     *,
     client: AuthenticatedClient | Client,
-    signal: str | Unset = UNSET,
+    signal: ProcessKillSignal | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Send a signal to a process.
 
@@ -187,7 +232,7 @@ async def asyncio(
         namespace (str):
         name (str):
         pid (str):
-        signal (str | Unset):
+        signal (ProcessKillSignal | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.process import Process
 from ...types import Response
 
@@ -28,7 +29,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> list[Process] | None:
+) -> ErrorBody | list[Process] | None:
     if response.status_code == 200:
         response_200 = []
         _response_200 = response.json()
@@ -39,6 +40,51 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -47,7 +93,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[list[Process]]:
+) -> Response[ErrorBody | list[Process]]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -61,7 +107,7 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Process]]:
+) -> Response[ErrorBody | list[Process]]:
     """List background processes.
 
     Args:
@@ -73,7 +119,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Process]]
+        Response[ErrorBody | list[Process]]
     """
 
     kwargs = _get_kwargs(
@@ -93,7 +139,7 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Process] | None:
+) -> ErrorBody | list[Process] | None:
     """List background processes.
 
     Args:
@@ -105,7 +151,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Process]
+        ErrorBody | list[Process]
     """
 
     return sync_detailed(
@@ -120,7 +166,7 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Process]]:
+) -> Response[ErrorBody | list[Process]]:
     """List background processes.
 
     Args:
@@ -132,7 +178,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Process]]
+        Response[ErrorBody | list[Process]]
     """
 
     kwargs = _get_kwargs(
@@ -150,7 +196,7 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Process] | None:
+) -> ErrorBody | list[Process] | None:
     """List background processes.
 
     Args:
@@ -162,7 +208,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Process]
+        ErrorBody | list[Process]
     """
 
     return (

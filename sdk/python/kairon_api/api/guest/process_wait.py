@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.process import Process
 from ...types import UNSET, Response, Unset
 
@@ -39,11 +40,61 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Process | None:
+) -> ErrorBody | Process | None:
     if response.status_code == 200:
         response_200 = Process.from_dict(response.json())
 
         return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -53,7 +104,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[Process]:
+) -> Response[ErrorBody | Process]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -69,7 +120,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     timeout_seconds: int | Unset = UNSET,
-) -> Response[Process]:
+) -> Response[ErrorBody | Process]:
     """Wait for a process to exit (answers its state when it does, or when the timeout passes).
 
     Args:
@@ -83,7 +134,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Process]
+        Response[ErrorBody | Process]
     """
 
     kwargs = _get_kwargs(
@@ -107,7 +158,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     timeout_seconds: int | Unset = UNSET,
-) -> Process | None:
+) -> ErrorBody | Process | None:
     """Wait for a process to exit (answers its state when it does, or when the timeout passes).
 
     Args:
@@ -121,7 +172,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Process
+        ErrorBody | Process
     """
 
     return sync_detailed(
@@ -140,7 +191,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     timeout_seconds: int | Unset = UNSET,
-) -> Response[Process]:
+) -> Response[ErrorBody | Process]:
     """Wait for a process to exit (answers its state when it does, or when the timeout passes).
 
     Args:
@@ -154,7 +205,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[Process]
+        Response[ErrorBody | Process]
     """
 
     kwargs = _get_kwargs(
@@ -176,7 +227,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     timeout_seconds: int | Unset = UNSET,
-) -> Process | None:
+) -> ErrorBody | Process | None:
     """Wait for a process to exit (answers its state when it does, or when the timeout passes).
 
     Args:
@@ -190,7 +241,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Process
+        ErrorBody | Process
     """
 
     return (

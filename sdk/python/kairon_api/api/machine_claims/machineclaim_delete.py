@@ -8,6 +8,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.machine_claim import MachineClaim
+from ...models.machineclaim_delete_dry_run import MachineclaimDeleteDryRun
 from ...types import UNSET, Response, Unset
 
 
@@ -15,12 +16,16 @@ def _get_kwargs(
     namespace: str,
     name: str,
     *,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineclaimDeleteDryRun | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
-    params["dryRun"] = dry_run
+    json_dry_run: str | Unset = UNSET
+    if not isinstance(dry_run, Unset):
+        json_dry_run = dry_run.value
+
+    params["dryRun"] = json_dry_run
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -44,10 +49,30 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
     if response.status_code == 404:
         response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -71,13 +96,13 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineclaimDeleteDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | MachineClaim]:
     """
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineclaimDeleteDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -105,13 +130,13 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineclaimDeleteDryRun | Unset = UNSET,
 ) -> ErrorBody | MachineClaim | None:
     """
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineclaimDeleteDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -134,13 +159,13 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineclaimDeleteDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | MachineClaim]:
     """
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineclaimDeleteDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -166,13 +191,13 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineclaimDeleteDryRun | Unset = UNSET,
 ) -> ErrorBody | MachineClaim | None:
     """
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineclaimDeleteDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

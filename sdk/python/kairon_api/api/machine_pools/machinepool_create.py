@@ -8,6 +8,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.machine_pool import MachinePool
+from ...models.machinepool_create_dry_run import MachinepoolCreateDryRun
 from ...types import UNSET, Response, Unset
 
 
@@ -15,13 +16,17 @@ def _get_kwargs(
     namespace: str,
     *,
     body: MachinePool,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachinepoolCreateDryRun | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
 
     params: dict[str, Any] = {}
 
-    params["dryRun"] = dry_run
+    json_dry_run: str | Unset = UNSET
+    if not isinstance(dry_run, Unset):
+        json_dry_run = dry_run.value
+
+    params["dryRun"] = json_dry_run
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -54,20 +59,45 @@ def _parse_response(
 
         return response_400
 
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
     if response.status_code == 403:
         response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
 
     if response.status_code == 409:
         response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
 
+    if response.status_code == 413:
+        response_413 = ErrorBody.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
     if response.status_code == 422:
         response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -91,12 +121,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: MachinePool,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachinepoolCreateDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | MachinePool]:
     """
     Args:
         namespace (str):
-        dry_run (str | Unset):
+        dry_run (MachinepoolCreateDryRun | Unset):
         body (MachinePool):
 
     Raises:
@@ -125,12 +155,12 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: MachinePool,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachinepoolCreateDryRun | Unset = UNSET,
 ) -> ErrorBody | MachinePool | None:
     """
     Args:
         namespace (str):
-        dry_run (str | Unset):
+        dry_run (MachinepoolCreateDryRun | Unset):
         body (MachinePool):
 
     Raises:
@@ -154,12 +184,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: MachinePool,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachinepoolCreateDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | MachinePool]:
     """
     Args:
         namespace (str):
-        dry_run (str | Unset):
+        dry_run (MachinepoolCreateDryRun | Unset):
         body (MachinePool):
 
     Raises:
@@ -186,12 +216,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: MachinePool,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachinepoolCreateDryRun | Unset = UNSET,
 ) -> ErrorBody | MachinePool | None:
     """
     Args:
         namespace (str):
-        dry_run (str | Unset):
+        dry_run (MachinepoolCreateDryRun | Unset):
         body (MachinePool):
 
     Raises:

@@ -5,6 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.kairon_node_list import KaironNodeList
 from ...types import Response
 
@@ -21,11 +22,21 @@ def _get_kwargs() -> dict[str, Any]:
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> KaironNodeList | None:
+) -> ErrorBody | KaironNodeList | None:
     if response.status_code == 200:
         response_200 = KaironNodeList.from_dict(response.json())
 
         return response_200
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -35,7 +46,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[KaironNodeList]:
+) -> Response[ErrorBody | KaironNodeList]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -47,7 +58,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[KaironNodeList]:
+) -> Response[ErrorBody | KaironNodeList]:
     """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
 
     Raises:
@@ -55,7 +66,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[KaironNodeList]
+        Response[ErrorBody | KaironNodeList]
     """
 
     kwargs = _get_kwargs()
@@ -70,7 +81,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
-) -> KaironNodeList | None:
+) -> ErrorBody | KaironNodeList | None:
     """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
 
     Raises:
@@ -78,7 +89,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        KaironNodeList
+        ErrorBody | KaironNodeList
     """
 
     return sync_detailed(
@@ -89,7 +100,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
-) -> Response[KaironNodeList]:
+) -> Response[ErrorBody | KaironNodeList]:
     """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
 
     Raises:
@@ -97,7 +108,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[KaironNodeList]
+        Response[ErrorBody | KaironNodeList]
     """
 
     kwargs = _get_kwargs()
@@ -110,7 +121,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
-) -> KaironNodeList | None:
+) -> ErrorBody | KaironNodeList | None:
     """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
 
     Raises:
@@ -118,7 +129,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        KaironNodeList
+        ErrorBody | KaironNodeList
     """
 
     return (

@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.pool import Pool
 from ...types import Response
 
@@ -26,7 +27,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> list[Pool] | None:
+) -> ErrorBody | list[Pool] | None:
     if response.status_code == 200:
         response_200 = []
         _response_200 = response.json()
@@ -37,6 +38,46 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -45,7 +86,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[list[Pool]]:
+) -> Response[ErrorBody | list[Pool]]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -58,7 +99,7 @@ def sync_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Pool]]:
+) -> Response[ErrorBody | list[Pool]]:
     """The node's pools of Paused members.
 
     Args:
@@ -69,7 +110,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Pool]]
+        Response[ErrorBody | list[Pool]]
     """
 
     kwargs = _get_kwargs(
@@ -87,7 +128,7 @@ def sync(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Pool] | None:
+) -> ErrorBody | list[Pool] | None:
     """The node's pools of Paused members.
 
     Args:
@@ -98,7 +139,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Pool]
+        ErrorBody | list[Pool]
     """
 
     return sync_detailed(
@@ -111,7 +152,7 @@ async def asyncio_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[Pool]]:
+) -> Response[ErrorBody | list[Pool]]:
     """The node's pools of Paused members.
 
     Args:
@@ -122,7 +163,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[Pool]]
+        Response[ErrorBody | list[Pool]]
     """
 
     kwargs = _get_kwargs(
@@ -138,7 +179,7 @@ async def asyncio(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[Pool] | None:
+) -> ErrorBody | list[Pool] | None:
     """The node's pools of Paused members.
 
     Args:
@@ -149,7 +190,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[Pool]
+        ErrorBody | list[Pool]
     """
 
     return (

@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
 from ...models.redacted_sandbox import RedactedSandbox
 from ...models.vm import Vm
 from ...types import Response
@@ -27,7 +28,7 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> list[RedactedSandbox | Vm] | None:
+) -> ErrorBody | list[RedactedSandbox | Vm] | None:
     if response.status_code == 200:
         response_200 = []
         _response_200 = response.json()
@@ -54,6 +55,46 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:
@@ -62,7 +103,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[list[RedactedSandbox | Vm]]:
+) -> Response[ErrorBody | list[RedactedSandbox | Vm]]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -75,7 +116,7 @@ def sync_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[RedactedSandbox | Vm]]:
+) -> Response[ErrorBody | list[RedactedSandbox | Vm]]:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
     Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
     Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
@@ -89,7 +130,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[RedactedSandbox | Vm]]
+        Response[ErrorBody | list[RedactedSandbox | Vm]]
     """
 
     kwargs = _get_kwargs(
@@ -107,7 +148,7 @@ def sync(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[RedactedSandbox | Vm] | None:
+) -> ErrorBody | list[RedactedSandbox | Vm] | None:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
     Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
     Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
@@ -121,7 +162,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[RedactedSandbox | Vm]
+        ErrorBody | list[RedactedSandbox | Vm]
     """
 
     return sync_detailed(
@@ -134,7 +175,7 @@ async def asyncio_detailed(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> Response[list[RedactedSandbox | Vm]]:
+) -> Response[ErrorBody | list[RedactedSandbox | Vm]]:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
     Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
     Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
@@ -148,7 +189,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[list[RedactedSandbox | Vm]]
+        Response[ErrorBody | list[RedactedSandbox | Vm]]
     """
 
     kwargs = _get_kwargs(
@@ -164,7 +205,7 @@ async def asyncio(
     node: str,
     *,
     client: AuthenticatedClient | Client,
-) -> list[RedactedSandbox | Vm] | None:
+) -> ErrorBody | list[RedactedSandbox | Vm] | None:
     """Every sandbox on this node as its runtime sees it (including ones made outside Kairon).
     Sandboxes of Machines outside the caller's namespaces show only ID, state and backend; which
     Machine owns one is told by the owner UID the node agent or the api stamped on it, never by
@@ -178,7 +219,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        list[RedactedSandbox | Vm]
+        ErrorBody | list[RedactedSandbox | Vm]
     """
 
     return (

@@ -8,6 +8,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.machine import Machine
+from ...models.machine_restart_dry_run import MachineRestartDryRun
 from ...types import UNSET, Response, Unset
 
 
@@ -15,12 +16,16 @@ def _get_kwargs(
     namespace: str,
     name: str,
     *,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineRestartDryRun | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
-    params["dryRun"] = dry_run
+    json_dry_run: str | Unset = UNSET
+    if not isinstance(dry_run, Unset):
+        json_dry_run = dry_run.value
+
+    params["dryRun"] = json_dry_run
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -44,10 +49,45 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
     if response.status_code == 409:
         response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -71,14 +111,14 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineRestartDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | Machine]:
     """Restart a Running Machine's guest (a reboot on its node; the Machine keeps its identity).
 
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineRestartDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -106,14 +146,14 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineRestartDryRun | Unset = UNSET,
 ) -> ErrorBody | Machine | None:
     """Restart a Running Machine's guest (a reboot on its node; the Machine keeps its identity).
 
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineRestartDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -136,14 +176,14 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineRestartDryRun | Unset = UNSET,
 ) -> Response[ErrorBody | Machine]:
     """Restart a Running Machine's guest (a reboot on its node; the Machine keeps its identity).
 
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineRestartDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -169,14 +209,14 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineRestartDryRun | Unset = UNSET,
 ) -> ErrorBody | Machine | None:
     """Restart a Running Machine's guest (a reboot on its node; the Machine keeps its identity).
 
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineRestartDryRun | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -8,6 +8,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.machine import Machine
+from ...models.machine_start_dry_run import MachineStartDryRun
 from ...types import UNSET, Response, Unset
 
 
@@ -15,13 +16,17 @@ def _get_kwargs(
     namespace: str,
     name: str,
     *,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineStartDryRun | Unset = UNSET,
     paused: bool | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
-    params["dryRun"] = dry_run
+    json_dry_run: str | Unset = UNSET
+    if not isinstance(dry_run, Unset):
+        json_dry_run = dry_run.value
+
+    params["dryRun"] = json_dry_run
 
     params["paused"] = paused
 
@@ -47,6 +52,21 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
     if response.status_code == 404:
         response_404 = ErrorBody.from_dict(response.json())
 
@@ -56,6 +76,21 @@ def _parse_response(
         response_409 = ErrorBody.from_dict(response.json())
 
         return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -79,7 +114,7 @@ def sync_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineStartDryRun | Unset = UNSET,
     paused: bool | Unset = UNSET,
 ) -> Response[ErrorBody | Machine]:
     """Start the Machine (`paused=true`: boot, then pause at once); clears `idle-suspended`.
@@ -87,7 +122,7 @@ def sync_detailed(
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineStartDryRun | Unset):
         paused (bool | Unset):
 
     Raises:
@@ -117,7 +152,7 @@ def sync(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineStartDryRun | Unset = UNSET,
     paused: bool | Unset = UNSET,
 ) -> ErrorBody | Machine | None:
     """Start the Machine (`paused=true`: boot, then pause at once); clears `idle-suspended`.
@@ -125,7 +160,7 @@ def sync(
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineStartDryRun | Unset):
         paused (bool | Unset):
 
     Raises:
@@ -150,7 +185,7 @@ async def asyncio_detailed(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineStartDryRun | Unset = UNSET,
     paused: bool | Unset = UNSET,
 ) -> Response[ErrorBody | Machine]:
     """Start the Machine (`paused=true`: boot, then pause at once); clears `idle-suspended`.
@@ -158,7 +193,7 @@ async def asyncio_detailed(
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineStartDryRun | Unset):
         paused (bool | Unset):
 
     Raises:
@@ -186,7 +221,7 @@ async def asyncio(
     name: str,
     *,
     client: AuthenticatedClient | Client,
-    dry_run: str | Unset = UNSET,
+    dry_run: MachineStartDryRun | Unset = UNSET,
     paused: bool | Unset = UNSET,
 ) -> ErrorBody | Machine | None:
     """Start the Machine (`paused=true`: boot, then pause at once); clears `idle-suspended`.
@@ -194,7 +229,7 @@ async def asyncio(
     Args:
         namespace (str):
         name (str):
-        dry_run (str | Unset):
+        dry_run (MachineStartDryRun | Unset):
         paused (bool | Unset):
 
     Raises:

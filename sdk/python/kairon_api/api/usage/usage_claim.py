@@ -1,6 +1,7 @@
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
+from uuid import UUID
 
 import httpx
 
@@ -12,7 +13,7 @@ from ...types import Response
 
 
 def _get_kwargs(
-    uid: str,
+    uid: UUID,
 ) -> dict[str, Any]:
 
     _kwargs: dict[str, Any] = {
@@ -38,10 +39,25 @@ def _parse_response(
 
         return response_400
 
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
     if response.status_code == 404:
         response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -61,14 +77,14 @@ def _build_response(
 
 
 def sync_detailed(
-    uid: str,
+    uid: UUID,
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[ClaimUsageHistory | ErrorBody]:
     """One claim's accrual intervals and their sum.
 
     Args:
-        uid (str):
+        uid (UUID):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -90,14 +106,14 @@ def sync_detailed(
 
 
 def sync(
-    uid: str,
+    uid: UUID,
     *,
     client: AuthenticatedClient | Client,
 ) -> ClaimUsageHistory | ErrorBody | None:
     """One claim's accrual intervals and their sum.
 
     Args:
-        uid (str):
+        uid (UUID):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -114,14 +130,14 @@ def sync(
 
 
 async def asyncio_detailed(
-    uid: str,
+    uid: UUID,
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[ClaimUsageHistory | ErrorBody]:
     """One claim's accrual intervals and their sum.
 
     Args:
-        uid (str):
+        uid (UUID):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -141,14 +157,14 @@ async def asyncio_detailed(
 
 
 async def asyncio(
-    uid: str,
+    uid: UUID,
     *,
     client: AuthenticatedClient | Client,
 ) -> ClaimUsageHistory | ErrorBody | None:
     """One claim's accrual intervals and their sum.
 
     Args:
-        uid (str):
+        uid (UUID):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

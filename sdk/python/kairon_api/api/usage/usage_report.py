@@ -7,6 +7,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.usage_report import UsageReport
+from ...models.usage_report_group_by import UsageReportGroupBy
 from ...types import UNSET, Response, Unset
 
 
@@ -14,7 +15,7 @@ def _get_kwargs(
     *,
     from_: str | Unset = UNSET,
     to: str | Unset = UNSET,
-    group_by: str | Unset = UNSET,
+    group_by: UsageReportGroupBy | Unset = UNSET,
     namespace: str | Unset = UNSET,
 ) -> dict[str, Any]:
 
@@ -24,7 +25,11 @@ def _get_kwargs(
 
     params["to"] = to
 
-    params["groupBy"] = group_by
+    json_group_by: str | Unset = UNSET
+    if not isinstance(group_by, Unset):
+        json_group_by = group_by.value
+
+    params["groupBy"] = json_group_by
 
     params["namespace"] = namespace
 
@@ -52,10 +57,20 @@ def _parse_response(
 
         return response_400
 
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
     if response.status_code == 403:
         response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
@@ -79,7 +94,7 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
     from_: str | Unset = UNSET,
     to: str | Unset = UNSET,
-    group_by: str | Unset = UNSET,
+    group_by: UsageReportGroupBy | Unset = UNSET,
     namespace: str | Unset = UNSET,
 ) -> Response[ErrorBody | UsageReport]:
     """Usage totals over a range of UTC days, by namespace, claim or day.
@@ -87,7 +102,7 @@ def sync_detailed(
     Args:
         from_ (str | Unset):
         to (str | Unset):
-        group_by (str | Unset):
+        group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
     Raises:
@@ -117,7 +132,7 @@ def sync(
     client: AuthenticatedClient | Client,
     from_: str | Unset = UNSET,
     to: str | Unset = UNSET,
-    group_by: str | Unset = UNSET,
+    group_by: UsageReportGroupBy | Unset = UNSET,
     namespace: str | Unset = UNSET,
 ) -> ErrorBody | UsageReport | None:
     """Usage totals over a range of UTC days, by namespace, claim or day.
@@ -125,7 +140,7 @@ def sync(
     Args:
         from_ (str | Unset):
         to (str | Unset):
-        group_by (str | Unset):
+        group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
     Raises:
@@ -150,7 +165,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
     from_: str | Unset = UNSET,
     to: str | Unset = UNSET,
-    group_by: str | Unset = UNSET,
+    group_by: UsageReportGroupBy | Unset = UNSET,
     namespace: str | Unset = UNSET,
 ) -> Response[ErrorBody | UsageReport]:
     """Usage totals over a range of UTC days, by namespace, claim or day.
@@ -158,7 +173,7 @@ async def asyncio_detailed(
     Args:
         from_ (str | Unset):
         to (str | Unset):
-        group_by (str | Unset):
+        group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
     Raises:
@@ -186,7 +201,7 @@ async def asyncio(
     client: AuthenticatedClient | Client,
     from_: str | Unset = UNSET,
     to: str | Unset = UNSET,
-    group_by: str | Unset = UNSET,
+    group_by: UsageReportGroupBy | Unset = UNSET,
     namespace: str | Unset = UNSET,
 ) -> ErrorBody | UsageReport | None:
     """Usage totals over a range of UTC days, by namespace, claim or day.
@@ -194,7 +209,7 @@ async def asyncio(
     Args:
         from_ (str | Unset):
         to (str | Unset):
-        group_by (str | Unset):
+        group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
     Raises:

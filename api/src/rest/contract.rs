@@ -1,0 +1,211 @@
+//! What the OpenAPI document says beyond each route's own annotations, in one place: the
+//! refusals every route of a kind can answer (a bad token, a name that is not one, a body that
+//! is not JSON, an unreachable dependency, …) and the form of the path and query parameters the
+//! server checks. Each rule mirrors the code that enforces it, named beside it, so the document
+//! tells generated clients (and the fuzz test) the whole truth.
+
+use serde_json::{Map, Value, json};
+
+/// `check_name` (objects.rs): lowercase letters, digits, `-` and `.`, starting and ending with
+/// a letter or digit.
+pub const NAME_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
+pub const NAME_MAX: usize = 253;
+/// A namespace is a DNS label, as the Kubernetes API checks it (it answers 400 otherwise).
+pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
+pub const NAMESPACE_MAX: usize = 63;
+/// A runtime ID segment (`kairon_runtime_api::ids`): no `/`, no control character, not `.`
+/// or `..`.
+const SEGMENT_PATTERN: &str = "^(?!\\.\\.?$)[^/\\u0000-\\u001f\\u007f-\\u009f]+$";
+const SEGMENT_MAX: usize = 330;
+
+/// The refusals an operation answers besides the ones its route lists, from what it is.
+fn refusals(method: &str, path: &str, op: &Map<String, Value>) -> Vec<(&'static str, &'static str)> {
+    let params: Vec<(&str, &str)> = op
+        .get("parameters")
+        .and_then(Value::as_array)
+        .map(|ps| ps.iter().filter_map(|p| Some((p["name"].as_str()?, p["in"].as_str()?))).collect())
+        .unwrap_or_default();
+    let tag = op.get("tags").and_then(|t| t[0].as_str()).unwrap_or_default();
+    let has_body = op.contains_key("requestBody");
+    let relay = path.contains("/sandbox-http/");
+    let mut out = vec![
+        // server.rs `authenticate_rest`.
+        ("401", "No bearer token, or one that is expired, not yet valid or not this server's"),
+        // The Kubernetes API or the usage database did not answer (rest/error.rs).
+        ("503", "A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly"),
+    ];
+    if !params.is_empty() || has_body {
+        out.push(("400", "A parameter or the body is invalid: the message says which and how"));
+    }
+    if params.iter().any(|(_, at)| *at == "path") {
+        out.push(("404", "No such object (or node, process, file): the message names it"));
+    }
+    // auth.rs `may_access`, `admin_only`, `may_use_guest`: every route but the lists across
+    // namespaces (which show only what the caller may read) and the node reads.
+    let open_read = method == "get"
+        && (matches!(path, "/api/v1/machines" | "/api/v1/machinepools" | "/api/v1/machineclaims")
+            || path == "/api/v1/nodes"
+            || path == "/api/v1/nodes/{node}");
+    if !open_read {
+        out.push(("403", "The caller may not do this here: the message names the rule"));
+    }
+    if has_body && !relay {
+        // body.rs `JsonBody` and server.rs `limit_body`.
+        out.push(("413", "The body is larger than this route takes: the message says the limit"));
+        if !path.ends_with("/files") {
+            out.push(("415", "The body is not JSON: send Content-Type: application/json"));
+            out.push(("422", "The body is JSON but does not fit this route: the message names the field"));
+        }
+    }
+    // Routes that reach a node's runtime: its refusals pass through, its failures are a 502.
+    let reaches_runtime = matches!(tag, "Power" | "Guest")
+        || (tag == "Nodes" && path.starts_with("/api/v1/nodes/{node}/"))
+        || path.ends_with("/fork")
+        || path.ends_with("/clone");
+    if reaches_runtime {
+        out.push((
+            "409",
+            "The Machine (or runtime object) is not in a state that allows this: the message says what to do",
+        ));
+        out.push(("422", "The node's runtime refused the request as invalid: the message says why"));
+        out.push(("502", "The node's runtime is unreachable or failed: the message says which"));
+    }
+    if tag == "Guest" {
+        // guest.rs wake-on-connect.
+        out.push(("504", "The Machine did not wake within its wakeTimeoutSeconds"));
+    }
+    // limits.rs: long polls, relays and log follows hold a connection slot of the caller's.
+    let long_lived = path.ends_with("/wait")
+        || path.ends_with("/console")
+        || path.ends_with("/vnc")
+        || path.ends_with("/exec/stream")
+        || path.ends_with("/logs")
+        || path.contains("/portforward/");
+    if long_lived {
+        out.push(("429", "The caller holds as many long-lived connections as it may: close one, or retry later"));
+    }
+    out
+}
+
+/// The form of a parameter the server checks, by name (and where it is).
+fn parameter_schema(name: &str, at: &str, schema: &Value) -> Option<Value> {
+    let string = |extra: Value| {
+        let mut s = json!({"type": "string"});
+        if let (Some(s), Some(extra)) = (s.as_object_mut(), extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        // An optional parameter stays nullable as it was.
+        if schema["type"].as_array().is_some_and(|t| t.iter().any(|t| t == "null")) {
+            s["type"] = json!(["string", "null"]);
+        }
+        s
+    };
+    let name_schema = || string(json!({"pattern": NAME_PATTERN, "minLength": 1, "maxLength": NAME_MAX}));
+    Some(match (name, at) {
+        ("namespace", _) => string(json!({"pattern": NAMESPACE_PATTERN, "minLength": 1, "maxLength": NAMESPACE_MAX})),
+        ("name" | "node" | "item", _) => name_schema(),
+        // guest.rs: an upload's octal mode.
+        ("mode", "query") => string(json!({"pattern": "^\\+?0*[0-7]{1,4}$"})),
+        // A Machine's runtime process ID (`kairon_runtime_api::Pid`).
+        ("pid", "path") => string(json!({"pattern": SEGMENT_PATTERN, "maxLength": SEGMENT_MAX})),
+        // `kairon_runtime_api::GuestPath`: absolute, no `.`/`..` segment, no control character.
+        ("path", "query") => string(
+            json!({"pattern": "^/(?!.*(^|/)\\.\\.?(/|$))[^\\u0000-\\u001f\\u007f-\\u009f]*$", "maxLength": 4096}),
+        ),
+        // The runtime's signal names (guest.rs `process_kill`).
+        ("signal", "query") => string(json!({"enum": ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]})),
+        // objects.rs `DryRunQuery::is_dry_run`.
+        ("dryRun", "query") => string(json!({"enum": ["All", ""]})),
+        // usage.rs.
+        ("groupBy", "query") => string(json!({"enum": ["namespace", "claim", "day"]})),
+        // Empty is the default, as absent.
+        ("from" | "to", "query") => string(json!({"anyOf": [{"format": "date"}, {"maxLength": 0}]})),
+        ("uid", "path") => string(json!({"format": "uuid"})),
+        _ => return None,
+    })
+}
+
+/// Completes the document: every operation lists its refusals with the JSON error body, and
+/// the parameters the server checks carry their form.
+pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    let Ok(mut v) = serde_json::to_value(&doc) else { return doc };
+    if let Some(paths) = v.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else { continue };
+            for (method, op) in item.iter_mut() {
+                let Some(op) = op.as_object_mut() else { continue };
+                if !matches!(
+                    method.as_str(),
+                    "get" | "put" | "post" | "delete" | "patch" | "head" | "options" | "trace"
+                ) {
+                    continue;
+                }
+                let added = refusals(method, path, op);
+                let responses = op.entry("responses").or_insert_with(|| json!({}));
+                for (status, description) in added {
+                    if responses.get(status).is_none() {
+                        responses[status] = json!({
+                            "description": description,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                        });
+                    }
+                }
+                if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
+                    for p in params {
+                        let (Some(name), Some(at)) = (p["name"].as_str(), p["in"].as_str()) else { continue };
+                        if let Some(s) = parameter_schema(name, at, &p["schema"]) {
+                            p["schema"] = s;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    serde_json::from_value(v).unwrap_or(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_name_pattern_is_check_name() {
+        let re = regex::Regex::new(NAME_PATTERN).unwrap();
+        for name in
+            ["a", "agents", "my-sb.2", "x1", "a-b-c", &"a".repeat(253), "é", "A", "-a", "a-", ".a", "a b", "a/b", ""]
+        {
+            let by_pattern = re.is_match(name) && name.len() <= NAME_MAX;
+            assert_eq!(by_pattern, super::super::objects::check_name("name", name).is_ok(), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn the_namespace_pattern_is_check_namespace() {
+        let re = regex::Regex::new(NAMESPACE_PATTERN).unwrap();
+        for ns in ["a", "agents", "team-1", &"a".repeat(63), &"a".repeat(64), "a.b", "A", "-a", "a-", "", "é"] {
+            let by_pattern = re.is_match(ns) && ns.len() <= NAMESPACE_MAX;
+            assert_eq!(by_pattern, super::super::objects::check_namespace(ns).is_ok(), "{ns:?}");
+        }
+    }
+
+    #[test]
+    fn every_operation_lists_its_refusals_with_the_error_body() {
+        let v = serde_json::to_value(crate::rest::openapi()).unwrap();
+        for (path, item) in v["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let r = &op["responses"];
+                assert!(r.get("401").is_some(), "{method} {path}");
+                if op.get("requestBody").is_some() && !path.contains("/sandbox-http/") {
+                    assert!(r.get("413").is_some(), "{method} {path}");
+                }
+                assert!(r.get("default").is_none(), "{method} {path}: every status listed, no default");
+            }
+        }
+        let exec = &v["paths"]["/api/v1/machines/{namespace}/{name}/exec"]["post"]["responses"];
+        for s in ["400", "401", "403", "404", "409", "413", "415", "422", "502", "503", "504"] {
+            assert!(exec.get(s).is_some(), "exec lists {s}");
+        }
+        let ns = &v["paths"]["/api/v1/machines/{namespace}"]["get"]["parameters"][0]["schema"];
+        assert_eq!(ns["pattern"], NAMESPACE_PATTERN);
+    }
+}
