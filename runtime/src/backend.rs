@@ -27,8 +27,6 @@ pub type Op<'a, T> = BoxFuture<'a, Result<T, RuntimeError>>;
 /// what is the same for every backend (e.g. that it runs, that a signal name is known); the
 /// backend does the rest, or refuses.
 pub trait Backend: Send + Sync {
-    fn kind(&self) -> BackendKind;
-
     /// After a runtime restart: sets `vm.state` and `vm.pid` from what still runs.
     fn adopt<'a>(&'a self, vm: &'a mut Vm) -> Op<'a, ()>;
 

@@ -165,10 +165,6 @@ impl SandboxHost {
 }
 
 impl Backend for SandboxHost {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Runc
-    }
-
     fn adopt<'a>(&'a self, vm: &'a mut Vm) -> Op<'a, ()> {
         Box::pin(self.adopt_sandbox(vm))
     }

@@ -10,7 +10,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::{VmHost, hostname_for, random_mac, random_machine_id};
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
-use crate::backend::{Backend, BackendKind, Op};
+use crate::backend::{Backend, Op};
 use crate::engine::{Runtime, RuntimeError, require_running, valid_name};
 use crate::proxy::Target;
 
@@ -191,10 +191,6 @@ impl VmHost {
 }
 
 impl Backend for VmHost {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Qemu
-    }
-
     fn adopt<'a>(&'a self, vm: &'a mut Vm) -> Op<'a, ()> {
         Box::pin(self.adopt_vm(vm))
     }
