@@ -13,7 +13,9 @@ use crate::api::{
     CreateVmRequest, ExecRequest, ExecResult, FileEntry, ImageConfig, PowerAction, Process, Stats, Template,
     TemplateState, Vm, VmState,
 };
+use crate::backend::BackendKind;
 use crate::oci;
+use crate::sandbox::backend::copy_tree;
 use crate::sandbox::{SandboxError, SandboxHost, fs::FsError};
 
 /// What a template-based sandbox gets: the template's own pre-baked spec.
@@ -177,6 +179,15 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Refuses an instance that is not Running (guest operations need a running guest).
+pub(crate) fn require_running(vm: &Vm) -> Result<()> {
+    match vm.state {
+        VmState::Running => Ok(()),
+        VmState::Paused => Err(RuntimeError::Conflict(format!("{} is paused: resume it first", vm.name))),
+        s => Err(RuntimeError::Conflict(format!("{} is {s:?}: start it first", vm.name))),
+    }
+}
+
 pub(crate) fn valid_name(s: &str) -> bool {
     kairon_model::validate::is_dns_subdomain(s)
 }
@@ -206,6 +217,10 @@ impl Runtime {
             rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
         }
         Ok(rt)
+    }
+
+    pub(crate) fn state_dir(&self) -> &Path {
+        &self.inner.cfg.state_dir
     }
 
     pub fn node_name(&self) -> &str {
@@ -430,37 +445,14 @@ impl Runtime {
         Ok(())
     }
 
-    /// After a restart (even a kill -9): every instance on disk is matched with what runc
-    /// still runs, so nothing is created twice and nothing is lost.
+    /// After a restart (even a kill -9): every instance on disk is matched with what its
+    /// backend (runc or QEMU) still runs, so nothing is created twice and nothing is lost.
     async fn adopt(&self) -> Result<()> {
         let Ok(entries) = std::fs::read_dir(self.inner.cfg.state_dir.join("instances")) else { return Ok(()) };
         for e in entries.flatten() {
             let Ok(raw) = std::fs::read(e.path().join("vm.json")) else { continue };
             let Ok(mut vm) = serde_json::from_slice::<Vm>(&raw) else { continue };
-            if vm.backend == crate::vm::BACKEND {
-                self.vm_adopt(&mut vm).await;
-                self.save(&vm)?;
-                if let Some(at) = &vm.expires_at {
-                    self.arm_ttl(&vm.id, at);
-                }
-                let slot = Arc::new(Mutex::new(vm.clone()));
-                if let Err(e) = lock(&self.inner.instances).insert(&vm, slot) {
-                    tracing::warn!(id = %vm.id, error = %e, "not adopting an instance whose name another holds");
-                }
-                continue;
-            }
-            let st = self.inner.host.state(&vm.id).await?;
-            let (state, pid) = match st {
-                Some(s) if s.status == "paused" || self.inner.host.is_frozen(&vm.id) => (VmState::Paused, Some(s.pid)),
-                Some(s) if s.status == "running" => (VmState::Running, Some(s.pid)),
-                _ if vm.state == VmState::Stopped => (VmState::Stopped, None),
-                _ => {
-                    vm.message = Some("the sandbox was not running when the runtime restarted".into());
-                    (VmState::Failed, None)
-                }
-            };
-            vm.state = state;
-            vm.pid = pid;
+            self.backend(&vm).adopt(&mut vm).await?;
             self.save(&vm)?;
             if let Some(at) = &vm.expires_at {
                 self.arm_ttl(&vm.id, at);
@@ -519,7 +511,7 @@ impl Runtime {
 
     /// Creates an instance; with `seed`, its root starts as a copy of another sandbox's
     /// changes (a directory laid out like an overlay upper dir).
-    async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
+    pub(crate) async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
@@ -562,7 +554,7 @@ impl Runtime {
         let vm = Vm {
             id: id.clone(),
             name: req.name.clone(),
-            backend: "runc".into(),
+            backend: BackendKind::Runc.as_str().into(),
             state: VmState::Creating,
             guest_ip: None,
             pid: None,
@@ -613,7 +605,8 @@ impl Runtime {
         }
     }
 
-    async fn boot(&self, vm: &mut Vm, template: &Template) -> Result<()> {
+    /// Starts a sandbox from its template (paused with `spec.startPaused`) and saves it.
+    pub(crate) async fn boot(&self, vm: &mut Vm, template: &Template) -> Result<()> {
         let rootfs = self.templates_dir().join(&template.name).join("rootfs");
         let map = self.template_idmap(&template.name).await?;
         let pid = self
@@ -658,61 +651,19 @@ impl Runtime {
     pub async fn delete(&self, id_or_name: &str) -> Result<()> {
         let slot = self.slot(id_or_name)?;
         let vm = slot.lock().await;
-        if vm.backend == crate::vm::BACKEND {
-            lock(&self.inner.freezes).remove(vm.id.as_str());
-            return self.vm_delete(&vm).await;
-        }
-        self.inner.host.destroy(&vm.id).await?;
+        lock(&self.inner.freezes).remove(vm.id.as_str());
+        self.backend(&vm).destroy(&vm).await?;
         lock(&self.inner.instances).remove(vm.id.as_str());
         Ok(())
     }
 
+    /// One power action. What it does in each state is the backend's (runtime actions, not
+    /// desired power states: `model::power::plan` decides above the runtime which action a
+    /// change of `spec.powerState` takes).
     pub async fn power(&self, id_or_name: &str, action: PowerAction, paused: bool) -> Result<Vm> {
         let slot = self.slot(id_or_name)?;
         let mut vm = slot.lock().await;
-        if vm.backend == crate::vm::BACKEND {
-            self.vm_power(&mut vm, action, paused).await?;
-            vm.message = None;
-            self.save(&vm)?;
-            return Ok(vm.clone());
-        }
-        let host = &self.inner.host;
-        match (action, vm.state) {
-            (PowerAction::Hibernate | PowerAction::Halt, _) => {
-                return Err(RuntimeError::NotSupported(format!(
-                    "the sandbox backend (runc) cannot {}: it has no memory image to save and no guest to power off; use pause (keeps memory, uses no CPU) or stop",
-                    if action == PowerAction::Hibernate { "hibernate" } else { "halt" }
-                )));
-            }
-            (PowerAction::Pause, VmState::Running) => {
-                host.set_frozen(&vm.id, true).await?;
-                vm.state = VmState::Paused;
-            }
-            (PowerAction::Pause, VmState::Paused) | (PowerAction::Resume, VmState::Running) => {}
-            (PowerAction::Resume, VmState::Paused) => {
-                host.set_frozen(&vm.id, false).await?;
-                vm.state = VmState::Running;
-            }
-            (PowerAction::Stop, VmState::Stopped) => {}
-            (PowerAction::Stop, _) => {
-                host.stop(&vm.id).await?;
-                vm.state = VmState::Stopped;
-                vm.pid = None;
-            }
-            (PowerAction::Start, VmState::Running | VmState::Paused) if !paused => {}
-            (PowerAction::Start | PowerAction::Restart, _) => {
-                host.stop(&vm.id).await?;
-                let template = self.template(vm.template.as_deref().unwrap_or(BUSYBOX_TEMPLATE))?;
-                let was = vm.spec.start_paused;
-                vm.spec.start_paused = paused;
-                let r = self.boot(&mut vm, &template).await;
-                vm.spec.start_paused = was;
-                r?;
-            }
-            (a, s) => {
-                return Err(RuntimeError::Conflict(format!("cannot {a:?} an instance that is {s:?}")));
-            }
-        }
+        self.backend(&vm).power(self, &mut vm, action, paused).await?;
         vm.message = None;
         self.save(&vm)?;
         Ok(vm.clone())
@@ -720,11 +671,8 @@ impl Runtime {
 
     pub(crate) async fn running(&self, id_or_name: &str) -> Result<Vm> {
         let vm = self.get(id_or_name).await?;
-        match vm.state {
-            VmState::Running => Ok(vm),
-            VmState::Paused => Err(RuntimeError::Conflict(format!("{} is paused: resume it first", vm.name))),
-            s => Err(RuntimeError::Conflict(format!("{} is {s:?}: start it first", vm.name))),
-        }
+        require_running(&vm)?;
+        Ok(vm)
     }
 
     /// Runs a command to completion, keeping at most the default 16 MiB of each stream.
@@ -735,42 +683,27 @@ impl Runtime {
     /// Runs a command to completion, keeping at most `max_output` bytes of each stream.
     pub async fn exec_bounded(&self, id_or_name: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         let vm = self.running(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.exec(&vm.id, req, max_output).await?);
-        }
-        Ok(self.inner.host.exec(&vm.id, req, max_output).await?)
+        self.backend(&vm).exec(&vm, req, max_output).await
     }
 
     pub async fn start_process(&self, id_or_name: &str, req: &ExecRequest) -> Result<Process> {
         let vm = self.running(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.start_process(&vm.id, req).await?);
-        }
-        Ok(self.inner.host.start_process(&vm.id, req).await?)
+        self.backend(&vm).start_process(&vm, req).await
     }
 
     pub async fn processes(&self, id_or_name: &str) -> Result<Vec<Process>> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.processes(&vm.id).await?);
-        }
-        Ok(self.inner.host.processes(&vm.id)?)
+        self.backend(&vm).processes(&vm).await
     }
 
     pub async fn process(&self, id_or_name: &str, pid: &str) -> Result<Process> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.process(&vm.id, pid).await?);
-        }
-        Ok(self.inner.host.process(&vm.id, pid)?)
+        self.backend(&vm).process(&vm, pid).await
     }
 
     pub async fn process_logs(&self, id_or_name: &str, pid: &str) -> Result<(String, String)> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.logs(&vm.id, pid).await?);
-        }
-        Ok(self.inner.host.logs(&vm.id, pid)?)
+        self.backend(&vm).logs(&vm, pid).await
     }
 
     /// One output stream of a process from byte `offset`.
@@ -782,18 +715,12 @@ impl Runtime {
         offset: u64,
     ) -> Result<kairon_runtime_api::types::LogChunk> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.log_chunk(&vm.id, pid, stderr, offset).await?);
-        }
-        Ok(self.inner.host.log_chunk(&vm.id, pid, stderr, offset)?)
+        self.backend(&vm).log_chunk(&vm, pid, stderr, offset).await
     }
 
     pub async fn wait_process(&self, id_or_name: &str, pid: &str, timeout: Duration) -> Result<Process> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.wait_process(&vm.id, pid, timeout).await?);
-        }
-        Ok(self.inner.host.wait_process(&vm.id, pid, timeout).await?)
+        self.backend(&vm).wait_process(&vm, pid, timeout).await
     }
 
     pub async fn kill_process(&self, id_or_name: &str, pid: &str, signal: &str) -> Result<()> {
@@ -803,101 +730,36 @@ impl Runtime {
                 "signal {signal:?}: use TERM, KILL, INT, HUP, QUIT, USR1 or USR2"
             )));
         }
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.kill_process(&vm.id, pid, signal).await?);
-        }
-        Ok(self.inner.host.kill_process(&vm.id, pid, signal).await?)
-    }
-
-    fn rootfs_of(&self, vm: &Vm) -> Result<PathBuf> {
-        if vm.state == VmState::Creating {
-            return Err(RuntimeError::Conflict(format!("{} is still being created", vm.name)));
-        }
-        Ok(self.inner.host.rootfs(&vm.id))
+        self.backend(&vm).kill_process(&vm, pid, signal).await
     }
 
     pub async fn read_file(&self, id_or_name: &str, path: &str) -> Result<Vec<u8>> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            let vm = self.running(id_or_name).await?;
-            return Ok(self.inner.vms.read_file(&vm.id, path, MAX_FILE_BYTES).await?);
-        }
-        let root = self.rootfs_of(&vm)?;
-        let path = path.to_string();
-        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::read_file(&root, &path, MAX_FILE_BYTES))
-            .await
-            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+        self.backend(&vm).read_file(&vm, path, MAX_FILE_BYTES).await
     }
 
     pub async fn write_file(&self, id_or_name: &str, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            let vm = self.running(id_or_name).await?;
-            return Ok(self.inner.vms.write_file(&vm.id, path, &data, mode).await?);
-        }
-        let root = self.rootfs_of(&vm)?;
-        let path = path.to_string();
-        let owner = self.inner.host.guest_root(&vm.id);
-        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::write_file_owned(&root, &path, &data, mode, owner))
-            .await
-            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+        self.backend(&vm).write_file(&vm, path, data, mode).await
     }
 
     pub async fn list_files(&self, id_or_name: &str, path: &str) -> Result<Vec<FileEntry>> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            let vm = self.running(id_or_name).await?;
-            return Ok(self.inner.vms.list_files(&vm.id, path).await?);
-        }
-        let root = self.rootfs_of(&vm)?;
-        let path = path.to_string();
-        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::list_dir(&root, &path))
-            .await
-            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+        self.backend(&vm).list_files(&vm, path).await
     }
 
     pub async fn delete_file(&self, id_or_name: &str, path: &str) -> Result<()> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            let vm = self.running(id_or_name).await?;
-            return Ok(self.inner.vms.delete_file(&vm.id, path).await?);
-        }
-        let root = self.rootfs_of(&vm)?;
-        let path = path.to_string();
-        Ok(tokio::task::spawn_blocking(move || crate::sandbox::fs::remove(&root, &path))
-            .await
-            .map_err(|e| RuntimeError::Internal(e.to_string()))??)
+        self.backend(&vm).delete_file(&vm, path).await
     }
 
-    /// Copies a sandbox into a new one named `name`: its files as they are now (the source is
-    /// frozen for the copy so it is consistent), in a fresh sandbox from the same template.
-    /// Processes are not copied — a runc sandbox has no live fork (CRIU fails on this kernel);
-    /// a live fork is the VM backend's.
+    /// A copy of an instance named `name`: a VM is forked live (memory and disk, see
+    /// `vm/backend.rs`); a sandbox gets its files copied into a fresh sandbox from the same
+    /// template, without its processes (no live fork of runc containers: CRIU fails on this
+    /// kernel; see `sandbox/backend.rs`).
     pub async fn fork(&self, id_or_name: &str, name: &str) -> Result<Vm> {
-        if self.get(id_or_name).await?.backend == crate::vm::BACKEND {
-            return self.vm_fork(id_or_name, name).await;
-        }
-        let slot = self.slot(id_or_name)?;
-        let source = slot.lock().await;
-        let upper = self.inner.host.upper_dir(&source.id);
-        let staging =
-            self.inner.cfg.state_dir.join("instances").join(format!(".fork-{}", uuid::Uuid::new_v4().simple()));
-        let freeze = source.state == VmState::Running;
-        if freeze {
-            self.inner.host.set_frozen(&source.id, true).await?;
-        }
-        let copied = copy_tree(&upper, &staging).await;
-        if freeze {
-            self.inner.host.set_frozen(&source.id, false).await?;
-        }
-        copied?;
-        let mut req = source.spec.clone();
-        req.name = name.to_string();
-        req.start_paused = false;
-        drop(source);
-        let result = self.create_seeded(req, Some(&staging)).await;
-        let _ = std::fs::remove_dir_all(&staging);
-        result
+        let vm = self.get(id_or_name).await?;
+        self.backend(&vm).fork(self, &vm.id, name).await
     }
 
     /// Writes the sandbox's root filesystem as it is now to a tar file at `path` on the node
@@ -923,36 +785,7 @@ impl Runtime {
         }
         let slot = self.slot(id_or_name)?;
         let vm = slot.lock().await;
-        if vm.backend == crate::vm::BACKEND {
-            return Err(RuntimeError::NotSupported(
-                "a snapshot exports a sandbox's root filesystem: for a VM use clone (disk) or fork (memory and disk)"
-                    .into(),
-            ));
-        }
-        let root = self.rootfs_of(&vm)?;
-        let freeze = vm.state == VmState::Running;
-        if freeze {
-            self.inner.host.set_frozen(&vm.id, true).await?;
-        }
-        let tmp = target.with_extension("partial");
-        let (root2, tmp2) = (root.clone(), tmp.clone());
-        // Owners as the guest sees them (host ids of its range back to 0..65535), so the tar
-        // makes sense as an image layer anywhere.
-        let map = self.inner.host.idmap(&vm.id);
-        let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
-            let file = std::fs::File::create(&tmp2)?;
-            let file = crate::sandbox::write_tar(&root2, file, map.as_ref())?;
-            file.sync_all()?;
-            Ok(file.metadata()?.len())
-        })
-        .await
-        .map_err(|e| RuntimeError::Internal(e.to_string()));
-        if freeze {
-            self.inner.host.set_frozen(&vm.id, false).await?;
-        }
-        let written = written?.map_err(|e| RuntimeError::Internal(format!("writing the snapshot: {e}")))?;
-        std::fs::rename(&tmp, &target)?;
-        Ok(written)
+        self.backend(&vm).snapshot(&vm, &target).await
     }
 
     /// The host pid of a running instance's init (the proxy dials in its network namespace).
@@ -965,11 +798,7 @@ impl Runtime {
     /// namespace, or a VM's forward on its QEMU's loopback (see [`crate::vm::VmHost::target`]).
     pub async fn guest_target(&self, id_or_name: &str, port: u16) -> Result<crate::proxy::Target> {
         let vm = self.running(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return self.vm_target(&vm, port).await;
-        }
-        let pid = vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))?;
-        Ok(crate::proxy::Target::Netns(pid))
+        self.backend(&vm).guest_target(&vm, port).await
     }
 
     /// Whether a sandbox on this node may reach `host`: a stateless check against the node's
@@ -980,10 +809,7 @@ impl Runtime {
 
     pub async fn stats(&self, id_or_name: &str) -> Result<Stats> {
         let vm = self.get(id_or_name).await?;
-        if vm.backend == crate::vm::BACKEND {
-            return Ok(self.inner.vms.stats(&vm.id).await);
-        }
-        Ok(self.inner.host.stats(&vm.id, vm.pid))
+        Ok(self.backend(&vm).stats(&vm).await)
     }
 
     /// The host directory of an instance (tests check cleanup against it).
@@ -994,24 +820,6 @@ impl Runtime {
     pub fn sandbox_host(&self) -> &SandboxHost {
         &self.inner.host
     }
-}
-
-/// `cp -a` keeps what an overlay upper dir holds: ownership, modes, xattrs (opaque markers)
-/// and whiteout device nodes.
-async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    if !from.exists() {
-        return Ok(());
-    }
-    let out =
-        tokio::process::Command::new("cp").arg("-a").arg(format!("{}/.", from.display())).arg(to).output().await?;
-    if !out.status.success() {
-        return Err(RuntimeError::Internal(format!(
-            "copying the sandbox's files: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    Ok(())
 }
 
 fn live_template(e: &TemplateEntry) -> Template {

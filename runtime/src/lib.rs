@@ -4,6 +4,7 @@
 
 /// The wire types, from `kairon-runtime-api` (the crate the api and node agents use).
 pub use kairon_runtime_api::types as api;
+pub mod backend;
 pub mod egress;
 pub mod engine;
 pub mod oci;

@@ -167,11 +167,9 @@ impl Runtime {
         }
         self.save(&vm)?;
         let out = vm.clone();
-        if vm.backend == crate::vm::BACKEND {
-            // A copy of a booted image: it gets its own identity before the claimer's first
-            // command (which waits for the instance's lock).
-            self.vm_reidentify_locked(vm);
-        }
+        // Whatever the copy needs before the claimer's first command (which waits for the
+        // instance's lock): a VM's new identity.
+        self.backend(&out).claimed(self, vm);
         Ok(out)
     }
 

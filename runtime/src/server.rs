@@ -397,7 +397,7 @@ async fn fork(
     Json(req): Json<crate::api::ForkRequest>,
 ) -> R<Response> {
     let vm = st.rt.fork(&id, &req.name).await?;
-    let live = vm.backend == crate::vm::BACKEND;
+    let live = crate::backend::BackendKind::of(&vm).forks_live();
     Ok((StatusCode::CREATED, Json(crate::api::ForkResult { vm, live })).into_response())
 }
 

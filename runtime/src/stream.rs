@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::Child;
 
+use crate::backend::BackendKind;
 use crate::engine::{Runtime, RuntimeError};
 use crate::proxy::ProxyError;
 use crate::sandbox::pid_alive;
@@ -211,7 +212,7 @@ async fn pipe<S: AsyncRead + AsyncWrite + Send + 'static>(socket: WebSocket, gue
 /// `exit <code>`. When the client closes (or goes away), the shell and its process group are
 /// killed.
 pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
-    if rt.get(id).await.is_ok_and(|vm| vm.backend == crate::vm::BACKEND) {
+    if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
         return unix_relay(rt, id, "console.sock", ws).await;
     }
     if let Err(e) = rt.guest_pid(id).await {
@@ -260,7 +261,7 @@ pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> 
         return RuntimeError::Invalid("command must name a program, and no argument may hold a NUL byte".into())
             .into_response();
     }
-    if rt.get(id).await.is_ok_and(|vm| vm.backend == crate::vm::BACKEND) {
+    if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
         return RuntimeError::NotSupported(
             "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow"
                 .into(),

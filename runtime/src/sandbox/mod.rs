@@ -20,6 +20,7 @@
 //!                                    root, which a state dir under /root is not)
 //! ```
 
+pub mod backend;
 pub mod fs;
 pub mod idmap;
 pub mod spec;

@@ -25,6 +25,7 @@
 //!   guest port through a forward on that loopback with the guest port's number, added on
 //!   demand (`hostfwd_add`) and dialled inside the namespace (see [`VmHost::target`]).
 
+pub mod backend;
 pub mod ga;
 pub mod hostpaths;
 pub mod image;
@@ -48,7 +49,6 @@ use ga::{GaError, GuestAgent};
 use kairon_runtime_api::types::LogChunk;
 use qmp::{Qmp, QmpError};
 
-pub const BACKEND: &str = kairon_runtime_api::types::BACKEND_QEMU;
 pub const QEMU: &str = "qemu-system-x86_64";
 /// Overrides the accelerator probe: `kvm` or `tcg`.
 pub const ACCEL_ENV: &str = "KAIRON_QEMU_ACCEL";

@@ -1,0 +1,170 @@
+//! The backends behind one [`Runtime`]: the runc sandbox host ([`crate::sandbox::SandboxHost`])
+//! and the QEMU host ([`crate::vm::VmHost`]), each a [`Backend`].
+//!
+//! The wire format keeps `Vm::backend` a string (`runc` or `qemu`, FluxVM v1); the engine reads
+//! it once per call into a [`BackendKind`], picks that kind's [`Backend`] with
+//! [`Runtime::backend`] and calls it. What one backend cannot do, its implementation refuses
+//! with the error the API answers (e.g. hibernate on runc, a filesystem freeze in a sandbox).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kairon_model::power::Track;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::api::{
+    BACKEND_QEMU, BACKEND_RUNC, ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm,
+};
+use crate::engine::{Runtime, RuntimeError};
+use crate::proxy::Target;
+
+/// What a backend's operation returns: a boxed future, so a [`Backend`] is usable as `dyn`.
+pub type Op<'a, T> = BoxFuture<'a, Result<T, RuntimeError>>;
+
+/// The per-instance operations the engine hands to the backend that runs the instance. The
+/// engine has found the instance, holds its lock where the operation needs it, and checks
+/// what is the same for every backend (e.g. that it runs, that a signal name is known); the
+/// backend does the rest, or refuses.
+pub trait Backend: Send + Sync {
+    /// After a runtime restart: sets `vm.state` and `vm.pid` from what still runs.
+    fn adopt<'a>(&'a self, vm: &'a mut Vm) -> Op<'a, ()>;
+
+    /// One power action on the locked instance `vm` (`paused`: start or restart paused). Sets
+    /// `vm.state` and `vm.pid`; the engine saves the record afterwards.
+    fn power<'a>(&'a self, rt: &'a Runtime, vm: &'a mut Vm, action: PowerAction, paused: bool) -> Op<'a, ()>;
+
+    /// Removes everything the backend holds for `vm` (processes, disks, sockets).
+    fn destroy<'a>(&'a self, vm: &'a Vm) -> Op<'a, ()>;
+
+    /// Runs a command to completion, keeping at most `max_output` bytes of each stream.
+    fn exec<'a>(&'a self, vm: &'a Vm, req: &'a ExecRequest, max_output: u64) -> Op<'a, ExecResult>;
+    fn start_process<'a>(&'a self, vm: &'a Vm, req: &'a ExecRequest) -> Op<'a, Process>;
+    fn processes<'a>(&'a self, vm: &'a Vm) -> Op<'a, Vec<Process>>;
+    fn process<'a>(&'a self, vm: &'a Vm, pid: &'a str) -> Op<'a, Process>;
+    fn logs<'a>(&'a self, vm: &'a Vm, pid: &'a str) -> Op<'a, (String, String)>;
+    fn log_chunk<'a>(&'a self, vm: &'a Vm, pid: &'a str, stderr: bool, offset: u64) -> Op<'a, LogChunk>;
+    fn wait_process<'a>(&'a self, vm: &'a Vm, pid: &'a str, timeout: Duration) -> Op<'a, Process>;
+    fn kill_process<'a>(&'a self, vm: &'a Vm, pid: &'a str, signal: &'a str) -> Op<'a, ()>;
+
+    /// Reads a guest file of at most `max` bytes.
+    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>>;
+    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: Vec<u8>, mode: u32) -> Op<'a, ()>;
+    fn list_files<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, Vec<FileEntry>>;
+    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, ()>;
+
+    /// A copy of instance `id` named `name`: live (memory and disk) on a VM, its files on a
+    /// sandbox.
+    fn fork<'a>(&'a self, rt: &'a Runtime, id: &'a str, name: &'a str) -> Op<'a, Vm>;
+    /// A new instance named `name` that boots fresh from a copy of `source`'s disk (held
+    /// locked by the engine meanwhile).
+    fn clone_disk<'a>(&'a self, rt: &'a Runtime, source: &'a Vm, name: &'a str) -> Op<'a, Vm>;
+    /// Exports the instance's root filesystem as a tar file at `target`; the bytes written.
+    fn snapshot<'a>(&'a self, vm: &'a Vm, target: &'a Path) -> Op<'a, u64>;
+
+    /// How the host reaches `port` in the running instance.
+    fn guest_target<'a>(&'a self, vm: &'a Vm, port: u16) -> Op<'a, Target>;
+    fn stats<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Stats>;
+
+    /// Freezes the guest's filesystems; how many.
+    fn freeze<'a>(&'a self, vm: &'a Vm) -> Op<'a, i64>;
+    /// Thaws them; how many.
+    fn thaw<'a>(&'a self, vm: &'a Vm) -> Op<'a, i64>;
+    fn freeze_status<'a>(&'a self, vm: &'a Vm) -> Op<'a, String>;
+
+    /// The unix socket of the instance's serial console (`console.sock`) or VNC server.
+    fn socket(&self, vm: &Vm, which: &str) -> Result<PathBuf, RuntimeError>;
+
+    /// After a pool claim handed `vm` over (still locked): whatever the copy needs before
+    /// the claimer's first command, which waits for the lock.
+    fn claimed(&self, rt: &Runtime, vm: OwnedMutexGuard<Vm>);
+}
+
+impl Runtime {
+    /// The backend that runs `vm`.
+    pub(crate) fn backend(&self, vm: &Vm) -> &dyn Backend {
+        self.backend_of(BackendKind::of(vm))
+    }
+
+    pub(crate) fn backend_of(&self, kind: BackendKind) -> &dyn Backend {
+        match kind {
+            BackendKind::Runc => &self.inner.host,
+            BackendKind::Qemu => &self.inner.vms,
+        }
+    }
+}
+
+/// The backend of an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    /// A runc sandbox from a template (`runtime/src/sandbox/`).
+    Runc,
+    /// A QEMU VM (`runtime/src/vm/`): the full track and the microvm sandbox track.
+    Qemu,
+}
+
+impl BackendKind {
+    /// The wire name (`Vm::backend`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Runc => BACKEND_RUNC,
+            BackendKind::Qemu => BACKEND_QEMU,
+        }
+    }
+
+    /// Reads a record's `backend`. Only QEMU VMs carry `qemu`; every other record this
+    /// runtime wrote is a runc sandbox (as the engine has always read them).
+    pub fn parse(backend: &str) -> BackendKind {
+        match backend {
+            BACKEND_QEMU => BackendKind::Qemu,
+            _ => BackendKind::Runc,
+        }
+    }
+
+    /// The backend of an instance record.
+    pub fn of(vm: &Vm) -> BackendKind {
+        BackendKind::parse(&vm.backend)
+    }
+
+    /// The power track of `model::power` this backend runs (which power states it can hold).
+    pub fn track(self) -> Track {
+        match self {
+            BackendKind::Runc => Track::TemplateSandbox,
+            BackendKind::Qemu => Track::Vm,
+        }
+    }
+
+    /// Whether a fork copies the running guest (memory and disk), not only its files.
+    pub fn forks_live(self) -> bool {
+        self == BackendKind::Qemu
+    }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_round_trip() {
+        for kind in [BackendKind::Runc, BackendKind::Qemu] {
+            assert_eq!(BackendKind::parse(kind.as_str()), kind);
+            assert_eq!(kind.to_string(), kind.as_str());
+        }
+        assert_eq!(BackendKind::Runc.as_str(), "runc");
+        assert_eq!(BackendKind::Qemu.as_str(), "qemu");
+    }
+
+    #[test]
+    fn tracks_and_live_fork() {
+        assert_eq!(BackendKind::Runc.track(), Track::TemplateSandbox);
+        assert_eq!(BackendKind::Qemu.track(), Track::Vm);
+        assert!(BackendKind::Qemu.forks_live());
+        assert!(!BackendKind::Runc.forks_live());
+    }
+}
