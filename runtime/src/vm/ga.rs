@@ -56,8 +56,9 @@ impl GuestAgent {
         }
         // QEMU's chardev server takes one client at a time and listens again only once it has
         // seen the previous one go: right after a dropped connection (a call that timed out) a
-        // connect is refused for a moment.
-        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(3));
+        // connect is refused for a moment: under TCG on a loaded host (five VMs on two cores)
+        // that moment was seen to pass 3 s, so the call's own timeout bounds it, up to 15 s.
+        let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(15));
         let stream = loop {
             match UnixStream::connect(&self.path).await {
                 Ok(stream) => break stream,
