@@ -9,6 +9,7 @@ operations, guest exec, processes, files, waits and usage.
 from __future__ import annotations
 
 import time
+from uuid import UUID
 from typing import Any, TypeVar
 
 import httpx
@@ -39,6 +40,7 @@ from kairon_api.models import (
     Machine,
     MachineClaim,
     Process,
+    ProcessKillSignal,
     ProcessLogs,
 )
 from kairon_api.types import UNSET, File, Response, Unset
@@ -209,8 +211,8 @@ class UIClient:
                 if time.monotonic() >= deadline:
                     raise
 
-    def claim_usage(self, uid: str) -> ClaimUsageHistory:
-        return _ok(usage_claim.sync_detailed(uid, client=self.api), ClaimUsageHistory)
+    def claim_usage(self, uid: str | UUID) -> ClaimUsageHistory:
+        return _ok(usage_claim.sync_detailed(UUID(str(uid)), client=self.api), ClaimUsageHistory)
 
     # The guest.
 
@@ -252,7 +254,13 @@ class UIClient:
         return _ok(process_logs.sync_detailed(self._ns(namespace), name, pid, client=self.api), ProcessLogs)
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
-        sig: str | Unset = signal if signal else UNSET
+        sig: ProcessKillSignal | Unset = UNSET
+        if signal:
+            try:
+                sig = ProcessKillSignal(signal)
+            except ValueError:
+                names = ", ".join(s.value for s in ProcessKillSignal)
+                raise ValueError(f"signal {signal!r} is not one a process can be sent: use one of {names}") from None
         _done(process_kill.sync_detailed(self._ns(namespace), name, pid, client=self.api, signal=sig))
 
     def read_file(self, name: str, path: str, namespace: str | None = None) -> bytes:

@@ -9,7 +9,7 @@
  */
 
 import createClient from "openapi-fetch";
-import type { components, paths } from "./generated/schema.js";
+import type { components, operations, paths } from "./generated/schema.js";
 import { ApiError, TimeoutError, errorFrom } from "./errors.js";
 
 export type Schemas = components["schemas"];
@@ -19,6 +19,8 @@ export type ExecResult = Schemas["ExecResult"];
 export type Process = Schemas["Process"];
 export type ProcessLogs = Schemas["ProcessLogs"];
 export type CopyResult = Schemas["CopyResult"];
+/** The signals a process can be sent (`TERM` when none is given). */
+export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
 
 const GROUP = "kairon.zyvor.dev/v1";
@@ -238,7 +240,7 @@ export class UIClient {
       }),
     );
   }
-  async killProcess(name: string, pid: string, signal?: string, namespace?: string): Promise<void> {
+  async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {
     done(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/kill", {
         params: { path: { ...this.#p(name, namespace), pid }, query: { signal } },

@@ -10,7 +10,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { Client, UIClient, type Machine } from "./client.js";
+import { Client, UIClient, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironError, NotFoundError } from "./errors.js";
 
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
@@ -86,7 +86,7 @@ export class SandboxProcess {
   }
 
   /** Sends `signal` (default KILL). */
-  async kill(signal?: string): Promise<void> {
+  async kill(signal?: Signal): Promise<void> {
     await this.sandbox.ui.killProcess(this.sandbox.name, this.pid, signal, this.sandbox.namespace);
   }
 }
