@@ -251,7 +251,55 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct EgressCheckBody {
         #[doc = "The host a sandbox would connect to."]
-        pub host: ::std::string::String,
+        pub host: EgressCheckBodyHost,
+    }
+    #[doc = "The host a sandbox would connect to."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct EgressCheckBodyHost(::std::string::String);
+    impl ::std::ops::Deref for EgressCheckBodyHost {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<EgressCheckBodyHost> for ::std::string::String {
+        fn from(value: EgressCheckBodyHost) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for EgressCheckBodyHost {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("\\S").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"\\S\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EgressCheckBodyHost {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EgressCheckBodyHost {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for EgressCheckBodyHost {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "Whether a sandbox on this node may reach a host; never the credential itself."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -306,7 +354,7 @@ pub mod types {
     #[doc = "`ExecRequest`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ExecRequest {
-        pub command: ::std::vec::Vec<::std::string::String>,
+        pub command: ::std::vec::Vec<ExecRequestCommandItem>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub cwd: ::std::option::Option<::std::string::String>,
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
@@ -319,6 +367,54 @@ pub mod types {
         #[doc = "Run as `uid[:gid]` instead of root."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub user: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`ExecRequestCommandItem`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ExecRequestCommandItem(::std::string::String);
+    impl ::std::ops::Deref for ExecRequestCommandItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ExecRequestCommandItem> for ::std::string::String {
+        fn from(value: ExecRequestCommandItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ExecRequestCommandItem {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[^\\u0000]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[^\\u0000]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ExecRequestCommandItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ExecRequestCommandItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ExecRequestCommandItem {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`ExecResult`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -543,28 +639,137 @@ pub mod types {
     #[doc = "`Machine`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct Machine {
-        #[doc = "`kairon.zyvor.dev/v1` (filled in when omitted)."]
+        #[doc = "Filled in when omitted."]
         #[serde(rename = "apiVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub api_version: ::std::option::Option<::std::string::String>,
+        pub api_version: ::std::option::Option<MachineApiVersion>,
+        #[doc = "`Machine` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub kind: ::std::option::Option<::std::string::String>,
+        pub kind: ::std::option::Option<MachineKind>,
         pub metadata: ObjectMeta,
         pub spec: MachineSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineStatus>,
     }
+    #[doc = "Filled in when omitted."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachineApiVersion {
+        #[serde(rename = "kairon.zyvor.dev/v1")]
+        KaironZyvorDevV1,
+    }
+    impl ::std::fmt::Display for MachineApiVersion {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::KaironZyvorDevV1 => f.write_str("kairon.zyvor.dev/v1"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachineApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "kairon.zyvor.dev/v1" => Ok(Self::KaironZyvorDevV1),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     #[doc = "`MachineClaim`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachineClaim {
-        #[doc = "`kairon.zyvor.dev/v1` (filled in when omitted)."]
+        #[doc = "Filled in when omitted."]
         #[serde(rename = "apiVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub api_version: ::std::option::Option<::std::string::String>,
+        pub api_version: ::std::option::Option<MachineClaimApiVersion>,
+        #[doc = "`MachineClaim` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub kind: ::std::option::Option<::std::string::String>,
+        pub kind: ::std::option::Option<MachineClaimKind>,
         pub metadata: ObjectMeta,
         pub spec: MachineClaimSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineClaimStatus>,
+    }
+    #[doc = "Filled in when omitted."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachineClaimApiVersion {
+        #[serde(rename = "kairon.zyvor.dev/v1")]
+        KaironZyvorDevV1,
+    }
+    impl ::std::fmt::Display for MachineClaimApiVersion {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::KaironZyvorDevV1 => f.write_str("kairon.zyvor.dev/v1"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "kairon.zyvor.dev/v1" => Ok(Self::KaironZyvorDevV1),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "`MachineClaim` (filled in when omitted)."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachineClaimKind {
+        MachineClaim,
+    }
+    impl ::std::fmt::Display for MachineClaimKind {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::MachineClaim => f.write_str("MachineClaim"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "MachineClaim" => Ok(Self::MachineClaim),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "`MachineClaimList`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -576,10 +781,61 @@ pub mod types {
     pub struct MachineClaimSpec {
         #[doc = "The MachinePool (same namespace) to take a member from."]
         #[serde(rename = "poolName")]
-        pub pool_name: ::std::string::String,
+        pub pool_name: MachineClaimSpecPoolName,
         #[doc = "Release the claim this many seconds after it binds."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
         pub ttl_seconds: ::std::option::Option<i64>,
+    }
+    #[doc = "The MachinePool (same namespace) to take a member from."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimSpecPoolName(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimSpecPoolName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimSpecPoolName> for ::std::string::String {
+        fn from(value: MachineClaimSpecPoolName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimSpecPoolName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 253usize {
+                return Err("longer than 253 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimSpecPoolName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimSpecPoolName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimSpecPoolName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`MachineClaimStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -594,6 +850,41 @@ pub mod types {
         pub phase: ::std::option::Option<ClaimPhase>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<ClaimUsage>,
+    }
+    #[doc = "`Machine` (filled in when omitted)."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachineKind {
+        Machine,
+    }
+    impl ::std::fmt::Display for MachineKind {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Machine => f.write_str("Machine"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachineKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "Machine" => Ok(Self::Machine),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "`MachineList`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -683,15 +974,87 @@ pub mod types {
     #[doc = "`MachinePool`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachinePool {
-        #[doc = "`kairon.zyvor.dev/v1` (filled in when omitted)."]
+        #[doc = "Filled in when omitted."]
         #[serde(rename = "apiVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub api_version: ::std::option::Option<::std::string::String>,
+        pub api_version: ::std::option::Option<MachinePoolApiVersion>,
+        #[doc = "`MachinePool` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub kind: ::std::option::Option<::std::string::String>,
+        pub kind: ::std::option::Option<MachinePoolKind>,
         pub metadata: ObjectMeta,
         pub spec: MachinePoolSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachinePoolStatus>,
+    }
+    #[doc = "Filled in when omitted."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachinePoolApiVersion {
+        #[serde(rename = "kairon.zyvor.dev/v1")]
+        KaironZyvorDevV1,
+    }
+    impl ::std::fmt::Display for MachinePoolApiVersion {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::KaironZyvorDevV1 => f.write_str("kairon.zyvor.dev/v1"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "kairon.zyvor.dev/v1" => Ok(Self::KaironZyvorDevV1),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "`MachinePool` (filled in when omitted)."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MachinePoolKind {
+        MachinePool,
+    }
+    impl ::std::fmt::Display for MachinePoolKind {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::MachinePool => f.write_str("MachinePool"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "MachinePool" => Ok(Self::MachinePool),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "`MachinePoolList`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -924,9 +1287,9 @@ pub mod types {
         pub annotations:
             ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
         #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub creation_timestamp: ::std::option::Option<::std::string::String>,
+        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub deletion_timestamp: ::std::option::Option<::std::string::String>,
+        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

@@ -448,6 +448,11 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
         Cmd::Exec { name, command, cwd, timeout } => {
+            let command = command
+                .iter()
+                .map(|arg| arg.parse())
+                .collect::<Result<Vec<types::ExecRequestCommandItem>, _>>()
+                .map_err(|e| anyhow::anyhow!("the command cannot be sent: {e} (no NUL bytes in arguments)"))?;
             let req = types::ExecRequest {
                 command,
                 cwd,
@@ -527,8 +532,9 @@ async fn run(cli: Cli) -> Result<()> {
             )
         }
         Cmd::EgressCheck { host, node } => {
-            let r =
-                c.egress_check(&node, &types::EgressCheckBody { host: host.clone() }).await.map_err(fail)?.into_inner();
+            let host_arg =
+                host.parse().map_err(|_| anyhow::anyhow!("host {host:?} names no host, e.g. api.github.com"))?;
+            let r = c.egress_check(&node, &types::EgressCheckBody { host: host_arg }).await.map_err(fail)?.into_inner();
             let v = to_value(&r);
             if fmt != Format::Table {
                 return output::print(fmt, &v);

@@ -73,6 +73,13 @@ async fn every_rejection_is_json_and_authorization_comes_before_the_body() {
     let a = raw(&admin, M::POST, "/api/v1/nodes/local/egress-check", None, "{}").await;
     rest_error(&a, 422, "Invalid", "a missing field");
     assert!(a.message().contains("host"), "{:?}", a.body);
+    let renamed = json!({"metadata": {"name": "other"}, "spec": {"poolName": "p"}});
+    let a = admin.put("/api/v1/machineclaims/agents/mine", renamed).await;
+    rest_error(&a, 400, "BadRequest", "a replace whose body names another object");
+    assert!(a.message().contains("does not match the name \"mine\" in the path"), "{:?}", a.body);
+    let a = admin.get("/api/v1/usage?from=2026-02-02&to=2026-02-01").await;
+    rest_error(&a, 400, "BadRequest", "a usage range that ends before it starts");
+    assert!(a.message().contains("to must be after from"), "{:?}", a.body);
     let a = admin.get("/api/v1/machines/agents/x/wait?phase=Running&timeoutSeconds=soon").await;
     rest_error(&a, 400, "BadRequest", "a query parameter that is not a number");
 

@@ -36,6 +36,22 @@ impl<S: Send + Sync, T> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// JSON has one number type, and the document's `integer` admits `3.0`: a number with no
+/// fraction is read as the integer it is, so a field typed as one takes it.
+fn integral_numbers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15) {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_numbers),
+        _ => {}
+    }
+}
+
 /// Whether a body of this media type is read as JSON.
 fn reads_as_json(content_type: Option<&str>) -> bool {
     let Some(ct) = content_type else { return true };
@@ -54,8 +70,10 @@ impl<T: DeserializeOwned> JsonBody<T> {
         if self.bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(RestError::bad_request("the request body is empty: send a JSON object"));
         }
-        let de = &mut serde_json::Deserializer::from_slice(&self.bytes);
-        serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut value: serde_json::Value = serde_json::from_slice(&self.bytes)
+            .map_err(|e| RestError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+        integral_numbers(&mut value);
+        serde_path_to_error::deserialize(value).map_err(|e| {
             let at = e.path().to_string();
             let inner = e.into_inner();
             if inner.is_data() {
@@ -144,6 +162,10 @@ mod tests {
         let e = typed(r#"{"name": "a", "size": "big"}"#).parse().unwrap_err();
         assert_eq!((e.status, e.reason.as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
         assert!(e.message.contains("at size"), "{}", e.message);
+        // An integral number written with a fraction is the integer.
+        assert!(typed(r#"{"name": "a", "size": 2.0}"#).parse().is_ok());
+        let e = typed(r#"{"name": "a", "size": 2.5}"#).parse().unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
         let e = typed(r#"{"size": 1}"#).parse().unwrap_err();
         assert!(e.message.contains("missing field `name`"), "{}", e.message);
         assert!(typed("").parse_optional().unwrap().is_none());

@@ -118,17 +118,78 @@ fn parameter_schema(name: &str, at: &str, schema: &Value) -> Option<Value> {
         ("dryRun", "query") => string(json!({"enum": ["All", ""]})),
         // usage.rs.
         ("groupBy", "query") => string(json!({"enum": ["namespace", "claim", "day"]})),
-        // Empty is the default, as absent.
-        ("from" | "to", "query") => string(json!({"anyOf": [{"format": "date"}, {"maxLength": 0}]})),
+        // usage.rs `day`: `YYYY-MM-DD`; empty is the default, as absent.
+        ("from" | "to", "query") => string(json!({
+            "pattern": "^([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8]))?$",
+            "description": "A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month has them)"
+        })),
+        // k8s/selector.rs.
+        ("labelSelector", "query") => string(json!({"pattern": label_selector_pattern()})),
         ("uid", "path") => string(json!({"format": "uuid"})),
         _ => return None,
     })
+}
+
+/// A label selector as `k8s/selector.rs` reads it, in its plain forms: `k=v`, `k==v`, `k!=v`,
+/// `k`, `!k`, `k in (a,b)`, `k notin (a)`, joined by commas (the parser also takes spaces
+/// around them and `k>1`/`k<1`, which this pattern leaves out).
+fn label_selector_pattern() -> String {
+    let part = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+    let key = format!("(({part})(\\.{part})*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?");
+    let value = "([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?";
+    let requirement = format!("(!{key}|{key}((=|==|!=){value}| (in|notin) \\({value}(,{value})*\\))?)");
+    format!("^({requirement}(,{requirement})*)?$")
+}
+
+/// What the server checks in the objects and bodies it reads, beyond their Rust types.
+fn refine_schemas(schemas: &mut Map<String, Value>) {
+    // objects.rs `decode`: the route names the kind, and the group is the one version served.
+    for kind in ["Machine", "MachinePool", "MachineClaim"] {
+        if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
+            // The status is the controllers' and node agents': an object write keeps the stored one.
+            props["status"]["readOnly"] = json!(true);
+            props["kind"] =
+                json!({"type": "string", "enum": [kind], "description": format!("`{kind}` (filled in when omitted).")});
+            props["apiVersion"] =
+                json!({"type": "string", "enum": ["kairon.zyvor.dev/v1"], "description": "Filled in when omitted."});
+        }
+    }
+    // objects.rs `decode`: the namespace is the path's; the server fills it in, and a body
+    // that names another is refused.
+    if let Some(meta) = schemas.get_mut("ObjectMeta").and_then(|s| s.get_mut("properties")) {
+        meta["namespace"]["readOnly"] = json!(true);
+        // Set by the server; read as RFC 3339 times when sent.
+        for stamp in ["creationTimestamp", "deletionTimestamp"] {
+            meta[stamp]["readOnly"] = json!(true);
+            meta[stamp]["format"] = json!("date-time");
+        }
+        meta["uid"]["readOnly"] = json!(true);
+    }
+    // model/src/validate.rs: a claim names its pool.
+    if let Some(pool) = schemas.get_mut("MachineClaimSpec").and_then(|s| s.pointer_mut("/properties/poolName")) {
+        pool["pattern"] = json!(NAME_PATTERN);
+        pool["maxLength"] = json!(NAME_MAX);
+    }
+
+    // guest.rs `check_command`: a program to run, no NUL byte in any argument.
+    if let Some(command) = schemas.get_mut("ExecRequest").and_then(|s| s.pointer_mut("/properties/command")) {
+        command["minItems"] = json!(1);
+        command["prefixItems"] = json!([{"type": "string", "minLength": 1}]);
+        command["items"] = json!({"type": "string", "pattern": "^[^\\u0000]*$"});
+    }
+    // nodes.rs `egress_check`: a host, not blank.
+    if let Some(host) = schemas.get_mut("EgressCheckBody").and_then(|s| s.pointer_mut("/properties/host")) {
+        host["pattern"] = json!("\\S");
+    }
 }
 
 /// Completes the document: every operation lists its refusals with the JSON error body, and
 /// the parameters the server checks carry their form.
 pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
     let Ok(mut v) = serde_json::to_value(&doc) else { return doc };
+    if let Some(schemas) = v.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        refine_schemas(schemas);
+    }
     if let Some(paths) = v.get_mut("paths").and_then(Value::as_object_mut) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else { continue };

@@ -63,7 +63,9 @@ fn walk(v: &mut Value) {
 }
 
 fn convert(o: &mut Map<String, Value>) {
-    for key in ["propertyNames", "$schema", "contentMediaType", "contentEncoding", "unevaluatedProperties"] {
+    for key in
+        ["propertyNames", "$schema", "contentMediaType", "contentEncoding", "unevaluatedProperties", "prefixItems"]
+    {
         o.remove(key);
     }
     if let Some(Value::Array(ex)) = o.remove("examples")

@@ -37,7 +37,10 @@ from .kernel_spec import KernelSpec
 from .lifecycle import Lifecycle
 from .lifecycle_status import LifecycleStatus
 from .machine import Machine
+from .machine_api_version import MachineApiVersion
 from .machine_claim import MachineClaim
+from .machine_claim_api_version import MachineClaimApiVersion
+from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_status import MachineClaimStatus
@@ -45,11 +48,14 @@ from .machine_create_dry_run import MachineCreateDryRun
 from .machine_delete_dry_run import MachineDeleteDryRun
 from .machine_halt_dry_run import MachineHaltDryRun
 from .machine_hibernate_dry_run import MachineHibernateDryRun
+from .machine_kind import MachineKind
 from .machine_list import MachineList
 from .machine_migrate_dry_run import MachineMigrateDryRun
 from .machine_pause_dry_run import MachinePauseDryRun
 from .machine_phase import MachinePhase
 from .machine_pool import MachinePool
+from .machine_pool_api_version import MachinePoolApiVersion
+from .machine_pool_kind import MachinePoolKind
 from .machine_pool_list import MachinePoolList
 from .machine_pool_spec import MachinePoolSpec
 from .machine_pool_status import MachinePoolStatus
@@ -145,7 +151,10 @@ __all__ = (
     "Lifecycle",
     "LifecycleStatus",
     "Machine",
+    "MachineApiVersion",
     "MachineClaim",
+    "MachineClaimApiVersion",
+    "MachineClaimKind",
     "MachineClaimList",
     "MachineClaimSpec",
     "MachineClaimStatus",
@@ -153,11 +162,14 @@ __all__ = (
     "MachineDeleteDryRun",
     "MachineHaltDryRun",
     "MachineHibernateDryRun",
+    "MachineKind",
     "MachineList",
     "MachineMigrateDryRun",
     "MachinePauseDryRun",
     "MachinePhase",
     "MachinePool",
+    "MachinePoolApiVersion",
+    "MachinePoolKind",
     "MachinePoolList",
     "MachinePoolSpec",
     "MachinePoolStatus",

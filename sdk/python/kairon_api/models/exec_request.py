@@ -36,7 +36,11 @@ class ExecRequest:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        command = self.command
+        command = []
+        for command_item_data in self.command:
+            command_item: str
+            command_item = command_item_data
+            command.append(command_item)
 
         cwd: None | str | Unset
         if isinstance(self.cwd, Unset):
@@ -91,7 +95,16 @@ class ExecRequest:
         from ..models.exec_request_env import ExecRequestEnv
 
         d = dict(src_dict)
-        command = cast(list[str], d.pop("command"))
+        command = []
+        _command = d.pop("command")
+        for command_item_data in _command:
+
+            def _parse_command_item(data: object) -> str:
+                return cast(str, data)
+
+            command_item = _parse_command_item(command_item_data)
+
+            command.append(command_item)
 
         def _parse_cwd(data: object) -> None | str | Unset:
             if data is None:

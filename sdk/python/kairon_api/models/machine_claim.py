@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.machine_claim_api_version import MachineClaimApiVersion
+from ..models.machine_claim_kind import MachineClaimKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -24,15 +26,15 @@ class MachineClaim:
         metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
             `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
         spec (MachineClaimSpec): Binds one warm member of a MachinePool; its usage accrues while bound.
-        api_version (None | str | Unset): `kairon.zyvor.dev/v1` (filled in when omitted).
-        kind (None | str | Unset):
+        api_version (MachineClaimApiVersion | Unset): Filled in when omitted.
+        kind (MachineClaimKind | Unset): `MachineClaim` (filled in when omitted).
         status (MachineClaimStatus | None | Unset):
     """
 
     metadata: ObjectMeta
     spec: MachineClaimSpec
-    api_version: None | str | Unset = UNSET
-    kind: None | str | Unset = UNSET
+    api_version: MachineClaimApiVersion | Unset = UNSET
+    kind: MachineClaimKind | Unset = UNSET
     status: MachineClaimStatus | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -43,17 +45,13 @@ class MachineClaim:
 
         spec = self.spec.to_dict()
 
-        api_version: None | str | Unset
-        if isinstance(self.api_version, Unset):
-            api_version = UNSET
-        else:
-            api_version = self.api_version
+        api_version: str | Unset = UNSET
+        if not isinstance(self.api_version, Unset):
+            api_version = self.api_version.value
 
-        kind: None | str | Unset
-        if isinstance(self.kind, Unset):
-            kind = UNSET
-        else:
-            kind = self.kind
+        kind: str | Unset = UNSET
+        if not isinstance(self.kind, Unset):
+            kind = self.kind.value
 
         status: dict[str, Any] | None | Unset
         if isinstance(self.status, Unset):
@@ -91,23 +89,19 @@ class MachineClaim:
 
         spec = MachineClaimSpec.from_dict(d.pop("spec"))
 
-        def _parse_api_version(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
+        _api_version = d.pop("apiVersion", UNSET)
+        api_version: MachineClaimApiVersion | Unset
+        if isinstance(_api_version, Unset):
+            api_version = UNSET
+        else:
+            api_version = MachineClaimApiVersion(_api_version)
 
-        api_version = _parse_api_version(d.pop("apiVersion", UNSET))
-
-        def _parse_kind(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
-
-        kind = _parse_kind(d.pop("kind", UNSET))
+        _kind = d.pop("kind", UNSET)
+        kind: MachineClaimKind | Unset
+        if isinstance(_kind, Unset):
+            kind = UNSET
+        else:
+            kind = MachineClaimKind(_kind)
 
         def _parse_status(data: object) -> MachineClaimStatus | None | Unset:
             if data is None:

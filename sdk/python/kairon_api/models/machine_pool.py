@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.machine_pool_api_version import MachinePoolApiVersion
+from ..models.machine_pool_kind import MachinePoolKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -24,15 +26,15 @@ class MachinePool:
         metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
             `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
         spec (MachinePoolSpec): Keeps `replicas` warm members, Running or Paused, for MachineClaims to take.
-        api_version (None | str | Unset): `kairon.zyvor.dev/v1` (filled in when omitted).
-        kind (None | str | Unset):
+        api_version (MachinePoolApiVersion | Unset): Filled in when omitted.
+        kind (MachinePoolKind | Unset): `MachinePool` (filled in when omitted).
         status (MachinePoolStatus | None | Unset):
     """
 
     metadata: ObjectMeta
     spec: MachinePoolSpec
-    api_version: None | str | Unset = UNSET
-    kind: None | str | Unset = UNSET
+    api_version: MachinePoolApiVersion | Unset = UNSET
+    kind: MachinePoolKind | Unset = UNSET
     status: MachinePoolStatus | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -43,17 +45,13 @@ class MachinePool:
 
         spec = self.spec.to_dict()
 
-        api_version: None | str | Unset
-        if isinstance(self.api_version, Unset):
-            api_version = UNSET
-        else:
-            api_version = self.api_version
+        api_version: str | Unset = UNSET
+        if not isinstance(self.api_version, Unset):
+            api_version = self.api_version.value
 
-        kind: None | str | Unset
-        if isinstance(self.kind, Unset):
-            kind = UNSET
-        else:
-            kind = self.kind
+        kind: str | Unset = UNSET
+        if not isinstance(self.kind, Unset):
+            kind = self.kind.value
 
         status: dict[str, Any] | None | Unset
         if isinstance(self.status, Unset):
@@ -91,23 +89,19 @@ class MachinePool:
 
         spec = MachinePoolSpec.from_dict(d.pop("spec"))
 
-        def _parse_api_version(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
+        _api_version = d.pop("apiVersion", UNSET)
+        api_version: MachinePoolApiVersion | Unset
+        if isinstance(_api_version, Unset):
+            api_version = UNSET
+        else:
+            api_version = MachinePoolApiVersion(_api_version)
 
-        api_version = _parse_api_version(d.pop("apiVersion", UNSET))
-
-        def _parse_kind(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
-
-        kind = _parse_kind(d.pop("kind", UNSET))
+        _kind = d.pop("kind", UNSET)
+        kind: MachinePoolKind | Unset
+        if isinstance(_kind, Unset):
+            kind = UNSET
+        else:
+            kind = MachinePoolKind(_kind)
 
         def _parse_status(data: object) -> MachinePoolStatus | None | Unset:
             if data is None:

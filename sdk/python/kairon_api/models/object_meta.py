@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
@@ -26,8 +27,8 @@ class ObjectMeta:
 
         Attributes:
             annotations (None | ObjectMetaAnnotationsType0 | Unset):
-            creation_timestamp (None | str | Unset):
-            deletion_timestamp (None | str | Unset):
+            creation_timestamp (datetime.datetime | None | Unset):
+            deletion_timestamp (datetime.datetime | None | Unset):
             finalizers (list[str] | None | Unset):
             generation (int | None | Unset):
             labels (None | ObjectMetaLabelsType0 | Unset):
@@ -39,8 +40,8 @@ class ObjectMeta:
     """
 
     annotations: None | ObjectMetaAnnotationsType0 | Unset = UNSET
-    creation_timestamp: None | str | Unset = UNSET
-    deletion_timestamp: None | str | Unset = UNSET
+    creation_timestamp: datetime.datetime | None | Unset = UNSET
+    deletion_timestamp: datetime.datetime | None | Unset = UNSET
     finalizers: list[str] | None | Unset = UNSET
     generation: int | None | Unset = UNSET
     labels: None | ObjectMetaLabelsType0 | Unset = UNSET
@@ -66,12 +67,16 @@ class ObjectMeta:
         creation_timestamp: None | str | Unset
         if isinstance(self.creation_timestamp, Unset):
             creation_timestamp = UNSET
+        elif isinstance(self.creation_timestamp, datetime.datetime):
+            creation_timestamp = self.creation_timestamp.isoformat()
         else:
             creation_timestamp = self.creation_timestamp
 
         deletion_timestamp: None | str | Unset
         if isinstance(self.deletion_timestamp, Unset):
             deletion_timestamp = UNSET
+        elif isinstance(self.deletion_timestamp, datetime.datetime):
+            deletion_timestamp = self.deletion_timestamp.isoformat()
         else:
             deletion_timestamp = self.deletion_timestamp
 
@@ -193,23 +198,39 @@ class ObjectMeta:
 
         annotations = _parse_annotations(d.pop("annotations", UNSET))
 
-        def _parse_creation_timestamp(data: object) -> None | str | Unset:
+        def _parse_creation_timestamp(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
                 return data
-            return cast(None | str | Unset, data)
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                creation_timestamp_type_0 = datetime.datetime.fromisoformat(data)
+
+                return creation_timestamp_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
 
         creation_timestamp = _parse_creation_timestamp(
             d.pop("creationTimestamp", UNSET)
         )
 
-        def _parse_deletion_timestamp(data: object) -> None | str | Unset:
+        def _parse_deletion_timestamp(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
                 return data
-            return cast(None | str | Unset, data)
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                deletion_timestamp_type_0 = datetime.datetime.fromisoformat(data)
+
+                return deletion_timestamp_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
 
         deletion_timestamp = _parse_deletion_timestamp(
             d.pop("deletionTimestamp", UNSET)

@@ -1086,7 +1086,9 @@ export interface components {
             lastObservedTime: string;
         };
         ExecRequest: {
-            command: string[];
+            command: [
+                string
+            ];
             cwd?: string | null;
             env?: {
                 [key: string]: string;
@@ -1221,20 +1223,34 @@ export interface components {
             vmmPid?: number | null;
         };
         Machine: {
-            /** @description `kairon.zyvor.dev/v1` (filled in when omitted). */
-            apiVersion?: string | null;
-            kind?: string | null;
+            /**
+             * @description Filled in when omitted.
+             * @enum {string}
+             */
+            apiVersion?: "kairon.zyvor.dev/v1";
+            /**
+             * @description `Machine` (filled in when omitted).
+             * @enum {string}
+             */
+            kind?: "Machine";
             metadata: components["schemas"]["ObjectMeta"];
             spec: components["schemas"]["MachineSpec"];
-            status?: components["schemas"]["MachineStatus"] | null;
+            readonly status?: components["schemas"]["MachineStatus"] | null;
         };
         MachineClaim: {
-            /** @description `kairon.zyvor.dev/v1` (filled in when omitted). */
-            apiVersion?: string | null;
-            kind?: string | null;
+            /**
+             * @description Filled in when omitted.
+             * @enum {string}
+             */
+            apiVersion?: "kairon.zyvor.dev/v1";
+            /**
+             * @description `MachineClaim` (filled in when omitted).
+             * @enum {string}
+             */
+            kind?: "MachineClaim";
             metadata: components["schemas"]["ObjectMeta"];
             spec: components["schemas"]["MachineClaimSpec"];
-            status?: components["schemas"]["MachineClaimStatus"] | null;
+            readonly status?: components["schemas"]["MachineClaimStatus"] | null;
         };
         MachineClaimList: {
             items: components["schemas"]["MachineClaim"][];
@@ -1267,12 +1283,19 @@ export interface components {
          */
         MachinePhase: "Pending" | "Provisioning" | "Starting" | "Running" | "Pausing" | "Paused" | "Resuming" | "Hibernating" | "Hibernated" | "Halting" | "Halted" | "Stopping" | "Stopped" | "Migrating" | "Failed" | "Terminating";
         MachinePool: {
-            /** @description `kairon.zyvor.dev/v1` (filled in when omitted). */
-            apiVersion?: string | null;
-            kind?: string | null;
+            /**
+             * @description Filled in when omitted.
+             * @enum {string}
+             */
+            apiVersion?: "kairon.zyvor.dev/v1";
+            /**
+             * @description `MachinePool` (filled in when omitted).
+             * @enum {string}
+             */
+            kind?: "MachinePool";
             metadata: components["schemas"]["ObjectMeta"];
             spec: components["schemas"]["MachinePoolSpec"];
-            status?: components["schemas"]["MachinePoolStatus"] | null;
+            readonly status?: components["schemas"]["MachinePoolStatus"] | null;
         };
         MachinePoolList: {
             items: components["schemas"]["MachinePool"][];
@@ -1400,8 +1423,10 @@ export interface components {
             annotations?: {
                 [key: string]: string;
             } | null;
-            creationTimestamp?: string | null;
-            deletionTimestamp?: string | null;
+            /** Format: date-time */
+            readonly creationTimestamp?: string | null;
+            /** Format: date-time */
+            readonly deletionTimestamp?: string | null;
             finalizers?: string[] | null;
             /** Format: int64 */
             generation?: number | null;
@@ -1409,10 +1434,10 @@ export interface components {
                 [key: string]: string;
             } | null;
             name?: string | null;
-            namespace?: string | null;
+            readonly namespace?: string | null;
             ownerReferences?: Record<string, never>[] | null;
             resourceVersion?: string | null;
-            uid?: string | null;
+            readonly uid?: string | null;
         };
         Pool: {
             createdAt: string;

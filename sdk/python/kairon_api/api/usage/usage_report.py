@@ -100,8 +100,10 @@ def sync_detailed(
     """Usage totals over a range of UTC days, by namespace, claim or day.
 
     Args:
-        from_ (str | Unset):
-        to (str | Unset):
+        from_ (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month
+            has them)
+        to (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month has
+            them)
         group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
@@ -138,8 +140,10 @@ def sync(
     """Usage totals over a range of UTC days, by namespace, claim or day.
 
     Args:
-        from_ (str | Unset):
-        to (str | Unset):
+        from_ (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month
+            has them)
+        to (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month has
+            them)
         group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
@@ -171,8 +175,10 @@ async def asyncio_detailed(
     """Usage totals over a range of UTC days, by namespace, claim or day.
 
     Args:
-        from_ (str | Unset):
-        to (str | Unset):
+        from_ (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month
+            has them)
+        to (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month has
+            them)
         group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
@@ -207,8 +213,10 @@ async def asyncio(
     """Usage totals over a range of UTC days, by namespace, claim or day.
 
     Args:
-        from_ (str | Unset):
-        to (str | Unset):
+        from_ (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month
+            has them)
+        to (str | Unset): A UTC day, YYYY-MM-DD (days 29 to 31 are valid too where the month has
+            them)
         group_by (UsageReportGroupBy | Unset):
         namespace (str | Unset):
 
