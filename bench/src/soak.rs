@@ -6,7 +6,9 @@
 //!
 //! It prints the kairon process's RSS at the start, at the end of the warm-up (the first third),
 //! in the middle and at the end, with the claims, wakes and errors, and asserts (an anomaly makes
-//! the bench exit non-zero): the RSS grew at most `--soak-max-rss-growth-mib` after the warm-up;
+//! the bench exit non-zero): the RSS grew at most `--soak-max-rss-growth-mib` after the warm-up
+//! (judged when the warm-up is long enough for the server's bounded caches to fill: 6 minutes
+//! and 16,384 revisions, which the default 30-minute soak is and CI's 2-minute one is not);
 //! after everything is deleted, no runc instance, mount, loop device or cgroup of the node is
 //! left and the store's rows are back to their count before the run; the REST usage API's total
 //! per claim (`/api/v1/usage?groupBy=claim`) equals the sum of that claim's history rows, and
@@ -37,18 +39,32 @@ use crate::{Cli, Report, ServerProc, ms};
 const S: &str = "soak";
 const NS: &str = "soak";
 const POOL: &str = "soak";
-/// A claimed member is idle-suspended this long after its claim (or its last activity).
-const IDLE_SECONDS: i64 = 2;
+/// A claimed member is idle-suspended this long after its claim (or its last activity). Well
+/// above the wake latency: a wake that takes longer than the idle timeout (the wake's activity
+/// stamp has whole seconds) lets the lifecycle controller suspend the Machine again before the
+/// exec that woke it arrives, which at 2 s showed up as "is paused" on a loaded host.
+const IDLE_SECONDS: i64 = 5;
 /// Claims wait for the pool to refill: on a 2-core host that can take a while under load.
 const BIND_TIMEOUT: Duration = Duration::from_secs(600);
 const STEP_TIMEOUT: Duration = Duration::from_secs(180);
 /// Stop the soak early after this many failed cycles (the server is clearly unwell).
 const MAX_ERRORS: usize = 50;
 const RSS_EVERY: Duration = Duration::from_secs(5);
+/// The server's bounded caches fill with traffic before its memory can be flat: the watch feed
+/// keeps the last 16,384 revisions (its broadcast buffer; the replay ring 10,000), and the
+/// controllers' event recorders keep each event for 6 minutes. The RSS bound is judged only
+/// when the warm-up covers both.
+const CACHED_REVISIONS: i64 = 16 * 1024;
+const EVENT_CACHE: Duration = Duration::from_secs(6 * 60);
+
+fn current_rv(db: &str) -> Result<i64> {
+    Ok(leaks::psql(db, "SELECT current_rv FROM store_meta")?.trim().parse()?)
+}
 
 pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let m = cli.soak_machines.max(1);
     let node_name = format!("bench-soak-{}", std::process::id());
+    let _quota = leaks::KeyQuota::ensure(2 * m)?;
     // Room for every claimed Machine and the pool's refills (the scheduler counts 64 MiB and
     // 100m a template sandbox; a 2-core host would otherwise offer 20 slots).
     let memory = format!("{}Mi", ((2 * m + 64) * 64).max(64 << 10));
@@ -153,6 +169,7 @@ struct Ctx {
     end: Instant,
     stop: AtomicBool,
     errors: AtomicUsize,
+    cycles: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -248,7 +265,9 @@ async fn worker(ctx: Arc<Ctx>, w: usize) -> Stats {
     while Instant::now() < ctx.end && !ctx.stop.load(Ordering::Relaxed) {
         n += 1;
         let name = format!("w{w:03}-{n}");
-        if let Err(e) = cycle(&ctx, &name, &mut st).await {
+        let done = cycle(&ctx, &name, &mut st).await;
+        ctx.cycles.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = done {
             eprintln!("soak: {name}: {e:#}");
             st.errors.push(format!("{name}: {e:#}"));
             if ctx.errors.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_ERRORS {
@@ -265,13 +284,25 @@ async fn worker(ctx: Arc<Ctx>, w: usize) -> Stats {
 }
 
 /// RSS (KiB) samples of the server, with their time since the soak started.
-async fn sample_rss(server: ServerProc, start: Instant, stop: Arc<AtomicBool>) -> Vec<(f64, u64)> {
+/// A progress line goes to stderr every minute.
+async fn sample_rss(server: ServerProc, start: Instant, stop: Arc<AtomicBool>, ctx: Arc<Ctx>) -> Vec<(f64, u64)> {
     let mut samples = Vec::new();
     let mut every = tokio::time::interval(RSS_EVERY);
+    let mut last_line = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         every.tick().await;
         if let Ok(s) = server.sample() {
             samples.push((start.elapsed().as_secs_f64(), s.rss_kib));
+            if last_line.elapsed() >= Duration::from_secs(60) {
+                last_line = Instant::now();
+                eprintln!(
+                    "soak: {:.0} s: rss {:.1} MiB, {} cycles done, {} failed",
+                    start.elapsed().as_secs_f64(),
+                    s.rss_kib as f64 / 1024.0,
+                    ctx.cycles.load(Ordering::Relaxed),
+                    ctx.errors.load(Ordering::Relaxed)
+                );
+            }
         }
     }
     samples
@@ -321,7 +352,7 @@ async fn soak(cli: &Cli, k: &Kairon, footprint: &NodeFootprint, report: &mut Rep
         "metadata": {"name": POOL},
         "spec": {"replicas": replicas, "warmPowerState": "Paused", "warmupSeconds": 1,
                  "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
-                              "spec": {"sandbox": {"templateName": "busybox"},
+                              "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true},
                                        "lifecycle": {"idleTimeoutSeconds": IDLE_SECONDS, "idleAction": "Pause",
                                                      "wakeOnConnect": true, "wakeTimeoutSeconds": 120}}}}
     }))?;
@@ -347,10 +378,22 @@ async fn soak(cli: &Cli, k: &Kairon, footprint: &NodeFootprint, report: &mut Rep
         end: start + Duration::from_secs(secs),
         stop: AtomicBool::new(false),
         errors: AtomicUsize::new(0),
+        cycles: AtomicUsize::new(0),
     });
     let stop_sampling = Arc::new(AtomicBool::new(false));
-    let sampler =
-        tokio::spawn(sample_rss(ServerProc { pid: server.pid, clk_tck: server.clk_tck }, start, stop_sampling.clone()));
+    let sampler = tokio::spawn(sample_rss(
+        ServerProc { pid: server.pid, clk_tck: server.clk_tck },
+        start,
+        stop_sampling.clone(),
+        ctx.clone(),
+    ));
+    let rv_start = current_rv(&db)?;
+    let warmup = Duration::from_secs(secs) / 3;
+    let db_warm = db.clone();
+    let rv_at_warmup = tokio::spawn(async move {
+        tokio::time::sleep_until((start + warmup).into()).await;
+        current_rv(&db_warm)
+    });
     let cpu_before = server.sample()?.cpu;
     let tasks: Vec<_> = (0..m).map(|w| tokio::spawn(worker(ctx.clone(), w))).collect();
     let mut st = Stats::default();
@@ -372,6 +415,8 @@ async fn soak(cli: &Cli, k: &Kairon, footprint: &NodeFootprint, report: &mut Rep
     let cpu = server.sample()?.cpu.saturating_sub(cpu_before);
     stop_sampling.store(true, Ordering::Relaxed);
     let samples = sampler.await?;
+    let rv_warm = rv_at_warmup.await??;
+    let rv_end = current_rv(&db)?;
 
     report.add(S, "soak duration", wall.as_secs_f64(), "s");
     report.add(S, "lifecycle Machines cycling", m as f64, "count");
@@ -383,6 +428,8 @@ async fn soak(cli: &Cli, k: &Kairon, footprint: &NodeFootprint, report: &mut Rep
     report.add(S, "errors", st.errors.len() as f64, "count");
     report.add(S, "cycles per minute", st.released as f64 / (wall.as_secs_f64() / 60.0), "cycles/min");
     report.add(S, "server cpu/wall", cpu.as_secs_f64() / wall.as_secs_f64(), "cores");
+    report.add(S, "revisions written", (rv_end - rv_start) as f64, "count");
+    report.add(S, "revisions written by the end of the warm-up", (rv_warm - rv_start) as f64, "count");
     report.latencies(S, "claim to Bound", &mut st.to_bound);
     report.latencies(S, "Bound to idle Pause", &mut st.to_pause);
     report.latencies(S, "wake-on-connect exec", &mut st.wake);
@@ -413,7 +460,18 @@ async fn soak(cli: &Cli, k: &Kairon, footprint: &NodeFootprint, report: &mut Rep
         report.add(S, "rss in the middle", mid, "MiB");
         report.add(S, "rss at end (under load)", e, "MiB");
         report.add(S, "rss growth after warm-up", e - w, "MiB");
-        if e - w > cli.soak_max_rss_growth_mib {
+        let judged = warmup >= EVENT_CACHE && rv_warm - rv_start >= CACHED_REVISIONS;
+        if !judged {
+            let why = format!(
+                "not judged: the warm-up ({:.0} s, {} revisions) is shorter than the server's caches take to fill \
+                 ({} s of events, {CACHED_REVISIONS} revisions); run a longer soak",
+                warmup.as_secs_f64(),
+                rv_warm - rv_start,
+                EVENT_CACHE.as_secs()
+            );
+            eprintln!("soak: rss growth {why}");
+            report.info.insert("soak rss growth".into(), json!(why));
+        } else if e - w > cli.soak_max_rss_growth_mib {
             report.anomaly(format!(
                 "soak: the kairon process's RSS grew {:.1} MiB after the warm-up ({w:.1} → {e:.1} MiB), more than \
                  the {:.0} MiB allowed (--soak-max-rss-growth-mib)",
