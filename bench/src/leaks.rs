@@ -226,7 +226,7 @@ impl KeyQuota {
         let (Some(keys), Some(bytes)) = (read_u64(MAXKEYS), read_u64(MAXBYTES)) else {
             return Ok(KeyQuota { old: None });
         };
-        let want_keys = sandboxes as u64 * 2 + 200;
+        let want_keys = sandboxes as u64 * 2 + 64;
         // A session keyring's description ("_ses") costs ~42 bytes of the quota here.
         let want_bytes = want_keys * 100;
         if keys >= want_keys && bytes >= want_bytes {
