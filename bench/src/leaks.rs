@@ -252,3 +252,18 @@ impl Drop for KeyQuota {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_changes_names_what_differs_and_ignores_events() {
+        let before: BTreeMap<String, i64> =
+            [("a/x".into(), 2), ("b/y".into(), 1), (EVENTS.into(), 3)].into_iter().collect();
+        let after: BTreeMap<String, i64> =
+            [("a/x".into(), 2), ("c/z".into(), 4), (EVENTS.into(), 30)].into_iter().collect();
+        assert_eq!(count_changes(&before, &after), ["b/y: 0 rows, 1 before the run", "c/z: 4 rows, 0 before the run"]);
+        assert!(count_changes(&before, &before).is_empty());
+    }
+}

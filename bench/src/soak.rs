@@ -588,3 +588,19 @@ async fn check_usage(k: &Kairon, db: &str, released: &[String], report: &mut Rep
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_near_averages_the_window_and_slope_is_mib_per_minute() {
+        // 1 MiB more every 60 s.
+        let samples: Vec<(f64, u64)> = (0..10).map(|i| (i as f64 * 60.0, 1024 * (100 + i))).collect();
+        assert_eq!(rss_near(&samples, 120.0, 61.0), Some(102.0));
+        assert_eq!(rss_near(&samples, 1000.0, 1.0), Some(109.0), "the closest sample when none is near");
+        let slope = rss_slope(&samples, 0.0).unwrap();
+        assert!((slope - 1.0).abs() < 1e-9, "{slope}");
+        assert_eq!(rss_slope(&samples[..2], 0.0), None);
+    }
+}
