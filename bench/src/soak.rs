@@ -80,6 +80,8 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         "1s",
         "--activity-write-interval",
         "1s",
+        "--activity-stamp-interval",
+        "1s",
         "--heartbeat-interval",
         "2s",
         "--test-min-idle-timeout-seconds",
