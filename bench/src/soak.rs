@@ -7,8 +7,9 @@
 //! It prints the kairon process's RSS at the start, at the end of the warm-up (the first third),
 //! in the middle and at the end, with the claims, wakes and errors, and asserts (an anomaly makes
 //! the bench exit non-zero): the RSS grew at most `--soak-max-rss-growth-mib` after the warm-up
-//! (judged when the warm-up is long enough for the server's bounded caches to fill: 6 minutes
-//! and 16,384 revisions, which the default 30-minute soak is and CI's 2-minute one is not);
+//! (judged only when the warm-up, the first third, is long enough for the server's bounded
+//! caches to fill: 6 minutes and 16,384 revisions; CI's 2-minute run never is, and the figure
+//! line says when it was not judged);
 //! after everything is deleted, no runc instance, mount, loop device or cgroup of the node is
 //! left and the store's rows are back to their count before the run; the REST usage API's total
 //! per claim (`/api/v1/usage?groupBy=claim`) equals the sum of that claim's history rows, and
