@@ -43,17 +43,78 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
 }
 
 async fn wait_full(pools: &Api<MachinePool>, size: i32) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(300);
+    wait_full_with(pools, POOL, size, Duration::from_secs(300), |_| {}).await
+}
+
+/// Waits until `pool` has `size` warm members, calling `progress` with the warm count at each
+/// look.
+pub async fn wait_full_with(
+    pools: &Api<MachinePool>,
+    pool: &str,
+    size: i32,
+    timeout: Duration,
+    mut progress: impl FnMut(i32),
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
     loop {
-        let s = pools.get(POOL).await?.status.unwrap_or_default();
+        let s = pools.get(pool).await?.status.unwrap_or_default();
         if s.warm >= size {
             return Ok(());
         }
+        progress(s.warm);
         if Instant::now() > deadline {
-            bail!("pool {POOL} has only {} of {size} warm members after 5 minutes", s.warm);
+            bail!("pool {pool} has only {} of {size} warm members after {timeout:?}", s.warm);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Claims a member of `pool` as `name` and measures, as a client sees it, the time from the
+/// create request to the watch event that shows the claim Bound and to the one that shows its
+/// Machine Running.
+pub async fn claim_once(
+    claims: &Api<MachineClaim>,
+    machines: &Api<Machine>,
+    pool: &str,
+    name: &str,
+) -> Result<(Duration, Duration)> {
+    let rv = claims.list(&ListParams::default().limit(1)).await?.metadata.resource_version.context("list rv")?;
+    let mut claim_events = claims.watch(&WatchParams::default(), &rv).await?.boxed();
+    let mut machine_events = machines.watch(&WatchParams::default(), &rv).await?.boxed();
+    let c: MachineClaim = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+        "metadata": {"name": name}, "spec": {"poolName": pool}
+    }))?;
+    let t0 = Instant::now();
+    claims.create(&PostParams::default(), &c).await?;
+    let bound_name = name.to_string();
+    let bound = tokio::spawn(async move {
+        while let Some(ev) = claim_events.next().await {
+            if let WatchEvent::Added(c) | WatchEvent::Modified(c) = ev?
+                && c.name_any() == bound_name
+                && c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
+            {
+                return anyhow::Ok(t0.elapsed());
+            }
+        }
+        bail!("the claim watch ended before {bound_name} was Bound")
+    });
+    let running_name = name.to_string();
+    let running = tokio::spawn(async move {
+        while let Some(ev) = machine_events.next().await {
+            if let WatchEvent::Added(m) | WatchEvent::Modified(m) = ev?
+                && m.labels().get(CLAIM_LABEL) == Some(&running_name)
+                && m.status.as_ref().and_then(|s| s.phase) == Some(MachinePhase::Running)
+            {
+                return anyhow::Ok(t0.elapsed());
+            }
+        }
+        bail!("the Machine watch ended before {running_name}'s Machine was Running")
+    });
+    let limit = Duration::from_secs(120);
+    let b = tokio::time::timeout(limit, bound).await.context("claim not Bound within 2 minutes")???;
+    let r = tokio::time::timeout(limit, running).await.context("Machine not Running within 2 minutes")???;
+    Ok((b, r))
 }
 
 async fn measure(cli: &Cli, client: &kube::Client, report: &mut Report) -> Result<()> {
@@ -78,42 +139,7 @@ async fn measure(cli: &Cli, client: &kube::Client, report: &mut Report) -> Resul
         // Each claim finds the pool full of Paused members.
         wait_full(&pools, size).await?;
         let name = format!("job-{i}");
-        let rv = claims.list(&ListParams::default().limit(1)).await?.metadata.resource_version.context("list rv")?;
-        let mut claim_events = claims.watch(&WatchParams::default(), &rv).await?.boxed();
-        let mut machine_events = machines.watch(&WatchParams::default(), &rv).await?.boxed();
-        let c: MachineClaim = serde_json::from_value(json!({
-            "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
-            "metadata": {"name": name}, "spec": {"poolName": POOL}
-        }))?;
-        let t0 = Instant::now();
-        claims.create(&PostParams::default(), &c).await?;
-        let bound_name = name.clone();
-        let bound = tokio::spawn(async move {
-            while let Some(ev) = claim_events.next().await {
-                if let WatchEvent::Added(c) | WatchEvent::Modified(c) = ev?
-                    && c.name_any() == bound_name
-                    && c.status.as_ref().and_then(|s| s.phase) == Some(ClaimPhase::Bound)
-                {
-                    return anyhow::Ok(t0.elapsed());
-                }
-            }
-            bail!("the claim watch ended before {bound_name} was Bound")
-        });
-        let running_name = name.clone();
-        let running = tokio::spawn(async move {
-            while let Some(ev) = machine_events.next().await {
-                if let WatchEvent::Added(m) | WatchEvent::Modified(m) = ev?
-                    && m.labels().get(CLAIM_LABEL) == Some(&running_name)
-                    && m.status.as_ref().and_then(|s| s.phase) == Some(MachinePhase::Running)
-                {
-                    return anyhow::Ok(t0.elapsed());
-                }
-            }
-            bail!("the Machine watch ended before {running_name}'s Machine was Running")
-        });
-        let limit = Duration::from_secs(120);
-        let b = tokio::time::timeout(limit, bound).await.context("claim not Bound within 2 minutes")???;
-        let r = tokio::time::timeout(limit, running).await.context("Machine not Running within 2 minutes")???;
+        let (b, r) = claim_once(&claims, &machines, POOL, &name).await?;
         to_bound.push(ms(b));
         to_running.push(ms(r));
         eprintln!("  {name}: Bound after {:.1} ms, Running after {:.1} ms", ms(b), ms(r));

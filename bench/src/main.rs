@@ -5,9 +5,11 @@
 
 mod claims;
 mod controller;
+mod leaks;
 mod node;
 mod rest;
 mod sandbox;
+mod soak;
 mod vm;
 
 use std::collections::BTreeMap;
@@ -45,12 +47,24 @@ struct Cli {
     /// Updates the single writer makes while the watches are open.
     #[arg(long, default_value_t = 500)]
     updates: usize,
-    /// Sandboxes created (and claims made) in the sandbox scenario.
-    #[arg(long, default_value_t = 20)]
-    sandboxes: usize,
-    /// Lifecycle sandboxes the node scenario runs.
-    #[arg(long, default_value_t = 500)]
-    node_machines: usize,
+    /// Sandboxes created (and claims made) in the sandbox scenario (default 20); Paused pool
+    /// members the node scenario holds on one node (default 1000).
+    #[arg(long)]
+    sandboxes: Option<usize>,
+    /// Running lifecycle sandboxes the node scenario adds beside its Paused ones (none unless
+    /// given), measuring the node agent's CPU per tick again.
+    #[arg(long)]
+    node_machines: Option<usize>,
+    /// How long the soak scenario cycles its claims, in seconds.
+    #[arg(long, default_value_t = 1800)]
+    soak_seconds: u64,
+    /// Lifecycle Machines the soak scenario keeps cycling (claim, idle Pause, wake, release).
+    #[arg(long, default_value_t = 200)]
+    soak_machines: usize,
+    /// Most the kairon process's RSS may grow in the soak between the end of its warm-up (the
+    /// first third) and its end, in MiB.
+    #[arg(long, default_value_t = 64.0)]
+    soak_max_rss_growth_mib: f64,
     /// Claims made (one at a time, each from a full Paused pool) in the claims scenario.
     #[arg(long, default_value_t = 20)]
     claims: usize,
@@ -101,8 +115,12 @@ enum Scenario {
     Store,
     /// The node runtime on runc: cold create-to-exec, pool claim-to-exec, pause/resume, memory.
     Sandbox,
-    /// The node agent's CPU per tick with many lifecycle sandboxes.
+    /// One node with many Paused sandboxes: memory per member, node-agent CPU per tick,
+    /// claim latency at that size, and no leaks after.
     Node,
+    /// Lifecycle Machines claimed, idled, woken and released for a long time: flat memory, no
+    /// leaked sandboxes, mounts, cgroups or rows, usage totals equal to their history.
+    Soak,
     /// The REST API: GET machine rate and latency, exec round trip, wake-on-connect latency.
     Rest,
     /// Claim-to-Bound and claim-to-Running from a Paused pool of runc sandboxes (kairon up).
@@ -111,7 +129,7 @@ enum Scenario {
     Controller,
     /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
     Vm,
-    /// Every scenario.
+    /// Every scenario but soak.
     All,
 }
 
@@ -313,6 +331,9 @@ fn machine(name: &str) -> Result<Machine> {
 fn machine_name(i: usize) -> String {
     format!("m-{i:06}")
 }
+
+/// Sandboxes of the sandbox scenario unless `--sandboxes` says otherwise.
+const DEFAULT_SANDBOXES: usize = 20;
 
 /// Gives up on a phase after this many failed requests (the server is clearly unwell).
 const MAX_ERRORS: usize = 100;
@@ -703,6 +724,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
         vm::run(&cli, &mut report).await?;
+    }
+    if cli.scenario == Scenario::Soak {
+        soak::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -53,7 +53,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     .await
     .map_err(|e| anyhow::anyhow!("opening the runtime (needs root and runc): {e}"))?;
     rt.wait_template("busybox", Duration::from_secs(120)).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    let n = cli.sandboxes;
+    let n = cli.sandboxes.unwrap_or(crate::DEFAULT_SANDBOXES);
 
     // Cold: create a sandbox, then the first exec in it.
     let mut cold = Vec::new();

@@ -314,10 +314,18 @@ pub fn remove_sandboxes(state_dir: &Path) {
         delete.arg("--root").arg(&root).args(["delete", "--force", &id]);
         run_bounded(delete, Duration::from_secs(30));
     }
+    // The sandboxes' overlay roots are mounted outside the state dir (under
+    // /run/kairon/sandboxes) with their layers inside it: unmount every mount whose line names
+    // the state dir, the roots before the disks they sit on (so the loop devices go too).
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let prefix = state_dir.to_string_lossy().to_string();
-    for mp in mounts.lines().filter_map(|l| l.split(' ').nth(4)).filter(|mp| mp.starts_with(&prefix)) {
+    let prefix = format!("{}/", state_dir.to_string_lossy());
+    let ours: Vec<&str> = mounts.lines().filter(|l| l.contains(&prefix)).filter_map(|l| l.split(' ').nth(4)).collect();
+    let (roots, disks): (Vec<&str>, Vec<&str>) = ours.into_iter().partition(|mp| !mp.starts_with(&prefix));
+    for mp in roots.iter().chain(&disks) {
         let _ = Command::new("umount").arg("-l").arg(mp).output();
+    }
+    for root in roots.iter().filter(|mp| mp.starts_with(kairon_runtime::sandbox::ROOTS_DIR)) {
+        let _ = std::fs::remove_dir(root);
     }
 }
 

@@ -176,6 +176,11 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
         let woken = api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         c.ctx.record(&woken, reasons::WOKEN, format!("woken on connect from {woke_from} by {}", c.id.sub)).await;
     }
+    // The connection counts as activity while it waits: a wake slower than the idle timeout
+    // would otherwise let the lifecycle controller suspend the Machine again before the
+    // connection that woke it is served (seen in the soak bench as "is paused" on exec).
+    let _waking =
+        (woke_from != PowerState::Running).then(|| activity(c.ctx.clone(), p.namespace.clone(), p.name.clone()));
     let running = |o: Option<&Machine>| o.is_some_and(|m| phase(m) == Some(MachinePhase::Running));
     let waited =
         tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api.clone(), &p.name, running)).await;

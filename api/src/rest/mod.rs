@@ -129,12 +129,22 @@ impl RestContext {
         match stamps.get(&key) {
             Some(t) if now.duration_since(*t) < self.activity_stamp_interval => false,
             _ => {
+                // One entry per Machine ever connected to would grow for as long as the server
+                // runs (pool members are new Machines every claim): entries past the interval
+                // say no more than a missing one, so they go once the map is large.
+                if stamps.len() >= STAMPS_PRUNE_AT {
+                    let interval = self.activity_stamp_interval;
+                    stamps.retain(|_, t| now.duration_since(*t) < interval);
+                }
                 stamps.insert(key, now);
                 true
             }
         }
     }
 }
+
+/// Size of the last-activity stamp map past which stale entries are dropped.
+const STAMPS_PRUNE_AT: usize = 1024;
 
 /// The caller of a REST route: who they are, and the REST context.
 pub struct Caller {
@@ -240,4 +250,32 @@ pub fn with_unrouted(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
 /// The OpenAPI document of the REST API (what `openapi/openapi.json` holds).
 pub fn openapi() -> utoipa::openapi::OpenApi {
     with_unrouted(routes().split_for_parts().1)
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+
+    /// A client that is never called: stamp bookkeeping does no I/O.
+    fn offline_client() -> kube::Client {
+        let svc = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other("offline"))
+        });
+        kube::Client::new(svc, "default")
+    }
+
+    #[tokio::test]
+    async fn stale_stamps_are_dropped_once_the_map_is_large() {
+        let mut ctx = RestContext::new(offline_client(), String::new());
+        ctx.activity_stamp_interval = Duration::from_millis(50);
+        for i in 0..STAMPS_PRUNE_AT {
+            assert!(ctx.stamp_due("ns", &format!("m-{i}")));
+        }
+        assert!(!ctx.stamp_due("ns", "m-0"), "a fresh stamp is not due again");
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(ctx.stamp_due("ns", "new"));
+        let stamps = ctx.stamps.lock().unwrap();
+        assert_eq!(stamps.len(), 1, "the stale entries went when the map was full");
+        assert!(stamps.contains_key(&("ns".to_string(), "new".to_string())));
+    }
 }
