@@ -125,8 +125,16 @@ impl RuntimeClient {
         self.url(["v1", "vms", id.as_str()].into_iter().chain(rest))
     }
 
-    fn unreachable(&self, e: impl std::fmt::Display) -> ClientError {
-        ClientError::Unreachable { endpoint: self.endpoint().to_string(), message: e.to_string() }
+    fn unreachable(&self, e: impl std::error::Error) -> ClientError {
+        // reqwest's own text ("error sending request for url …") hides why: name every cause.
+        let mut message = e.to_string();
+        let mut source = e.source();
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        ClientError::Unreachable { endpoint: self.endpoint().to_string(), message }
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
