@@ -9,14 +9,23 @@
 //! tested against both).
 //!
 //! Not PID 1 (`kairon-agent [PORT]`), it only serves the protocol.
+//!
+//! In a runc sandbox (`kairon-agent sandbox`, the container's init) it serves the same protocol,
+//! plus the one-round-trip `kairon-exec`, on the Unix socket the runtime passes as its standard
+//! input (see `sandbox`).
 
+mod exec;
 mod ga;
 mod init;
 mod procs;
+mod sandbox;
 
 const PORT_NAME: &str = "org.qemu.guest_agent.0";
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("sandbox") {
+        sandbox::serve();
+    }
     let pid1 = std::process::id() == 1;
     if pid1 {
         init::setup();

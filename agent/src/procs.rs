@@ -30,13 +30,21 @@ struct Table {
 struct Reaper {
     table: Mutex<Table>,
     changed: Condvar,
+    /// Signalled when a child is spawned, so a reaper idle for want of children waits for it
+    /// at once (an exec's exit is seen when it happens, not at the next poll).
+    spawned: Condvar,
+}
+
+/// Starts reaping now: as a container's init, orphans arrive before the agent spawns anything.
+pub fn start_reaping() {
+    reaper();
 }
 
 fn reaper() -> &'static Reaper {
     static R: OnceLock<Reaper> = OnceLock::new();
     R.get_or_init(|| {
         std::thread::Builder::new().name("reaper".into()).spawn(reap_forever).expect("the reaper thread starts");
-        Reaper { table: Mutex::new(Table::default()), changed: Condvar::new() }
+        Reaper { table: Mutex::new(Table::default()), changed: Condvar::new(), spawned: Condvar::new() }
     })
 }
 
@@ -56,8 +64,15 @@ fn reap_forever() {
                     r.changed.notify_all();
                 }
             }
-            // No children right now.
-            _ => std::thread::sleep(Duration::from_millis(50)),
+            // No children right now: until one is spawned (orphans re-parented to PID 1 are
+            // picked up within the timeout).
+            _ => {
+                let r = reaper();
+                let t = lock(&r.table);
+                // A child spawned between the wait and this lock is already in the table.
+                let idle = if t.exits.values().any(Option::is_none) { 1 } else { 50 };
+                let _ = r.spawned.wait_timeout(t, Duration::from_millis(idle));
+            }
         }
     }
 }
@@ -69,6 +84,7 @@ pub fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
     let mut t = lock(&r.table);
     let child = cmd.spawn()?;
     t.exits.insert(child.id(), None);
+    r.spawned.notify_all();
     Ok(child)
 }
 
@@ -125,13 +141,28 @@ pub fn run(program: &str, args: &[&str]) -> std::io::Result<Exit> {
 pub struct Capture {
     buf: Arc<Mutex<(Vec<u8>, bool)>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Disconnected when the reading thread ends.
+    ended: std::sync::mpsc::Receiver<()>,
 }
 
 impl Capture {
-    pub fn start(mut pipe: impl Read + Send + 'static, cap: usize) -> Capture {
+    /// Drains the pipe to its end, keeping the first `cap` bytes (qemu-ga's behaviour).
+    pub fn start(pipe: impl Read + Send + 'static, cap: usize) -> Capture {
+        Capture::spawn(pipe, cap, false)
+    }
+
+    /// Keeps the first `cap` bytes and then closes the pipe: the writer's next write fails with
+    /// EPIPE/SIGPIPE, as under `| head -c`, so an endless writer ends instead of being drained.
+    pub fn start_closing(pipe: impl Read + Send + 'static, cap: usize) -> Capture {
+        Capture::spawn(pipe, cap, true)
+    }
+
+    fn spawn(mut pipe: impl Read + Send + 'static, cap: usize, close_at_cap: bool) -> Capture {
         let buf = Arc::new(Mutex::new((Vec::new(), false)));
         let b = buf.clone();
+        let (end, ended) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
+            let _end = end;
             let mut chunk = [0u8; 16 * 1024];
             while let Ok(n) = pipe.read(&mut chunk) {
                 if n == 0 {
@@ -143,9 +174,27 @@ impl Capture {
                     g.1 = true;
                 }
                 g.0.extend_from_slice(&chunk[..n.min(room)]);
+                if g.1 && close_at_cap {
+                    break;
+                }
             }
         });
-        Capture { buf, thread: Some(thread) }
+        Capture { buf, thread: Some(thread), ended }
+    }
+
+    /// Waits for the pipe's end until `deadline`; whether it ended.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        !matches!(self.ended.recv_timeout(left), Err(std::sync::mpsc::RecvTimeoutError::Timeout))
+    }
+
+    /// What was read so far, without waiting for the end (a process that escaped may hold the
+    /// pipe open for ever).
+    pub fn so_far(self) -> (Vec<u8>, bool) {
+        if self.done() {
+            return self.finish();
+        }
+        lock(&self.buf).clone()
     }
 
     /// Whether the pipe has reached its end.

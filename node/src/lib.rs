@@ -413,8 +413,14 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
             conditions.push(condition("PowerState", false, refusal.reason(), &message));
         } else if let Ok(Some(step)) = planned {
             let (action, paused) = power_action(step);
-            match ctx.runtime.power(&vm.id, action, paused).await {
+            match ctx.runtime.power_at(&vm.id, action, paused, m.metadata.generation).await {
                 Ok(v) => vm = v,
+                // A newer generation was applied directly (a wake or a claim thawed it): this view
+                // is stale, and the watch brings the newer one. Report what the instance is now.
+                Err(ClientError::Api { reason, .. }) if reason == "Stale" => {
+                    vm = ctx.runtime.get(&vm.id).await?;
+                    requeue = requeue.min(Duration::from_secs(1));
+                }
                 Err(ClientError::Api { status: code, message, .. }) if code < 500 => {
                     if old.conditions.iter().all(|c| c.reason != "PowerStateUnsupported") {
                         warn(ctx, m, "PowerStateUnsupported", message.clone()).await;

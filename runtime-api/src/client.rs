@@ -198,9 +198,24 @@ impl RuntimeClient {
     }
 
     pub async fn power(&self, id: &InstanceId, action: PowerAction, paused: bool) -> Result<Vm> {
+        self.power_at(id, action, paused, None).await
+    }
+
+    /// A power action for the Machine at `generation`: the runtime refuses it (409 `Stale`)
+    /// when it has applied a newer generation already.
+    pub async fn power_at(
+        &self,
+        id: &InstanceId,
+        action: PowerAction,
+        paused: bool,
+        generation: Option<i64>,
+    ) -> Result<Vm> {
         let mut req = self.post_req(self.vm_url(id, [action.as_str()]));
         if paused {
             req = req.query(&[("paused", "true")]);
+        }
+        if let Some(g) = generation {
+            req = req.query(&[("generation", g.to_string())]);
         }
         self.json(req).await
     }

@@ -87,6 +87,11 @@ pub struct Vm {
     /// clone, or an instance made outside Kairon. Only an owner's node agent adopts it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_uid: Option<String>,
+    /// The newest Machine generation whose power state was applied to the instance: a power
+    /// request for an older one is refused (409 `Stale`), so a reconcile working from a stale
+    /// view cannot undo a newer wake or claim that thawed the instance directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_generation: Option<i64>,
     pub spec: CreateVmRequest,
 }
 
@@ -159,6 +164,9 @@ pub struct ExecResult {
     #[serde(default)]
     pub truncated: bool,
 }
+
+/// The largest file upload (the REST API's limit, which the runtime accepts as well).
+pub const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
 
 /// The largest output of each exec stream a runtime keeps when the caller names no limit.
 pub const DEFAULT_MAX_EXEC_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;
@@ -235,6 +243,10 @@ pub struct Stats {
     pub disk_write_bytes: u64,
     pub memory_bytes: u64,
     pub process_count: u32,
+    /// Sandboxes: the `runc` processes this runtime has started for the sandbox since it
+    /// started (exec, claims and wakes go through the agent and the freezer, not runc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runc_invocations: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]

@@ -36,6 +36,9 @@ pub enum RuntimeError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A power request for an older Machine generation than one already applied.
+    #[error("{0}")]
+    Stale(String),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -49,6 +52,7 @@ impl RuntimeError {
         match self {
             RuntimeError::NotFound(_) => "NotFound",
             RuntimeError::Conflict(_) => "Conflict",
+            RuntimeError::Stale(_) => "Stale",
             RuntimeError::Invalid(_) => "Invalid",
             RuntimeError::NotSupported(_) => "NotSupported",
             RuntimeError::Internal(_) => "InternalError",
@@ -501,6 +505,8 @@ impl Runtime {
             }));
         }
         vm.owner_uid = Some(owner.to_string());
+        // Generations are the old owner's: the new one starts its own count.
+        vm.power_generation = None;
         self.save(&vm)?;
         Ok(vm.clone())
     }
@@ -563,6 +569,7 @@ impl Runtime {
             message: None,
             expires_at: None,
             owner_uid: req.owner_uid.take(),
+            power_generation: None,
             spec: req,
         };
         let slot = Arc::new(Mutex::new(vm.clone()));
@@ -661,10 +668,33 @@ impl Runtime {
     /// desired power states: `model::power::plan` decides above the runtime which action a
     /// change of `spec.powerState` takes).
     pub async fn power(&self, id_or_name: &str, action: PowerAction, paused: bool) -> Result<Vm> {
+        self.power_at(id_or_name, action, paused, None).await
+    }
+
+    /// A power action on behalf of the Machine at `generation` (none: unconditionally). Under
+    /// the instance's lock, so of a direct thaw and a reconcile racing it, the older generation
+    /// is refused rather than applied after the newer one.
+    pub async fn power_at(
+        &self,
+        id_or_name: &str,
+        action: PowerAction,
+        paused: bool,
+        generation: Option<i64>,
+    ) -> Result<Vm> {
         let slot = self.slot(id_or_name)?;
         let mut vm = slot.lock().await;
+        if let (Some(asked), Some(applied)) = (generation, vm.power_generation)
+            && asked < applied
+        {
+            return Err(RuntimeError::Stale(format!(
+                "{action:?} for generation {asked} of the Machine is stale: generation {applied} was applied already"
+            )));
+        }
         self.backend(&vm).power(self, &mut vm, action, paused).await?;
         vm.message = None;
+        if generation.is_some() {
+            vm.power_generation = generation.max(vm.power_generation);
+        }
         self.save(&vm)?;
         Ok(vm.clone())
     }

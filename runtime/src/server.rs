@@ -30,7 +30,7 @@ impl IntoResponse for RuntimeError {
     fn into_response(self) -> Response {
         let code = match self {
             RuntimeError::NotFound(_) => StatusCode::NOT_FOUND,
-            RuntimeError::Conflict(_) => StatusCode::CONFLICT,
+            RuntimeError::Conflict(_) | RuntimeError::Stale(_) => StatusCode::CONFLICT,
             RuntimeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RuntimeError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
             RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -77,6 +77,10 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/templates", get(list_templates).post(create_template))
         .route("/v1/templates/{name}", get(get_template))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        // Its callers are the API and node agents (token-authenticated), which apply their own
+        // limits: an upload the API accepts, or an exec carrying stdin, must fit here too (axum's
+        // 2 MiB default refused them, and closed the connection under the next request).
+        .layer(axum::extract::DefaultBodyLimit::max(4 * kairon_runtime_api::types::MAX_UPLOAD_BYTES))
         .with_state(state)
 }
 
@@ -118,6 +122,8 @@ async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
         "backends": backends,
         "acceleration": accel,
         "defaultImage": st.rt.default_image(),
+        // The runc processes started so far: the hot path (claim, wake, exec) leaves it still.
+        "runcInvocations": crate::sandbox::runc_invocations(),
     }))
 }
 
@@ -174,7 +180,13 @@ async fn power(
         ))
     })?;
     let paused = q.get("paused").is_some_and(|v| v == "true");
-    Ok(Json(st.rt.power(&id, action, paused).await?).into_response())
+    let generation = match q.get("generation") {
+        None => None,
+        Some(g) => Some(g.parse::<i64>().map_err(|_| {
+            RuntimeError::Invalid(format!("generation={g:?} is not a Machine generation: give a whole number"))
+        })?),
+    };
+    Ok(Json(st.rt.power_at(&id, action, paused, generation).await?).into_response())
 }
 
 async fn exec(

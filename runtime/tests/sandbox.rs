@@ -97,18 +97,46 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     assert_eq!((vm.state, vm.backend.as_str()), (VmState::Running, "runc"));
     let pid = vm.pid.unwrap();
 
+    // Exec goes through the agent that is the sandbox's init, not through runc.
+    let runc_calls = || async { c.stats(&vm.id).await.unwrap().runc_invocations.unwrap() };
+    let before = runc_calls().await;
     let out = c.exec(&vm.id, &sh("echo hello; uname -s; echo oops >&2; exit 3")).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "hello\nLinux\n", "oops\n"));
+    assert_eq!(c.exec(&vm.id, &sh("cat /proc/1/comm")).await.unwrap().stdout, "kairon-agent\n");
+    // The agent's listening socket is never inherited: a command holds its stdio and nothing else.
+    let fds = c.exec(&vm.id, &sh("ls /proc/self/fd")).await.unwrap();
+    assert_eq!(fds.stdout.split_whitespace().filter(|fd| fd.parse::<u32>().is_ok_and(|n| n > 2)).count(), 1, "{fds:?}");
+    assert_eq!(runc_calls().await, before, "no runc process for an exec");
+    let missing =
+        c.exec(&vm.id, &ExecRequest { command: vec!["no-such-program".into()], ..Default::default() }).await.unwrap();
+    assert_eq!(missing.exit_code, 127, "{missing:?}");
+    let killed = c.exec(&vm.id, &sh("kill -9 $$")).await.unwrap();
+    assert_eq!(killed.exit_code, 137, "a signal is reported as a shell does: {killed:?}");
+    let fed = c.exec(&vm.id, &ExecRequest { stdin: Some("fed in".into()), ..sh("cat") }).await.unwrap();
+    assert_eq!(fed.stdout, "fed in");
     let env = c
         .exec(&vm.id, &ExecRequest { command: vec!["pwd".into()], cwd: Some("/tmp".into()), ..Default::default() })
         .await
         .unwrap();
     assert_eq!(env.stdout, "/tmp\n");
-    let timed = c.exec(&vm.id, &ExecRequest { timeout_seconds: Some(1), ..sh("sleep 30") }).await.unwrap();
-    assert!(timed.timed_out);
+    let started = std::time::Instant::now();
+    let timed = c
+        .exec(&vm.id, &ExecRequest { timeout_seconds: Some(1), ..sh("echo partial; sleep 30 & sleep 30") })
+        .await
+        .unwrap();
+    assert!(timed.timed_out && started.elapsed() < Duration::from_secs(10), "{timed:?}");
+    assert_eq!(timed.stdout, "partial\n", "the output so far is kept");
+    // The timeout ended what the command started, the background sleep too.
+    let left = c.exec(&vm.id, &sh("ps -o comm | grep -c sleep || true")).await.unwrap();
+    assert_eq!(left.stdout.trim(), "0", "{left:?}");
 
     // Files: written from outside, seen inside, and back.
     c.write_file(&vm.id, "/work/task.py", b"print('hi')\n".to_vec(), 0o600).await.unwrap();
+    // An upload as large as the API accepts (past axum's 2 MiB default) reaches the sandbox.
+    let big: Vec<u8> = (0..(48u32 << 20)).map(|i| (i % 251) as u8).collect();
+    c.write_file(&vm.id, "/work/big.bin", big.clone(), 0o600).await.unwrap();
+    assert_eq!(c.read_file(&vm.id, "/work/big.bin").await.unwrap(), big);
+    c.delete_file(&vm.id, "/work/big.bin").await.unwrap();
     assert_eq!(c.exec(&vm.id, &sh("cat /work/task.py")).await.unwrap().stdout, "print('hi')\n");
     c.exec(&vm.id, &sh("echo from-inside > /work/out.txt")).await.unwrap();
     assert_eq!(c.read_file(&vm.id, "/work/out.txt").await.unwrap(), b"from-inside\n");
@@ -143,6 +171,19 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     c.kill_process(&vm.id, &busy.id, "TERM").await.unwrap();
     let killed = c.wait_process(&vm.id, &busy.id, Duration::from_secs(10)).await.unwrap();
     assert_eq!(killed.state, ProcessState::Exited);
+
+    // Power for a Machine generation: once generation 5 is applied, a request for 4 (a stale
+    // reconcile racing a direct thaw) is refused and changes nothing; 5 again and 6 apply.
+    let at = c.power_at(&vm.id, PowerAction::Resume, false, Some(5)).await.unwrap();
+    assert_eq!((at.state, at.power_generation), (VmState::Running, Some(5)));
+    let (code, msg) = api_status(c.power_at(&vm.id, PowerAction::Pause, false, Some(4)).await.unwrap_err());
+    assert_eq!(code, 409, "{msg}");
+    assert!(msg.contains("stale"), "{msg}");
+    assert_eq!(c.get(&vm.id).await.unwrap().state, VmState::Running, "the stale pause did nothing");
+    c.power_at(&vm.id, PowerAction::Resume, false, Some(5)).await.unwrap();
+    let paused = c.power_at(&vm.id, PowerAction::Pause, false, Some(6)).await.unwrap();
+    assert_eq!((paused.state, paused.power_generation), (VmState::Paused, Some(6)));
+    c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
 
     // The HTTP proxy route reaches a server the sandbox started (dialled in its own netns).
     c.write_file(&vm.id, "/www/index.html", b"hello from the guest\n".to_vec(), 0o644).await.unwrap();

@@ -25,7 +25,7 @@ use utoipa_axum::routes;
 
 use kairon_model::keys::{annotations, labels, reasons};
 use kairon_model::{Machine, MachinePhase, PowerState};
-use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, Process};
+use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, PowerAction, Process, VmState};
 use kairon_runtime_api::{GuestPath, InstanceId, Pid, Relay, RelaySocket, RuntimeClient};
 
 use super::objects::{ObjectPath, get_object};
@@ -141,6 +141,11 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
     if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Running) {
         return Ok(m);
     }
+    // Running was asked for (a claim bound it, or a wake was written) and the node agent has
+    // not resumed it yet: resume it here rather than wait for the next reconcile.
+    if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Paused) && thaw_now(c, &m).await {
+        return Ok(m);
+    }
     let idle_suspended = m.annotations().contains_key(annotations::IDLE_SUSPENDED);
     let lifecycle = m.spec.lifecycle.clone().unwrap_or_default();
     if desired != PowerState::Running {
@@ -174,7 +179,15 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
             "spec": { "powerState": "Running" },
         });
         let woken = api.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        c.ctx.record(&woken, reasons::WOKEN, format!("woken on connect from {woke_from} by {}", c.id.sub)).await;
+        // That write stamped last-activity: the session's first stamp is due an interval on.
+        let _ = c.ctx.stamp_due(&p.namespace, &p.name);
+        let (ctx, note) = (c.ctx.clone(), format!("woken on connect from {woke_from} by {}", c.id.sub));
+        let event_of = woken.clone();
+        tokio::spawn(async move { ctx.record(&event_of, reasons::WOKEN, note).await });
+        // The spec's order: the one write above, then the thaw at once.
+        if woke_from == PowerState::Paused && thaw_now(c, &woken).await {
+            return Ok(woken);
+        }
     }
     // The connection counts as activity while it waits: a wake slower than the idle timeout
     // would otherwise let the lifecycle controller suspend the Machine again before the
@@ -207,6 +220,20 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
         }
     }
     Ok(m)
+}
+
+/// Resumes a Paused instance whose Machine asks for Running, on behalf of the Machine's
+/// generation (the runtime refuses a later reconcile from an older view, so a stale pause cannot
+/// follow); whether the instance runs now. Any failure leaves it to the node agent.
+async fn thaw_now(c: &Caller, m: &Machine) -> bool {
+    let Ok((rt, id)) = c.ctx.machine_runtime(m).await else { return false };
+    match rt.power_at(&id, PowerAction::Resume, false, m.metadata.generation).await {
+        Ok(vm) => vm.state == VmState::Running,
+        Err(e) => {
+            tracing::debug!(error = %e, "resuming directly failed; waiting for the node agent");
+            false
+        }
+    }
 }
 
 fn wake_timeout(p: &ObjectPath, timeout: Duration, m: Option<&Machine>) -> RestError {
@@ -457,7 +484,7 @@ pub struct FileQuery {
 pub struct FileBytes(#[allow(dead_code)] Vec<u8>);
 
 /// Largest upload.
-pub const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
+pub const MAX_UPLOAD_BYTES: usize = kairon_runtime_api::types::MAX_UPLOAD_BYTES;
 
 fn guest_path(path: &str) -> RestResult<()> {
     if !path.starts_with('/') {

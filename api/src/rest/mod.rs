@@ -122,7 +122,7 @@ impl RestContext {
     }
 
     /// True when this Machine's last-activity stamp is due (and marks it done).
-    fn stamp_due(&self, ns: &str, name: &str) -> bool {
+    pub(crate) fn stamp_due(&self, ns: &str, name: &str) -> bool {
         let mut stamps = self.stamps.lock().unwrap_or_else(|p| p.into_inner());
         let key = (ns.to_string(), name.to_string());
         let now = Instant::now();

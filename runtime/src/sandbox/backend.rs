@@ -1,5 +1,6 @@
-//! The runc sandbox host as a [`Backend`]: power through the cgroup freezer and runc, guest
-//! operations through `runc exec` and the container's root filesystem. No memory image to save
+//! The runc sandbox host as a [`Backend`]: power through the cgroup freezer and runc, exec
+//! through the agent inside (see `agent`), background processes and streams through `runc exec`,
+//! files through the container's root filesystem. No memory image to save
 //! and no guest kernel: hibernate, halt, live fork, disk clone and filesystem freeze are refused.
 
 use std::path::{Path, PathBuf};

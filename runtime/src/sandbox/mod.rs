@@ -1,14 +1,16 @@
 //! The sandbox backend: each sandbox is an OCI bundle run by `runc` in its own user namespace,
 //! on an overlay of its template's root filesystem whose writable layer lives on the sandbox's
-//! own size-limited disk. Pause and resume go through the cgroup freezer; exec and background
-//! processes through `runc exec`; files through the root filesystem (see `fs`).
+//! own size-limited disk. Pause and resume go through the cgroup freezer; exec through the agent
+//! that is each sandbox's init (see `agent`; `runc exec` where a sandbox runs without it),
+//! background processes through `runc exec`; files through the root filesystem (see `fs`).
 //!
 //! What the runtime (root) keeps for a sandbox and where — nothing it reads back lives where the
 //! guest can write, except exit codes, which are read without following symlinks:
 //!
 //! ```text
 //! <state>/instances/<id>/            0700 root: vm.json, config.json, runc.log, pid files,
-//!                                    idmap.json (the id range it runs with)
+//!                                    idmap.json (the id range it runs with), agent.sock (the
+//!                                    listening socket handed to the sandbox's agent)
 //!   disk.img                         the sandbox's disk: a sparse ext4 image of the disk limit
 //!   disk/                            its mount point (loop): everything below counts to the limit
 //!     upper/ work/                   the overlay's writable layer (owned by guest root)
@@ -20,6 +22,7 @@
 //!                                    root, which a state dir under /root is not)
 //! ```
 
+pub mod agent;
 pub mod backend;
 pub mod fs;
 pub mod idmap;
@@ -42,6 +45,32 @@ use idmap::IdMap;
 
 use crate::api::{ExecRequest, ExecResult, ImageConfig, Process, ProcessState, Stats};
 use kairon_runtime_api::types::LogChunk;
+
+/// Every `runc` process this runtime has started (a hot path that stays off runc keeps it still).
+static RUNC_INVOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+pub fn runc_invocations() -> u64 {
+    RUNC_INVOCATIONS.load(Ordering::Relaxed)
+}
+
+/// The `runc` processes started for each sandbox since this runtime started.
+#[derive(Debug, Default)]
+struct RuncCounts(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+
+impl RuncCounts {
+    fn count(&self, id: &str) {
+        RUNC_INVOCATIONS.fetch_add(1, Ordering::Relaxed);
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(id.to_string()).or_default() += 1;
+    }
+
+    fn of(&self, id: &str) -> u64 {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).copied().unwrap_or(0)
+    }
+
+    fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+    }
+}
 
 /// Longest a runc command may take before it counts as stuck.
 const RUNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -81,6 +110,7 @@ pub struct SandboxHost {
     tools_dir: PathBuf,
     /// Size of each new sandbox's disk (writable layer and logs), in bytes.
     disk_limit: Arc<AtomicU64>,
+    runc_counts: Arc<RuncCounts>,
 }
 
 /// What runc says about a container.
@@ -96,7 +126,8 @@ fn setup_err(what: impl std::fmt::Display) -> SandboxError {
 
 impl SandboxHost {
     /// Prepares the node's sandbox directories and the tools every sandbox gets at /.kairon
-    /// (a static tini as init, a static busybox for the process wrapper).
+    /// (the static `kairon-agent` as init, or a static tini where the agent is not at hand, and
+    /// a static busybox for the process wrapper).
     pub fn new(state_dir: &Path, node: &str) -> Result<Self> {
         let tools_dir = state_dir.join("tools");
         std::fs::create_dir_all(&tools_dir)?;
@@ -127,7 +158,29 @@ impl SandboxHost {
             cgroup_parent: format!("kairon-{node}"),
             tools_dir,
             disk_limit: Arc::new(AtomicU64::new(disk_limit)),
+            runc_counts: Arc::default(),
         })
+    }
+
+    /// The agent in the tools directory, brought up to date from the static build
+    /// ([`crate::vm::image::find_agent`]) when there is one: `kairon up` builds it at start, so
+    /// sandboxes started before the build finishes run with tini and `runc exec`.
+    fn tools_agent(&self) -> Option<PathBuf> {
+        let dst = self.tools_dir.join(agent::BINARY);
+        let Some(src) = crate::vm::image::find_agent() else { return dst.is_file().then_some(dst) };
+        let fresh = std::fs::read(&src).ok()?;
+        if std::fs::read(&dst).ok().as_ref() != Some(&fresh) {
+            // A rename, so a sandbox starting meanwhile sees the old binary or the new, whole.
+            let tmp = self.tools_dir.join(format!(".{}.{}", agent::BINARY, std::process::id()));
+            let copied = std::fs::write(&tmp, &fresh)
+                .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)))
+                .and_then(|()| std::fs::rename(&tmp, &dst));
+            if let Err(e) = copied {
+                tracing::warn!(error = %e, "installing the sandbox agent into {}", self.tools_dir.display());
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        dst.is_file().then_some(dst)
     }
 
     /// The disk limit of sandboxes created from now on (their writable layer and logs).
@@ -190,22 +243,25 @@ impl SandboxHost {
         format!("/{}/{id}", self.cgroup_parent)
     }
 
-    fn runc(&self) -> Command {
+    /// A `runc` command about sandbox `id` (counted for it).
+    fn runc(&self, id: &str) -> Command {
+        self.runc_counts.count(id);
         let mut c = Command::new("runc");
         c.arg("--root").arg(&self.runc_root);
         c
     }
 
-    fn runc_with_log(&self, log: &Path) -> Command {
+    fn runc_with_log(&self, id: &str, log: &Path) -> Command {
+        self.runc_counts.count(id);
         let mut c = Command::new("runc");
         c.arg("--root").arg(&self.runc_root).arg("--log").arg(log).args(["--log-format", "text"]);
         c
     }
 
-    async fn runc_ok(&self, op: &'static str, args: &[&str]) -> Result<String> {
+    async fn runc_ok(&self, op: &'static str, id: &str, args: &[&str]) -> Result<String> {
         // runc can block for good on a cgroup stuck FREEZING; a bounded wait turns that into an
         // error the caller sees instead of a request that never answers.
-        let run = self.runc().args(args).stdin(Stdio::null()).kill_on_drop(true).output();
+        let run = self.runc(id).args(args).stdin(Stdio::null()).kill_on_drop(true).output();
         let out = match tokio::time::timeout(RUNC_TIMEOUT, run).await {
             Ok(out) => out?,
             Err(_) => {
@@ -342,7 +398,11 @@ impl SandboxHost {
         env.push("HOME=/root".into());
         let hostname: String = id.chars().take(12).collect();
         let rootfs = self.rootfs(id).to_string_lossy().to_string();
+        let socket = agent::socket_path(&dir);
+        let _ = std::fs::remove_file(&socket);
+        let with_agent = self.tools_agent().is_some();
         let cfg = spec::config(&spec::SandboxConfig {
+            init: if with_agent { spec::Init::Agent } else { spec::Init::Tini },
             hostname: &hostname,
             rootfs: &rootfs,
             tools_dir: &self.tools_dir.to_string_lossy(),
@@ -365,19 +425,24 @@ impl SandboxHost {
         // stay open for the container's whole life); runc's own errors go to runc.log.
         let runc_log = dir.join("runc.log");
         let _ = std::fs::remove_file(&runc_log);
+        // The agent's listening socket is the init's standard input: runc hands a detached
+        // container its own stdio, and the socket's path stays on the host.
+        let stdin =
+            if with_agent { Stdio::from(std::os::fd::OwnedFd::from(agent::listen(&socket)?)) } else { Stdio::null() };
         let status = self
-            .runc_with_log(&runc_log)
+            .runc_with_log(id, &runc_log)
             .args(["run", "-d", "--pid-file"])
             .arg(&pid_file)
             .arg("-b")
             .arg(&dir)
             .arg(id)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(console.try_clone()?)
             .stderr(console)
             .status()
             .await?;
         if !status.success() {
+            let _ = std::fs::remove_file(&socket);
             let log = std::fs::read_to_string(&runc_log).unwrap_or_default();
             let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no error message").to_string();
             return Err(SandboxError::Runc { op: "run", message: last });
@@ -397,7 +462,7 @@ impl SandboxHost {
     }
 
     pub async fn state(&self, id: &str) -> Result<Option<RuncState>> {
-        let out = self.runc().args(["state", id]).stdin(Stdio::null()).output().await?;
+        let out = self.runc(id).args(["state", id]).stdin(Stdio::null()).output().await?;
         if !out.status.success() {
             return Ok(None);
         }
@@ -418,7 +483,7 @@ impl SandboxHost {
         let file = self.freezer_state_file(id);
         if !file.exists() {
             let op = if frozen { "pause" } else { "resume" };
-            self.runc_ok(op, &[op, id]).await?;
+            self.runc_ok(op, id, &[op, id]).await?;
             return Ok(());
         }
         let want = if frozen { "FROZEN" } else { "THAWED" };
@@ -479,10 +544,8 @@ impl SandboxHost {
 
     /// Stops the container and removes it from runc; the sandbox's files stay for a restart.
     pub async fn stop(&self, id: &str) -> Result<()> {
-        if self.state(id).await?.is_none() {
-            return Ok(());
-        }
-        let pid = self.state(id).await?.map(|s| s.pid);
+        let Some(pid) = self.state(id).await?.map(|s| s.pid) else { return Ok(()) };
+        let pid = Some(pid);
         self.kill_all(id).await;
         // Background processes (`runc exec -d`) are re-parented to this process, the subreaper:
         // their zombies keep the sandbox's init from exiting until they are collected.
@@ -495,7 +558,8 @@ impl SandboxHost {
                 }
             }
         }
-        self.runc_ok("delete", &["delete", "--force", id]).await?;
+        self.runc_ok("delete", id, &["delete", "--force", id]).await?;
+        let _ = std::fs::remove_file(agent::socket_path(&self.instance_dir(id)));
         if let Some(pid) = pid {
             reap(pid);
         }
@@ -505,6 +569,7 @@ impl SandboxHost {
     /// Removes everything the sandbox had: container, cgroup, mount and files.
     pub async fn destroy(&self, id: &str) -> Result<()> {
         self.stop(id).await?;
+        self.runc_counts.forget(id);
         let dir = self.instance_dir(id);
         let merged = self.rootfs(id);
         // The root first (it sits on the disk), then the disk (its loop device goes with it).
@@ -526,7 +591,7 @@ impl SandboxHost {
     }
 
     fn exec_command(&self, id: &str, req: &ExecRequest, detach_pid_file: Option<&Path>) -> Command {
-        let mut c = self.runc();
+        let mut c = self.runc(id);
         c.arg("exec");
         if let Some(p) = detach_pid_file {
             c.arg("-d").arg("--pid-file").arg(p);
@@ -550,6 +615,10 @@ impl SandboxHost {
     pub async fn exec(&self, id: &str, req: &ExecRequest, max_output: u64) -> Result<ExecResult> {
         if req.command.is_empty() {
             return Err(setup_err("exec needs a command"));
+        }
+        let socket = agent::socket_path(&self.instance_dir(id));
+        if socket.exists() {
+            return agent::exec(&socket, req, max_output).await;
         }
         let mut cmd = self.exec_command(id, req, None);
         cmd.args(&req.command).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
@@ -843,6 +912,7 @@ impl SandboxHost {
             disk_write_bytes: wr,
             memory_bytes: read_u64(format!("/sys/fs/cgroup/memory{cg}/memory.usage_in_bytes")).unwrap_or(0),
             process_count: pids.len() as u32,
+            runc_invocations: Some(self.runc_counts.of(id)),
         }
     }
 
@@ -850,7 +920,7 @@ impl SandboxHost {
     /// process's stdio and exits with its status), writing the process's host pid to
     /// `pid_file`. The interactive console streams over it.
     pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &[&str]) -> Command {
-        let mut c = self.runc();
+        let mut c = self.runc(id);
         c.arg("exec").arg("--pid-file").arg(pid_file).arg(id).args(command);
         c
     }

@@ -6,9 +6,10 @@ use serde_json::{Value, json};
 
 /// What goes into one sandbox's config.
 pub struct SandboxConfig<'a> {
+    pub init: Init,
     pub hostname: &'a str,
     pub rootfs: &'a str,
-    /// The host directory mounted read-only at /.kairon (tini, busybox).
+    /// The host directory mounted read-only at /.kairon (kairon-agent, tini, busybox).
     pub tools_dir: &'a str,
     /// The host directory mounted read-write at /.kairon/procs: background processes' exit codes,
     /// the only thing the runtime reads from a guest-writable place (without following symlinks).
@@ -509,10 +510,21 @@ pub const MASKED_PATHS: [&str; 11] = [
 pub const READONLY_PATHS: [&str; 6] =
     ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", "/sys/fs/cgroup"];
 
-/// The init process: tini reaps every orphan in the sandbox, and the sandbox idles until
-/// something is exec'd into it.
-pub fn init_args() -> Vec<String> {
-    ["/.kairon/tini", "-s", "--", "/.kairon/busybox", "sleep", "2147483647"].iter().map(|s| s.to_string()).collect()
+/// What runs as the sandbox's init.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// `kairon-agent sandbox`: reaps every orphan and serves exec on the socket it is handed.
+    Agent,
+    /// tini reaps every orphan, and the sandbox idles until something is `runc exec`'d into it.
+    Tini,
+}
+
+pub fn init_args(init: Init) -> Vec<String> {
+    let args: &[&str] = match init {
+        Init::Agent => &["/.kairon/kairon-agent", "sandbox"],
+        Init::Tini => &["/.kairon/tini", "-s", "--", "/.kairon/busybox", "sleep", "2147483647"],
+    };
+    args.iter().map(|s| s.to_string()).collect()
 }
 
 pub fn config(c: &SandboxConfig<'_>) -> Value {
@@ -552,7 +564,7 @@ pub fn config(c: &SandboxConfig<'_>) -> Value {
         "process": {
             "terminal": false,
             "user": {"uid": 0, "gid": 0},
-            "args": init_args(),
+            "args": init_args(c.init),
             "env": c.env,
             "cwd": c.cwd,
             "capabilities": {"bounding": caps, "effective": caps, "permitted": caps},
@@ -583,6 +595,7 @@ mod tests {
     fn limits_and_hardening() {
         let env = vec!["PATH=/bin".to_string()];
         let c = config(&SandboxConfig {
+            init: Init::Agent,
             hostname: "agent",
             rootfs: "/r",
             tools_dir: "/t",

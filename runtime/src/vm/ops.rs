@@ -58,6 +58,7 @@ impl Runtime {
             message: None,
             expires_at: None,
             owner_uid: req.owner_uid.take(),
+            power_generation: None,
             spec: req,
         }
     }
