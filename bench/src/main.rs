@@ -5,6 +5,7 @@
 
 mod claims;
 mod controller;
+mod hotpath;
 mod leaks;
 mod node;
 mod rest;
@@ -104,6 +105,12 @@ struct Cli {
     /// Wakes from an idle Pause measured in the REST scenario.
     #[arg(long, default_value_t = 30)]
     rest_wakes: usize,
+    /// Samples of each latency row of the hotpath scenario (claims, wakes, execs).
+    #[arg(long, default_value_t = 200)]
+    hotpath_samples: usize,
+    /// How long wrk loads each GET row of the hotpath scenario, in seconds.
+    #[arg(long, default_value_t = 30)]
+    hotpath_seconds: u64,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -129,6 +136,9 @@ enum Scenario {
     Controller,
     /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
     Vm,
+    /// Exec, claim → first exec, wake → exec and GET one Machine: Kairon beside this machine's
+    /// limit and the naive path without a control plane.
+    Hotpath,
     /// Every scenario but soak.
     All,
 }
@@ -163,6 +173,7 @@ impl Report {
             return;
         }
         self.add(scenario, format!("{prefix} p50"), percentile(samples, 50.0), "ms");
+        self.add(scenario, format!("{prefix} p90"), percentile(samples, 90.0), "ms");
         self.add(scenario, format!("{prefix} p99"), percentile(samples, 99.0), "ms");
         self.add(scenario, format!("{prefix} max"), samples[samples.len() - 1], "ms");
     }
@@ -721,6 +732,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Controller | Scenario::All) {
         controller::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Hotpath | Scenario::All) {
+        hotpath::run(&cli, &mut report).await?;
     }
     if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
         vm::run(&cli, &mut report).await?;

@@ -279,8 +279,14 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
         rest.request(reqwest::Method::GET, &format!("{base}/sandbox-http/8080/cgi-bin/stream")).send().await.unwrap();
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
     let mut stream = resp.bytes_stream();
-    let first = tokio::time::timeout(Duration::from_secs(60), stream.next()).await.unwrap().unwrap().unwrap();
-    assert_eq!(std::str::from_utf8(&first).unwrap(), "data: first\n\n");
+    // However the guest's writes are cut into chunks, the whole first event arrives, and nothing
+    // past it (the rest waits for /tmp/go-on).
+    let mut first = String::new();
+    while !first.ends_with("\n\n") {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), stream.next()).await.unwrap().unwrap().unwrap();
+        first.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert_eq!(first, "data: first\n\n");
     rest.post(&format!("{base}/exec"), sh("touch /tmp/go-on")).await.ok();
     let mut rest_of = String::new();
     while let Some(chunk) = tokio::time::timeout(Duration::from_secs(60), stream.next()).await.unwrap() {
