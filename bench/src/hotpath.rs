@@ -9,7 +9,9 @@
 //! Rows: exec round trip on a Running sandbox; claim from a Paused pool → first exec returns
 //! (and claim → Bound); wake-on-connect from an idle Pause → exec returns; GET one Machine on
 //! the REST and Kubernetes paths beside `/healthz` (wrk, keep-alive, TLS). Every latency row
-//! has p50/p90/p99 over `--hotpath-samples`; a lost sample is an anomaly (non-zero exit).
+//! has p50/p90/p99 over `--hotpath-samples`; a lost sample is an anomaly (non-zero exit). The exec
+//! row is also taken at the node runtime's API alone, which splits it into its hops: the API
+//! layer (kairon − runtime API), the runtime (runtime API − limit) and the agent (limit).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,6 +140,18 @@ async fn measure(cli: &Cli, k: &Kairon, report: &mut Report) -> Result<()> {
     })
     .await;
     report.latencies(S, "exec round trip: kairon", &mut kairon);
+    // The hops between: the node runtime's API on its own (so kairon − runtime is the API
+    // layer's share, runtime − limit the runtime's).
+    let runtime = k.runtime()?;
+    let instance = kairon_runtime_api::InstanceId::new(hot.id.clone())?;
+    let probe = kairon_runtime_api::types::ExecRequest { command: vec!["true".into()], ..Default::default() };
+    let mut direct = samples(report, "exec round trip: runtime API", n, || async {
+        let r = runtime.exec(&instance, &probe).await?;
+        ensure!(r.exit_code == 0, "runtime exec: {r:?}");
+        Ok(())
+    })
+    .await;
+    report.latencies(S, "exec round trip: runtime API alone", &mut direct);
     let mut limit = samples(report, "exec round trip: limit", n, || hot.agent_exec()).await;
     report.latencies(S, "exec round trip: limit (agent inside)", &mut limit);
     let mut naive =
@@ -242,6 +256,9 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
             Ok((b, e)) => {
                 bound.push(ms(b));
                 first_exec.push(ms(e));
+                if (i + 1) % 20 == 0 {
+                    eprintln!("  {} claims: last Bound after {:.1} ms, first exec after {:.1} ms", i + 1, ms(b), ms(e));
+                }
             }
             Err(e) => {
                 report.anomaly(format!("claim → first exec: sample {i} of {n} lost: {e:#}"));
@@ -263,10 +280,19 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
     cfg["process"]["terminal"] = json!(false);
     cfg["process"]["args"] = json!(["sleep", "1000"]);
     std::fs::write(&cfg_path, serde_json::to_vec(&cfg)?)?;
+    eprintln!("hotpath: cold start → first exec by hand ({n} runc run + runc exec)");
     let mut naive = samples(report, "cold start → first exec: naive", n, || async {
         let id = format!("kairon-bench-naive-{}", std::process::id());
+        // Detached: the container keeps its stdio, so none of it may be a pipe read to its end.
+        let null = std::process::Stdio::null;
         let started = run_ok(
-            runc(state).args(["run", "-d", "-b"]).arg(bundle.path()).arg(&id).stdin(std::process::Stdio::null()),
+            runc(state)
+                .args(["run", "-d", "-b"])
+                .arg(bundle.path())
+                .arg(&id)
+                .stdin(null())
+                .stdout(null())
+                .stderr(null()),
         )
         .and_then(|()| run_ok(runc(state).args(["exec", &id, "true"])));
         let _ = runc(state).args(["delete", "-f", &id]).output();

@@ -1717,6 +1717,9 @@ pub mod types {
         #[doc = "The VMM process (for a sandbox: its init process)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub pid: ::std::option::Option<i32>,
+        #[doc = "The newest Machine generation whose power state was applied to the instance: a power\nrequest for an older one is refused (409 `Stale`), so a reconcile working from a stale\nview cannot undo a newer wake or claim that thawed the instance directly."]
+        #[serde(rename = "powerGeneration", skip_serializing_if = "::std::option::Option::is_none")]
+        pub power_generation: ::std::option::Option<i64>,
         pub spec: CreateVmRequest,
         pub state: VmState,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

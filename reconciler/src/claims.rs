@@ -168,7 +168,20 @@ async fn bound(
         "phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions,
     }});
     api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    publish(ctx, claim, EventType::Normal, reasons::BOUND, "Bind", message).await;
+    // The Event is for people reading history: the claimant is not kept waiting for it.
+    let (recorder, reference) = (ctx.recorder.clone(), claim.object_ref(&()));
+    tokio::spawn(async move {
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: reasons::BOUND.into(),
+            note: Some(message),
+            action: "Bind".into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &reference).await {
+            tracing::warn!(error = %e, "could not record the Bound event");
+        }
+    });
     let now = pools::now_ms();
     let bound = pools::parse_ms(at).unwrap_or(now);
     Ok(match step(Some(ClaimPhase::Bound), Some(machine), Some(bound), claim.spec.ttl_seconds, now) {

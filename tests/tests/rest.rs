@@ -449,8 +449,13 @@ async fn relays_wake_an_idle_suspended_machine_but_not_a_hand_paused_one() {
     .unwrap();
     let r = rest.post(&format!("{base}/exec"), sh("echo awake")).await.ok();
     assert_eq!(r["stdout"], "awake\n");
-    let after = rest.get(base).await.ok();
-    assert_eq!(after["status"]["phase"], "Running");
+    // The exec ran as soon as the wake's write was made and the instance thawed; the status is
+    // the node agent's report, which follows on its watch.
+    let after = eventually("the node agent to report the woken Machine Running", Duration::from_secs(10), || async {
+        let m = rest.get(base).await.ok();
+        (m["status"]["phase"] == "Running").then_some(m)
+    })
+    .await;
     assert!(after["metadata"]["annotations"].get("kairon.zyvor.dev/idle-suspended").is_none(), "{after}");
     assert!(after["metadata"]["annotations"]["kairon.zyvor.dev/last-activity"].is_string());
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
+use kairon_model::keys::finalizers;
 use kairon_model::validate::{self, ErrorType, FieldError, ValidationOptions};
 use kairon_model::{KaironNode, Machine, MachineClaim, MachinePool};
 
@@ -105,8 +106,20 @@ pub fn pool(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec
 
 pub fn claim(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
     let (c, warnings) = round_trip::<MachineClaim>(obj, ctx)?;
+    let created = old.is_none();
     let old: Option<MachineClaim> = old_typed(old);
-    check(validate::validate_claim_spec(&c.spec, old.as_ref().map(|o| &o.spec)), warnings)
+    let warnings = check(validate::validate_claim_spec(&c.spec, old.as_ref().map(|o| &o.spec)), warnings)?;
+    // A claim is created with the finalizer its release needs (what the claim controller would
+    // add first), so the controller binds it on its first look: no extra write and watch round
+    // trip on the claim's hot path.
+    if created {
+        let mut present = obj["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+        if !present.iter().any(|f| f.as_str() == Some(finalizers::CLAIM)) {
+            present.push(Value::String(finalizers::CLAIM.into()));
+            obj["metadata"]["finalizers"] = Value::Array(present);
+        }
+    }
+    Ok(warnings)
 }
 
 pub fn node(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
@@ -132,4 +145,31 @@ pub fn namespace(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Resul
     let warnings = round_trip::<Namespace>(obj, ctx)?.1;
     obj["status"] = serde_json::json!({"phase": "Active"});
     Ok(warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> AdmitCtx {
+        AdmitCtx { opts: ValidationOptions::default(), field_validation: FieldValidation::Warn }
+    }
+
+    #[test]
+    fn a_claim_is_created_with_its_release_finalizer_once() {
+        let fresh = serde_json::json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+            "metadata": {"name": "job", "namespace": "agents", "finalizers": ["example.com/mine"]},
+            "spec": {"poolName": "warm"}
+        });
+        let mut created = fresh.clone();
+        claim(&mut created, None, &ctx()).unwrap();
+        assert_eq!(created["metadata"]["finalizers"], serde_json::json!(["example.com/mine", finalizers::CLAIM]));
+        // Admitted again (a retried create) it is not added twice; an update adds nothing.
+        claim(&mut created, None, &ctx()).unwrap();
+        assert_eq!(created["metadata"]["finalizers"].as_array().map(Vec::len), Some(2));
+        let mut updated = fresh.clone();
+        claim(&mut updated, Some(&fresh), &ctx()).unwrap();
+        assert_eq!(updated["metadata"]["finalizers"], serde_json::json!(["example.com/mine"]));
+    }
 }

@@ -122,9 +122,12 @@ async fn authorize(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Machi
 
 /// A session on an authorized Machine: woken if it must be, its activity stamped.
 async fn connect(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Session> {
-    let m = wake_if_needed(c, p, m).await?;
+    let (m, thawed) = wake_if_needed(c, p, m).await?;
     stamp(&c.ctx, &p.namespace, &p.name).await;
-    let (runtime, id) = c.ctx.machine_runtime(&m).await?;
+    let (runtime, id) = match thawed {
+        Some(found) => found,
+        None => c.ctx.machine_runtime(&m).await?,
+    };
     let guard = activity(c.ctx.clone(), p.namespace.clone(), p.name.clone());
     Ok(Session { machine: m, runtime, id, _activity: guard })
 }
@@ -136,15 +139,23 @@ fn phase(m: &Machine) -> Option<MachinePhase> {
 /// Wake-on-connect: an idle-suspended Machine with `wakeOnConnect` is set Running (clearing
 /// idle-suspended and stamping activity in the same write) and waited for; anything else that
 /// is not running is refused with what to do.
-async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Machine> {
+/// With the Machine, its runtime when finding it was part of the wake.
+async fn wake_if_needed(
+    c: &Caller,
+    p: &ObjectPath,
+    m: Machine,
+) -> RestResult<(Machine, Option<(RuntimeClient, InstanceId)>)> {
     let desired = m.spec.desired_power_state();
     if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Running) {
-        return Ok(m);
+        return Ok((m, None));
     }
     // Running was asked for (a claim bound it, or a wake was written) and the node agent has
     // not resumed it yet: resume it here rather than wait for the next reconcile.
-    if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Paused) && thaw_now(c, &m).await {
-        return Ok(m);
+    if desired == PowerState::Running
+        && phase(&m) == Some(MachinePhase::Paused)
+        && let Some(found) = thaw_now(c, &m).await
+    {
+        return Ok((m, Some(found)));
     }
     let idle_suspended = m.annotations().contains_key(annotations::IDLE_SUSPENDED);
     let lifecycle = m.spec.lifecycle.clone().unwrap_or_default();
@@ -185,8 +196,10 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
         let event_of = woken.clone();
         tokio::spawn(async move { ctx.record(&event_of, reasons::WOKEN, note).await });
         // The spec's order: the one write above, then the thaw at once.
-        if woke_from == PowerState::Paused && thaw_now(c, &woken).await {
-            return Ok(woken);
+        if woke_from == PowerState::Paused
+            && let Some(found) = thaw_now(c, &woken).await
+        {
+            return Ok((woken, Some(found)));
         }
     }
     // The connection counts as activity while it waits: a wake slower than the idle timeout
@@ -218,20 +231,22 @@ async fn wake_if_needed(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Ma
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        return Ok((m, Some((rt, id))));
     }
-    Ok(m)
+    Ok((m, None))
 }
 
 /// Resumes a Paused instance whose Machine asks for Running, on behalf of the Machine's
 /// generation (the runtime refuses a later reconcile from an older view, so a stale pause cannot
-/// follow); whether the instance runs now. Any failure leaves it to the node agent.
-async fn thaw_now(c: &Caller, m: &Machine) -> bool {
-    let Ok((rt, id)) = c.ctx.machine_runtime(m).await else { return false };
+/// follow); the runtime, once the instance runs. Any failure leaves it to the node agent.
+async fn thaw_now(c: &Caller, m: &Machine) -> Option<(RuntimeClient, InstanceId)> {
+    let (rt, id) = c.ctx.machine_runtime(m).await.ok()?;
     match rt.power_at(&id, PowerAction::Resume, false, m.metadata.generation).await {
-        Ok(vm) => vm.state == VmState::Running,
+        Ok(vm) if vm.state == VmState::Running => Some((rt, id)),
+        Ok(_) => None,
         Err(e) => {
             tracing::debug!(error = %e, "resuming directly failed; waiting for the node agent");
-            false
+            None
         }
     }
 }

@@ -48,7 +48,14 @@ pub struct RestContext {
     reporter: Reporter,
     /// One set of connection pools for every node's runtime, made on first use.
     runtimes: tokio::sync::OnceCell<RuntimeConnector>,
+    /// Each node's runtime endpoint as last read from its KaironNode, and when: guest routes
+    /// reuse it for [`ENDPOINT_TTL`] instead of reading the node on every request.
+    endpoints: Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// How long a node's runtime endpoint is reused. A stale one can only send a request to where
+/// the node was: the instance's owner check (`machine_runtime`) still decides what is reached.
+const ENDPOINT_TTL: Duration = Duration::from_secs(5);
 
 impl RestContext {
     pub fn new(kube: kube::Client, runtime_token: String) -> Self {
@@ -60,17 +67,32 @@ impl RestContext {
             stamps: Mutex::new(HashMap::new()),
             reporter: Reporter { controller: "kairon-api".into(), instance: None },
             runtimes: tokio::sync::OnceCell::new(),
+            endpoints: Mutex::new(HashMap::new()),
         }
     }
 
     /// The runtime of a node, from its registration.
     pub async fn runtime(&self, node: &str) -> RestResult<RuntimeClient> {
-        let nodes: Api<KaironNode> = Api::all(self.kube.clone());
-        let n = nodes.get_opt(node).await?.ok_or_else(|| {
-            RestError::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
-        })?;
+        let cached = {
+            let endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+            endpoints.get(node).filter(|(_, at)| at.elapsed() < ENDPOINT_TTL).map(|(e, _)| e.clone())
+        };
+        let endpoint = match cached {
+            Some(e) => e,
+            None => {
+                let nodes: Api<KaironNode> = Api::all(self.kube.clone());
+                let n = nodes.get_opt(node).await?.ok_or_else(|| {
+                    RestError::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
+                })?;
+                let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+                // Bounded by the nodes there are; entries of nodes gone expire unused.
+                endpoints.retain(|_, (_, at)| at.elapsed() < ENDPOINT_TTL);
+                endpoints.insert(node.to_string(), (n.spec.runtime_endpoint.clone(), Instant::now()));
+                n.spec.runtime_endpoint
+            }
+        };
         let conn = self.runtimes.get_or_try_init(|| async { RuntimeConnector::new(&self.runtime_token) }).await?;
-        conn.client(&n.spec.runtime_endpoint).map_err(RestError::from)
+        conn.client(&endpoint).map_err(RestError::from)
     }
 
     /// The runtime that runs a Machine, and the Machine's instance id there.
@@ -92,10 +114,19 @@ impl RestContext {
         let id = InstanceId::new(id).map_err(|e| {
             RestError::conflict("NotProvisioned", format!("Machine {name:?} has no usable runtime instance: {e}"))
         })?;
-        let rt = self.runtime(&node).await?;
+        let mut rt = self.runtime(&node).await?;
         // The id only says where to look: the instance must carry this Machine's UID, so no
         // status that points elsewhere (even for a moment) reaches another Machine's instance.
-        let owner = rt.get(&id).await?.owner_uid;
+        let owner = match rt.get(&id).await {
+            // The node may have moved (its runtime restarted elsewhere): read it again, once.
+            Err(kairon_runtime_api::ClientError::Unreachable { .. }) => {
+                self.endpoints.lock().unwrap_or_else(|p| p.into_inner()).remove(&node);
+                rt = self.runtime(&node).await?;
+                rt.get(&id).await?
+            }
+            got => got?,
+        }
+        .owner_uid;
         if owner.is_none() || owner != m.metadata.uid {
             return Err(RestError::conflict(
                 "NotProvisioned",

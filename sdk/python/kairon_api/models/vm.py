@@ -35,6 +35,10 @@ class Vm:
             fork or
             clone, or an instance made outside Kairon. Only an owner's node agent adopts it.
         pid (int | None | Unset): The VMM process (for a sandbox: its init process).
+        power_generation (int | None | Unset): The newest Machine generation whose power state was applied to the
+            instance: a power
+            request for an older one is refused (409 `Stale`), so a reconcile working from a stale
+            view cannot undo a newer wake or claim that thawed the instance directly.
         template (None | str | Unset):
     """
 
@@ -49,6 +53,7 @@ class Vm:
     message: None | str | Unset = UNSET
     owner_uid: None | str | Unset = UNSET
     pid: int | None | Unset = UNSET
+    power_generation: int | None | Unset = UNSET
     template: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -95,6 +100,12 @@ class Vm:
         else:
             pid = self.pid
 
+        power_generation: int | None | Unset
+        if isinstance(self.power_generation, Unset):
+            power_generation = UNSET
+        else:
+            power_generation = self.power_generation
+
         template: None | str | Unset
         if isinstance(self.template, Unset):
             template = UNSET
@@ -123,6 +134,8 @@ class Vm:
             field_dict["ownerUid"] = owner_uid
         if pid is not UNSET:
             field_dict["pid"] = pid
+        if power_generation is not UNSET:
+            field_dict["powerGeneration"] = power_generation
         if template is not UNSET:
             field_dict["template"] = template
 
@@ -190,6 +203,15 @@ class Vm:
 
         pid = _parse_pid(d.pop("pid", UNSET))
 
+        def _parse_power_generation(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        power_generation = _parse_power_generation(d.pop("powerGeneration", UNSET))
+
         def _parse_template(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -211,6 +233,7 @@ class Vm:
             message=message,
             owner_uid=owner_uid,
             pid=pid,
+            power_generation=power_generation,
             template=template,
         )
 

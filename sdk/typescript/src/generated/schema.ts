@@ -1623,6 +1623,13 @@ export interface components {
              * @description The VMM process (for a sandbox: its init process).
              */
             pid?: number | null;
+            /**
+             * Format: int64
+             * @description The newest Machine generation whose power state was applied to the instance: a power
+             *     request for an older one is refused (409 `Stale`), so a reconcile working from a stale
+             *     view cannot undo a newer wake or claim that thawed the instance directly.
+             */
+            powerGeneration?: number | null;
             spec: components["schemas"]["CreateVmRequest"];
             state: components["schemas"]["VmState"];
             template?: string | null;
