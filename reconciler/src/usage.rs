@@ -356,6 +356,13 @@ fn uuid_of(s: &str) -> Option<sqlx::types::Uuid> {
 }
 
 fn error_policy(c: Arc<MachineClaim>, e: &UsageError, ctx: Arc<Ctx>) -> Action {
+    // The status write is conditional on the claim as read: another writer (the claims
+    // controller binding or releasing it) got there first. The interval is in the history
+    // already; the next look derives the status from it.
+    if matches!(e, UsageError::Kube(kube::Error::Api(s)) if s.code == 409) {
+        tracing::debug!(claim = %c.name_any(), "the claim changed while its usage was written; again from the history");
+        return Action::requeue(MIN_REQUEUE);
+    }
     tracing::warn!(claim = %c.name_any(), error = %e, "accruing usage failed; retrying");
     Action::requeue(ctx.cfg.usage_interval.min(Duration::from_secs(5)).max(MIN_REQUEUE))
 }
