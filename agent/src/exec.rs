@@ -138,34 +138,47 @@ fn resolve_user(spec: &str) -> Result<(u32, u32), String> {
         None => (spec, None),
     };
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let entry =
-        |name: &str| passwd.lines().map(|l| l.split(':').collect::<Vec<_>>()).find(|f| f.len() > 3 && f[0] == name);
     let (uid, primary) = match user.parse::<u32>() {
-        Ok(uid) => {
-            let primary = passwd
-                .lines()
-                .map(|l| l.split(':').collect::<Vec<_>>())
-                .find(|f| f.len() > 3 && f[2].parse() == Ok(uid))
-                .and_then(|f| f[3].parse().ok());
-            (uid, primary.unwrap_or(uid))
-        }
+        // A number needs no entry; its entry, if any, gives the primary group.
+        Ok(uid) => (uid, entry_number(&passwd, 2, &uid.to_string(), 3).unwrap_or(uid)),
         Err(_) => {
-            let f = entry(user).ok_or_else(|| format!("no user named {user:?} in the sandbox's /etc/passwd"))?;
-            (f[2].parse().map_err(|_| format!("user {user:?} has no numeric uid"))?, f[3].parse().unwrap_or(0))
+            let uid = entry_number(&passwd, 0, user, 2)
+                .ok_or_else(|| format!("no user named {user:?} with a numeric uid in the sandbox's /etc/passwd"))?;
+            (uid, entry_number(&passwd, 0, user, 3).unwrap_or(0))
         }
     };
     let gid = match group {
         None => primary,
         Some(g) => match g.parse::<u32>() {
             Ok(gid) => gid,
-            Err(_) => std::fs::read_to_string("/etc/group")
-                .unwrap_or_default()
-                .lines()
-                .map(|l| l.split(':').collect::<Vec<_>>())
-                .find(|f| f.len() > 2 && f[0] == g)
-                .and_then(|f| f[2].parse().ok())
+            Err(_) => entry_number(&std::fs::read_to_string("/etc/group").unwrap_or_default(), 0, g, 2)
                 .ok_or_else(|| format!("no group named {g:?} in the sandbox's /etc/group"))?,
         },
     };
     Ok((uid, gid))
+}
+
+/// Field `want`, as a number, of the first line of a colon-separated database (passwd, group)
+/// whose field `key` is `value`.
+fn entry_number(db: &str, key: usize, value: &str, want: usize) -> Option<u32> {
+    let fields = db.lines().map(|l| l.split(':').collect::<Vec<_>>()).find(|f| f.get(key) == Some(&value))?;
+    fields.get(want)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_number;
+
+    const PASSWD: &str =
+        "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:100::/home/agent:/bin/sh\nodd:x:nope:7::/:/bin/sh\n";
+
+    #[test]
+    fn database_lookups_match_the_whole_field() {
+        assert_eq!(entry_number(PASSWD, 0, "agent", 2), Some(1000));
+        assert_eq!(entry_number(PASSWD, 2, "1000", 3), Some(100));
+        assert_eq!(entry_number(PASSWD, 0, "age", 2), None, "a prefix is not a name");
+        assert_eq!(entry_number(PASSWD, 0, "odd", 2), None, "a uid that is not a number");
+        assert_eq!(entry_number(PASSWD, 0, "odd", 3), Some(7));
+        assert_eq!(entry_number("", 0, "root", 2), None);
+    }
 }

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use kairon_e2e::{Kairon, Rest};
 use kairon_model::Machine;
@@ -80,14 +79,11 @@ impl Sandbox {
         Ok(Sandbox { id, socket, freezer: PathBuf::from(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state")) })
     }
 
-    /// One `kairon-exec` of `true` straight to the agent.
+    /// One `kairon-exec` of `true` straight to the agent, spoken as the runtime speaks it.
     async fn agent_exec(&self) -> Result<()> {
-        let mut conn = tokio::net::UnixStream::connect(&self.socket).await?;
-        conn.write_all(b"{\"execute\":\"kairon-exec\",\"arguments\":{\"path\":\"true\"}}\n").await?;
-        let mut answer = String::new();
-        BufReader::new(conn).read_line(&mut answer).await?;
-        let v: Value = serde_json::from_str(&answer)?;
-        ensure!(v["return"]["exitcode"] == 0, "agent exec: {answer}");
+        let req = kairon_runtime_api::types::ExecRequest { command: vec!["true".into()], ..Default::default() };
+        let done = kairon_runtime::sandbox::agent::exec(&self.socket, &req, 4096).await?;
+        ensure!(done.exit_code == 0, "agent exec of true: {done:?}");
         Ok(())
     }
 

@@ -231,6 +231,11 @@ impl Runtime {
         &self.inner.cfg.node_name
     }
 
+    /// Every `runc` process this runtime has started.
+    pub fn runc_invocations(&self) -> u64 {
+        self.inner.host.runc_invocations()
+    }
+
     fn templates_dir(&self) -> PathBuf {
         self.inner.cfg.state_dir.join("templates")
     }

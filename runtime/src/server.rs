@@ -123,7 +123,7 @@ async fn node(State(st): State<AppState>) -> Json<serde_json::Value> {
         "acceleration": accel,
         "defaultImage": st.rt.default_image(),
         // The runc processes started so far: the hot path (claim, wake, exec) leaves it still.
-        "runcInvocations": crate::sandbox::runc_invocations(),
+        "runcInvocations": st.rt.runc_invocations(),
     }))
 }
 

@@ -333,3 +333,37 @@ async fn clear_errors_for_what_this_node_cannot_run() {
     let bad = RuntimeClient::new(c.endpoint(), "wrong").unwrap();
     assert_eq!(api_status(bad.list().await.unwrap_err()).0, 401);
 }
+
+/// The v1 freezer can miss a task forked while it stops the others; a sandbox whose processes
+/// fork and exec without pause must still freeze every time, and stay frozen.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_that_keeps_forking_still_freezes_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, c) = serve(dir.path(), "fork-storm").await;
+    let vm = c.create(&sandbox("kairon-default-storm")).await.unwrap();
+    for _ in 0..2 {
+        c.start_process(&vm.id, &sh("while :; do sh -c : ; done")).await.unwrap();
+    }
+    // And a server that forks a child per connection, connected to just before each pause.
+    c.start_process(&vm.id, &sh("nc -ll -p 7000 -e /bin/cat")).await.unwrap();
+    let pid = vm.pid.unwrap();
+    let dial = || kairon_runtime::proxy::dial_in_netns(pid, 7000);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while dial().await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "nc never listened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for round in 0..30 {
+        drop(dial().await.unwrap());
+        let paused = c.power(&vm.id, PowerAction::Pause, false).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(paused.state, VmState::Paused, "round {round}");
+        if round % 10 == 0 {
+            let a = c.stats(&vm.id).await.unwrap().cpu_time_nanos;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert_eq!(c.stats(&vm.id).await.unwrap().cpu_time_nanos, a, "round {round}: nothing runs while paused");
+        }
+        c.power(&vm.id, PowerAction::Resume, false).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.delete(&vm.id).await.unwrap();
+}

@@ -34,8 +34,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, ResolveFlags, Uid};
 use tokio::io::AsyncWriteExt;
@@ -46,29 +46,30 @@ use idmap::IdMap;
 use crate::api::{ExecRequest, ExecResult, ImageConfig, Process, ProcessState, Stats};
 use kairon_runtime_api::types::LogChunk;
 
-/// Every `runc` process this runtime has started (a hot path that stays off runc keeps it still).
-static RUNC_INVOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-pub fn runc_invocations() -> u64 {
-    RUNC_INVOCATIONS.load(Ordering::Relaxed)
-}
-
-/// The `runc` processes started for each sandbox since this runtime started.
+/// The `runc` processes started since this runtime started: in all, and for each sandbox (a
+/// hot path that stays off runc keeps both still).
 #[derive(Debug, Default)]
-struct RuncCounts(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+struct RuncCounts {
+    total: AtomicU64,
+    by_sandbox: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
 
 impl RuncCounts {
     fn count(&self, id: &str) {
-        RUNC_INVOCATIONS.fetch_add(1, Ordering::Relaxed);
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(id.to_string()).or_default() += 1;
+        self.total.fetch_add(1, Ordering::Relaxed);
+        *self.sandboxes().entry(id.to_string()).or_default() += 1;
     }
 
     fn of(&self, id: &str) -> u64 {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(id).copied().unwrap_or(0)
+        self.sandboxes().get(id).copied().unwrap_or(0)
     }
 
     fn forget(&self, id: &str) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
+        self.sandboxes().remove(id);
+    }
+
+    fn sandboxes(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u64>> {
+        self.by_sandbox.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -111,6 +112,9 @@ pub struct SandboxHost {
     /// Size of each new sandbox's disk (writable layer and logs), in bytes.
     disk_limit: Arc<AtomicU64>,
     runc_counts: Arc<RuncCounts>,
+    /// The agent once installed into the tools directory: the static build does not change
+    /// under a running runtime, so it is copied (and compared) once, not at every start.
+    agent: Arc<OnceLock<PathBuf>>,
 }
 
 /// What runc says about a container.
@@ -159,6 +163,7 @@ impl SandboxHost {
             tools_dir,
             disk_limit: Arc::new(AtomicU64::new(disk_limit)),
             runc_counts: Arc::default(),
+            agent: Arc::default(),
         })
     }
 
@@ -166,7 +171,11 @@ impl SandboxHost {
     /// ([`crate::vm::image::find_agent`]) when there is one: `kairon up` builds it at start, so
     /// sandboxes started before the build finishes run with tini and `runc exec`.
     fn tools_agent(&self) -> Option<PathBuf> {
+        if let Some(installed) = self.agent.get() {
+            return Some(installed.clone());
+        }
         let dst = self.tools_dir.join(agent::BINARY);
+        // Until the build is found, an agent a previous runtime installed serves.
         let Some(src) = crate::vm::image::find_agent() else { return dst.is_file().then_some(dst) };
         let fresh = std::fs::read(&src).ok()?;
         if std::fs::read(&dst).ok().as_ref() != Some(&fresh) {
@@ -178,9 +187,15 @@ impl SandboxHost {
             if let Err(e) = copied {
                 tracing::warn!(error = %e, "installing the sandbox agent into {}", self.tools_dir.display());
                 let _ = std::fs::remove_file(&tmp);
+                return dst.is_file().then_some(dst);
             }
         }
-        dst.is_file().then_some(dst)
+        Some(self.agent.get_or_init(|| dst).clone())
+    }
+
+    /// Every `runc` process this host has started.
+    pub fn runc_invocations(&self) -> u64 {
+        self.runc_counts.total.load(Ordering::Relaxed)
     }
 
     /// The disk limit of sandboxes created from now on (their writable layer and logs).
@@ -486,26 +501,38 @@ impl SandboxHost {
             self.runc_ok(op, id, &[op, id]).await?;
             return Ok(());
         }
-        let want = if frozen { "FROZEN" } else { "THAWED" };
-        std::fs::write(&file, want)?;
-        // Freezing completes asynchronously (FREEZING until every task stops, which can take a
-        // while on a loaded host); wait for it, checking often at first.
+        if !frozen {
+            std::fs::write(&file, "THAWED")?;
+            return Ok(());
+        }
+        // The v1 freezer asks each task to stop only when FROZEN is written, so a task forked
+        // in that moment (a shell's pipeline, a server forking per connection) can be missed and
+        // leave the cgroup FREEZING for good. Each write asks again; a thaw now and then lets a
+        // task caught in execve finish it. runc's own v1 freezer does the same.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        let mut pause = Duration::from_micros(100);
+        let mut pause = Duration::from_micros(50);
+        let mut attempt = 0u32;
         loop {
-            if std::fs::read_to_string(&file)?.trim() == want {
+            attempt += 1;
+            std::fs::write(&file, "FROZEN")?;
+            if std::fs::read_to_string(&file)?.trim() == "FROZEN" {
+                if attempt > 1 {
+                    tracing::debug!(sandbox = id, attempt, "frozen after asking again");
+                }
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                // A freeze that cannot finish (a task in execve) must not stay FREEZING: that
-                // blocks every later runc call on the sandbox. Thaw it and report the failure.
-                if frozen {
-                    let _ = std::fs::write(&file, "THAWED");
-                }
-                return Err(setup_err(format!("the sandbox did not reach {want} within 10 s; try again")));
+                // A sandbox must not stay FREEZING: that blocks every later runc call on it.
+                let _ = std::fs::write(&file, "THAWED");
+                return Err(setup_err("the sandbox did not freeze within 10 s; try again"));
             }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
+            if attempt.is_multiple_of(50) {
+                std::fs::write(&file, "THAWED")?;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            } else {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(5));
+            }
         }
     }
 
