@@ -4,6 +4,7 @@
 // kube's `printcolumn(type_ = …)` repeats the same keys once per column, by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod binding;
 pub mod claim;
 pub mod crds;
 pub mod duration;
@@ -15,6 +16,7 @@ pub mod pool;
 pub mod power;
 pub mod quantity;
 pub mod validate;
+pub mod warm;
 
 pub use claim::{ClaimPhase, ClaimUsage, MachineClaim, MachineClaimSpec, MachineClaimStatus};
 pub use machine::{

@@ -3,12 +3,10 @@
 //! deletion (its finalizer) takes the final accrual, writes phase Released with the final usage,
 //! releases the Machine and records a Released Event carrying that usage.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -18,21 +16,24 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use kairon_model::keys::{annotations, finalizers, labels, reasons};
+use kairon_model::binding::{self, Binding, BindingStore};
+use kairon_model::keys::{finalizers, labels, reasons};
 use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePool};
 
-use crate::pools::{self, MemberView};
+use crate::pools;
 
-/// The condition a claim reports its binding in.
-pub const BOUND_CONDITION: &str = "Bound";
-pub const NO_WARM_MEMBER: &str = "NoWarmMember";
-pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+pub use kairon_model::binding::{
+    BOUND_CONDITION, NO_WARM_MEMBER, POOL_NOT_FOUND, no_warm_member_message, pool_not_found_message, try_order,
+};
 
 /// What to do with a claim now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Find it a warm member.
     Bind,
+    /// The API is binding it in its create request; bind it only if still unbound in this
+    /// many milliseconds.
+    LeaveToApi(i64),
     /// Bound; its TTL ends in this many milliseconds.
     WaitTtl(i64),
     /// Bound with no TTL: nothing until something changes.
@@ -41,16 +42,21 @@ pub enum Step {
     Expire,
 }
 
-/// Decides from the claim's phase, bound time, TTL and the clock (Unix ms).
+/// Decides from the claim's phase, bound time, TTL, the API's binding in hand
+/// ([`binding::binding_until`]) and the clock (Unix ms).
 pub fn step(
     phase: Option<ClaimPhase>,
     machine: Option<&str>,
     bound_ms: Option<i64>,
     ttl: Option<i64>,
+    api_binding_until: Option<i64>,
     now: i64,
 ) -> Step {
     if phase != Some(ClaimPhase::Bound) || machine.is_none() {
-        return Step::Bind;
+        return match api_binding_until {
+            Some(until) if until > now => Step::LeaveToApi(until - now),
+            _ => Step::Bind,
+        };
     }
     match (ttl, bound_ms) {
         (Some(ttl), Some(bound)) => {
@@ -59,28 +65,6 @@ pub fn step(
         }
         _ => Step::Idle,
     }
-}
-
-/// The order a claim tries warm members in: rotated by a hash of its name so many claims
-/// racing spread over the members instead of all fighting for the first.
-pub fn try_order(mut warm: Vec<String>, claim: &str) -> Vec<String> {
-    warm.sort();
-    if warm.is_empty() {
-        return warm;
-    }
-    let mut h = DefaultHasher::new();
-    claim.hash(&mut h);
-    let k = (h.finish() % warm.len() as u64) as usize;
-    warm.rotate_left(k);
-    warm
-}
-
-pub fn no_warm_member_message(pool: &str) -> String {
-    format!("pool {pool} has no warm member right now; the claim binds when one is ready")
-}
-
-pub fn pool_not_found_message(pool: &str, ns: &str) -> String {
-    format!("MachinePool {pool} does not exist in namespace {ns}; the claim binds once it exists and has a warm member")
 }
 
 /// The Released Event's note: the Machine and the usage found in status.usage.
@@ -130,21 +114,10 @@ async fn pending(
     reason: &str,
     message: String,
 ) -> Result<(), ClaimError> {
-    let status = claim.status.clone().unwrap_or_default();
-    let same = status.phase == Some(ClaimPhase::Pending)
-        && status.conditions.iter().any(|c| c.type_ == BOUND_CONDITION && c.reason == reason && c.message == message);
-    if same {
-        return Ok(());
+    let now = pools::rfc3339(pools::now_ms());
+    if let Some(status) = binding::pending_status(claim, reason, message, &now) {
+        api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await?;
     }
-    let mut conditions: Vec<serde_json::Value> =
-        status.conditions.iter().filter(|c| c.type_ != BOUND_CONDITION).map(|c| json!(c)).collect();
-    conditions.push(json!({
-        "type": BOUND_CONDITION, "status": "False", "reason": reason, "message": message,
-        "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
-        "observedGeneration": claim.metadata.generation,
-    }));
-    let patch = json!({"status": {"phase": ClaimPhase::Pending, "conditions": conditions}});
-    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     Ok(())
 }
 
@@ -156,20 +129,11 @@ async fn bound(
     machine: &str,
     at: &str,
 ) -> Result<Action, ClaimError> {
-    let status = claim.status.clone().unwrap_or_default();
-    let mut conditions: Vec<serde_json::Value> =
-        status.conditions.iter().filter(|c| c.type_ != BOUND_CONDITION).map(|c| json!(c)).collect();
-    let message = format!("bound Machine {machine} of pool {}", claim.spec.pool_name);
-    conditions.push(json!({
-        "type": BOUND_CONDITION, "status": "True", "reason": reasons::BOUND, "message": message,
-        "lastTransitionTime": at, "observedGeneration": claim.metadata.generation,
-    }));
-    let patch = json!({"status": {
-        "phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions,
-    }});
+    let patch = json!({"status": binding::bound_status(claim, machine, at)});
     api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     // The Event is for people reading history: the claimant is not kept waiting for it.
     let (recorder, reference) = (ctx.recorder.clone(), claim.object_ref(&()));
+    let message = binding::bound_message(claim, machine);
     tokio::spawn(async move {
         let ev = Event {
             type_: EventType::Normal,
@@ -184,11 +148,40 @@ async fn bound(
     });
     let now = pools::now_ms();
     let bound = pools::parse_ms(at).unwrap_or(now);
-    Ok(match step(Some(ClaimPhase::Bound), Some(machine), Some(bound), claim.spec.ttl_seconds, now) {
+    Ok(match step(Some(ClaimPhase::Bound), Some(machine), Some(bound), claim.spec.ttl_seconds, None, now) {
         Step::WaitTtl(ms) => Action::requeue(Duration::from_millis(ms as u64 + 20)),
         Step::Expire => Action::requeue(Duration::from_millis(10)),
         _ => Action::await_change(),
     })
+}
+
+/// Binding through the Kubernetes API, as this controller sees it.
+struct KubeBinding<'a>(&'a kube::Client);
+
+impl BindingStore for KubeBinding<'_> {
+    type Error = kube::Error;
+
+    async fn claimed_by(&self, ns: &str, claim: &str) -> Result<Vec<Machine>, kube::Error> {
+        let lp = ListParams::default().labels(&format!("{}={claim}", labels::CLAIM));
+        Ok(Api::<Machine>::namespaced(self.0.clone(), ns).list(&lp).await?.items)
+    }
+
+    async fn pool(&self, ns: &str, name: &str) -> Result<Option<MachinePool>, kube::Error> {
+        Api::<MachinePool>::namespaced(self.0.clone(), ns).get_opt(name).await
+    }
+
+    async fn members(&self, pool: &MachinePool) -> Result<Vec<Machine>, kube::Error> {
+        pools::members(self.0, pool).await
+    }
+
+    async fn take(&self, ns: &str, name: &str, patch: &serde_json::Value) -> Result<bool, kube::Error> {
+        let machines: Api<Machine> = Api::namespaced(self.0.clone(), ns);
+        match machines.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError> {
@@ -197,7 +190,9 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
     let api: Api<MachineClaim> = Api::namespaced(ctx.client.clone(), &ns);
     let status = claim.status.clone().unwrap_or_default();
     let now = pools::now_ms();
-    match step(status.phase, status.machine_name.as_deref(), bound_ms(&claim), claim.spec.ttl_seconds, now) {
+    let api_binding = binding::binding_until(&claim);
+    match step(status.phase, status.machine_name.as_deref(), bound_ms(&claim), claim.spec.ttl_seconds, api_binding, now)
+    {
         Step::Expire => {
             tracing::info!(claim = %name, "claim TTL ended; releasing");
             match api.delete(&name, &DeleteParams::default()).await {
@@ -209,54 +204,25 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
         }
         Step::WaitTtl(ms) => return Ok(Action::requeue(Duration::from_millis(ms as u64 + 20))),
         Step::Idle => return Ok(Action::await_change()),
+        Step::LeaveToApi(ms) => return Ok(Action::requeue(Duration::from_millis(ms as u64 + 20))),
         Step::Bind => {}
     }
-    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    // A member already labelled for this claim (a bind whose status write was lost) is ours.
-    let lp = ListParams::default().labels(&format!("{}={name}", labels::CLAIM));
-    if let Some(m) = machines.list(&lp).await?.items.into_iter().find(|m| m.metadata.deletion_timestamp.is_none()) {
-        let at = m.annotations().get(annotations::LIFECYCLE_START).cloned().unwrap_or_else(|| pools::rfc3339(now));
-        return bound(&api, ctx, &claim, &m.name_any(), &at).await;
-    }
-    let pools_api: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &ns);
-    let Some(pool) = pools_api.get_opt(&claim.spec.pool_name).await? else {
-        pending(&api, &claim, POOL_NOT_FOUND, pool_not_found_message(&claim.spec.pool_name, &ns)).await?;
-        // The pool watch re-queues it when the pool appears.
-        return Ok(Action::await_change());
-    };
-    let members = pools::members(&ctx.client, &pool).await?;
-    let want = pools::warm_phase(pool.spec.warm_power_state, pools::template_paused(&pool));
-    let warm: Vec<String> = members
-        .iter()
-        .filter(|m| pools::is_warm(&MemberView::of(m), want, pool.spec.warmup_seconds, now))
-        .map(|m| m.name_any())
-        .collect();
-    let at = pools::rfc3339(now);
-    for member in try_order(warm, &name) {
-        let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
-        // Exactly once: the patch applies only to the resourceVersion we saw warm and unclaimed.
-        // The claimant's idleness starts now (lifecycle-start); no suspension from before stays.
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": m.resource_version(),
-                "labels": {labels::CLAIM: name},
-                "annotations": {annotations::LIFECYCLE_START: at, annotations::IDLE_SUSPENDED: null},
-            },
-            "spec": {"powerState": "Running"},
-        });
-        match machines.patch(&member, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Ok(_) => {
-                tracing::info!(claim = %name, machine = %member, "claim bound");
-                return bound(&api, ctx, &claim, &member, &at).await;
-            }
-            // Another claim (or the pool) changed it first: try the next.
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => continue,
-            Err(e) => return Err(e.into()),
+    match binding::bind(&KubeBinding(&ctx.client), &claim, now).await? {
+        Binding::Bound { machine, at } => {
+            tracing::info!(claim = %name, machine = %machine, "claim bound");
+            bound(&api, ctx, &claim, &machine, &at).await
+        }
+        Binding::PoolNotFound => {
+            pending(&api, &claim, POOL_NOT_FOUND, pool_not_found_message(&claim.spec.pool_name, &ns)).await?;
+            // The pool watch re-queues it when the pool appears.
+            Ok(Action::await_change())
+        }
+        Binding::NoWarmMember => {
+            pending(&api, &claim, NO_WARM_MEMBER, no_warm_member_message(&claim.spec.pool_name)).await?;
+            // A member of the pool turning warm (or the pool's status changing) re-queues it.
+            Ok(Action::requeue(Duration::from_secs(30)))
         }
     }
-    pending(&api, &claim, NO_WARM_MEMBER, no_warm_member_message(&claim.spec.pool_name)).await?;
-    // A member of the pool turning warm (or the pool's status changing) re-queues it.
-    Ok(Action::requeue(Duration::from_secs(30)))
 }
 
 /// Releases a deleted claim, in this order: the final accrual (up to this instant), then
@@ -399,27 +365,17 @@ mod tests {
 
     #[test]
     fn pending_claims_bind_and_bound_ones_wait_for_their_ttl() {
-        assert_eq!(step(None, None, None, Some(2), 0), Step::Bind);
-        assert_eq!(step(Some(ClaimPhase::Pending), None, None, None, 0), Step::Bind);
-        assert_eq!(step(Some(ClaimPhase::Bound), None, Some(0), None, 0), Step::Bind, "bound without a machine");
-        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), None, 99_999), Step::Idle);
-        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), 1500), Step::WaitTtl(1500));
-        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), 3000), Step::Expire);
-        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(0), 1000), Step::Expire);
-    }
-
-    #[test]
-    fn try_order_is_a_rotation_of_all_warm_members() {
-        let warm: Vec<String> = ["c", "a", "b"].iter().map(|s| s.to_string()).collect();
-        for claim in ["x", "y", "claim-7"] {
-            let o = try_order(warm.clone(), claim);
-            let mut sorted = o.clone();
-            sorted.sort();
-            assert_eq!(sorted, vec!["a", "b", "c"]);
-            let i = o.iter().position(|s| s == "a").unwrap();
-            assert_eq!(o[(i + 1) % 3], "b");
-        }
-        assert!(try_order(Vec::new(), "x").is_empty());
+        assert_eq!(step(None, None, None, Some(2), None, 0), Step::Bind);
+        assert_eq!(step(Some(ClaimPhase::Pending), None, None, None, None, 0), Step::Bind);
+        assert_eq!(step(Some(ClaimPhase::Bound), None, Some(0), None, None, 0), Step::Bind, "bound without a machine");
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), None, None, 99_999), Step::Idle);
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), None, 1500), Step::WaitTtl(1500));
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(2), None, 3000), Step::Expire);
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), Some(0), None, 1000), Step::Expire);
+        // The API's create request is binding it: leave it that long, then bind it here.
+        assert_eq!(step(Some(ClaimPhase::Pending), None, None, None, Some(5000), 1000), Step::LeaveToApi(4000));
+        assert_eq!(step(Some(ClaimPhase::Pending), None, None, None, Some(5000), 5000), Step::Bind);
+        assert_eq!(step(Some(ClaimPhase::Bound), Some("m"), Some(1000), None, Some(5000), 1000), Step::Idle);
     }
 
     #[test]

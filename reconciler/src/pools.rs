@@ -21,78 +21,13 @@ use serde_json::json;
 use kairon_model::keys::labels;
 use kairon_model::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerState};
 
-/// Set by the pool controller when it first sees a member Running: where warm-up counts from.
-pub const WARM_SINCE: &str = "kairon.zyvor.dev/warm-since";
-
 /// The pool controller deletes a deleted pool's members before the pool goes.
 pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
 
-/// A pool member as the pure decisions see it. Times are Unix milliseconds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MemberView {
-    pub name: String,
-    pub created_ms: i64,
-    pub claimed: bool,
-    pub deleting: bool,
-    pub phase: Option<MachinePhase>,
-    pub power_state: PowerState,
-    pub warm_since_ms: Option<i64>,
-}
-
-impl MemberView {
-    pub fn of(m: &Machine) -> MemberView {
-        MemberView {
-            name: m.name_any(),
-            created_ms: m.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(0),
-            claimed: m.labels().contains_key(labels::CLAIM),
-            deleting: m.metadata.deletion_timestamp.is_some(),
-            phase: m.status.as_ref().and_then(|s| s.phase),
-            power_state: m.spec.desired_power_state(),
-            warm_since_ms: m.annotations().get(WARM_SINCE).and_then(|s| parse_ms(s)),
-        }
-    }
-
-    /// When warm-up ends, if the member has started it.
-    pub fn warm_at_ms(&self, warmup_seconds: i64) -> Option<i64> {
-        self.warm_since_ms.map(|t| t + warmup_seconds.max(0) * 1000)
-    }
-}
-
-pub fn parse_ms(s: &str) -> Option<i64> {
-    s.parse::<k8s_openapi::jiff::Timestamp>().ok().map(|t| t.as_millisecond())
-}
+pub use kairon_model::warm::{MemberView, WARM_SINCE, is_warm, parse_ms, rfc3339, template_paused, warm_phase};
 
 pub fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
-}
-
-pub fn rfc3339(ms: i64) -> String {
-    k8s_openapi::jiff::Timestamp::from_millisecond(ms).map(|t| t.to_string()).unwrap_or_default()
-}
-
-/// The phase a warm member is in: Paused for a Paused pool, and for a Running pool whose
-/// template itself asks for Paused (the pool leaves those Paused); Running otherwise.
-pub fn warm_phase(warm: WarmPowerState, template_paused: bool) -> MachinePhase {
-    match warm {
-        WarmPowerState::Paused => MachinePhase::Paused,
-        WarmPowerState::Running if template_paused => MachinePhase::Paused,
-        WarmPowerState::Running => MachinePhase::Running,
-    }
-}
-
-/// Whether the pool's template itself asks for `powerState: Paused`.
-pub fn template_paused(pool: &MachinePool) -> bool {
-    pool.spec.template.spec.power_state == Some(PowerState::Paused)
-}
-
-/// Whether a member can be claimed now: unclaimed, past warm-up, and in the warm phase
-/// ([`warm_phase`]).
-pub fn is_warm(m: &MemberView, want: MachinePhase, warmup_seconds: i64, now_ms: i64) -> bool {
-    if m.claimed || m.deleting {
-        return false;
-    }
-    let past = m.warm_at_ms(warmup_seconds).is_some_and(|t| t <= now_ms);
-    past && m.phase == Some(want)
 }
 
 /// What the pool controller should do now.
@@ -232,14 +167,7 @@ pub fn member(pool: &MachinePool) -> Machine {
 pub async fn members(client: &kube::Client, pool: &MachinePool) -> Result<Vec<Machine>, kube::Error> {
     let api: Api<Machine> = Api::namespaced(client.clone(), &pool.namespace().unwrap_or_default());
     let lp = ListParams::default().labels(&format!("{}={}", labels::POOL, pool.name_any()));
-    let uid = pool.uid();
-    Ok(api
-        .list(&lp)
-        .await?
-        .items
-        .into_iter()
-        .filter(|m| uid.is_none() || m.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref()))
-        .collect())
+    Ok(api.list(&lp).await?.items.into_iter().filter(|m| kairon_model::warm::is_member_of(m, pool)).collect())
 }
 
 struct Ctx {

@@ -111,9 +111,26 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
         let claims = claims.clone();
         async move { claims.create(&PostParams::default(), &claim(&format!("job-{i}"), "agents", None)).await }
     });
+    // Each binds inside its create request: the reply says Bound with its own Machine, or
+    // Pending for want of a warm member; none is left mid-way (reason Binding).
+    let mut bound_in_reply = BTreeSet::new();
     for r in futures::future::join_all(creates).await {
-        r.unwrap();
+        let c = r.unwrap();
+        let s = c.status.clone().expect("the create reply carries the binding's outcome");
+        match s.phase {
+            Some(ClaimPhase::Bound) => {
+                let m = s.machine_name.clone().expect("a Bound reply names its Machine");
+                assert!(warm_names.contains(&m), "{m} was one of the warm members");
+                assert!(bound_in_reply.insert(m), "two replies name the same member: {c:?}");
+                assert!(s.bound_time.is_some(), "{c:?}");
+            }
+            _ => {
+                let reason = s.conditions.iter().find(|x| x.type_ == "Bound").map(|x| x.reason.as_str());
+                assert_eq!(reason, Some("NoWarmMember"), "{c:?}");
+            }
+        }
     }
+    assert!(!bound_in_reply.is_empty(), "five warm members, and no create bound one");
 
     // The first five warm members go to exactly five claims; the rest wait.
     let first = eventually("5 claims bound and 15 pending", Duration::from_secs(60), || async {
@@ -476,22 +493,30 @@ async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim(
         idle_events.iter().map(|e| (&e.reason, &e.note)).collect::<Vec<_>>()
     );
 
-    for (name, _, _) in &cases {
-        claims.create(&PostParams::default(), &claim(name, name, None)).await.unwrap();
-    }
+    // Each claim binds in its create request (else later, by the controller): its member's
+    // idleness counts from the moment it was seen bound, at the latest. Right after its claim,
+    // each member is awake and not suspended, however long it sat warm.
     let mut bound = Vec::new();
     for (name, warm, action) in &cases {
-        let c = eventually(&format!("claim {name} bound"), Duration::from_secs(60), || async {
-            claims.get(name).await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
-        })
-        .await;
-        bound.push((tokio::time::Instant::now(), c.status.unwrap().machine_name.unwrap(), *warm, *action));
-    }
-    // Right after the claim, each member is awake and not suspended, however long it sat warm.
-    for (_, member, warm, _) in &bound {
-        let m = machines.get(member).await.unwrap();
-        assert!(!m.annotations().contains_key(IDLE_SUSPENDED), "{member} ({warm}) suspended at its claim");
+        let reply = claims.create(&PostParams::default(), &claim(name, name, None)).await.unwrap();
+        let (seen_at, c) = if claim_phase(&reply) == Some(ClaimPhase::Bound) {
+            (tokio::time::Instant::now(), reply)
+        } else {
+            let c = eventually(&format!("claim {name} bound"), Duration::from_secs(60), || async {
+                claims.get(name).await.ok().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+            })
+            .await;
+            (tokio::time::Instant::now(), c)
+        };
+        let member = c.status.unwrap().machine_name.unwrap();
+        let m = machines.get(&member).await.unwrap();
+        assert!(
+            !m.annotations().contains_key(IDLE_SUSPENDED),
+            "{member} ({warm}) suspended at its claim: {:?}",
+            m.annotations()
+        );
         assert_eq!(m.spec.power_state, Some(PowerState::Running), "{member} ({warm}) is resumed by its claim");
+        bound.push((seen_at, member, *warm, *action));
     }
     for (bound_at, member, warm, action) in &bound {
         let what = format!("{member} ({warm} pool) to be {action} once idle since its claim");

@@ -8,6 +8,7 @@ use serde_json::Value;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
+use kairon_model::binding;
 use kairon_model::keys::finalizers;
 use kairon_model::validate::{self, ErrorType, FieldError, ValidationOptions};
 use kairon_model::{KaironNode, Machine, MachineClaim, MachinePool};
@@ -118,6 +119,14 @@ pub fn claim(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec
             present.push(Value::String(finalizers::CLAIM.into()));
             obj["metadata"]["finalizers"] = Value::Array(present);
         }
+        // The create request binds it next (`super::bind`): marked so, the controller leaves
+        // it to that request and cannot take a second member for it meanwhile.
+        if let Some(since) = obj["metadata"]["creationTimestamp"].as_str().map(str::to_string) {
+            let message = binding::binding_message(&c.spec.pool_name);
+            if let Some(status) = binding::pending_status(&c, binding::BINDING, message, &since) {
+                obj["status"] = status;
+            }
+        }
     }
     Ok(warnings)
 }
@@ -171,5 +180,21 @@ mod tests {
         let mut updated = fresh.clone();
         claim(&mut updated, Some(&fresh), &ctx()).unwrap();
         assert_eq!(updated["metadata"]["finalizers"], serde_json::json!(["example.com/mine"]));
+        assert!(updated["status"].is_null(), "an update leaves the status alone");
+    }
+
+    #[test]
+    fn a_new_claim_is_marked_as_being_bound_by_its_create_request() {
+        let mut created = serde_json::json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+            "metadata": {"name": "job", "namespace": "agents", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"poolName": "warm"}
+        });
+        claim(&mut created, None, &ctx()).unwrap();
+        let c: MachineClaim = serde_json::from_value(created.clone()).unwrap();
+        let until = binding::binding_until(&c).expect("marked as being bound");
+        assert_eq!(until, kairon_model::warm::parse_ms("2026-01-01T00:00:00Z").unwrap() + binding::BINDING_GRACE_MS);
+        claim(&mut created, None, &ctx()).unwrap();
+        assert_eq!(created["status"]["conditions"].as_array().map(Vec::len), Some(1), "marked once");
     }
 }

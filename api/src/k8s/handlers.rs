@@ -110,18 +110,18 @@ fn kind_of(rt: &ResourceType) -> guard::Kind<'_> {
     guard::Kind { group: rt.group, plural: rt.plural, namespaced: rt.namespaced }
 }
 
-struct Ctx<'a> {
-    st: &'a AppState,
-    rt: &'a ResourceType,
-    version: String,
-    ns: String,
-    id: &'a Identity,
-    params: Params,
-    status_sub: bool,
+pub(super) struct Ctx<'a> {
+    pub(super) st: &'a AppState,
+    pub(super) rt: &'a ResourceType,
+    pub(super) version: String,
+    pub(super) ns: String,
+    pub(super) id: &'a Identity,
+    pub(super) params: Params,
+    pub(super) status_sub: bool,
 }
 
 impl Ctx<'_> {
-    fn key<'b>(&'b self, name: &'b str) -> ObjectRef<'b> {
+    pub(super) fn key<'b>(&'b self, name: &'b str) -> ObjectRef<'b> {
         let (group, resource) = self.rt.store_key();
         ObjectRef { group, resource, namespace: &self.ns, name }
     }
@@ -557,7 +557,7 @@ fn gone_event(compacted: i64) -> Bytes {
 // Writes
 
 /// What a write does to the stored object.
-enum Change {
+pub(super) enum Change {
     Create(Value),
     Replace(Value),
     Merge(Value),
@@ -582,7 +582,10 @@ async fn create(c: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> ApiResult<Res
             None => return Err(ApiError::bad_request("metadata.name is required (or metadata.generateName)")),
         },
     };
-    let (obj, warnings) = write(c, &name, Change::Create(obj)).await?;
+    let (mut obj, warnings) = write(c, &name, Change::Create(obj)).await?;
+    if c.rt.group == kairon_model::GROUP && c.rt.plural == "machineclaims" && !c.params.dry_run {
+        obj = super::bind::at_create(c.st, obj).await;
+    }
     Ok(c.respond(StatusCode::CREATED, obj, &warnings, headers))
 }
 
@@ -675,7 +678,7 @@ fn spec_part(obj: &Value) -> Value {
 
 /// Applies `change` with optimistic concurrency: read, compute, admit, store; a concurrent
 /// write makes a patch retry, and an update that named a resourceVersion fail with 409.
-async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
+pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
     let q = c.rt.qualified();
     let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
     let sub = c.status_sub.then_some("status");

@@ -3,6 +3,7 @@
 //! kube-rs and kubectl talk to it as they would to a real API server.
 
 pub mod admit;
+mod bind;
 pub mod discovery;
 pub mod events;
 mod handlers;

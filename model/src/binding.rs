@@ -1,0 +1,215 @@
+//! Binding a MachineClaim to exactly one warm member of its pool: the one algorithm behind both
+//! places a claim binds — the API, inside the claim's create request, and the claim controller
+//! for any claim still unbound after that (no warm member then, or a cluster's own API server).
+//! The caller brings the I/O ([`BindingStore`]) and the clock. Exactly once comes from the
+//! member's resourceVersion: the patch that takes a member applies only to the version that was
+//! seen warm and unclaimed.
+
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::keys::{annotations, labels, reasons};
+use crate::warm::{MemberView, is_warm, rfc3339, template_paused, warm_phase};
+use crate::{ClaimPhase, Machine, MachineClaim, MachinePool};
+
+/// The condition a claim reports its binding in.
+pub const BOUND_CONDITION: &str = "Bound";
+pub const NO_WARM_MEMBER: &str = "NoWarmMember";
+pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+/// A claim the API is binding in its own create request: the claim is stored with this reason
+/// first, and the controller leaves it alone for [`BINDING_GRACE_MS`], so the two never race to
+/// take two members for one claim. Past it (the API stopped mid-way) the controller binds it.
+pub const BINDING: &str = "Binding";
+pub const BINDING_GRACE_MS: i64 = 5_000;
+
+/// What binding reads and writes.
+pub trait BindingStore: Sync {
+    type Error: Send;
+    /// The live Machines of namespace `ns` labelled for claim `claim`.
+    fn claimed_by(&self, ns: &str, claim: &str) -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
+    fn pool(&self, ns: &str, name: &str) -> impl Future<Output = Result<Option<MachinePool>, Self::Error>> + Send;
+    /// The pool's members ([`crate::warm::is_member_of`]).
+    fn members(&self, pool: &MachinePool) -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
+    /// Applies the merge patch `patch` to Machine `ns/name` if it still has the resourceVersion
+    /// the patch names: false when it has changed since, or is gone.
+    fn take(&self, ns: &str, name: &str, patch: &Value) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+}
+
+/// How a binding attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// Bound to `machine`; its lifecycle (and the claim's boundTime) starts at `at`.
+    Bound {
+        machine: String,
+        at: String,
+    },
+    PoolNotFound,
+    NoWarmMember,
+}
+
+/// Binds `claim` to a warm member of its pool, or says why it cannot now. A member already
+/// labelled for the claim (a binding whose status write was lost) is its binding.
+pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64) -> Result<Binding, S::Error> {
+    let ns = claim.namespace().unwrap_or_default();
+    let name = claim.name_any();
+    let at = rfc3339(now_ms);
+    if let Some(m) = store.claimed_by(&ns, &name).await?.into_iter().find(|m| m.metadata.deletion_timestamp.is_none()) {
+        let at = m.annotations().get(annotations::LIFECYCLE_START).cloned().unwrap_or(at);
+        return Ok(Binding::Bound { machine: m.name_any(), at });
+    }
+    let Some(pool) = store.pool(&ns, &claim.spec.pool_name).await? else { return Ok(Binding::PoolNotFound) };
+    let members = store.members(&pool).await?;
+    let want = warm_phase(pool.spec.warm_power_state, template_paused(&pool));
+    let warm: Vec<String> = members
+        .iter()
+        .filter(|m| is_warm(&MemberView::of(m), want, pool.spec.warmup_seconds, now_ms))
+        .map(|m| m.name_any())
+        .collect();
+    for member in try_order(warm, &name) {
+        let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
+        if store.take(&ns, &member, &take_patch(m, &name, &at)).await? {
+            return Ok(Binding::Bound { machine: member, at });
+        }
+        // Another claim (or the pool) changed it first: try the next.
+    }
+    Ok(Binding::NoWarmMember)
+}
+
+/// The patch that takes `member` for `claim`: only the resourceVersion seen warm and unclaimed,
+/// labelled for the claim, its lifecycle starting now (no suspension from before stays), and
+/// asked to run.
+pub fn take_patch(member: &Machine, claim: &str, at: &str) -> Value {
+    json!({
+        "metadata": {
+            "resourceVersion": member.resource_version(),
+            "labels": {labels::CLAIM: claim},
+            "annotations": {annotations::LIFECYCLE_START: at, annotations::IDLE_SUSPENDED: null},
+        },
+        "spec": {"powerState": "Running"},
+    })
+}
+
+/// The order a claim tries warm members in: rotated by a hash of its name so many claims
+/// racing spread over the members instead of all fighting for the first.
+pub fn try_order(mut warm: Vec<String>, claim: &str) -> Vec<String> {
+    warm.sort();
+    if warm.is_empty() {
+        return warm;
+    }
+    let mut h = DefaultHasher::new();
+    claim.hash(&mut h);
+    let k = (h.finish() % warm.len() as u64) as usize;
+    warm.rotate_left(k);
+    warm
+}
+
+pub fn no_warm_member_message(pool: &str) -> String {
+    format!("pool {pool} has no warm member right now; the claim binds when one is ready")
+}
+
+pub fn pool_not_found_message(pool: &str, ns: &str) -> String {
+    format!("MachinePool {pool} does not exist in namespace {ns}; the claim binds once it exists and has a warm member")
+}
+
+pub fn bound_message(claim: &MachineClaim, machine: &str) -> String {
+    format!("bound Machine {machine} of pool {}", claim.spec.pool_name)
+}
+
+/// The claim's conditions with the Bound condition replaced by `bound`.
+fn with_bound_condition(claim: &MachineClaim, bound: Value) -> Vec<Value> {
+    let status = claim.status.as_ref();
+    let mut conditions: Vec<Value> = status
+        .map(|s| s.conditions.iter().filter(|c| c.type_ != BOUND_CONDITION).map(|c| json!(c)).collect())
+        .unwrap_or_default();
+    conditions.push(bound);
+    conditions
+}
+
+/// The status of `claim` bound to `machine` at `at`.
+pub fn bound_status(claim: &MachineClaim, machine: &str, at: &str) -> Value {
+    let conditions = with_bound_condition(
+        claim,
+        json!({
+            "type": BOUND_CONDITION, "status": "True", "reason": reasons::BOUND,
+            "message": bound_message(claim, machine),
+            "lastTransitionTime": at, "observedGeneration": claim.metadata.generation,
+        }),
+    );
+    json!({"phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions})
+}
+
+/// The status of `claim` waiting for `reason` since `now`, or None when it says so already.
+pub fn pending_status(claim: &MachineClaim, reason: &str, message: String, now: &str) -> Option<Value> {
+    let status = claim.status.clone().unwrap_or_default();
+    let same = status.phase == Some(ClaimPhase::Pending)
+        && status.conditions.iter().any(|c| c.type_ == BOUND_CONDITION && c.reason == reason && c.message == message);
+    if same {
+        return None;
+    }
+    let conditions = with_bound_condition(
+        claim,
+        json!({
+            "type": BOUND_CONDITION, "status": "False", "reason": reason, "message": message,
+            "lastTransitionTime": now, "observedGeneration": claim.metadata.generation,
+        }),
+    );
+    Some(json!({"phase": ClaimPhase::Pending, "conditions": conditions}))
+}
+
+pub fn binding_message(pool: &str) -> String {
+    format!("binding a warm member of pool {pool}")
+}
+
+/// Until when (Unix ms) the API's create request has the binding of `claim` in hand.
+pub fn binding_until(claim: &MachineClaim) -> Option<i64> {
+    let status = claim.status.as_ref()?;
+    if status.phase != Some(ClaimPhase::Pending) {
+        return None;
+    }
+    let c = status.conditions.iter().find(|c| c.type_ == BOUND_CONDITION && c.reason == BINDING)?;
+    Some(c.last_transition_time.as_ref()?.0.as_millisecond() + BINDING_GRACE_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn try_order_is_a_rotation_of_all_warm_members() {
+        let warm: Vec<String> = ["c", "a", "b"].iter().map(|s| s.to_string()).collect();
+        for claim in ["x", "y", "claim-7"] {
+            let o = try_order(warm.clone(), claim);
+            assert_eq!(o, try_order(warm.clone(), claim), "stable for one claim");
+            let mut sorted = o.clone();
+            sorted.sort();
+            assert_eq!(sorted, vec!["a", "b", "c"]);
+            let i = o.iter().position(|s| s == "a").unwrap();
+            assert_eq!(o[(i + 1) % 3], "b");
+        }
+        assert!(try_order(Vec::new(), "x").is_empty());
+    }
+
+    #[test]
+    fn a_claim_being_bound_by_the_api_is_left_to_it_for_the_grace_only() {
+        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ttl_seconds: None });
+        assert_eq!(binding_until(&claim), None, "no status: nobody is binding it");
+        let now = "2026-01-01T00:00:00Z";
+        let status = pending_status(&claim, BINDING, binding_message("p"), now).unwrap();
+        claim.status = Some(serde_json::from_value(status).unwrap());
+        let t0 = crate::warm::parse_ms(now).unwrap();
+        assert_eq!(binding_until(&claim), Some(t0 + BINDING_GRACE_MS));
+        assert!(pending_status(&claim, BINDING, binding_message("p"), now).is_none(), "said already");
+        let other = pending_status(&claim, NO_WARM_MEMBER, no_warm_member_message("p"), now).unwrap();
+        claim.status = Some(serde_json::from_value(other).unwrap());
+        assert_eq!(binding_until(&claim), None, "the API gave up: the controller binds it");
+        let bound = bound_status(&claim, "m", now);
+        claim.status = Some(serde_json::from_value(bound).unwrap());
+        assert_eq!(binding_until(&claim), None);
+        let s = claim.status.as_ref().unwrap();
+        assert_eq!((s.phase, s.machine_name.as_deref()), (Some(ClaimPhase::Bound), Some("m")));
+        assert_eq!(s.conditions.iter().filter(|c| c.type_ == BOUND_CONDITION).count(), 1);
+    }
+}
