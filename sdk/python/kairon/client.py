@@ -120,6 +120,9 @@ class Client:
         body = {"apiVersion": GROUP, "kind": "MachinePool", **manifest}
         return self._send("POST", self._path("machinepools", namespace), body)
 
+    def get_pool(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        return self._send("GET", self._path("machinepools", namespace, name))
+
     def delete_pool(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         return self._send("DELETE", self._path("machinepools", namespace, name))
 

@@ -154,14 +154,19 @@ class Sandbox:
         spec: dict[str, Any] = {"poolName": pool}
         if ttl is not None:
             spec["ttlSeconds"] = int(ttl)
-        kube.create_claim({"metadata": {"name": claim}, "spec": spec})
+        created = kube.create_claim({"metadata": {"name": claim}, "spec": spec})
         try:
-            bound = ui.wait_claim(claim, phase="Bound", timeout=ready_timeout)
-            machine = getattr(bound.status, "machine_name", None)
+            # A claim binds in its create request when a member is warm; else wait for it.
+            status = created.get("status") or {}
+            machine = status.get("machineName") if status.get("phase") == "Bound" else None
+            if machine is None:
+                bound = ui.wait_claim(claim, phase="Bound", timeout=ready_timeout)
+                machine = getattr(bound.status, "machine_name", None)
             if not isinstance(machine, str):
                 raise KaironError(f"claim {claim} is Bound but names no Machine")
             sb = cls(kube, ui, machine, claim=claim)
-            sb._wait_ready(ready_timeout)
+            # A warm member needs no waiting for Running: its first exec resumes it.
+            sb._wait_ready(ready_timeout, warm=True)
         except BaseException:
             try:
                 kube.delete_claim(claim)
@@ -170,10 +175,11 @@ class Sandbox:
             raise
         return sb
 
-    def _wait_ready(self, timeout: float) -> None:
+    def _wait_ready(self, timeout: float, *, warm: bool = False) -> None:
         # Running, then the guest agent answers (a VM's boots a moment after its VMM runs).
         deadline = time.monotonic() + timeout
-        self.ui.wait_machine(self.name, phase="Running", timeout=timeout, namespace=self.namespace)
+        if not warm:
+            self.ui.wait_machine(self.name, phase="Running", timeout=timeout, namespace=self.namespace)
         while True:
             try:
                 r = self.ui.exec(self.name, ["true"], timeout=10, namespace=self.namespace)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -122,3 +124,59 @@ def test_create_with_a_bad_lifecycle_is_refused(kube: Client, ui: UIClient, temp
     with pytest.raises(BadRequestError) as e:
         Sandbox.create(kube, ui, image=template, idle_timeout=5)
     assert e.value.status in (400, 422) and "idleTimeoutSeconds" in e.value.message
+
+
+def _eventually(what: str, check: Callable[[], bool], timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_claim_from_a_paused_pool_and_close_releases_it(kube: Client, ui: UIClient, template: str) -> None:
+    pool = f"warm-{uuid.uuid4().hex[:6]}"
+    kube.create_pool({
+        "metadata": {"name": pool},
+        "spec": {
+            "replicas": 1, "warmPowerState": "Paused", "warmupSeconds": 1,
+            "template": {
+                "metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
+                "spec": {"sandbox": {"templateName": template}, "guestAgent": {"console": True}},
+            },
+        },
+    })
+    try:
+        _eventually(f"pool {pool} to have a warm member",
+                    lambda: (kube.get_pool(pool).get("status") or {}).get("warm", 0) >= 1)
+        with Sandbox.claim_from(kube, ui, pool) as sb:
+            assert sb.claim is not None and sb.name.startswith(f"{pool}-")
+            assert sb.run("echo claimed", check=True).stdout == "claimed\n"
+            claim = kube.get_claim(sb.claim)
+            assert claim["status"]["phase"] == "Bound" and claim["status"]["machineName"] == sb.name
+            member, claim_name = sb.name, sb.claim
+
+        def released() -> bool:
+            try:
+                kube.get_claim(claim_name)
+                return False
+            except NotFoundError:
+                pass
+            try:
+                kube.get_machine(member)
+                return False
+            except NotFoundError:
+                return True
+
+        _eventually("the claim and its member to be gone", released)
+    finally:
+        kube.delete_pool(pool)
+
+        def pool_gone() -> bool:
+            try:
+                kube.get_pool(pool)
+                return False
+            except NotFoundError:
+                return True
+
+        _eventually(f"pool {pool} and its members to be gone", pool_gone)

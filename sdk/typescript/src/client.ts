@@ -79,6 +79,9 @@ export class Client {
   createPool(manifest: Json, namespace?: string): Promise<Json> {
     return this.#send("POST", this.#path("machinepools", namespace), { apiVersion: GROUP, kind: "MachinePool", ...manifest });
   }
+  getPool(name: string, namespace?: string): Promise<Json> {
+    return this.#send("GET", this.#path("machinepools", namespace, name));
+  }
   deletePool(name: string, namespace?: string): Promise<Json> {
     return this.#send("DELETE", this.#path("machinepools", namespace, name));
   }

@@ -133,13 +133,19 @@ export class Sandbox {
     const claim = `${pool}-${hex(8)}`;
     const spec: Record<string, unknown> = { poolName: pool };
     if (opts.ttl !== undefined) spec.ttlSeconds = Math.round(opts.ttl);
-    await kube.createClaim({ metadata: { name: claim }, spec });
+    const created = await kube.createClaim({ metadata: { name: claim }, spec });
     try {
-      const bound = await ui.waitClaim(claim, { phase: "Bound", timeout: opts.readyTimeout ?? 300 });
-      const machine = bound.status?.machineName;
+      // A claim binds in its create request when a member is warm; else wait for it.
+      const status = (created.status ?? {}) as { phase?: string; machineName?: string };
+      let machine = status.phase === "Bound" ? status.machineName : undefined;
+      if (!machine) {
+        const bound = await ui.waitClaim(claim, { phase: "Bound", timeout: opts.readyTimeout ?? 300 });
+        machine = bound.status?.machineName ?? undefined;
+      }
       if (!machine) throw new KaironError(`claim ${claim} is Bound but names no Machine`);
       const sb = new Sandbox(kube, ui, machine, kube.namespace, claim);
-      await sb.waitReady(opts.readyTimeout ?? 300);
+      // A warm member needs no waiting for Running: its first exec resumes it.
+      await sb.waitReady(opts.readyTimeout ?? 300, { warm: true });
       return sb;
     } catch (e) {
       await kube.deleteClaim(claim).catch(() => undefined);
@@ -147,10 +153,11 @@ export class Sandbox {
     }
   }
 
-  /** Running, then the guest agent answers (a VM's boots a moment after its VMM runs). */
-  async waitReady(timeout = 300): Promise<void> {
+  /** Running (unless `warm`: a claimed member's first exec resumes it), then the guest agent
+   * answers (a VM's boots a moment after its VMM runs). */
+  async waitReady(timeout = 300, opts: { warm?: boolean } = {}): Promise<void> {
     const deadline = Date.now() + timeout * 1000;
-    await this.ui.waitMachine(this.name, { phase: "Running", timeout, namespace: this.namespace });
+    if (!opts.warm) await this.ui.waitMachine(this.name, { phase: "Running", timeout, namespace: this.namespace });
     for (;;) {
       try {
         const r = await this.ui.exec(this.name, ["true"], { timeout: 10, namespace: this.namespace });

@@ -150,3 +150,59 @@ describe("errors", { timeout: 600_000 }, () => {
     });
   });
 });
+
+const eventually = async (what: string, check: () => Promise<boolean>, timeoutMs = 180_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() >= deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+};
+const gone = (get: () => Promise<unknown>) => async (): Promise<boolean> => {
+  try {
+    await get();
+    return false;
+  } catch (e) {
+    if (e instanceof NotFoundError) return true;
+    throw e;
+  }
+};
+
+describe("pools", { timeout: 600_000 }, () => {
+  it("claimFrom takes a warm member and close releases it", async () => {
+    const pool = `warm-${rand()}`;
+    await kube.createPool({
+      metadata: { name: pool },
+      spec: {
+        replicas: 1,
+        warmPowerState: "Paused",
+        warmupSeconds: 1,
+        template: {
+          metadata: { labels: { "kairon.zyvor.dev/sandbox": "true" } },
+          spec: { sandbox: { templateName: TEMPLATE }, guestAgent: { console: true } },
+        },
+      },
+    });
+    try {
+      await eventually(`pool ${pool} to have a warm member`, async () => {
+        const p = (await kube.getPool(pool)) as { status?: { warm?: number } };
+        return (p.status?.warm ?? 0) >= 1;
+      });
+      const sb = await Sandbox.claimFrom(kube, ui, pool);
+      const claim = sb.claim as string;
+      try {
+        assert.ok(sb.name.startsWith(`${pool}-`), sb.name);
+        assert.equal((await sb.run("echo claimed", { check: true })).stdout, "claimed\n");
+        const c = (await kube.getClaim(claim)) as { status?: { phase?: string; machineName?: string } };
+        assert.deepEqual([c.status?.phase, c.status?.machineName], ["Bound", sb.name]);
+      } finally {
+        await sb.close();
+      }
+      await eventually("the claim to be gone", gone(() => kube.getClaim(claim)));
+      await eventually("its member to be gone", gone(() => kube.getMachine(sb.name)));
+    } finally {
+      await kube.deletePool(pool);
+      await eventually(`pool ${pool} and its members to be gone`, gone(() => kube.getPool(pool)));
+    }
+  });
+});
