@@ -5,6 +5,7 @@ pub mod auth;
 pub mod guard;
 pub mod k8s;
 pub mod limits;
+pub mod loopback;
 pub mod mcp;
 pub mod rest;
 pub mod server;

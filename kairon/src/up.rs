@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use kairon_api::AppState;
 use kairon_api::auth::{Role, TokenKeys};
+use kairon_api::loopback::RouterSlot;
 use kairon_db::Store;
 use kairon_model::validate::ValidationOptions;
 
@@ -164,13 +165,11 @@ fn kubeconfig(server: &str, ca_pem: &str, token: &str) -> String {
     )
 }
 
-/// A Kubernetes client of this server for a node or controller identity (its kubeconfig is
-/// kept in memory only).
-async fn system_client(keys: &TokenKeys, server: &str, ca_pem: &str, sub: &str, role: Role) -> Result<kube::Client> {
+/// An in-process Kubernetes client of this server for a node or controller identity: its
+/// token is minted here and kept in memory only.
+fn system_client(keys: &TokenKeys, slot: &RouterSlot, sub: &str, role: Role) -> Result<kube::Client> {
     let token = keys.mint(sub, role, vec!["*".into()], 365 * 86400)?;
-    let kc = kube::config::Kubeconfig::from_yaml(&kubeconfig(server, ca_pem, &token))?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(cfg)?)
+    Ok(kairon_api::loopback::client(slot, &token)?)
 }
 
 pub async fn run(args: UpArgs) -> Result<()> {
@@ -211,18 +210,24 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let kubeconfig_path = data_dir.join("kubeconfig");
     write_private(&kubeconfig_path, kubeconfig(&server_url, &tls.ca_pem, &token).as_bytes())?;
 
-    // The REST layer reaches resources through kube-rs, here against this very server.
-    let client = kairon_node::client_from_kubeconfig(&kubeconfig_path).await?;
+    // The REST layer, the node agent and the controllers reach resources through kube-rs, here
+    // this very server's router, in-process (the same authentication and rules as any client).
+    let slot = RouterSlot::default();
+    let client = kairon_api::loopback::client(&slot, &token)?;
     let runtime_token = runtime_token(data_dir)?;
     state.rest = Some(std::sync::Arc::new(args.rest.context(client.clone(), runtime_token.clone())));
     args.rest.install_image_dirs(Some(&data_dir.join("images")));
     state.legacy_token = args.rest.legacy_token.clone();
+    // The router, complete, before any in-process client of it starts.
+    let stopping = state.stopping.clone();
+    let app = kairon_api::router(state);
+    slot.serve(app.clone());
 
     // The in-process node agent and controllers use their own identities, never the admin's:
     // a node may write only what a node writes, the controllers what they own (SECURITY.md).
-    let node_client = system_client(&keys, &server_url, &tls.ca_pem, &args.node_name, Role::Node).await?;
+    let node_client = system_client(&keys, &slot, &args.node_name, Role::Node)?;
     let controller_sub = format!("kairon-controller-{}", args.node_name);
-    let controller_client = system_client(&keys, &server_url, &tls.ca_pem, &controller_sub, Role::Controller).await?;
+    let controller_client = system_client(&keys, &slot, &controller_sub, Role::Controller)?;
     let mut workers = crate::workers::Workers::new();
     let runtime_url = if args.no_runtime {
         None
@@ -276,8 +281,6 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     println!("  admin token: {token}");
     println!("Press Ctrl-C to stop.");
 
-    let stopping = state.stopping.clone();
-    let app = kairon_api::router(state);
     let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
     let handle = axum_server::Handle::new();
     let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());

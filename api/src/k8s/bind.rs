@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use kairon_model::binding::{self, Binding, BindingStore};
@@ -26,10 +27,13 @@ fn binder() -> Identity {
     Identity { sub: BINDER.into(), role: Role::Controller, namespaces: Vec::new(), legacy: false }
 }
 
-/// The store as binding sees it, in one namespace.
+/// The store as binding sees it, in the claim's namespace.
 struct StoreBinding<'a> {
     st: &'a AppState,
     id: &'a Identity,
+    /// The namespace's Machines, read once per binding: a member taken meanwhile by another
+    /// claim only fails its resourceVersion precondition, and the next is tried.
+    machines: tokio::sync::OnceCell<Vec<Value>>,
 }
 
 impl StoreBinding<'_> {
@@ -51,9 +55,21 @@ impl StoreBinding<'_> {
         })
     }
 
-    async fn machines(&self, ns: &str) -> ApiResult<Vec<Machine>> {
-        let page = self.st.store.list(kairon_model::GROUP, "machines", Some(ns), None, None).await?;
-        Ok(page.items.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect())
+    /// The Machines of `ns` with label `key` = `value`, decoded (only those: decoding is what
+    /// costs in a namespace of thousands).
+    async fn labelled(&self, ns: &str, key: &str, value: &str) -> ApiResult<Vec<Machine>> {
+        let all = self
+            .machines
+            .get_or_try_init(|| async {
+                let page = self.st.store.list(kairon_model::GROUP, "machines", Some(ns), None, None).await?;
+                Ok::<_, ApiError>(page.items)
+            })
+            .await?;
+        Ok(all
+            .iter()
+            .filter(|v| v["metadata"]["labels"][key].as_str() == Some(value))
+            .filter_map(|v| serde_json::from_value(v.clone()).ok())
+            .collect())
     }
 }
 
@@ -61,9 +77,7 @@ impl BindingStore for StoreBinding<'_> {
     type Error = ApiError;
 
     async fn claimed_by(&self, ns: &str, claim: &str) -> ApiResult<Vec<Machine>> {
-        let mut machines = self.machines(ns).await?;
-        machines.retain(|m| m.metadata.labels.as_ref().and_then(|l| l.get(labels::CLAIM)).is_some_and(|c| c == claim));
-        Ok(machines)
+        self.labelled(ns, labels::CLAIM, claim).await
     }
 
     async fn pool(&self, ns: &str, name: &str) -> ApiResult<Option<MachinePool>> {
@@ -73,7 +87,8 @@ impl BindingStore for StoreBinding<'_> {
     }
 
     async fn members(&self, pool: &MachinePool) -> ApiResult<Vec<Machine>> {
-        let mut machines = self.machines(pool.metadata.namespace.as_deref().unwrap_or_default()).await?;
+        let (ns, name) = (pool.metadata.namespace.as_deref().unwrap_or_default(), pool.name_any());
+        let mut machines = self.labelled(ns, labels::POOL, &name).await?;
         machines.retain(|m| kairon_model::warm::is_member_of(m, pool));
         Ok(machines)
     }
@@ -95,7 +110,7 @@ impl BindingStore for StoreBinding<'_> {
 pub async fn at_create(st: &AppState, stored: Value) -> Value {
     let Ok(claim) = serde_json::from_value::<MachineClaim>(stored.clone()) else { return stored };
     let id = binder();
-    let store = StoreBinding { st, id: &id };
+    let store = StoreBinding { st, id: &id, machines: Default::default() };
     match bind_and_record(&store, &claim).await {
         Ok(updated) => updated,
         Err(e) => {

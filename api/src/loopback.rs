@@ -1,0 +1,72 @@
+//! A Kubernetes client of this very server that hands its requests straight to the router,
+//! in-process: in the embedded mode the REST layer reaches the store through the same handlers
+//! (authentication, the write guard, admission) as any client, without TLS, TCP and HTTP
+//! parsing on loopback for every read and write it makes.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use tower::{Service, ServiceExt};
+
+/// Where the router goes once it is built: it holds the state that holds the client, so the
+/// client comes first and is pointed at the router after.
+#[derive(Clone, Default)]
+pub struct RouterSlot(Arc<OnceLock<Router>>);
+
+impl RouterSlot {
+    pub fn serve(&self, router: Router) {
+        let _ = self.0.set(router);
+    }
+}
+
+/// A client acting with `token`, served by whatever router `slot` is given.
+pub fn client(slot: &RouterSlot, token: &str) -> Result<kube::Client, header::InvalidHeaderValue> {
+    let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))?;
+    auth.set_sensitive(true);
+    Ok(kube::Client::new(InProcess { router: slot.0.clone(), auth }, "default"))
+}
+
+#[derive(Clone)]
+struct InProcess {
+    router: Arc<OnceLock<Router>>,
+    auth: HeaderValue,
+}
+
+impl Service<Request<kube::client::Body>> for InProcess {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
+        let mut req = req.map(Body::new);
+        req.headers_mut().insert(header::AUTHORIZATION, self.auth.clone());
+        let router = self.router.get().cloned();
+        Box::pin(async move {
+            match router {
+                Some(router) => router.oneshot(req).await,
+                None => {
+                    let status = serde_json::json!({
+                        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503,
+                        "reason": "ServiceUnavailable", "message": "the server is still starting; try again",
+                    });
+                    let mut unavailable = Response::new(Body::from(status.to_string()));
+                    *unavailable.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                    unavailable
+                        .headers_mut()
+                        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                    Ok(unavailable)
+                }
+            }
+        })
+    }
+}
