@@ -341,8 +341,10 @@ async fn a_sandbox_that_keeps_forking_still_freezes_every_time() {
     let dir = tempfile::tempdir().unwrap();
     let (_rt, c) = serve(dir.path(), "fork-storm").await;
     let vm = c.create(&sandbox("kairon-default-storm")).await.unwrap();
+    // Bounded, so a failing run does not leave a fork storm behind for the tests after it.
     for _ in 0..2 {
-        c.start_process(&vm.id, &sh("while :; do sh -c : ; done")).await.unwrap();
+        let storm = "end=$(($(date +%s) + 120)); while [ $(date +%s) -lt $end ]; do sh -c : ; done";
+        c.start_process(&vm.id, &sh(storm)).await.unwrap();
     }
     // And a server that forks a child per connection, connected to just before each pause.
     c.start_process(&vm.id, &sh("nc -ll -p 7000 -e /bin/cat")).await.unwrap();
