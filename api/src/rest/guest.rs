@@ -63,20 +63,13 @@ async fn stamp(ctx: &RestContext, ns: &str, name: &str) {
     }
 }
 
-/// Stamps every interval from now on (the first stamp is the caller's: [`stamp_now`]).
 fn activity(ctx: Arc<RestContext>, ns: String, name: String) -> ActivityGuard {
     ActivityGuard(tokio::spawn(async move {
         loop {
-            tokio::time::sleep(ctx.activity_stamp_interval.max(Duration::from_millis(100))).await;
             stamp(&ctx, &ns, &name).await;
+            tokio::time::sleep(ctx.activity_stamp_interval.max(Duration::from_millis(100))).await;
         }
     }))
-}
-
-/// The session's first stamp, beside the request rather than before it: the write takes a
-/// few milliseconds the exec need not wait for, and it is not cut short when the session ends.
-fn stamp_now(ctx: Arc<RestContext>, ns: String, name: String) {
-    tokio::spawn(async move { stamp(&ctx, &ns, &name).await });
 }
 
 /// Which rule a route is under.
@@ -130,7 +123,7 @@ async fn authorize(c: &Caller, p: &ObjectPath, needs: Needs) -> RestResult<Machi
 /// A session on an authorized Machine: woken if it must be, its activity stamped.
 async fn connect(c: &Caller, p: &ObjectPath, m: Machine) -> RestResult<Session> {
     let (m, thawed) = wake_if_needed(c, p, m).await?;
-    stamp_now(c.ctx.clone(), p.namespace.clone(), p.name.clone());
+    stamp(&c.ctx, &p.namespace, &p.name).await;
     let (runtime, id) = match thawed {
         Some(found) => found,
         None => c.ctx.machine_runtime(&m).await?,
