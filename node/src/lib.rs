@@ -21,7 +21,7 @@ pub use tokio_util::sync::CancellationToken;
 
 use kairon_model::keys::{annotations, finalizers};
 use kairon_model::node::{Acceleration, NodeCapacity};
-use kairon_model::power::{self, Step};
+use kairon_model::power;
 use kairon_model::{
     Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
 };
@@ -322,19 +322,6 @@ fn power_state_of(state: VmState) -> Option<PowerState> {
     }
 }
 
-/// The runtime operation (and its `paused` flag) for a step of `model::power::plan`.
-fn power_action(step: Step) -> (PowerAction, bool) {
-    match step {
-        Step::Start => (PowerAction::Start, false),
-        Step::StartPaused => (PowerAction::Start, true),
-        Step::Pause => (PowerAction::Pause, false),
-        Step::Resume => (PowerAction::Resume, false),
-        Step::Stop => (PowerAction::Stop, false),
-        Step::Hibernate => (PowerAction::Hibernate, false),
-        Step::Halt => (PowerAction::Halt, false),
-    }
-}
-
 async fn warn(ctx: &Ctx, m: &Machine, reason: &str, note: String) {
     let ev = Event {
         type_: EventType::Warning,
@@ -412,7 +399,7 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
             }
             conditions.push(condition("PowerState", false, refusal.reason(), &message));
         } else if let Ok(Some(step)) = planned {
-            let (action, paused) = power_action(step);
+            let (action, paused) = PowerAction::for_step(step);
             match ctx.runtime.power_at(&vm.id, action, paused, m.metadata.generation).await {
                 Ok(v) => vm = v,
                 // A newer generation was applied directly (a wake or a claim thawed it): this view

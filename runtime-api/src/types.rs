@@ -119,6 +119,22 @@ pub enum PowerAction {
 }
 
 impl PowerAction {
+    /// The runtime operation (and its `paused` flag) that carries out a step of
+    /// `model::power::plan`: what the node agent sends, and what the runtime's own test drives
+    /// for every transition the planner allows.
+    pub fn for_step(step: kairon_model::power::Step) -> (PowerAction, bool) {
+        use kairon_model::power::Step;
+        match step {
+            Step::Start => (PowerAction::Start, false),
+            Step::StartPaused => (PowerAction::Start, true),
+            Step::Pause => (PowerAction::Pause, false),
+            Step::Resume => (PowerAction::Resume, false),
+            Step::Stop => (PowerAction::Stop, false),
+            Step::Hibernate => (PowerAction::Hibernate, false),
+            Step::Halt => (PowerAction::Halt, false),
+        }
+    }
+
     /// The route segment of this operation (`POST /v1/vms/{id}/{action}`).
     pub fn as_str(self) -> &'static str {
         match self {
