@@ -6,6 +6,7 @@ pub mod guard;
 pub mod k8s;
 pub mod limits;
 pub mod loopback;
+pub mod machines;
 pub mod mcp;
 pub mod rest;
 pub mod server;

@@ -2,13 +2,13 @@
 //! sandbox, and `describe_claim` (a claim with its usage, as agent-sandboxes.md says).
 //!
 //! The `/mcp` route takes the same bearer tokens as the REST API (the same middleware checks
-//! them), and every tool runs as one or more REST calls made in-process with the caller's own
-//! `Authorization` header: the REST API's rules (roles, namespaces, the guest-exec gate,
-//! wake-on-connect, activity stamps) apply to MCP unchanged.
+//! them), and every tool calls the Machines service with the caller's identity, as the REST
+//! handlers do: the same rules (roles, namespaces, the guest-exec gate, wake-on-connect,
+//! activity stamps) apply to MCP unchanged.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::body::Body;
 use http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
@@ -19,14 +19,21 @@ use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tower::ServiceExt;
+
+use kairon_model::{Machine, MachineClaim, PowerState};
+use kairon_runtime_api::types::ExecRequest;
+
+use crate::auth::Identity;
+use crate::machines::objects::{Mirrored, WaitFor};
+use crate::machines::{Error, Machines, Reason};
+use crate::state::AppState;
 
 /// How long the create/claim tools wait for the sandbox to run, per long poll.
 const WAIT_SECONDS: u64 = 120;
 
 #[derive(Clone)]
 pub struct KaironMcp {
-    rest: axum::Router,
+    state: AppState,
     tool_router: ToolRouter<Self>,
 }
 
@@ -111,77 +118,49 @@ fn short_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..10].to_string()
 }
 
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+/// A tool's failure as its text: the service's reason, status and message.
+fn failed(e: Error) -> String {
+    format!("{:?} ({}): {}", e.reason, e.status().as_u16(), e.message)
 }
 
 impl KaironMcp {
-    /// One REST call in-process, as the caller. Errors are the REST body's `reason: message`.
-    async fn call(
+    /// The caller (the auth middleware put it on the request) and the Machines service.
+    fn caller(&self, parts: &Parts) -> Result<(Identity, &Arc<Machines>), String> {
+        let id = parts.extensions.get::<Identity>().cloned().ok_or("no bearer token")?;
+        let machines = self.state.machines.as_ref().ok_or("the Machines service is not configured on this server")?;
+        Ok((id, machines))
+    }
+
+    /// Waits until the object reaches `phase` (long polls of WAIT_SECONDS, up to five).
+    async fn wait_phase<K: Mirrored>(
         &self,
-        parts: &Parts,
-        method: &str,
-        uri: &str,
-        body: Option<Body>,
-        json_body: bool,
-    ) -> Result<(u16, bytes::Bytes), String> {
-        let mut req = http::Request::builder().method(method).uri(uri);
-        if let Some(auth) = parts.headers.get(http::header::AUTHORIZATION) {
-            req = req.header(http::header::AUTHORIZATION, auth);
-        }
-        if json_body {
-            req = req.header(http::header::CONTENT_TYPE, "application/json");
-        } else if body.is_some() {
-            req = req.header(http::header::CONTENT_TYPE, "application/octet-stream");
-        }
-        let req = req.body(body.unwrap_or_else(Body::empty)).map_err(|e| e.to_string())?;
-        let resp = self.rest.clone().oneshot(req).await.map_err(|e| format!("{e}"))?;
-        let status = resp.status().as_u16();
-        let bytes = axum::body::to_bytes(resp.into_body(), 64 * 1024 * 1024).await.map_err(|e| e.to_string())?;
-        if status >= 400 {
-            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            return Err(format!(
-                "{} ({status}): {}",
-                v["reason"].as_str().unwrap_or("Error"),
-                v["message"].as_str().map(String::from).unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned())
-            ));
-        }
-        Ok((status, bytes))
-    }
-
-    async fn json(&self, parts: &Parts, method: &str, uri: &str, body: Option<Value>) -> Result<Value, String> {
-        let has = body.is_some();
-        let (_, bytes) = self.call(parts, method, uri, body.map(|b| Body::from(b.to_string())), has).await?;
-        if bytes.is_empty() { Ok(Value::Null) } else { serde_json::from_slice(&bytes).map_err(|e| e.to_string()) }
-    }
-
-    /// Long-polls `.../wait?phase=` until reached (504 answers are waited through, up to 10 min).
-    async fn wait_phase(&self, parts: &Parts, kind: &str, ns: &str, name: &str, phase: &str) -> Result<Value, String> {
-        let uri = format!("/api/v1/{kind}/{}/{}/wait?phase={phase}&timeoutSeconds={WAIT_SECONDS}", enc(ns), enc(name));
+        machines: &Machines,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        phase: &str,
+    ) -> Result<K, String> {
+        let what = WaitFor::Phase(phase.into());
         for _ in 0..5 {
-            match self.json(parts, "GET", &uri, None).await {
-                Ok(v) => return Ok(v),
-                Err(e) if e.starts_with("Timeout (504)") => continue,
-                Err(e) => return Err(e),
+            let timeout = Duration::from_secs(WAIT_SECONDS);
+            match machines.wait::<K>(id, ns, name, &what, timeout, &self.state.stopping).await {
+                Ok(k) => return Ok(k),
+                Err(e) if e.reason == Reason::Timeout => continue,
+                Err(e) => return Err(failed(e)),
             }
         }
-        Err(format!("{kind} {ns}/{name} did not reach {phase} within {} s", WAIT_SECONDS * 5))
+        Err(format!("{} {ns}/{name} did not reach {phase} within {} s", K::kind(&()), WAIT_SECONDS * 5))
     }
 
-    fn pretty(v: &Value) -> String {
+    fn pretty(v: &impl serde::Serialize) -> String {
         serde_json::to_string_pretty(v).unwrap_or_default()
     }
 }
 
 #[tool_router(router = tool_router)]
 impl KaironMcp {
-    pub fn new(rest: axum::Router) -> Self {
-        Self { rest, tool_router: Self::tool_router() }
+    pub fn new(state: AppState) -> Self {
+        Self { state, tool_router: Self::tool_router() }
     }
 
     /// Create a sandbox Machine (labelled kairon.zyvor.dev/sandbox=true, guest agent on) and wait until it runs.
@@ -191,6 +170,7 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<CreateArgs>,
     ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
         let name = a.name.unwrap_or_else(|| format!("sb-{}", short_id()));
         let mut spec = json!({ "guestAgent": { "enabled": true, "console": true } });
         if a.image.starts_with('/') {
@@ -211,8 +191,8 @@ impl KaironMcp {
             "metadata": { "name": name, "namespace": a.namespace, "labels": { "kairon.zyvor.dev/sandbox": "true" } },
             "spec": spec,
         });
-        self.json(&parts, "POST", &format!("/api/v1/machines/{}", enc(&a.namespace)), Some(m)).await?;
-        self.wait_phase(&parts, "machines", &a.namespace, &name, "Running").await?;
+        machines.create::<Machine>(&id, &a.namespace, false, || Ok(m)).await.map_err(failed)?;
+        self.wait_phase::<Machine>(machines, &id, &a.namespace, &name, "Running").await?;
         Ok(Self::pretty(&json!({ "namespace": a.namespace, "name": name, "phase": "Running" })))
     }
 
@@ -223,17 +203,17 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ClaimArgs>,
     ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
         let claim = a.name.unwrap_or_else(|| format!("{}-{}", a.pool, &short_id()[..8]));
         let mut spec = json!({ "poolName": a.pool });
         if let Some(t) = a.ttl_seconds {
             spec["ttlSeconds"] = json!(t);
         }
         let body = json!({ "metadata": { "name": claim, "namespace": a.namespace }, "spec": spec });
-        self.json(&parts, "POST", &format!("/api/v1/machineclaims/{}", enc(&a.namespace)), Some(body)).await?;
-        let bound = self.wait_phase(&parts, "machineclaims", &a.namespace, &claim, "Bound").await?;
-        let machine =
-            bound["status"]["machineName"].as_str().ok_or("the claim is Bound but names no Machine")?.to_string();
-        self.wait_phase(&parts, "machines", &a.namespace, &machine, "Running").await?;
+        machines.create::<MachineClaim>(&id, &a.namespace, false, || Ok(body)).await.map_err(failed)?;
+        let bound: MachineClaim = self.wait_phase(machines, &id, &a.namespace, &claim, "Bound").await?;
+        let machine = bound.status.and_then(|s| s.machine_name).ok_or("the claim is Bound but names no Machine")?;
+        self.wait_phase::<Machine>(machines, &id, &a.namespace, &machine, "Running").await?;
         Ok(Self::pretty(&json!({ "namespace": a.namespace, "claim": claim, "name": machine, "phase": "Running" })))
     }
 
@@ -244,10 +224,22 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<RunArgs>,
     ) -> Result<String, String> {
-        let body =
-            json!({ "command": ["/bin/sh", "-c", a.command], "stdin": a.stdin, "timeoutSeconds": a.timeout_seconds });
-        let uri = format!("/api/v1/machines/{}/{}/exec", enc(&a.namespace), enc(&a.name));
-        Ok(Self::pretty(&self.json(&parts, "POST", &uri, Some(body)).await?))
+        let (id, machines) = self.caller(&parts)?;
+        let request = || {
+            let timeout_seconds = a
+                .timeout_seconds
+                .map(u64::try_from)
+                .transpose()
+                .map_err(|_| Error::new(Reason::Invalid, "timeout_seconds must not be negative"))?;
+            Ok(ExecRequest {
+                command: vec!["/bin/sh".into(), "-c".into(), a.command.clone()],
+                stdin: a.stdin.clone(),
+                timeout_seconds,
+                ..Default::default()
+            })
+        };
+        let done = machines.exec(&id, &a.namespace, &a.name, &self.state.limits, request).await.map_err(failed)?;
+        Ok(Self::pretty(&done))
     }
 
     /// Read a text file from a sandbox.
@@ -257,8 +249,8 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ReadArgs>,
     ) -> Result<String, String> {
-        let uri = format!("/api/v1/machines/{}/{}/files?path={}", enc(&a.namespace), enc(&a.name), enc(&a.path));
-        let (_, bytes) = self.call(&parts, "GET", &uri, None, false).await?;
+        let (id, machines) = self.caller(&parts)?;
+        let bytes = machines.read_file(&id, &a.namespace, &a.name, &a.path).await.map_err(failed)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -269,9 +261,9 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<WriteArgs>,
     ) -> Result<String, String> {
-        let uri = format!("/api/v1/machines/{}/{}/files?path={}", enc(&a.namespace), enc(&a.name), enc(&a.path));
+        let (id, machines) = self.caller(&parts)?;
         let n = a.content.len();
-        self.call(&parts, "PUT", &uri, Some(Body::from(a.content)), false).await?;
+        machines.write_file(&id, &a.namespace, &a.name, &a.path, None, a.content.into_bytes()).await.map_err(failed)?;
         Ok(format!("wrote {n} bytes to {}", a.path))
     }
 
@@ -282,9 +274,9 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<MachineArgs>,
     ) -> Result<String, String> {
-        self.json(&parts, "POST", &format!("/api/v1/machines/{}/{}/pause", enc(&a.namespace), enc(&a.name)), None)
-            .await?;
-        self.wait_phase(&parts, "machines", &a.namespace, &a.name, "Paused").await?;
+        let (id, machines) = self.caller(&parts)?;
+        machines.set_power(&id, &a.namespace, &a.name, PowerState::Paused, false, false).await.map_err(failed)?;
+        self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.name, "Paused").await?;
         Ok(format!("{}/{} is Paused", a.namespace, a.name))
     }
 
@@ -295,9 +287,9 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<MachineArgs>,
     ) -> Result<String, String> {
-        self.json(&parts, "POST", &format!("/api/v1/machines/{}/{}/resume", enc(&a.namespace), enc(&a.name)), None)
-            .await?;
-        self.wait_phase(&parts, "machines", &a.namespace, &a.name, "Running").await?;
+        let (id, machines) = self.caller(&parts)?;
+        machines.set_power(&id, &a.namespace, &a.name, PowerState::Running, true, false).await.map_err(failed)?;
+        self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.name, "Running").await?;
         Ok(format!("{}/{} is Running", a.namespace, a.name))
     }
 
@@ -308,14 +300,14 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<CloseArgs>,
     ) -> Result<String, String> {
-        let ns = enc(&a.namespace);
+        let (id, machines) = self.caller(&parts)?;
         match (a.claim, a.name) {
             (Some(c), _) => {
-                self.json(&parts, "DELETE", &format!("/api/v1/machineclaims/{ns}/{}", enc(&c)), None).await?;
+                machines.delete::<MachineClaim>(&id, &a.namespace, &c, false).await.map_err(failed)?;
                 Ok(format!("claim {}/{c} released", a.namespace))
             }
             (None, Some(n)) => {
-                self.json(&parts, "DELETE", &format!("/api/v1/machines/{ns}/{}", enc(&n)), None).await?;
+                machines.delete::<Machine>(&id, &a.namespace, &n, false).await.map_err(failed)?;
                 Ok(format!("Machine {}/{n} deleted", a.namespace))
             }
             (None, None) => Err("give name (a Machine) or claim (a MachineClaim)".into()),
@@ -330,12 +322,14 @@ impl KaironMcp {
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<ClaimRef>,
     ) -> Result<String, String> {
-        let c = self
-            .json(&parts, "GET", &format!("/api/v1/machineclaims/{}/{}", enc(&a.namespace), enc(&a.name)), None)
-            .await?;
-        let uid = c["metadata"]["uid"].as_str().unwrap_or_default().to_string();
-        let history =
-            self.json(&parts, "GET", &format!("/api/v1/usage/claims/{}", enc(&uid)), None).await.unwrap_or(Value::Null);
+        let (id, machines) = self.caller(&parts)?;
+        let claim: MachineClaim = machines.get(&id, &a.namespace, &a.name).await.map_err(failed)?;
+        let c = serde_json::to_value(&claim).unwrap_or_default();
+        let uid = claim.metadata.uid.clone().unwrap_or_default();
+        let history = crate::rest::usage::claim_history(&self.state.store, &id, &uid)
+            .await
+            .map(|h| serde_json::to_value(h).unwrap_or_default())
+            .unwrap_or(Value::Null);
         Ok(Self::pretty(&json!({
             "name": a.name,
             "namespace": a.namespace,
@@ -353,10 +347,10 @@ impl KaironMcp {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for KaironMcp {}
 
-/// The service mounted at `/mcp`: `rest` is the REST router (with its auth layer) the tools call.
-pub fn service(rest: axum::Router) -> StreamableHttpService<KaironMcp, LocalSessionManager> {
+/// The service mounted at `/mcp` (behind the same authentication layer as the REST API).
+pub fn service(state: AppState) -> StreamableHttpService<KaironMcp, LocalSessionManager> {
     StreamableHttpService::new(
-        move || Ok(KaironMcp::new(rest.clone())),
+        move || Ok(KaironMcp::new(state.clone())),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     )

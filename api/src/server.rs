@@ -9,7 +9,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::auth::Identity;
 use crate::k8s::status::ApiError;
-use crate::rest::error::RestError;
+use crate::machines::{Error, Reason};
 use crate::state::AppState;
 
 /// Largest request body by default (objects are small; Kubernetes' own limit); `--max-body-bytes`.
@@ -44,9 +44,9 @@ fn rest_router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
     let doc = crate::rest::with_unrouted(doc);
-    // MCP: the same bearer tokens; its tools call the REST routes in-process, as the caller.
+    // MCP: the same bearer tokens; its tools call the Machines service as the caller.
     let mcp = Router::new()
-        .nest_service("/mcp", crate::mcp::service(rest.clone().with_state(state.clone())))
+        .nest_service("/mcp", crate::mcp::service(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
     let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
@@ -123,7 +123,7 @@ async fn json_errors(req: Request, next: Next) -> Response {
     let mut answer = if kubernetes_path(&path) {
         ApiError::new(status, reason_of(status), message).into_response()
     } else {
-        RestError::new(status, reason_of(status), message).into_response()
+        Error::new(Reason::for_status(status), message).into_response()
     };
     // Keep what else the answer said (`Allow` on a 405, `Retry-After`, tracing headers).
     for name in parts.headers.keys() {
@@ -176,7 +176,7 @@ async fn limit_body(st: &AppState, req: Request, next: Next, k8s: bool) -> Respo
         if k8s {
             ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge", message).into_response()
         } else {
-            RestError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge", message).into_response()
+            Error::new(Reason::PayloadTooLarge, message).into_response()
         }
     };
     let declared = req
@@ -256,8 +256,7 @@ async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) 
 
 /// The same for the REST paths, answering in the REST error shape.
 async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    let unauthorized =
-        |m: String| RestError::new(axum::http::StatusCode::UNAUTHORIZED, "Unauthorized", m).into_response();
+    let unauthorized = |m: String| Error::new(Reason::Unauthorized, m).into_response();
     let Some(token) = bearer(&req) else {
         return unauthorized(NO_TOKEN.into());
     };

@@ -16,9 +16,9 @@ pub struct AppState {
     pub validation: ValidationOptions,
     /// Renders the process's Prometheus metrics (the controllers count into them).
     pub metrics: Arc<dyn Fn() -> String + Send + Sync>,
-    /// The REST API's context (a Kubernetes client and runtime credentials); without it the
-    /// REST routes answer 503.
-    pub rest: Option<Arc<crate::rest::RestContext>>,
+    /// The Machines service (a Kubernetes client and runtime credentials) under the REST API
+    /// and MCP; without it those routes answer 503.
+    pub machines: Option<Arc<crate::machines::Machines>>,
     /// The legacy shared token: authenticates as an operator with no identity.
     pub legacy_token: Option<String>,
     /// Bounded work: body, patch, exec and connection limits.
@@ -38,7 +38,7 @@ impl AppState {
             keys,
             validation,
             metrics: Arc::new(String::new),
-            rest: None,
+            machines: None,
             legacy_token: None,
             limits: Arc::new(crate::limits::Limits::default()),
             connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),

@@ -187,7 +187,7 @@ pub mod types {
         #[doc = "The new Machine's name (same namespace)."]
         pub name: ::std::string::String,
     }
-    #[doc = "`CopyResult`"]
+    #[doc = "The answer of a fork or clone."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct CopyResult {
         #[doc = "Whether memory and processes were copied too (a QEMU VM) or only the filesystem."]
@@ -315,8 +315,7 @@ pub mod types {
     pub struct ErrorBody {
         #[doc = "What went wrong and what to do about it."]
         pub message: ::std::string::String,
-        #[doc = "Machine-readable, e.g. `NotFound`, `Forbidden`, `WakeTimeout`, `GuestAgentDisabled`."]
-        pub reason: ::std::string::String,
+        pub reason: Reason,
     }
     #[doc = "An Event about an object (`events.k8s.io/v1`)."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -1321,6 +1320,23 @@ pub mod types {
         pub size: i32,
         pub template: CreateVmRequest,
     }
+    #[doc = "The answer of a node pool claim: the VM alone, or with `createMachine` the Machine made for\nit (or why none could be made: the claim happened either way)."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(untagged)]
+    pub enum PoolClaim {
+        PoolClaimResult(PoolClaimResult),
+        Vm(Vm),
+    }
+    impl ::std::convert::From<PoolClaimResult> for PoolClaim {
+        fn from(value: PoolClaimResult) -> Self {
+            Self::PoolClaimResult(value)
+        }
+    }
+    impl ::std::convert::From<Vm> for PoolClaim {
+        fn from(value: Vm) -> Self {
+            Self::Vm(value)
+        }
+    }
     #[doc = "`PoolClaimRequest`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct PoolClaimRequest {
@@ -1340,7 +1356,7 @@ pub mod types {
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
         pub ttl_seconds: ::std::option::Option<i64>,
     }
-    #[doc = "The answer of a claim with `createMachine`: the Machine, or why it could not be made (the\nclaim happened either way)."]
+    #[doc = "The answer of a claim with `createMachine`."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct PoolClaimResult {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1496,6 +1512,146 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ProcessState {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "Why a request was refused or failed. Published as an enum in the OpenAPI document, so the\ngenerated clients and the SDKs' typed errors switch on it."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum Reason {
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        MethodNotAllowed,
+        PayloadTooLarge,
+        RequestEntityTooLarge,
+        UnsupportedMediaType,
+        Invalid,
+        TooManyRequests,
+        TooManyConnections,
+        Conflict,
+        AlreadyExists,
+        Gone,
+        Stale,
+        Terminating,
+        NotScheduled,
+        NotProvisioned,
+        InvalidTransition,
+        PowerStateUnsupported,
+        MachineSuspended,
+        GuestAgentDisabled,
+        FreezeUnsupported,
+        ExecStreamUnsupported,
+        VncUnsupported,
+        NoTargetNode,
+        MigrationUnsupported,
+        Timeout,
+        WakeTimeout,
+        NotSupported,
+        RuntimeError,
+        RuntimeUnreachable,
+        GuestUnreachable,
+        GuestClosed,
+        ServiceUnavailable,
+        InternalError,
+    }
+    impl ::std::fmt::Display for Reason {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::BadRequest => f.write_str("BadRequest"),
+                Self::Unauthorized => f.write_str("Unauthorized"),
+                Self::Forbidden => f.write_str("Forbidden"),
+                Self::NotFound => f.write_str("NotFound"),
+                Self::MethodNotAllowed => f.write_str("MethodNotAllowed"),
+                Self::PayloadTooLarge => f.write_str("PayloadTooLarge"),
+                Self::RequestEntityTooLarge => f.write_str("RequestEntityTooLarge"),
+                Self::UnsupportedMediaType => f.write_str("UnsupportedMediaType"),
+                Self::Invalid => f.write_str("Invalid"),
+                Self::TooManyRequests => f.write_str("TooManyRequests"),
+                Self::TooManyConnections => f.write_str("TooManyConnections"),
+                Self::Conflict => f.write_str("Conflict"),
+                Self::AlreadyExists => f.write_str("AlreadyExists"),
+                Self::Gone => f.write_str("Gone"),
+                Self::Stale => f.write_str("Stale"),
+                Self::Terminating => f.write_str("Terminating"),
+                Self::NotScheduled => f.write_str("NotScheduled"),
+                Self::NotProvisioned => f.write_str("NotProvisioned"),
+                Self::InvalidTransition => f.write_str("InvalidTransition"),
+                Self::PowerStateUnsupported => f.write_str("PowerStateUnsupported"),
+                Self::MachineSuspended => f.write_str("MachineSuspended"),
+                Self::GuestAgentDisabled => f.write_str("GuestAgentDisabled"),
+                Self::FreezeUnsupported => f.write_str("FreezeUnsupported"),
+                Self::ExecStreamUnsupported => f.write_str("ExecStreamUnsupported"),
+                Self::VncUnsupported => f.write_str("VncUnsupported"),
+                Self::NoTargetNode => f.write_str("NoTargetNode"),
+                Self::MigrationUnsupported => f.write_str("MigrationUnsupported"),
+                Self::Timeout => f.write_str("Timeout"),
+                Self::WakeTimeout => f.write_str("WakeTimeout"),
+                Self::NotSupported => f.write_str("NotSupported"),
+                Self::RuntimeError => f.write_str("RuntimeError"),
+                Self::RuntimeUnreachable => f.write_str("RuntimeUnreachable"),
+                Self::GuestUnreachable => f.write_str("GuestUnreachable"),
+                Self::GuestClosed => f.write_str("GuestClosed"),
+                Self::ServiceUnavailable => f.write_str("ServiceUnavailable"),
+                Self::InternalError => f.write_str("InternalError"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for Reason {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "BadRequest" => Ok(Self::BadRequest),
+                "Unauthorized" => Ok(Self::Unauthorized),
+                "Forbidden" => Ok(Self::Forbidden),
+                "NotFound" => Ok(Self::NotFound),
+                "MethodNotAllowed" => Ok(Self::MethodNotAllowed),
+                "PayloadTooLarge" => Ok(Self::PayloadTooLarge),
+                "RequestEntityTooLarge" => Ok(Self::RequestEntityTooLarge),
+                "UnsupportedMediaType" => Ok(Self::UnsupportedMediaType),
+                "Invalid" => Ok(Self::Invalid),
+                "TooManyRequests" => Ok(Self::TooManyRequests),
+                "TooManyConnections" => Ok(Self::TooManyConnections),
+                "Conflict" => Ok(Self::Conflict),
+                "AlreadyExists" => Ok(Self::AlreadyExists),
+                "Gone" => Ok(Self::Gone),
+                "Stale" => Ok(Self::Stale),
+                "Terminating" => Ok(Self::Terminating),
+                "NotScheduled" => Ok(Self::NotScheduled),
+                "NotProvisioned" => Ok(Self::NotProvisioned),
+                "InvalidTransition" => Ok(Self::InvalidTransition),
+                "PowerStateUnsupported" => Ok(Self::PowerStateUnsupported),
+                "MachineSuspended" => Ok(Self::MachineSuspended),
+                "GuestAgentDisabled" => Ok(Self::GuestAgentDisabled),
+                "FreezeUnsupported" => Ok(Self::FreezeUnsupported),
+                "ExecStreamUnsupported" => Ok(Self::ExecStreamUnsupported),
+                "VncUnsupported" => Ok(Self::VncUnsupported),
+                "NoTargetNode" => Ok(Self::NoTargetNode),
+                "MigrationUnsupported" => Ok(Self::MigrationUnsupported),
+                "Timeout" => Ok(Self::Timeout),
+                "WakeTimeout" => Ok(Self::WakeTimeout),
+                "NotSupported" => Ok(Self::NotSupported),
+                "RuntimeError" => Ok(Self::RuntimeError),
+                "RuntimeUnreachable" => Ok(Self::RuntimeUnreachable),
+                "GuestUnreachable" => Ok(Self::GuestUnreachable),
+                "GuestClosed" => Ok(Self::GuestClosed),
+                "ServiceUnavailable" => Ok(Self::ServiceUnavailable),
+                "InternalError" => Ok(Self::InternalError),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for Reason {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for Reason {
         type Error = self::error::ConversionError;
         fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
@@ -4714,7 +4870,7 @@ impl Client {
         node: &'a str,
         item: &'a str,
         body: &'a types::PoolClaimRequest,
-    ) -> Result<ResponseValue<types::PoolClaimResult>, Error<types::ErrorBody>> {
+    ) -> Result<ResponseValue<types::PoolClaim>, Error<types::ErrorBody>> {
         let url = format!(
             "{}/api/v1/nodes/{}/pools/{}/claim",
             self.baseurl,

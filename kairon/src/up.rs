@@ -90,11 +90,11 @@ impl RestArgs {
         kairon_api::guard::set_image_dirs(dirs);
     }
 
-    pub fn context(&self, kube: kube::Client, runtime_token: String) -> kairon_api::rest::RestContext {
-        let mut ctx = kairon_api::rest::RestContext::new(kube, runtime_token);
-        ctx.sandbox_operator_exec = self.sandbox_operator_exec;
-        ctx.activity_stamp_interval = self.activity_stamp_interval;
-        ctx
+    pub fn machines(&self, kube: kube::Client, runtime_token: String) -> kairon_api::machines::Machines {
+        let mut machines = kairon_api::machines::Machines::new(kube, runtime_token);
+        machines.sandbox_operator_exec = self.sandbox_operator_exec;
+        machines.activity_stamp_interval = self.activity_stamp_interval;
+        machines
     }
 }
 
@@ -215,7 +215,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let slot = RouterSlot::default();
     let client = kairon_api::loopback::client(&slot, &token)?;
     let runtime_token = runtime_token(data_dir)?;
-    state.rest = Some(std::sync::Arc::new(args.rest.context(client.clone(), runtime_token.clone())));
+    state.machines = Some(std::sync::Arc::new(args.rest.machines(client.clone(), runtime_token.clone())));
     args.rest.install_image_dirs(Some(&data_dir.join("images")));
     state.legacy_token = args.rest.legacy_token.clone();
     // The router, complete, before any in-process client of it starts.

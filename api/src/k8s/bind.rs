@@ -142,7 +142,7 @@ async fn bind_and_record(store: &StoreBinding<'_>, claim: &MachineClaim) -> ApiR
     // so the status write names that version: anyone else's write in between wins.
     let patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version}, "status": status});
     let (updated, _) = write(&store.ctx("machineclaims", &ns, true)?, &name, Change::Merge(patch)).await?;
-    if let (Some(machine), Some(rest)) = (bound, store.st.rest.clone()) {
+    if let (Some(machine), Some(rest)) = (bound, store.st.machines.clone()) {
         tracing::info!(claim = %name, machine = %machine, "claim bound in its create request");
         record_bound(rest, claim.clone(), binding::bound_message(claim, &machine));
     }
@@ -150,6 +150,6 @@ async fn bind_and_record(store: &StoreBinding<'_>, claim: &MachineClaim) -> ApiR
 }
 
 /// The Bound Event is for people reading history: the claimant is not kept waiting for it.
-fn record_bound(rest: Arc<crate::rest::RestContext>, claim: MachineClaim, note: String) {
+fn record_bound(rest: Arc<crate::machines::Machines>, claim: MachineClaim, note: String) {
     tokio::spawn(async move { rest.record(&claim, reasons::BOUND, note).await });
 }

@@ -11,12 +11,11 @@ use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
-use super::error::{RestError, RestResult};
+use crate::machines::{Error, Reason, Result};
 
 /// A JSON request body, read but not yet parsed.
 pub struct JsonBody<T> {
@@ -65,32 +64,28 @@ fn reads_as_json(content_type: Option<&str>) -> bool {
 impl<T: DeserializeOwned> JsonBody<T> {
     /// The body as a `T`: 415 for a media type that is not JSON, 400 for text that is not JSON,
     /// 422 for JSON that does not fit (naming the field).
-    pub fn parse(self) -> RestResult<T> {
+    pub fn parse(self) -> Result<T> {
         self.media_type()?;
         if self.bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(RestError::bad_request("the request body is empty: send a JSON object"));
+            return Err(Error::bad_request("the request body is empty: send a JSON object"));
         }
         let mut value: serde_json::Value = serde_json::from_slice(&self.bytes)
-            .map_err(|e| RestError::bad_request(format!("the request body is not valid JSON: {e}")))?;
+            .map_err(|e| Error::bad_request(format!("the request body is not valid JSON: {e}")))?;
         integral_numbers(&mut value);
         serde_path_to_error::deserialize(value).map_err(|e| {
             let at = e.path().to_string();
             let inner = e.into_inner();
             if inner.is_data() {
                 let field = if at == "." { String::new() } else { format!(" at {at}") };
-                RestError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    format!("the request body does not fit this route{field}: {inner}"),
-                )
+                Error::new(Reason::Invalid, format!("the request body does not fit this route{field}: {inner}"))
             } else {
-                RestError::bad_request(format!("the request body is not valid JSON: {inner}"))
+                Error::bad_request(format!("the request body is not valid JSON: {inner}"))
             }
         })
     }
 
     /// Like [`parse`](Self::parse), but an empty body is `None` (for routes whose body is optional).
-    pub fn parse_optional(self) -> RestResult<Option<T>> {
+    pub fn parse_optional(self) -> Result<Option<T>> {
         if self.bytes.iter().all(u8::is_ascii_whitespace) {
             self.media_type()?;
             return Ok(None);
@@ -98,13 +93,12 @@ impl<T: DeserializeOwned> JsonBody<T> {
         self.parse().map(Some)
     }
 
-    fn media_type(&self) -> RestResult<()> {
+    fn media_type(&self) -> Result<()> {
         if reads_as_json(self.content_type.as_deref()) {
             return Ok(());
         }
-        Err(RestError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
+        Err(Error::new(
+            Reason::UnsupportedMediaType,
             format!(
                 "the request body is {}, but this route reads JSON: send Content-Type: application/json",
                 self.content_type.as_deref().unwrap_or_default()
@@ -116,6 +110,7 @@ impl<T: DeserializeOwned> JsonBody<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::StatusCode;
 
     fn body(ct: Option<&str>, text: &str) -> JsonBody<serde_json::Map<String, serde_json::Value>> {
         JsonBody { bytes: Bytes::from(text.to_string()), content_type: ct.map(str::to_string), _of: PhantomData }
@@ -136,8 +131,8 @@ mod tests {
         for ct in ["text/plain", "application/xml", "multipart/form-data; boundary=x", "application/octet-stream"] {
             let e = body(Some(ct), r#"{"a": 1}"#).parse().unwrap_err();
             assert_eq!(
-                (e.status, e.reason.as_str()),
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "UnsupportedMediaType"),
+                (e.status(), e.reason),
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, Reason::UnsupportedMediaType),
                 "{ct}"
             );
             assert!(e.message.contains(ct) && e.message.contains("application/json"), "{}", e.message);
@@ -147,10 +142,10 @@ mod tests {
     #[test]
     fn bad_bodies_are_400_or_422_with_the_field() {
         let e = body(None, "{nope").parse().unwrap_err();
-        assert_eq!((e.status, e.reason.as_str()), (StatusCode::BAD_REQUEST, "BadRequest"));
+        assert_eq!((e.status(), e.reason), (StatusCode::BAD_REQUEST, Reason::BadRequest));
         assert!(e.message.starts_with("the request body is not valid JSON"), "{}", e.message);
         let e = body(None, "  ").parse().unwrap_err();
-        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         #[derive(serde::Deserialize, Debug)]
         #[allow(dead_code)]
         struct Req {
@@ -160,12 +155,12 @@ mod tests {
         let typed =
             |t: &str| JsonBody::<Req> { bytes: Bytes::from(t.to_string()), content_type: None, _of: PhantomData };
         let e = typed(r#"{"name": "a", "size": "big"}"#).parse().unwrap_err();
-        assert_eq!((e.status, e.reason.as_str()), (StatusCode::UNPROCESSABLE_ENTITY, "Invalid"));
+        assert_eq!((e.status(), e.reason), (StatusCode::UNPROCESSABLE_ENTITY, Reason::Invalid));
         assert!(e.message.contains("at size"), "{}", e.message);
         // An integral number written with a fraction is the integer.
         assert!(typed(r#"{"name": "a", "size": 2.0}"#).parse().is_ok());
         let e = typed(r#"{"name": "a", "size": 2.5}"#).parse().unwrap_err();
-        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
         let e = typed(r#"{"size": 1}"#).parse().unwrap_err();
         assert!(e.message.contains("missing field `name`"), "{}", e.message);
         assert!(typed("").parse_optional().unwrap().is_none());

@@ -236,7 +236,7 @@ mod tests {
             ["a", "agents", "my-sb.2", "x1", "a-b-c", &"a".repeat(253), "é", "A", "-a", "a-", ".a", "a b", "a/b", ""]
         {
             let by_pattern = re.is_match(name) && name.len() <= NAME_MAX;
-            assert_eq!(by_pattern, super::super::objects::check_name("name", name).is_ok(), "{name:?}");
+            assert_eq!(by_pattern, crate::machines::check_name("name", name).is_ok(), "{name:?}");
         }
     }
 
@@ -245,7 +245,7 @@ mod tests {
         let re = regex::Regex::new(NAMESPACE_PATTERN).unwrap();
         for ns in ["a", "agents", "team-1", &"a".repeat(63), &"a".repeat(64), "a.b", "A", "-a", "a-", "", "é"] {
             let by_pattern = re.is_match(ns) && ns.len() <= NAMESPACE_MAX;
-            assert_eq!(by_pattern, super::super::objects::check_namespace(ns).is_ok(), "{ns:?}");
+            assert_eq!(by_pattern, crate::machines::check_namespace(ns).is_ok(), "{ns:?}");
         }
     }
 

@@ -12,8 +12,9 @@ use uuid::Uuid;
 
 use kairon_db::usage::{self as history, UsageTotals};
 
-use super::{Caller, ErrorBody, RestError, RestResult};
-use crate::auth::{self, Verb};
+use super::{Caller, ErrorBody};
+use crate::auth::{self, Identity, Verb};
+use crate::machines::{Error, Result};
 use crate::state::AppState;
 
 #[derive(Deserialize, IntoParams, Default)]
@@ -76,11 +77,11 @@ pub struct UsageReport {
     pub rows: Vec<UsageRow>,
 }
 
-fn day(s: Option<&str>, default: NaiveDate, what: &str) -> RestResult<NaiveDate> {
+fn day(s: Option<&str>, default: NaiveDate, what: &str) -> Result<NaiveDate> {
     match s {
         None | Some("") => Ok(default),
         Some(s) => NaiveDate::parse_from_str(s, "%Y-%m-%d")
-            .map_err(|_| RestError::bad_request(format!("{what}={s:?} is not a day: write YYYY-MM-DD"))),
+            .map_err(|_| Error::bad_request(format!("{what}={s:?} is not a day: write YYYY-MM-DD"))),
     }
 }
 
@@ -89,20 +90,16 @@ fn day(s: Option<&str>, default: NaiveDate, what: &str) -> RestResult<NaiveDate>
     responses((status = 200, description = "The report", body = UsageReport),
               (status = 400, description = "A bad day or groupBy", body = ErrorBody),
               (status = 403, description = "The caller may not read that namespace", body = ErrorBody)))]
-async fn usage_report(
-    c: Caller,
-    State(st): State<AppState>,
-    Query(q): Query<UsageQuery>,
-) -> RestResult<Json<UsageReport>> {
+async fn usage_report(c: Caller, State(st): State<AppState>, Query(q): Query<UsageQuery>) -> Result<Json<UsageReport>> {
     let today = Utc::now().date_naive();
     let first = today.with_day(1).unwrap_or(today);
     let from = day(q.from.as_deref(), first, "from")?;
     let to = day(q.to.as_deref(), today.succ_opt().unwrap_or(today), "to")?;
     if to <= from {
-        return Err(RestError::bad_request("to must be after from (it is the day after the last one counted)"));
+        return Err(Error::bad_request("to must be after from (it is the day after the last one counted)"));
     }
     if let Some(ns) = &q.namespace {
-        super::objects::check_namespace(ns)?;
+        crate::machines::check_namespace(ns)?;
         c.check(auth::may_access(&c.id, Verb::Read, Some(ns), false))?;
     }
     let may_read = |ns: &str| c.id.may_use_namespace(ns);
@@ -145,7 +142,7 @@ async fn usage_report(
                 totals: r.totals.into(),
             })
             .collect(),
-        other => return Err(RestError::bad_request(format!("groupBy={other:?}: use namespace, claim or day"))),
+        other => return Err(Error::bad_request(format!("groupBy={other:?}: use namespace, claim or day"))),
     };
     Ok(Json(UsageReport { from, to, group_by, rows }))
 }
@@ -188,14 +185,18 @@ async fn usage_claim(
     c: Caller,
     State(st): State<AppState>,
     Path(p): Path<ClaimUidPath>,
-) -> RestResult<Json<ClaimUsageHistory>> {
-    let uid = Uuid::parse_str(&p.uid).map_err(|_| RestError::bad_request(format!("{:?} is not a claim uid", p.uid)))?;
-    let intervals = history::claim_history(st.store.pool(), uid).await?;
-    let first =
-        intervals.first().ok_or_else(|| RestError::not_found(format!("no usage is recorded for claim {uid}")))?;
+) -> Result<Json<ClaimUsageHistory>> {
+    Ok(Json(claim_history(&st.store, &c.id, &p.uid).await?))
+}
+
+/// One claim's history, if it is in a namespace the caller may read.
+pub(crate) async fn claim_history(store: &kairon_db::Store, id: &Identity, uid: &str) -> Result<ClaimUsageHistory> {
+    let uid = Uuid::parse_str(uid).map_err(|_| Error::bad_request(format!("{uid:?} is not a claim uid")))?;
+    let intervals = history::claim_history(store.pool(), uid).await?;
+    let first = intervals.first().ok_or_else(|| Error::not_found(format!("no usage is recorded for claim {uid}")))?;
     // Same answer as for a claim that does not exist: what another namespace holds stays unseen.
-    if !c.id.may_use_namespace(&first.namespace) {
-        return Err(RestError::not_found(format!("no usage is recorded for claim {uid}")));
+    if !id.may_use_namespace(&first.namespace) {
+        return Err(Error::not_found(format!("no usage is recorded for claim {uid}")));
     }
     let (namespace, claim_name) = (first.namespace.clone(), first.claim_name.clone());
     let mut total = Totals::default();
@@ -220,7 +221,7 @@ async fn usage_claim(
             }
         })
         .collect();
-    Ok(Json(ClaimUsageHistory { claim_uid: uid, namespace, claim_name, intervals: rows, total }))
+    Ok(ClaimUsageHistory { claim_uid: uid, namespace, claim_name, intervals: rows, total })
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {

@@ -13,12 +13,17 @@ from .errors import (
     CommandError,
     ConflictError,
     ForbiddenError,
+    GuestAgentDisabledError,
     KaironError,
+    MachineSuspendedError,
     NotFoundError,
     ServerError,
     TimeoutError,
     UnauthorizedError,
+    WakeTimeoutError,
 )
+from kairon_api.models.reason import Reason
+
 from .sandbox import RunResult, Sandbox, SandboxProcess
 
 __all__ = [
@@ -28,12 +33,17 @@ __all__ = [
     "CommandError",
     "ConflictError",
     "ForbiddenError",
+    "GuestAgentDisabledError",
     "KaironError",
+    "MachineSuspendedError",
     "NotFoundError",
+    "Reason",
     "RunResult",
     "Sandbox",
     "SandboxProcess",
     "ServerError",
     "TimeoutError",
     "UIClient",
+    "UnauthorizedError",
+    "WakeTimeoutError",
 ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kairon_api.models.reason import Reason
+
 
 class KaironError(Exception):
     """Base of every error the SDK raises."""
@@ -14,14 +16,16 @@ class KaironError(Exception):
 class ApiError(KaironError):
     """The server refused a request.
 
-    `status` is the HTTP status, `reason` the machine-readable reason (`NotFound`,
-    `GuestAgentDisabled`, `WakeTimeout`…) and `message` what the server says to do about it.
+    `status` is the HTTP status, `reason` the machine-readable reason: a `Reason` (the REST API's
+    enum in its OpenAPI document, e.g. `Reason.NOTFOUND`, which also compares equal to
+    `"NotFound"`), or the plain string of a Kubernetes `Status`. `message` is what the server says
+    to do about it.
     """
 
     def __init__(self, status: int, reason: str, message: str, body: Any = None) -> None:
         super().__init__(f"{reason} ({status}): {message}")
         self.status = status
-        self.reason = reason
+        self.reason: Reason | str = Reason(reason) if reason in _REASONS else reason
         self.message = message
         self.body = body
 
@@ -54,6 +58,18 @@ class ServerError(ApiError):
     """5xx other than 504."""
 
 
+class MachineSuspendedError(ConflictError):
+    """409 `MachineSuspended`: the Machine is suspended and is not woken on connect."""
+
+
+class GuestAgentDisabledError(ConflictError):
+    """409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files."""
+
+
+class WakeTimeoutError(TimeoutError):
+    """504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`."""
+
+
 class CommandError(KaironError):
     """`run(..., check=True)` of a command that exited non-zero."""
 
@@ -65,6 +81,14 @@ class CommandError(KaironError):
         self.stdout = stdout
         self.stderr = stderr
 
+
+_REASONS = {r.value for r in Reason}
+
+_BY_REASON: dict[str, type[ApiError]] = {
+    Reason.MACHINESUSPENDED: MachineSuspendedError,
+    Reason.GUESTAGENTDISABLED: GuestAgentDisabledError,
+    Reason.WAKETIMEOUT: WakeTimeoutError,
+}
 
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: BadRequestError,
@@ -92,5 +116,5 @@ def error_from(status: int, content: bytes) -> ApiError:
     if not reason:
         reason = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
                   413: "RequestEntityTooLarge", 422: "Invalid", 504: "Timeout"}.get(status, f"HTTP{status}")
-    cls = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
+    cls = _BY_REASON.get(reason) or _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return cls(status, reason, message or f"HTTP {status}", body)

@@ -11,7 +11,10 @@ from kairon import (
     Client,
     CommandError,
     ConflictError,
+    GuestAgentDisabledError,
+    MachineSuspendedError,
     NotFoundError,
+    Reason,
     Sandbox,
     UIClient,
     UnauthorizedError,
@@ -74,6 +77,7 @@ def test_pause_and_resume(sandbox: Sandbox) -> None:
     with pytest.raises(ConflictError) as e:
         sandbox.run("true")
     assert e.value.reason == "MachineSuspended" and "resume" in e.value.message
+    assert isinstance(e.value, MachineSuspendedError) and e.value.reason is Reason.MACHINESUSPENDED
     sandbox.resume()
     assert sandbox.phase == "Running"
     assert sandbox.run("cat /tmp/state", check=True).stdout == "before\n"
@@ -115,6 +119,7 @@ def test_guest_agent_disabled_is_a_conflict(kube: Client, ui: UIClient, template
         with pytest.raises(ConflictError) as e:
             ui.exec(name, ["true"])
         assert e.value.reason == "GuestAgentDisabled" and "spec.guestAgent" in e.value.message
+        assert isinstance(e.value, GuestAgentDisabledError) and e.value.reason is Reason.GUESTAGENTDISABLED
     finally:
         kube.delete_machine(name)
         ui.wait_machine(name, deleted=True)

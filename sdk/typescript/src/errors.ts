@@ -1,5 +1,10 @@
 /** Typed errors: a failed API call throws an ApiError subclass with the server's reason and message. */
 
+import type { components } from "./generated/schema.js";
+
+/** The REST API's reasons (an enum in its OpenAPI document); a Kubernetes `Status` may carry others. */
+export type Reason = components["schemas"]["Reason"];
+
 export class KaironError extends Error {
   override name = "KaironError";
 }
@@ -9,7 +14,7 @@ export class ApiError extends KaironError {
   override name = "ApiError";
   constructor(
     readonly status: number,
-    readonly reason: string,
+    readonly reason: Reason | (string & {}),
     readonly serverMessage: string,
     readonly body?: unknown,
   ) {
@@ -24,6 +29,12 @@ export class NotFoundError extends ApiError { override name = "NotFoundError"; }
 export class ConflictError extends ApiError { override name = "ConflictError"; }
 export class TimeoutError extends ApiError { override name = "TimeoutError"; }
 export class ServerError extends ApiError { override name = "ServerError"; }
+/** 409 `MachineSuspended`: the Machine is suspended and is not woken on connect. */
+export class MachineSuspendedError extends ConflictError { override name = "MachineSuspendedError"; }
+/** 409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files. */
+export class GuestAgentDisabledError extends ConflictError { override name = "GuestAgentDisabledError"; }
+/** 504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`. */
+export class WakeTimeoutError extends TimeoutError { override name = "WakeTimeoutError"; }
 
 /** `run(cmd, { check: true })` of a command that exited non-zero. */
 export class CommandError extends KaironError {
@@ -64,7 +75,10 @@ export function errorFrom(status: number, body: unknown): ApiError {
   reason ||= DEFAULT_REASON[status] ?? `HTTP${status}`;
   message ||= `HTTP ${status}`;
   const cls =
-    status === 400 || status === 422 ? BadRequestError
+    reason === "MachineSuspended" ? MachineSuspendedError
+    : reason === "GuestAgentDisabled" ? GuestAgentDisabledError
+    : reason === "WakeTimeout" ? WakeTimeoutError
+    : status === 400 || status === 422 ? BadRequestError
     : status === 401 ? UnauthorizedError
     : status === 403 ? ForbiddenError
     : status === 404 ? NotFoundError

@@ -8,6 +8,8 @@ import {
   Client,
   CommandError,
   ConflictError,
+  GuestAgentDisabledError,
+  MachineSuspendedError,
   NotFoundError,
   Sandbox,
   UIClient,
@@ -87,6 +89,7 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     assert.equal((await sb.machine()).status?.phase, "Paused");
     await assert.rejects(sb.run("true"), (e: unknown) => {
       assert.ok(e instanceof ConflictError);
+      assert.ok(e instanceof MachineSuspendedError);
       assert.equal(e.reason, "MachineSuspended");
       return true;
     });
@@ -132,6 +135,7 @@ describe("errors", { timeout: 600_000 }, () => {
     try {
       await assert.rejects(ui.exec(name, ["true"]), (e: unknown) => {
         assert.ok(e instanceof ConflictError);
+        assert.ok(e instanceof GuestAgentDisabledError);
         assert.equal(e.reason, "GuestAgentDisabled");
         assert.match(e.serverMessage, /spec\.guestAgent/);
         return true;

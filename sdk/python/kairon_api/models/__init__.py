@@ -92,6 +92,7 @@ from .process import Process
 from .process_kill_signal import ProcessKillSignal
 from .process_logs import ProcessLogs
 from .process_state import ProcessState
+from .reason import Reason
 from .redacted_sandbox import RedactedSandbox
 from .resources import Resources
 from .runtime_spec import RuntimeSpec
@@ -206,6 +207,7 @@ __all__ = (
     "ProcessKillSignal",
     "ProcessLogs",
     "ProcessState",
+    "Reason",
     "RedactedSandbox",
     "Resources",
     "RuntimeSpec",

@@ -15,7 +15,8 @@ T = TypeVar("T", bound="CopyResult")
 
 @_attrs_define
 class CopyResult:
-    """
+    """The answer of a fork or clone.
+
     Attributes:
         live (bool): Whether memory and processes were copied too (a QEMU VM) or only the filesystem.
         machine (Machine):

@@ -6,6 +6,8 @@ from typing import Any, Self, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.reason import Reason
+
 T = TypeVar("T", bound="ErrorBody")
 
 
@@ -15,17 +17,18 @@ class ErrorBody:
 
     Attributes:
         message (str): What went wrong and what to do about it.
-        reason (str): Machine-readable, e.g. `NotFound`, `Forbidden`, `WakeTimeout`, `GuestAgentDisabled`.
+        reason (Reason): Why a request was refused or failed. Published as an enum in the OpenAPI document, so the
+            generated clients and the SDKs' typed errors switch on it.
     """
 
     message: str
-    reason: str
+    reason: Reason
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         message = self.message
 
-        reason = self.reason
+        reason = self.reason.value
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -43,7 +46,7 @@ class ErrorBody:
         d = dict(src_dict)
         message = d.pop("message")
 
-        reason = d.pop("reason")
+        reason = Reason(d.pop("reason"))
 
         error_body = cls(
             message=message,

@@ -18,13 +18,12 @@ T = TypeVar("T", bound="PoolClaimResult")
 
 @_attrs_define
 class PoolClaimResult:
-    """The answer of a claim with `createMachine`: the Machine, or why it could not be made (the
-    claim happened either way).
+    """The answer of a claim with `createMachine`.
 
-        Attributes:
-            vm (Vm): An instance as the runtime reports it.
-            machine (Machine | None | Unset):
-            machine_error (None | str | Unset):
+    Attributes:
+        vm (Vm): An instance as the runtime reports it.
+        machine (Machine | None | Unset):
+        machine_error (None | str | Unset):
     """
 
     vm: Vm

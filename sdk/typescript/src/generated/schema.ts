@@ -995,6 +995,7 @@ export interface components {
             /** @description The new Machine's name (same namespace). */
             name: string;
         };
+        /** @description The answer of a fork or clone. */
         CopyResult: {
             /** @description Whether memory and processes were copied too (a QEMU VM) or only the filesystem. */
             live: boolean;
@@ -1061,8 +1062,8 @@ export interface components {
         ErrorBody: {
             /** @description What went wrong and what to do about it. */
             message: string;
-            /** @description Machine-readable, e.g. `NotFound`, `Forbidden`, `WakeTimeout`, `GuestAgentDisabled`. */
-            reason: string;
+            /** @description Machine-readable: what a program switches on. */
+            reason: components["schemas"]["Reason"];
         };
         /** @description An Event about an object (`events.k8s.io/v1`). */
         Event: {
@@ -1449,6 +1450,11 @@ export interface components {
             size: number;
             template: components["schemas"]["CreateVmRequest"];
         };
+        /**
+         * @description The answer of a node pool claim: the VM alone, or with `createMachine` the Machine made for
+         *     it (or why none could be made: the claim happened either way).
+         */
+        PoolClaim: components["schemas"]["PoolClaimResult"] | components["schemas"]["Vm"];
         PoolClaimRequest: {
             /** @description Also create a Machine for the claimed instance, which this node then adopts. */
             createMachine?: boolean;
@@ -1464,10 +1470,7 @@ export interface components {
              */
             ttlSeconds?: number | null;
         };
-        /**
-         * @description The answer of a claim with `createMachine`: the Machine, or why it could not be made (the
-         *     claim happened either way).
-         */
+        /** @description The answer of a claim with `createMachine`. */
         PoolClaimResult: {
             machine?: components["schemas"]["Machine"] | null;
             machineError?: string | null;
@@ -1500,6 +1503,12 @@ export interface components {
         };
         /** @enum {string} */
         ProcessState: "running" | "exited";
+        /**
+         * @description Why a request was refused or failed. Published as an enum in the OpenAPI document, so the
+         *     generated clients and the SDKs' typed errors switch on it.
+         * @enum {string}
+         */
+        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
         /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
         RedactedSandbox: {
             backend: string;
@@ -8029,7 +8038,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PoolClaimResult"];
+                    "application/json": components["schemas"]["PoolClaim"];
                 };
             };
             /** @description createMachine without machineName */

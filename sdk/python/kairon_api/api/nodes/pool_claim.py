@@ -9,6 +9,7 @@ from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.pool_claim_request import PoolClaimRequest
 from ...models.pool_claim_result import PoolClaimResult
+from ...models.vm import Vm
 from ...types import Response
 
 
@@ -38,9 +39,25 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ErrorBody | PoolClaimResult | None:
+) -> ErrorBody | PoolClaimResult | Vm | None:
     if response.status_code == 200:
-        response_200 = PoolClaimResult.from_dict(response.json())
+
+        def _parse_response_200(data: object) -> PoolClaimResult | Vm:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_pool_claim_type_0 = PoolClaimResult.from_dict(data)
+
+                return componentsschemas_pool_claim_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            componentsschemas_pool_claim_type_1 = Vm.from_dict(data)
+
+            return componentsschemas_pool_claim_type_1
+
+        response_200 = _parse_response_200(response.json())
 
         return response_200
 
@@ -102,7 +119,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ErrorBody | PoolClaimResult]:
+) -> Response[ErrorBody | PoolClaimResult | Vm]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -117,7 +134,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: PoolClaimRequest,
-) -> Response[ErrorBody | PoolClaimResult]:
+) -> Response[ErrorBody | PoolClaimResult | Vm]:
     """Take one ready member, resumed (admin-only). Fails at once when none is ready. With
     `createMachine` it answers `{vm, machine}` (or `{vm, machine: null, machineError}`), else the VM.
 
@@ -131,7 +148,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | PoolClaimResult]
+        Response[ErrorBody | PoolClaimResult | Vm]
     """
 
     kwargs = _get_kwargs(
@@ -153,7 +170,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     body: PoolClaimRequest,
-) -> ErrorBody | PoolClaimResult | None:
+) -> ErrorBody | PoolClaimResult | Vm | None:
     """Take one ready member, resumed (admin-only). Fails at once when none is ready. With
     `createMachine` it answers `{vm, machine}` (or `{vm, machine: null, machineError}`), else the VM.
 
@@ -167,7 +184,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | PoolClaimResult
+        ErrorBody | PoolClaimResult | Vm
     """
 
     return sync_detailed(
@@ -184,7 +201,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     body: PoolClaimRequest,
-) -> Response[ErrorBody | PoolClaimResult]:
+) -> Response[ErrorBody | PoolClaimResult | Vm]:
     """Take one ready member, resumed (admin-only). Fails at once when none is ready. With
     `createMachine` it answers `{vm, machine}` (or `{vm, machine: null, machineError}`), else the VM.
 
@@ -198,7 +215,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | PoolClaimResult]
+        Response[ErrorBody | PoolClaimResult | Vm]
     """
 
     kwargs = _get_kwargs(
@@ -218,7 +235,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     body: PoolClaimRequest,
-) -> ErrorBody | PoolClaimResult | None:
+) -> ErrorBody | PoolClaimResult | Vm | None:
     """Take one ready member, resumed (admin-only). Fails at once when none is ready. With
     `createMachine` it answers `{vm, machine}` (or `{vm, machine: null, machineError}`), else the VM.
 
@@ -232,7 +249,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | PoolClaimResult
+        ErrorBody | PoolClaimResult | Vm
     """
 
     return (

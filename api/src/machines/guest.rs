@@ -1,0 +1,419 @@
+//! A Machine's guest: who may use it, wake-on-connect, the last-activity stamps of an open
+//! session, and the operations through its runtime (exec, background processes, files). The
+//! relays (console, port-forward, VNC, the sandbox HTTP proxy) open a [`Session`] here and pump
+//! bytes at the edge.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use kairon_model::keys::{annotations, labels, reasons};
+use kairon_model::{Machine, MachinePhase, PowerState};
+use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, PowerAction, Process, VmState};
+use kairon_runtime_api::{InstanceId, Pid, RuntimeClient};
+
+use super::{Error, Machines, Reason, Result, allowed, check_name};
+use crate::auth::{self, GuestTarget, Identity};
+use crate::limits::Limits;
+
+/// What an operation needs of the guest.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Needs {
+    /// Exec, processes and files: the guest agent must be enabled on the Machine.
+    GuestAgent,
+    /// The HTTP proxy, console, VNC and port-forward: a running instance is enough.
+    Instance,
+}
+
+/// An open session on a running guest; stamps last-activity until dropped.
+pub struct Session {
+    pub machine: Machine,
+    pub runtime: RuntimeClient,
+    pub id: InstanceId,
+    _activity: ActivityGuard,
+}
+
+/// Stamps `last-activity` (throttled) every interval until dropped.
+struct ActivityGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for ActivityGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The largest file upload.
+pub const MAX_UPLOAD_BYTES: usize = kairon_runtime_api::types::MAX_UPLOAD_BYTES;
+
+/// A guest path must be absolute.
+pub fn check_guest_path(path: &str) -> Result<()> {
+    if !path.starts_with('/') {
+        return Err(Error::bad_request(format!("path {path:?} must be absolute, e.g. /tmp/task.py")));
+    }
+    Ok(())
+}
+
+/// A command line cannot carry NUL bytes (the kernel ends strings there), and must name a
+/// program.
+pub fn check_command(req: &ExecRequest) -> Result<()> {
+    if req.command.is_empty() || req.command[0].is_empty() {
+        return Err(Error::bad_request("command must name a program, e.g. [\"sh\", \"-c\", \"echo hi\"]"));
+    }
+    let fields = req
+        .command
+        .iter()
+        .map(|a| ("command", a.as_str()))
+        .chain(req.env.iter().flat_map(|(k, v)| [("env", k.as_str()), ("env", v.as_str())]))
+        .chain(req.cwd.iter().map(|c| ("cwd", c.as_str())))
+        .chain(req.user.iter().map(|u| ("user", u.as_str())));
+    for (field, value) in fields {
+        if value.contains('\0') {
+            return Err(Error::bad_request(format!("{field} contains a NUL byte, which no program can receive")));
+        }
+    }
+    if req.env.keys().any(|k| k.is_empty() || k.contains('=')) {
+        return Err(Error::bad_request("env names must be non-empty and contain no '='"));
+    }
+    Ok(())
+}
+
+/// The timeout of an exec: the default when the request gives none, refused above the most.
+fn exec_timeout(limits: &Limits, asked: Option<u64>) -> Result<u64> {
+    let max = limits.exec_max_timeout.as_secs();
+    match asked {
+        None => Ok(limits.exec_default_timeout.as_secs().min(max)),
+        Some(t) if t > max => Err(Error::bad_request(format!(
+            "timeoutSeconds={t} is more than the {max} s an exec may run: ask for at most {max}, run it as a \
+             background process (POST …/processes) instead, or raise --exec-max-timeout (KAIRON_EXEC_MAX_TIMEOUT)"
+        ))),
+        Some(t) => Ok(t),
+    }
+}
+
+fn phase(m: &Machine) -> Option<MachinePhase> {
+    m.status.as_ref().and_then(|s| s.phase)
+}
+
+impl Machines {
+    async fn stamp(&self, ns: &str, name: &str) {
+        if !self.stamp_due(ns, name) {
+            return;
+        }
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let patch = json!({ "metadata": { "annotations": { annotations::LAST_ACTIVITY: now } } });
+        if let Err(e) = self.api::<Machine>(ns).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::debug!(error = %e, ns, name, "stamping last-activity failed");
+        }
+    }
+
+    fn activity(self: &Arc<Self>, ns: &str, name: &str) -> ActivityGuard {
+        let (this, ns, name) = (self.clone(), ns.to_string(), name.to_string());
+        ActivityGuard(tokio::spawn(async move {
+            loop {
+                this.stamp(&ns, &name).await;
+                tokio::time::sleep(this.activity_stamp_interval.max(Duration::from_millis(100))).await;
+            }
+        }))
+    }
+
+    /// Checks the caller, wakes the Machine if it may, and opens an activity session on it.
+    pub async fn open(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, needs: Needs) -> Result<Session> {
+        let m = self.authorize(id, ns, name, needs).await?;
+        self.connect(id, ns, name, m).await
+    }
+
+    /// Who may use this guest, and whether it has what the operation needs: the Machine as read.
+    pub async fn authorize(&self, id: &Identity, ns: &str, name: &str, needs: Needs) -> Result<Machine> {
+        // A caller who may use no guest here at all hears so before anything is read: first the
+        // namespace (as reading the Machine would say), then the caller's role and the flag.
+        check_name("namespace", ns)?;
+        allowed(auth::may_access(id, auth::Verb::Read, Some(ns), false))?;
+        let flag = self.sandbox_operator_exec;
+        allowed(auth::may_use_guest(id, &GuestTarget { namespace: ns, sandbox_labelled: true }, flag))?;
+        let m: Machine = self.get(id, ns, name).await?;
+        let sandbox_labelled = m.labels().get(labels::SANDBOX).is_some_and(|v| v == "true");
+        allowed(auth::may_use_guest(id, &GuestTarget { namespace: ns, sandbox_labelled }, flag))?;
+        if needs == Needs::GuestAgent {
+            let ga = m.spec.guest_agent.clone().unwrap_or_default();
+            if !ga.enabled && !ga.console {
+                return Err(Error::conflict(
+                    Reason::GuestAgentDisabled,
+                    format!(
+                        "Machine {ns}/{name} has no guest agent: set spec.guestAgent.enabled (or spec.guestAgent.console for a sandbox) to true"
+                    ),
+                ));
+            }
+        }
+        Ok(m)
+    }
+
+    /// A session on an authorized Machine: woken if it must be, its activity stamped.
+    pub async fn connect(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, m: Machine) -> Result<Session> {
+        let (m, thawed) = self.wake_if_needed(id, ns, name, m).await?;
+        self.stamp(ns, name).await;
+        let (runtime, instance) = match thawed {
+            Some(found) => found,
+            None => self.machine_runtime(&m).await?,
+        };
+        let activity = self.activity(ns, name);
+        Ok(Session { machine: m, runtime, id: instance, _activity: activity })
+    }
+
+    /// Wake-on-connect: an idle-suspended Machine with `wakeOnConnect` is set Running (clearing
+    /// idle-suspended and stamping activity in the same write) and waited for; anything else
+    /// that is not running is refused with what to do. With the Machine, its runtime when
+    /// finding it was part of the wake.
+    async fn wake_if_needed(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        m: Machine,
+    ) -> Result<(Machine, Option<(RuntimeClient, InstanceId)>)> {
+        let desired = m.spec.desired_power_state();
+        if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Running) {
+            return Ok((m, None));
+        }
+        // Running was asked for (a claim bound it, or a wake was written) and the node agent
+        // has not resumed it yet: resume it here rather than wait for the next reconcile.
+        if desired == PowerState::Running
+            && phase(&m) == Some(MachinePhase::Paused)
+            && let Some(found) = self.thaw_now(&m).await
+        {
+            return Ok((m, Some(found)));
+        }
+        let idle_suspended = m.annotations().contains_key(annotations::IDLE_SUSPENDED);
+        let lifecycle = m.spec.lifecycle.clone().unwrap_or_default();
+        if desired != PowerState::Running {
+            if !idle_suspended {
+                return Err(Error::conflict(
+                    Reason::MachineSuspended,
+                    format!(
+                        "Machine {ns}/{name} is {desired} by request, so it is not woken on connect: resume it first (POST /api/v1/machines/{ns}/{name}/resume)"
+                    ),
+                ));
+            }
+            if !lifecycle.wake_on_connect {
+                return Err(Error::conflict(
+                    Reason::MachineSuspended,
+                    format!(
+                        "Machine {ns}/{name} was idle-suspended ({desired}) and has no spec.lifecycle.wakeOnConnect: resume it (POST .../resume) or set wakeOnConnect"
+                    ),
+                ));
+            }
+        }
+        let timeout = Duration::from_secs(lifecycle.wake_timeout_seconds.max(1) as u64);
+        let started = Instant::now();
+        let api = self.api::<Machine>(ns);
+        let woke_from = desired;
+        if desired != PowerState::Running {
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let patch = json!({
+                "metadata": { "annotations": { annotations::IDLE_SUSPENDED: null, annotations::LAST_ACTIVITY: now } },
+                "spec": { "powerState": "Running" },
+            });
+            let woken = api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            // That write stamped last-activity: the session's first stamp is due an interval on.
+            let _ = self.stamp_due(ns, name);
+            let (this, note) = (self.clone(), format!("woken on connect from {woke_from} by {}", id.sub));
+            let event_of = woken.clone();
+            tokio::spawn(async move { this.record(&event_of, reasons::WOKEN, note).await });
+            // The spec's order: the one write above, then the thaw at once.
+            if woke_from == PowerState::Paused
+                && let Some(found) = self.thaw_now(&woken).await
+            {
+                return Ok((woken, Some(found)));
+            }
+        }
+        // The connection counts as activity while it waits: a wake slower than the idle timeout
+        // would otherwise let the lifecycle controller suspend the Machine again before the
+        // connection that woke it is served (seen in the soak bench as "is paused" on exec).
+        let _waking = (woke_from != PowerState::Running).then(|| self.activity(ns, name));
+        let running = |o: Option<&Machine>| o.is_some_and(|m| phase(m) == Some(MachinePhase::Running));
+        let waited =
+            tokio::time::timeout(timeout, kube::runtime::wait::await_condition(api.clone(), name, running)).await;
+        let m = match waited {
+            Ok(Ok(Some(m))) => m,
+            Ok(Ok(None)) => return Err(Error::not_found(format!("Machine {ns}/{name} was deleted while waking"))),
+            Ok(Err(e)) => return Err(Error::unavailable(format!("watching the Machine while waking it failed: {e}"))),
+            Err(_) => return Err(wake_timeout(ns, name, timeout, api.get_opt(name).await.ok().flatten().as_ref())),
+        };
+        // A wake from anything but Paused booted or restored the guest: wait for its agent too.
+        if woke_from != PowerState::Paused && woke_from != PowerState::Running {
+            let (rt, instance) = self.machine_runtime(&m).await?;
+            loop {
+                let probe =
+                    ExecRequest { command: vec!["true".into()], timeout_seconds: Some(5), ..Default::default() };
+                if rt.exec(&instance, &probe).await.is_ok_and(|r| r.exit_code == 0) {
+                    break;
+                }
+                if started.elapsed() >= timeout {
+                    return Err(wake_timeout(ns, name, timeout, Some(&m)));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            return Ok((m, Some((rt, instance))));
+        }
+        Ok((m, None))
+    }
+
+    /// Resumes a Paused instance whose Machine asks for Running, on behalf of the Machine's
+    /// generation (the runtime refuses a later reconcile from an older view, so a stale pause
+    /// cannot follow); the runtime, once the instance runs. Any failure leaves it to the node
+    /// agent.
+    async fn thaw_now(&self, m: &Machine) -> Option<(RuntimeClient, InstanceId)> {
+        let (rt, instance) = self.machine_runtime(m).await.ok()?;
+        match rt.power_at(&instance, PowerAction::Resume, false, m.metadata.generation).await {
+            Ok(vm) if vm.state == VmState::Running => Some((rt, instance)),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "resuming directly failed; waiting for the node agent");
+                None
+            }
+        }
+    }
+
+    /// Runs a command to completion in the guest (the request is read once the caller may use
+    /// the guest); its output capped at the server's limit.
+    pub async fn exec(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        limits: &Limits,
+        req: impl FnOnce() -> Result<ExecRequest>,
+    ) -> Result<ExecResult> {
+        let m = self.authorize(id, ns, name, Needs::GuestAgent).await?;
+        let mut req = req()?;
+        check_command(&req)?;
+        req.timeout_seconds = Some(exec_timeout(limits, req.timeout_seconds)?);
+        let s = self.connect(id, ns, name, m).await?;
+        Ok(s.runtime.exec_bounded(&s.id, &req, limits.max_exec_output_bytes).await?)
+    }
+
+    /// Starts a background process (the request read as for [`exec`](Self::exec)).
+    pub async fn start_process(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        req: impl FnOnce() -> Result<ExecRequest>,
+    ) -> Result<Process> {
+        let m = self.authorize(id, ns, name, Needs::GuestAgent).await?;
+        let req = req()?;
+        check_command(&req)?;
+        let s = self.connect(id, ns, name, m).await?;
+        Ok(s.runtime.start_process(&s.id, &req).await?)
+    }
+
+    pub async fn processes(self: &Arc<Self>, id: &Identity, ns: &str, name: &str) -> Result<Vec<Process>> {
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.processes(&s.id).await?)
+    }
+
+    pub async fn process(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, pid: &str) -> Result<Process> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.process(&s.id, &pid).await?)
+    }
+
+    /// A process's stdout and stderr so far.
+    pub async fn process_logs(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        pid: &str,
+    ) -> Result<(String, String)> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.process_logs(&s.id, &pid).await?)
+    }
+
+    /// Waits up to `timeout` for a process to exit; its state then.
+    pub async fn wait_process(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        pid: &str,
+        timeout: Duration,
+    ) -> Result<Process> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.wait_process(&s.id, &pid, timeout).await?)
+    }
+
+    pub async fn kill_process(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        pid: &str,
+        signal: &str,
+    ) -> Result<()> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.kill_process(&s.id, &pid, signal).await?)
+    }
+
+    pub async fn read_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<Vec<u8>> {
+        check_guest_path(path)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.read_file(&s.id, path).await?)
+    }
+
+    /// Writes a file with `mode` (an octal text like `644`; default 644), replacing what is there.
+    pub async fn write_file(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        path: &str,
+        mode: Option<&str>,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        check_guest_path(path)?;
+        let mode = match mode {
+            None => 0o644,
+            Some(m) => u32::from_str_radix(m, 8)
+                .ok()
+                .filter(|m| *m <= 0o7777)
+                .ok_or_else(|| Error::bad_request(format!("mode {m:?} is not an octal file mode like 644")))?,
+        };
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.write_file(&s.id, path, data, mode).await?)
+    }
+
+    pub async fn delete_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<()> {
+        check_guest_path(path)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.delete_file(&s.id, path).await?)
+    }
+
+    pub async fn list_files(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        path: &str,
+    ) -> Result<Vec<FileEntry>> {
+        check_guest_path(path)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.list_files(&s.id, path).await?)
+    }
+}
+
+fn wake_timeout(ns: &str, name: &str, timeout: Duration, m: Option<&Machine>) -> Error {
+    let now = m.and_then(phase).map(|p| format!("{p:?}")).unwrap_or_else(|| "unknown".into());
+    Error::new(
+        Reason::WakeTimeout,
+        format!(
+            "Machine {ns}/{name} did not wake within wakeTimeoutSeconds ({}s; its phase is {now}): try again, or raise spec.lifecycle.wakeTimeoutSeconds",
+            timeout.as_secs()
+        ),
+    )
+}

@@ -1,0 +1,206 @@
+//! The Machines service: every operation on Machines, pools, claims and nodes that the API
+//! offers (objects, power, fork and clone, freeze, guest exec, processes and files with
+//! wake-on-connect, node pools and claims), each taking the caller's [`Identity`] and answering
+//! a typed result or an [`Error`]. The REST handlers and the MCP tools call it directly; they
+//! only parse what comes in and map what goes out.
+//!
+//! It reads and writes objects through kube-rs (the embedded API, or a real cluster) with the
+//! server's own rights, so every operation checks the caller itself first, and it reaches node
+//! runtimes through `kairon-runtime-api`'s client only.
+
+pub mod error;
+pub mod guest;
+pub mod nodes;
+pub mod objects;
+pub mod power;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::{Api, Resource};
+
+use kairon_model::{KaironNode, Machine};
+use kairon_runtime_api::{InstanceId, RuntimeClient, RuntimeConnector};
+
+pub use error::{Error, Reason, Result};
+pub use guest::{Needs, Session};
+pub use objects::{Mirrored, check_name, check_namespace};
+
+/// The service, one per server.
+pub struct Machines {
+    /// The Kubernetes API (the embedded one, or a real cluster), with the server's own rights:
+    /// every operation checks the caller itself before using it.
+    pub kube: kube::Client,
+    /// The bearer token of the nodes' runtimes (one secret shared by the api and node agents).
+    pub runtime_token: String,
+    /// `KAIRON_UI_SANDBOX_OPERATOR_EXEC`: named operators may use the guest of sandboxes.
+    pub sandbox_operator_exec: bool,
+    /// Guest sessions stamp `kairon.zyvor.dev/last-activity` at most this often per Machine.
+    pub activity_stamp_interval: Duration,
+    stamps: Mutex<HashMap<(String, String), Instant>>,
+    reporter: Reporter,
+    /// One set of connection pools for every node's runtime, made on first use.
+    runtimes: tokio::sync::OnceCell<RuntimeConnector>,
+    /// Each node's runtime endpoint as last read from its KaironNode, and when: guest
+    /// operations reuse it for [`ENDPOINT_TTL`] instead of reading the node every time.
+    endpoints: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+/// How long a node's runtime endpoint is reused. A stale one can only send a request to where
+/// the node was: the instance's owner check (`machine_runtime`) still decides what is reached.
+const ENDPOINT_TTL: Duration = Duration::from_secs(5);
+
+/// Size of the last-activity stamp map past which stale entries are dropped.
+const STAMPS_PRUNE_AT: usize = 1024;
+
+impl Machines {
+    pub fn new(kube: kube::Client, runtime_token: String) -> Self {
+        Machines {
+            kube,
+            runtime_token,
+            sandbox_operator_exec: false,
+            activity_stamp_interval: Duration::from_secs(10),
+            stamps: Mutex::new(HashMap::new()),
+            reporter: Reporter { controller: "kairon-api".into(), instance: None },
+            runtimes: tokio::sync::OnceCell::new(),
+            endpoints: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The runtime of a node, from its registration.
+    pub async fn runtime(&self, node: &str) -> Result<RuntimeClient> {
+        let cached = {
+            let endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+            endpoints.get(node).filter(|(_, at)| at.elapsed() < ENDPOINT_TTL).map(|(e, _)| e.clone())
+        };
+        let endpoint = match cached {
+            Some(e) => e,
+            None => {
+                let nodes: Api<KaironNode> = Api::all(self.kube.clone());
+                let n = nodes.get_opt(node).await?.ok_or_else(|| {
+                    Error::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
+                })?;
+                let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
+                // Bounded by the nodes there are; entries of nodes gone expire unused.
+                endpoints.retain(|_, (_, at)| at.elapsed() < ENDPOINT_TTL);
+                endpoints.insert(node.to_string(), (n.spec.runtime_endpoint.clone(), Instant::now()));
+                n.spec.runtime_endpoint
+            }
+        };
+        let conn = self.runtimes.get_or_try_init(|| async { RuntimeConnector::new(&self.runtime_token) }).await?;
+        conn.client(&endpoint).map_err(Error::from)
+    }
+
+    /// The runtime that runs a Machine, and the Machine's instance id there.
+    pub async fn machine_runtime(&self, m: &Machine) -> Result<(RuntimeClient, InstanceId)> {
+        let status = m.status.clone().unwrap_or_default();
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let node = status.node_name.ok_or_else(|| {
+            Error::conflict(
+                Reason::NotScheduled,
+                format!("Machine {name:?} is not on a node yet; wait for it to be scheduled"),
+            )
+        })?;
+        let id = status.runtime_id.ok_or_else(|| {
+            Error::conflict(
+                Reason::NotProvisioned,
+                format!("Machine {name:?} has no runtime instance yet; wait for it to start"),
+            )
+        })?;
+        let id = InstanceId::new(id).map_err(|e| {
+            Error::conflict(Reason::NotProvisioned, format!("Machine {name:?} has no usable runtime instance: {e}"))
+        })?;
+        let mut rt = self.runtime(&node).await?;
+        // The id only says where to look: the instance must carry this Machine's UID, so no
+        // status that points elsewhere (even for a moment) reaches another Machine's instance.
+        let owner = match rt.get(&id).await {
+            // The node may have moved (its runtime restarted elsewhere): read it again, once.
+            Err(kairon_runtime_api::ClientError::Unreachable { .. }) => {
+                self.endpoints.lock().unwrap_or_else(|p| p.into_inner()).remove(&node);
+                rt = self.runtime(&node).await?;
+                rt.get(&id).await?
+            }
+            got => got?,
+        }
+        .owner_uid;
+        if owner.is_none() || owner != m.metadata.uid {
+            return Err(Error::conflict(
+                Reason::NotProvisioned,
+                format!("Machine {name:?} has no runtime instance of its own yet; wait for it to start"),
+            ));
+        }
+        Ok((rt, id))
+    }
+
+    /// Records an Event about an object, as the controllers do. A failure only logs: an Event is
+    /// never worth failing the request for.
+    pub async fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        let recorder = Recorder::new(self.kube.clone(), self.reporter.clone());
+        let ev = KubeEvent {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, reason, "recording an event failed");
+        }
+    }
+
+    /// True when this Machine's last-activity stamp is due (and marks it done).
+    pub(crate) fn stamp_due(&self, ns: &str, name: &str) -> bool {
+        let mut stamps = self.stamps.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (ns.to_string(), name.to_string());
+        let now = Instant::now();
+        match stamps.get(&key) {
+            Some(t) if now.duration_since(*t) < self.activity_stamp_interval => false,
+            _ => {
+                // One entry per Machine ever connected to would grow for as long as the server
+                // runs (pool members are new Machines every claim): entries past the interval
+                // say no more than a missing one, so they go once the map is large.
+                if stamps.len() >= STAMPS_PRUNE_AT {
+                    let interval = self.activity_stamp_interval;
+                    stamps.retain(|_, t| now.duration_since(*t) < interval);
+                }
+                stamps.insert(key, now);
+                true
+            }
+        }
+    }
+}
+
+/// An authorization rule's answer as the service's refusal.
+pub(crate) fn allowed(r: std::result::Result<(), String>) -> Result<()> {
+    r.map_err(Error::forbidden)
+}
+
+#[cfg(test)]
+mod stamp_tests {
+    use super::*;
+
+    /// A client that is never called: stamp bookkeeping does no I/O.
+    fn offline_client() -> kube::Client {
+        let svc = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, std::io::Error>(std::io::Error::other("offline"))
+        });
+        kube::Client::new(svc, "default")
+    }
+
+    #[tokio::test]
+    async fn stale_stamps_are_dropped_once_the_map_is_large() {
+        let mut m = Machines::new(offline_client(), String::new());
+        m.activity_stamp_interval = Duration::from_millis(50);
+        for i in 0..STAMPS_PRUNE_AT {
+            assert!(m.stamp_due("ns", &format!("m-{i}")));
+        }
+        assert!(!m.stamp_due("ns", "m-0"), "a fresh stamp is not due again");
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(m.stamp_due("ns", "new"));
+        let stamps = m.stamps.lock().unwrap();
+        assert_eq!(stamps.len(), 1, "the stale entries went when the map was full");
+        assert!(stamps.contains_key(&("ns".to_string(), "new".to_string())));
+    }
+}

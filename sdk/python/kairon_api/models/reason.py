@@ -1,0 +1,43 @@
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    ALREADYEXISTS = "AlreadyExists"
+    BADREQUEST = "BadRequest"
+    CONFLICT = "Conflict"
+    EXECSTREAMUNSUPPORTED = "ExecStreamUnsupported"
+    FORBIDDEN = "Forbidden"
+    FREEZEUNSUPPORTED = "FreezeUnsupported"
+    GONE = "Gone"
+    GUESTAGENTDISABLED = "GuestAgentDisabled"
+    GUESTCLOSED = "GuestClosed"
+    GUESTUNREACHABLE = "GuestUnreachable"
+    INTERNALERROR = "InternalError"
+    INVALID = "Invalid"
+    INVALIDTRANSITION = "InvalidTransition"
+    MACHINESUSPENDED = "MachineSuspended"
+    METHODNOTALLOWED = "MethodNotAllowed"
+    MIGRATIONUNSUPPORTED = "MigrationUnsupported"
+    NOTARGETNODE = "NoTargetNode"
+    NOTFOUND = "NotFound"
+    NOTPROVISIONED = "NotProvisioned"
+    NOTSCHEDULED = "NotScheduled"
+    NOTSUPPORTED = "NotSupported"
+    PAYLOADTOOLARGE = "PayloadTooLarge"
+    POWERSTATEUNSUPPORTED = "PowerStateUnsupported"
+    REQUESTENTITYTOOLARGE = "RequestEntityTooLarge"
+    RUNTIMEERROR = "RuntimeError"
+    RUNTIMEUNREACHABLE = "RuntimeUnreachable"
+    SERVICEUNAVAILABLE = "ServiceUnavailable"
+    STALE = "Stale"
+    TERMINATING = "Terminating"
+    TIMEOUT = "Timeout"
+    TOOMANYCONNECTIONS = "TooManyConnections"
+    TOOMANYREQUESTS = "TooManyRequests"
+    UNAUTHORIZED = "Unauthorized"
+    UNSUPPORTEDMEDIATYPE = "UnsupportedMediaType"
+    VNCUNSUPPORTED = "VncUnsupported"
+    WAKETIMEOUT = "WakeTimeout"
+
+    def __str__(self) -> str:
+        return str(self.value)
