@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use kairon_model::power::Track;
+use kairon_model::PowerState;
+use kairon_model::power::{self, Refusal, Track};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::api::{
-    BACKEND_QEMU, BACKEND_RUNC, ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm,
+    BACKEND_QEMU, BACKEND_RUNC, ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState,
 };
 use crate::engine::{Runtime, RuntimeError};
 use crate::proxy::Target;
@@ -138,6 +139,52 @@ impl BackendKind {
     pub fn forks_live(self) -> bool {
         self == BackendKind::Qemu
     }
+
+    /// Whether `action` may change an instance of this backend that is `state`: what
+    /// `model::power::plan` says of the states before and after, for the runtime as for the API
+    /// and the node agent. A restart, and an instance still being created or failed, are the
+    /// backend's to judge (no desired power state describes them).
+    pub fn check_transition(self, state: VmState, action: PowerAction, paused: bool) -> Result<(), RuntimeError> {
+        let Some(have) = held_state(state) else { return Ok(()) };
+        if action == PowerAction::Restart {
+            return Ok(());
+        }
+        match power::plan(target_state(action, paused), have, self.track()) {
+            Ok(_) => Ok(()),
+            Err(Refusal::NeedsVm { to }) => Err(RuntimeError::NotSupported(format!(
+                "the sandbox backend (runc) cannot {}: it has no memory image to save and no guest to power off; use pause (keeps memory, uses no CPU) or stop",
+                if to == PowerState::Hibernated { "hibernate" } else { "halt" }
+            ))),
+            Err(refusal @ Refusal::Invalid { .. }) => {
+                Err(RuntimeError::Conflict(format!("cannot {action:?} this {self} instance: {refusal}")))
+            }
+        }
+    }
+}
+
+/// The power state an action asks for (`paused`: a start or restart that ends paused).
+pub(crate) fn target_state(action: PowerAction, paused: bool) -> PowerState {
+    match action {
+        PowerAction::Pause => PowerState::Paused,
+        PowerAction::Stop => PowerState::Stopped,
+        PowerAction::Hibernate => PowerState::Hibernated,
+        PowerAction::Halt => PowerState::Halted,
+        PowerAction::Resume => PowerState::Running,
+        PowerAction::Start | PowerAction::Restart if paused => PowerState::Paused,
+        PowerAction::Start | PowerAction::Restart => PowerState::Running,
+    }
+}
+
+/// The power state an instance in `state` holds; none while it is created or after it failed.
+fn held_state(state: VmState) -> Option<PowerState> {
+    match state {
+        VmState::Running => Some(PowerState::Running),
+        VmState::Paused => Some(PowerState::Paused),
+        VmState::Stopped => Some(PowerState::Stopped),
+        VmState::Hibernated => Some(PowerState::Hibernated),
+        VmState::Halted => Some(PowerState::Halted),
+        VmState::Creating | VmState::Failed => None,
+    }
 }
 
 impl std::fmt::Display for BackendKind {
@@ -149,6 +196,48 @@ impl std::fmt::Display for BackendKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The runtime refuses exactly the changes the planner refuses, on each backend's track:
+    /// Hibernated and Halted on runc (NotSupported), and what no track allows (Conflict: a halt
+    /// of a paused or stopped guest, a hibernate of one that is not booted).
+    #[test]
+    fn transitions_are_the_planners() {
+        let actions = [
+            PowerAction::Start,
+            PowerAction::Stop,
+            PowerAction::Pause,
+            PowerAction::Resume,
+            PowerAction::Hibernate,
+            PowerAction::Halt,
+        ];
+        for kind in [BackendKind::Runc, BackendKind::Qemu] {
+            for state in [VmState::Running, VmState::Paused, VmState::Stopped, VmState::Hibernated, VmState::Halted] {
+                let have = held_state(state).unwrap();
+                for action in actions {
+                    for paused in [false, true] {
+                        let planned = power::plan(target_state(action, paused), have, kind.track());
+                        let checked = kind.check_transition(state, action, paused);
+                        match (planned, checked) {
+                            (Ok(_), Ok(())) => {}
+                            (Err(Refusal::NeedsVm { .. }), Err(RuntimeError::NotSupported(_))) => {}
+                            (Err(Refusal::Invalid { .. }), Err(RuntimeError::Conflict(_))) => {}
+                            (p, c) => {
+                                panic!("{kind} {state:?} {action:?} paused={paused}: planner {p:?}, runtime {c:?}")
+                            }
+                        }
+                    }
+                }
+                assert!(kind.check_transition(state, PowerAction::Restart, false).is_ok(), "restart is the backend's");
+            }
+            for state in [VmState::Creating, VmState::Failed] {
+                assert!(actions.iter().all(|a| kind.check_transition(state, *a, false).is_ok()), "{state:?}");
+            }
+        }
+        assert!(matches!(
+            BackendKind::Qemu.check_transition(VmState::Paused, PowerAction::Halt, false),
+            Err(RuntimeError::Conflict(_))
+        ));
+    }
 
     #[test]
     fn wire_names_round_trip() {

@@ -669,9 +669,8 @@ impl Runtime {
         Ok(())
     }
 
-    /// One power action. What it does in each state is the backend's (runtime actions, not
-    /// desired power states: `model::power::plan` decides above the runtime which action a
-    /// change of `spec.powerState` takes).
+    /// One power action: refused when `model::power::plan` refuses the change of power state it
+    /// makes ([`BackendKind::check_transition`]); how it is carried out is the backend's.
     pub async fn power(&self, id_or_name: &str, action: PowerAction, paused: bool) -> Result<Vm> {
         self.power_at(id_or_name, action, paused, None).await
     }
@@ -695,6 +694,7 @@ impl Runtime {
                 "{action:?} for generation {asked} of the Machine is stale: generation {applied} was applied already"
             )));
         }
+        BackendKind::of(&vm).check_transition(vm.state, action, paused)?;
         self.backend(&vm).power(self, &mut vm, action, paused).await?;
         vm.message = None;
         if generation.is_some() {

@@ -11,25 +11,11 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::SandboxHost;
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
-use crate::backend::{Backend, BackendKind, Op};
+use crate::backend::{Backend, Op};
 use crate::engine::{BUSYBOX_TEMPLATE, Runtime, RuntimeError};
 use crate::proxy::Target;
 
 type Result<T> = std::result::Result<T, RuntimeError>;
-
-/// The power state an action asks for (`paused`: a start or restart that ends paused).
-fn target_state(action: PowerAction, paused: bool) -> kairon_model::PowerState {
-    use kairon_model::PowerState;
-    match action {
-        PowerAction::Pause => PowerState::Paused,
-        PowerAction::Stop => PowerState::Stopped,
-        PowerAction::Hibernate => PowerState::Hibernated,
-        PowerAction::Halt => PowerState::Halted,
-        PowerAction::Resume => PowerState::Running,
-        PowerAction::Start | PowerAction::Restart if paused => PowerState::Paused,
-        PowerAction::Start | PowerAction::Restart => PowerState::Running,
-    }
-}
 
 impl SandboxHost {
     /// The merged root of a sandbox that exists (not one still being created).
@@ -51,13 +37,6 @@ impl SandboxHost {
     }
 
     async fn power_sandbox(&self, rt: &Runtime, vm: &mut Vm, action: PowerAction, paused: bool) -> Result<()> {
-        // What a runc sandbox can hold at all is `model::power`'s: no Hibernated, no Halted.
-        if !BackendKind::Runc.track().can_hold(target_state(action, paused)) {
-            return Err(RuntimeError::NotSupported(format!(
-                "the sandbox backend (runc) cannot {}: it has no memory image to save and no guest to power off; use pause (keeps memory, uses no CPU) or stop",
-                if action == PowerAction::Hibernate { "hibernate" } else { "halt" }
-            )));
-        }
         match (action, vm.state) {
             (PowerAction::Pause, VmState::Running) => {
                 self.set_frozen(&vm.id, true).await?;
@@ -300,31 +279,4 @@ pub(crate) async fn copy_tree(from: &Path, to: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The runc backend refuses exactly the actions whose target state a template sandbox
-    /// cannot hold (`model::power`): hibernate and halt, paused or not.
-    #[test]
-    fn refuses_what_the_sandbox_track_cannot_hold() {
-        use kairon_model::power::Track;
-        let all = [
-            PowerAction::Start,
-            PowerAction::Stop,
-            PowerAction::Pause,
-            PowerAction::Resume,
-            PowerAction::Hibernate,
-            PowerAction::Halt,
-            PowerAction::Restart,
-        ];
-        for action in all {
-            for paused in [false, true] {
-                let refused = !Track::TemplateSandbox.can_hold(target_state(action, paused));
-                assert_eq!(refused, matches!(action, PowerAction::Hibernate | PowerAction::Halt), "{action:?}");
-            }
-        }
-    }
 }
