@@ -8,8 +8,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod flags;
+pub mod objects;
 pub mod rest;
+pub mod wait;
+pub use flags::Flags;
+pub use objects::{phase, wait_for_object, wait_gone, wait_phase};
 pub use rest::{Answer, Rest};
+pub use wait::{MINUTE, during, eventually, hold, hold_sync, wait_for, wait_for_and_report, wait_for_sync};
 
 /// PostgreSQL for tests; every Kairon instance gets its own database on it.
 pub fn database_url() -> String {
@@ -31,11 +37,21 @@ pub fn kairon_bin() -> PathBuf {
 }
 
 fn psql(db_url: &str, sql: &str) -> Result<()> {
-    let out = Command::new("psql").arg(db_url).args(["-v", "ON_ERROR_STOP=1", "-qAtc", sql]).output()?;
+    psql_query(db_url, sql).map(drop)
+}
+
+/// Runs one SQL statement with psql on `db_url`; its rows, one a line, fields separated by
+/// commas. A failure (no psql, no server, bad SQL) is an error that says so.
+pub fn psql_query(db_url: &str, sql: &str) -> Result<String> {
+    let out = Command::new("psql")
+        .arg(db_url)
+        .args(["-v", "ON_ERROR_STOP=1", "-qAt", "-F", ",", "-c", sql])
+        .output()
+        .context("running psql (the e2e tests need it on PATH)")?;
     if !out.status.success() {
         bail!("psql {sql:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn with_database(url: &str, db: &str) -> String {
@@ -67,7 +83,13 @@ impl Kairon {
     pub fn start_with(extra: &[&str]) -> Result<Kairon> {
         ensure_crypto();
         let db = format!("kairon_e2e_{}", uuid::Uuid::new_v4().simple());
-        psql(&database_url(), &format!("CREATE DATABASE {db}"))?;
+        // No database is no test: this fails, loudly, rather than skip.
+        psql(&database_url(), &format!("CREATE DATABASE {db}")).with_context(|| {
+            format!(
+                "the e2e tests need PostgreSQL at {} (DATABASE_URL, else the default) and psql on PATH",
+                database_url()
+            )
+        })?;
         let url = with_database(&database_url(), &db);
         let data_dir = tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?;
         let mut k = Self::spawn(data_dir, extra, Some(url))?;
@@ -363,22 +385,6 @@ pub struct SandboxCleanup(pub PathBuf);
 impl Drop for SandboxCleanup {
     fn drop(&mut self) {
         remove_sandboxes(&self.0);
-    }
-}
-
-/// Polls `check` every 100 ms until it returns Some, or panics with `what` after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -90,6 +90,17 @@ impl Rest {
         self.send(self.request(reqwest::Method::PUT, path).json(&body)).await
     }
 
+    /// The server's own wait (`GET .../machines/{ns}/{name}/wait?phase=`), which answers once
+    /// the Machine reports `phase` (or with an error after `timeout_seconds`).
+    pub async fn wait_phase(&self, ns: &str, name: &str, phase: &str, timeout_seconds: u32) -> Answer {
+        self.get(&format!("/api/v1/machines/{ns}/{name}/wait?phase={phase}&timeoutSeconds={timeout_seconds}")).await
+    }
+
+    /// [`Rest::wait_phase`] Running, within 120 s, which must succeed; the Machine.
+    pub async fn running(&self, ns: &str, name: &str) -> Value {
+        self.wait_phase(ns, name, "Running", 120).await.ok()
+    }
+
     /// A WebSocket to a relay route, authenticated like every other request.
     pub async fn websocket(
         &self,

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use kairon_e2e::{Kairon, Process, eventually};
+use kairon_e2e::{Flags, Kairon, Process, eventually};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
-    let cluster = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).unwrap();
+    let cluster = Kairon::start_with(&Flags::fast()).unwrap();
     let api_dir = tempfile::tempdir().unwrap();
     let runtime_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();
     let kubeconfig = cluster.kubeconfig.to_string_lossy().to_string();

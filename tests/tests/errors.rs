@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use kairon_e2e::{Answer, Kairon, Rest, eventually};
+use kairon_e2e::{Answer, Flags, Kairon, Rest, eventually};
 
-const FAST: [&str; 6] = ["--node-tick", "1s", "--activity-write-interval", "1s", "--heartbeat-interval", "1s"];
+fn fast() -> Flags<'static> {
+    Flags::fast_activity("1s")
+}
 
 /// A rejection in the REST shape: `{reason, message}`, the reason the one expected.
 fn rest_error(a: &Answer, status: u16, reason: &str, what: &str) {
@@ -30,7 +32,7 @@ async fn raw(rest: &Rest, method: reqwest::Method, path: &str, content_type: Opt
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_rejection_is_json_and_authorization_comes_before_the_body() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let admin = k.rest().unwrap();
     let viewer = k.rest_as(&k.token("vera", "viewer", &["agents"]).unwrap()).unwrap();
     let operator = k.rest_as(&k.token("olga", "operator", &["agents"]).unwrap()).unwrap();
@@ -127,7 +129,7 @@ async fn every_rejection_is_json_and_authorization_comes_before_the_body() {
 /// template's image on loopback: tests send nothing beyond this machine).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_specs_curl_lines_work_verbatim() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let admin = k.rest().unwrap();
     let ca = k.data_dir.path().join("tls/ca.crt");
     let curl = |line: &str| -> (u16, Value) {

@@ -8,11 +8,10 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, Rest, eventually};
+use kairon_e2e::{Flags, Kairon, Rest, eventually};
 use kairon_model::Machine;
 use kairon_runtime_api::InstanceId;
 
-const FAST: [&str; 6] = ["--node-tick", "1s", "--activity-write-interval", "1s", "--heartbeat-interval", "1s"];
 const NS: &str = "hot";
 
 async fn runc_count(k: &Kairon, id: &InstanceId) -> u64 {
@@ -33,7 +32,7 @@ async fn exec_true(rest: &Rest, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_warm_claim_and_a_wake_start_no_runc_process() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast_activity("1s")).unwrap();
     let rest = k.rest().unwrap();
 
     // A Paused pool of one: its only member is the one the claim gets.
@@ -82,6 +81,8 @@ async fn a_warm_claim_and_a_wake_start_no_runc_process() {
         let before = runc_count(&k, &id).await;
         exec_true(&rest, &member).await;
         assert_eq!(runc_count(&k, &id).await, before, "a wake and its exec start no runc process");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Woken: Running again before the next idle Pause.
+        let running = rest.wait_phase(NS, &member, "Running", 60).await;
+        assert_eq!(running.status, 200, "{:?}", running.body);
     }
 }

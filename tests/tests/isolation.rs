@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use kairon_e2e::{Answer, Kairon, Rest, eventually};
+use kairon_e2e::flags::API_ONLY;
+use kairon_e2e::{Answer, Kairon, Rest, eventually, hold};
 
 const GROUP: &str = "/apis/kairon.zyvor.dev/v1";
 const IMAGE: &str = "/var/lib/fluxvm/images/kairon-hw.qcow2";
-/// The write-table tests are about the API alone: nothing else writes next to them.
-const API_ONLY: &[&str] = &["--no-runtime"];
+// The write-table tests are about the API alone (API_ONLY): nothing else writes next to them.
 
 fn path(ns: &str, plural: &str, name: &str) -> String {
     format!("{GROUP}/namespaces/{ns}/{plural}/{name}")
@@ -113,7 +113,7 @@ async fn a_tenant_cannot_point_its_status_at_another_tenants_sandbox() {
     // Delete it: the node agent removes mallory's nothing, and the victim runs on.
     mallory.delete("/api/v1/machines/b/mine").await.ok();
     admin.get("/api/v1/machines/b/mine/wait?deleted=true&timeoutSeconds=60").await.ok();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    hold(Duration::from_secs(3), "the node agent's cleanup of mallory's Machine must not reach the victim").await;
     let v = admin.get("/api/v1/machines/agents/victim").await.ok();
     assert_eq!(v["status"]["phase"], "Running", "the victim still runs: {v}");
     assert_eq!(v["status"]["runtimeID"], json!(runtime_id));

@@ -8,19 +8,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use kairon_e2e::{Kairon, Rest, eventually};
+use kairon_e2e::{Flags, Kairon, Rest, eventually, hold};
 use kairon_runtime_api::InstanceId;
 use kairon_runtime_api::types::{CreateVmRequest, Vm, VmState};
 
 const GROUP: &str = "/apis/kairon.zyvor.dev/v1";
-const FAST: &[&str] = &["--node-tick", "1s", "--heartbeat-interval", "1s"];
 
 fn sandbox(name: &str) -> Value {
     json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}})
-}
-
-async fn running(rest: &Rest, ns: &str, name: &str) -> Value {
-    rest.get(&format!("/api/v1/machines/{ns}/{name}/wait?phase=Running&timeoutSeconds=120")).await.ok()
 }
 
 fn uid(m: &Value) -> String {
@@ -91,12 +86,12 @@ async fn exec_ok(rest: &Rest, ns: &str, name: &str) {
 /// never adopts A's instance for B, and deleting B deletes B's own instance only.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_id_pointing_at_another_machines_instance_is_neither_adopted_nor_deleted() {
-    let k = Kairon::start_with(FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let admin = k.rest().unwrap();
     admin.post("/api/v1/machines/agents", sandbox("victim")).await.ok();
     admin.post("/api/v1/machines/b", sandbox("mine")).await.ok();
-    let a = running(&admin, "agents", "victim").await;
-    let b = running(&admin, "b", "mine").await;
+    let a = admin.running("agents", "victim").await;
+    let b = admin.running("b", "mine").await;
     let id_a = a["status"]["runtimeID"].as_str().unwrap().to_string();
     let id_b = b["status"]["runtimeID"].as_str().unwrap().to_string();
     let rt = k.runtime().unwrap();
@@ -140,7 +135,7 @@ async fn a_runtime_id_pointing_at_another_machines_instance_is_neither_adopted_n
     assert_eq!(admin.send(req).await.status, 200);
     admin.delete("/api/v1/machines/b/mine").await.ok();
     gone(&admin, "b", "mine").await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    hold(Duration::from_secs(2), "B's cleanup must not follow the runtimeID to A's instance").await;
 
     let after = rt.get(&InstanceId::new(&id_a).unwrap()).await.expect("A's instance survives B's deletion");
     assert_eq!(after.state, VmState::Running);
@@ -157,7 +152,7 @@ async fn a_runtime_id_pointing_at_another_machines_instance_is_neither_adopted_n
 /// stamped with its new Machine's UID the same way.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_create_machine_claim_and_a_fork_are_stamped_with_the_new_machines_uid() {
-    let k = Kairon::start_with(FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let admin = k.rest().unwrap();
     let pool = json!({"name": "warm", "size": 1, "template": {"name": "x", "ownerUid": "forged",
                       "sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}});
@@ -186,7 +181,7 @@ async fn a_create_machine_claim_and_a_fork_are_stamped_with_the_new_machines_uid
     assert!(claimed["machineError"].is_null(), "{claimed}");
     let m_uid = uid(&claimed["machine"]);
     assert_eq!(claimed["vm"]["ownerUid"], json!(m_uid), "{claimed}");
-    let m = running(&admin, "agents", "from-pool").await;
+    let m = admin.running("agents", "from-pool").await;
     assert_eq!(m["status"]["runtimeID"], claimed["vm"]["id"], "the node adopted the claimed member");
     let owned = named(&k, "kairon-agents-from-pool").await;
     assert_eq!(owned.len(), 1, "no duplicate instance");
@@ -199,7 +194,7 @@ async fn a_create_machine_claim_and_a_fork_are_stamped_with_the_new_machines_uid
 
     let fork = admin.post("/api/v1/machines/agents/from-pool/fork", json!({"name": "copy"})).await.ok();
     let c_uid = uid(&fork["machine"]);
-    let c = running(&admin, "agents", "copy").await;
+    let c = admin.running("agents", "copy").await;
     let copy = rt.get(&InstanceId::new(c["status"]["runtimeID"].as_str().unwrap()).unwrap()).await.unwrap();
     assert_eq!(copy.name, "kairon-agents-copy");
     assert_eq!(copy.owner_uid.as_deref(), Some(c_uid.as_str()), "the copy is its new Machine's");
@@ -211,7 +206,7 @@ async fn a_create_machine_claim_and_a_fork_are_stamped_with_the_new_machines_uid
 /// nor deletes it, and says AdoptionPending; once the owner is stamped it adopts.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unowned_instance_with_a_machines_runtime_name_is_not_adopted() {
-    let k = Kairon::start_with(FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let admin = k.rest().unwrap();
     let rt = k.runtime().unwrap();
     let early = instance(&k, "kairon-agents-early", None).await;
@@ -220,7 +215,7 @@ async fn an_unowned_instance_with_a_machines_runtime_name_is_not_adopted() {
     let m = condition(&admin, "agents", "early", "AdoptionPending").await;
     assert!(ready_message(&m).contains("unowned instance holds the runtime name kairon-agents-early"), "{m}");
     assert_ne!(m["status"]["runtimeID"], json!(early.id.to_string()), "not adopted: {m}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    hold(Duration::from_secs(3), "the node agent must neither adopt, replace nor delete the unowned instance").await;
     let still = named(&k, "kairon-agents-early").await;
     assert_eq!(still.len(), 1, "nothing created next to it");
     assert_eq!((still[0].id.as_str(), still[0].owner_uid.as_ref()), (early.id.as_str(), None));
@@ -228,7 +223,7 @@ async fn an_unowned_instance_with_a_machines_runtime_name_is_not_adopted() {
 
     // Stamped with the Machine's UID (what the api does after a claim), it is adopted.
     rt.set_owner(&early.id, None, &uid(&m)).await.unwrap();
-    let adopted = running(&admin, "agents", "early").await;
+    let adopted = admin.running("agents", "early").await;
     assert_eq!(adopted["status"]["runtimeID"], json!(early.id.to_string()));
 
     // Deleting a Machine whose name an unowned instance holds leaves that instance alone.
@@ -246,11 +241,11 @@ async fn an_unowned_instance_with_a_machines_runtime_name_is_not_adopted() {
 /// else happens: no create, no adopt, no delete, even when it is deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_name_held_by_another_machine_is_reported_and_left_alone() {
-    let k = Kairon::start_with(FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let admin = k.rest().unwrap();
     let rt = k.runtime().unwrap();
     admin.post("/api/v1/machines/team", sandbox("x-api")).await.ok();
-    let first = running(&admin, "team", "x-api").await;
+    let first = admin.running("team", "x-api").await;
     let held = rt.get(&InstanceId::new(first["status"]["runtimeID"].as_str().unwrap()).unwrap()).await.unwrap();
     assert_eq!(held.name, "kairon-team-x-api");
 
@@ -279,12 +274,12 @@ async fn a_runtime_name_held_by_another_machine_is_reported_and_left_alone() {
 /// namespaces shows only its ID, state and backend; admins see all.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sandbox_list_redacts_sandboxes_outside_the_callers_namespaces() {
-    let k = Kairon::start_with(FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let admin = k.rest().unwrap();
     admin.post("/api/v1/machines/agents", sandbox("mine")).await.ok();
     admin.post("/api/v1/machines/other", sandbox("theirs")).await.ok();
-    let mine = running(&admin, "agents", "mine").await["status"]["runtimeID"].as_str().unwrap().to_string();
-    let theirs = running(&admin, "other", "theirs").await["status"]["runtimeID"].as_str().unwrap().to_string();
+    let mine = admin.running("agents", "mine").await["status"]["runtimeID"].as_str().unwrap().to_string();
+    let theirs = admin.running("other", "theirs").await["status"]["runtimeID"].as_str().unwrap().to_string();
     // An unowned one made outside Kairon, named like a Machine of the caller's namespace.
     let stray = instance(&k, "kairon-agents-stray", None).await;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use kairon_e2e::{Kairon, Rest, eventually};
+use kairon_e2e::{Flags, Kairon, Rest, eventually};
 
 /// A guest HTTP server that redirects to the node's runtime and tries to set a cookie on the
 /// API's origin.
@@ -72,7 +72,7 @@ async fn exec_ok(rest: &Rest, ns: &str, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_path_parameter_or_guest_answer_leaves_the_route_it_meant() {
-    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let rest = k.rest().unwrap();
     let runtime_url = k.runtime_url.clone().expect("kairon up runs a runtime as root");
     assert_eq!(rest.post("/api/v1/machines/agents", sandbox("victim")).await.status, 201);
@@ -161,7 +161,7 @@ async fn no_path_parameter_or_guest_answer_leaves_the_route_it_meant() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runtime_id_that_is_not_an_id_never_reaches_the_runtime() {
-    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).unwrap();
+    let k = Kairon::start_with(&Flags::fast()).unwrap();
     let rest = k.rest().unwrap();
     assert_eq!(rest.post("/api/v1/machines/agents", sandbox("sb")).await.status, 201);
     rest.get("/api/v1/machines/agents/sb/wait?phase=Running&timeoutSeconds=120").await.ok();

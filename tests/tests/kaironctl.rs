@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kairon_e2e::{Kairon, kairon_bin};
+use kairon_e2e::{Flags, Kairon, kairon_bin, wait_for_sync};
 use serde_json::Value;
 
 fn kaironctl_bin() -> PathBuf {
@@ -64,16 +64,16 @@ impl Ctl<'_> {
         self.json(&["get", "machine", name])
     }
 
-    fn wait_for(&self, what: &str, mut check: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        while !check() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(300));
-        }
+    /// Polls `name` with `kaironctl get` until `ok` holds; a timeout shows its status.
+    fn wait_machine(&self, name: &str, what: &str, ok: impl Fn(&Value) -> bool) {
+        wait_for_sync(what, Duration::from_secs(180), Duration::from_millis(300), || {
+            let m = self.machine(name);
+            if ok(&m) { Ok(()) } else { Err(serde_json::json!({"metadata": m["metadata"], "status": m["status"]})) }
+        });
     }
 
     fn wait_phase(&self, name: &str, phase: &str) {
-        self.wait_for(&format!("{name} {phase}"), || self.machine(name)["status"]["phase"] == phase);
+        self.wait_machine(name, &format!("{name} {phase}"), |m| m["status"]["phase"] == phase);
     }
 }
 
@@ -326,7 +326,7 @@ fn kaironctl_runs_the_spec_example_on_a_vm() {
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = rt.block_on(kairon_runtime::vm::image::ensure_default_image(&images, &Default::default())).unwrap();
     let image = image.to_string_lossy().to_string();
-    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s"]).expect("kairon up");
+    let k = Kairon::start_with(&Flags::fast()).expect("kairon up");
     let ctl = Ctl { k: &k, ns: "default" };
     ctl.ok(&[
         "create",
@@ -346,12 +346,12 @@ fn kaironctl_runs_the_spec_example_on_a_vm() {
     assert!(d.lines().any(|l| l.starts_with("Lifecycle:") && l.contains("of 10m0s")), "{d}");
 
     ctl.ok(&["freeze", "agent-42", "--unfreeze-timeout", "5m"]);
-    ctl.wait_for("the node to confirm the freeze", || {
-        ctl.machine("agent-42")["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_some()
+    ctl.wait_machine("agent-42", "the node to confirm the freeze", |m| {
+        m["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_some()
     });
     ctl.ok(&["unfreeze", "agent-42"]);
-    ctl.wait_for("the node to thaw", || {
-        ctl.machine("agent-42")["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_none()
+    ctl.wait_machine("agent-42", "the node to thaw", |m| {
+        m["metadata"]["annotations"].get("kairon.zyvor.dev/fs-frozen").is_none()
     });
     for (verb, phase) in [("halt", "Halted"), ("start", "Running"), ("hibernate", "Hibernated"), ("resume", "Running")]
     {

@@ -8,11 +8,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, W
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
-use kairon_e2e::Kairon;
+use kairon_e2e::flags::API_ONLY;
+use kairon_e2e::{Kairon, hold, wait_for, wait_for_and_report};
 use kairon_model::{Machine, MachineSpec};
 
-/// These tests are about the API alone: no node agent or controllers write next to them.
-const API_ONLY: &[&str] = &["--no-runtime"];
+// These tests are about the API alone (API_ONLY): no node agent or controllers write next to them.
 
 fn machine(name: &str) -> Machine {
     serde_json::from_value(json!({
@@ -261,15 +261,19 @@ async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
     for i in 0..10 {
         api.create(&PostParams::default(), &machine(&format!("m-{i}"))).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
 
-    // A raw watch from the compacted version gets a 410 ERROR event inside the stream.
-    let mut stream = api.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
-    match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.unwrap() {
-        Ok(Some(WatchEvent::Error(e))) => assert_eq!(e.code, 410),
-        Err(kube::Error::Api(s)) => assert_eq!(s.code, 410),
-        other => panic!("expected 410 Gone, got {other:?}"),
-    }
+    // A raw watch from the compacted version gets a 410 ERROR event inside the stream (until
+    // the compaction, every 1 s, has passed old_rv, the watch replays from it instead).
+    wait_for("a watch from the compacted version to be 410 Gone", Duration::from_secs(30), || async {
+        let mut stream = api.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
+        match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.unwrap() {
+            Ok(Some(WatchEvent::Error(e))) if e.code == 410 => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 410 => Ok(()),
+            Ok(Some(WatchEvent::Added(m))) => Err(format!("replayed from old_rv: ADDED {:?}", m.metadata.name)),
+            other => panic!("expected 410 Gone, got {other:?}"),
+        }
+    })
+    .await;
 
     // kube-rs's watcher re-lists after a 410 and carries on.
     let mut w = watcher(api.clone(), watcher::Config::default()).default_backoff().applied_objects().boxed();
@@ -287,7 +291,7 @@ async fn watch_from_a_compacted_version_is_gone_and_the_watcher_recovers() {
     }
     for i in 0..5 {
         api.create(&PostParams::default(), &machine(&format!("late-{i}"))).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        hold(Duration::from_millis(700), "spread over compactions (every 1 s) while the watcher follows").await;
     }
     while !names.contains("late-4") {
         names.insert(next().await.metadata.name.unwrap());
@@ -380,15 +384,12 @@ async fn deleting_an_owner_deletes_what_it_owns() {
     api.create(&PostParams::default(), &owned).await.unwrap();
     api.create(&PostParams::default(), &machine("unowned")).await.unwrap();
     pools.delete("owner", &DeleteParams::default()).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while api.get_opt("owned").await.unwrap().is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the owned Machine outlived its owner: {:?}\n{}",
-            api.get("owned").await.unwrap().metadata,
-            k.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let owned = || async {
+        match api.get_opt("owned").await.unwrap() {
+            None => Ok(()),
+            Some(m) => Err(m.metadata),
+        }
+    };
+    wait_for_and_report("the owned Machine to go with its owner", Duration::from_secs(10), owned, || k.logs()).await;
     assert!(api.get_opt("unowned").await.unwrap().is_some());
 }

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
-use kairon_e2e::Kairon;
+use kairon_e2e::{Kairon, hold_sync, wait_for_sync};
 use kairon_model::{Machine, MachineClaim};
 
 /// How long any one step may take: the machine may be busy with other work.
@@ -157,17 +157,6 @@ fn printed(child: &mut Child) -> (String, String) {
         e.read_to_string(&mut err).expect("stderr");
     }
     (out, err)
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
 }
 
 /// The lines a spawned command prints, as they come.
@@ -489,16 +478,12 @@ spec:
 
     // `kubectl delete` waits for the object to go; the finalizer holds it.
     let mut del = spawn_kubectl(&k, &["delete", "machine", "guarded"]);
-    std::thread::sleep(Duration::from_secs(2));
-    let deadline = Instant::now() + STEP;
-    let ts = loop {
+    let ts = wait_for_sync("kubectl delete to set a deletionTimestamp", STEP, Duration::from_millis(200), || {
         let ts = k.kubectl_ok(&["get", "machine", "guarded", "-o", "jsonpath={.metadata.deletionTimestamp}"]);
-        if !ts.is_empty() || Instant::now() > deadline {
-            break ts;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+        if ts.is_empty() { Err(ts) } else { Ok(ts) }
+    });
     assert!(ts.parse::<k8s_openapi::jiff::Timestamp>().is_ok(), "a deletionTimestamp: {ts:?}");
+    hold_sync(Duration::from_secs(2), "kubectl delete must go on waiting while the finalizer holds the Machine");
     assert!(del.try_wait().unwrap().is_none(), "kubectl delete returned while the finalizer was still there");
     let fins = k.kubectl_ok(&["get", "machine", "guarded", "-o", "jsonpath={.metadata.finalizers}"]);
     assert_eq!(fins, r#"["kairon.zyvor.dev/machine"]"#);
@@ -520,10 +505,11 @@ spec:
     assert!(del.try_wait().unwrap().is_none(), "kubectl delete is still waiting");
 
     k.kubectl_ok(&["patch", "machine", "guarded", "--type", "merge", "-p", r#"{"metadata":{"finalizers":null}}"#]);
-    let status = wait_exit(&mut del, STEP).unwrap_or_else(|| {
-        let _ = del.kill();
-        panic!("kubectl delete did not return within {STEP:?} of the finalizer going")
-    });
+    // (On a timeout, dropping `del` kills it.)
+    let status =
+        wait_for_sync("kubectl delete to return once the finalizer went", STEP, Duration::from_millis(100), || {
+            del.try_wait().expect("try_wait").ok_or("kubectl delete still running")
+        });
     let (out, err) = printed(&mut del);
     assert!(status.success(), "kubectl delete: {out}{err}");
     assert_eq!(out.trim(), "machine.kairon.zyvor.dev \"guarded\" deleted");

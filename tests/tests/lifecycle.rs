@@ -14,20 +14,13 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, eventually};
+use kairon_e2e::{Flags, Kairon, MINUTE, eventually, hold, phase, wait_gone, wait_phase};
 use kairon_model::{Machine, MachinePhase, PowerState};
 use kairon_runtime_api::types::ExecRequest;
 
-const FLAGS: [&str; 8] = [
-    "--test-min-idle-timeout-seconds",
-    "1",
-    "--node-tick",
-    "1s",
-    "--activity-write-interval",
-    "1s",
-    "--heartbeat-interval",
-    "1s",
-];
+fn flags() -> Flags<'static> {
+    Flags::fast_activity("1s").min_idle_timeout_seconds("1")
+}
 
 const IDLE_SUSPENDED: &str = "kairon.zyvor.dev/idle-suspended";
 
@@ -50,26 +43,8 @@ fn sandbox(name: &str, spec_extra: serde_json::Value, labels: serde_json::Value)
     serde_json::from_value(m).unwrap()
 }
 
-fn phase(m: &Machine) -> Option<MachinePhase> {
-    m.status.as_ref().and_then(|s| s.phase)
-}
-
 fn suspended(m: &Machine) -> Option<String> {
     m.annotations().get(IDLE_SUSPENDED).cloned()
-}
-
-async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) -> Machine {
-    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
-        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
-    })
-    .await
-}
-
-async fn wait_gone(api: &Api<Machine>, name: &str, within: Duration) {
-    eventually(&format!("{name} to be deleted"), within, || async {
-        matches!(api.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await
 }
 
 async fn events(client: &kube::Client, reason: &str, name: &str) -> Vec<Event> {
@@ -97,7 +72,7 @@ async fn wait_event(client: &kube::Client, reason: &str, name: &str) -> Event {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_machines_are_suspended_and_others_left_alone() {
-    let k = Kairon::start_with(&FLAGS).unwrap();
+    let k = Kairon::start_with(&flags()).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     let rt = k.runtime().unwrap();
@@ -117,7 +92,7 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     api.create(&pp, &sandbox("by-hand", quick("Paused"), none.clone())).await.unwrap();
     api.create(&pp, &sandbox("stopped", quick("Stopped"), none.clone())).await.unwrap();
 
-    let m = wait_phase(&api, "busy", MachinePhase::Running).await;
+    let m = wait_phase(&api, "busy", MachinePhase::Running, MINUTE).await;
     let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let busy = ExecRequest {
         command: vec!["sh".into(), "-c".into(), "sh -c 'while :; do :; done' & wait".into()],
@@ -127,11 +102,11 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
     let busy_since = Instant::now();
 
     // Pause: powerState Paused, the annotation, and the node follows.
-    let m = wait_phase(&api, "idle-pause", MachinePhase::Paused).await;
+    let m = wait_phase(&api, "idle-pause", MachinePhase::Paused, MINUTE).await;
     assert_eq!(m.spec.power_state, Some(PowerState::Paused));
     assert!(suspended(&m).is_some_and(|v| v.starts_with("Pause")), "{:?}", m.annotations());
     // Stop.
-    let m = wait_phase(&api, "idle-stop", MachinePhase::Stopped).await;
+    let m = wait_phase(&api, "idle-stop", MachinePhase::Stopped, MINUTE).await;
     assert_eq!(m.spec.power_state, Some(PowerState::Stopped));
     assert!(suspended(&m).is_some_and(|v| v.starts_with("Stop")));
     // Delete.
@@ -151,7 +126,7 @@ async fn idle_machines_are_suspended_and_others_left_alone() {
 
     // The busy one outlives its 15 s timeout (twice over) untouched.
     let left = Duration::from_secs(30).saturating_sub(busy_since.elapsed());
-    tokio::time::sleep(left).await;
+    hold(left, "busy for 30 s, twice its idle timeout: it must not be suspended").await;
     let m = api.get("busy").await.unwrap();
     assert_eq!(phase(&m), Some(MachinePhase::Running), "a busy Machine keeps running");
     assert_eq!(m.spec.power_state, None);
@@ -176,7 +151,7 @@ async fn quiet_vms_are_hibernated_and_halted() {
     // The default image, built once per machine (scripts/test runs `kairon image` first).
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
-    let k = Kairon::start_with(&FLAGS).unwrap();
+    let k = Kairon::start_with(&flags()).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     for (name, action) in [("idle-hibernate", "Hibernate"), ("idle-halt", "Halt")] {
@@ -194,10 +169,7 @@ async fn quiet_vms_are_hibernated_and_halted() {
         ("idle-hibernate", MachinePhase::Hibernated, PowerState::Hibernated, "Hibernate"),
         ("idle-halt", MachinePhase::Halted, PowerState::Halted, "Halt"),
     ] {
-        let m = eventually(&format!("{name} to be {want:?}"), Duration::from_secs(300), || async {
-            api.get(name).await.ok().filter(|m| phase(m) == Some(want))
-        })
-        .await;
+        let m = wait_phase(&api, name, want, Duration::from_secs(300)).await;
         assert_eq!(m.spec.power_state, Some(ps), "{name}");
         assert!(suspended(&m).is_some_and(|v| v.starts_with(prefix)), "{name}: {:?}", m.annotations());
         wait_event(&client, "IdleSuspended", name).await;
@@ -210,7 +182,7 @@ async fn quiet_vms_are_hibernated_and_halted() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn max_lifetime_and_ttl_delete_and_warm_pool_members_are_exempt() {
-    let k = Kairon::start_with(&FLAGS).unwrap();
+    let k = Kairon::start_with(&flags()).unwrap();
     let client = k.client().await.unwrap();
     let api: Api<Machine> = Api::namespaced(client.clone(), "default");
     let pp = PostParams::default();
@@ -237,7 +209,7 @@ async fn max_lifetime_and_ttl_delete_and_warm_pool_members_are_exempt() {
 
     // Past creation + 3 s, the claimed one (lifecycle-start + 3 s) and the warm one remain.
     let wait = Duration::from_secs(6).saturating_sub(created.elapsed());
-    tokio::time::sleep(wait).await;
+    hold(wait, "past creation + 3 s: the claimed and the warm one must not be deleted yet").await;
     for name in ["claimed", "warm"] {
         let m = api.get(name).await.unwrap();
         assert!(m.metadata.deletion_timestamp.is_none(), "{name} is not being deleted");
@@ -247,7 +219,7 @@ async fn max_lifetime_and_ttl_delete_and_warm_pool_members_are_exempt() {
     wait_event(&client, "LifetimeExpired", "claimed").await;
 
     // The warm member outlived its lifetime; once claimed, it expires.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    hold(Duration::from_secs(1), "the warm member must outlive its lifetime until claimed").await;
     let m = api.get("warm").await.unwrap();
     assert!(m.metadata.deletion_timestamp.is_none());
     let patch = json!({"metadata": {"labels": {"kairon.zyvor.dev/claim": "c2"}}});
@@ -311,7 +283,7 @@ async fn a_migrating_machine_is_never_suspended() {
     assert!(suspended(&m).is_some());
     wait_event(&client, "IdleSuspended", "idle").await;
     // Well past its timeout too, and the controller has evidently run: untouched.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    hold(Duration::from_secs(3), "past its idle timeout, a Migrating Machine must not be suspended").await;
     let m = api.get("moving").await.unwrap();
     assert_eq!((m.spec.power_state, suspended(&m)), (None, None));
     assert!(events(&client, "IdleSuspended", "moving").await.is_empty());

@@ -4,9 +4,9 @@
 //! releases the claim. Without a token /mcp answers 401.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kairon_e2e::Kairon;
+use kairon_e2e::{Kairon, wait_for_sync};
 use serde_json::{Value, json};
 
 struct Mcp<'a> {
@@ -162,19 +162,14 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert!(mcp.ok("resume", json!({ "namespace": "mcp", "name": machine })).contains("Running"));
 
     // describe_claim: the claim and its usage, which accrues while bound (every 30 s).
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let described = loop {
+    let described = wait_for_sync("usage to accrue", Duration::from_secs(180), Duration::from_secs(2), || {
         let d: Value = serde_json::from_str(&mcp.ok("describe_claim", json!({ "namespace": "mcp", "name": "job-1" })))
             .expect("describe_claim answers JSON");
         assert_eq!(d["phase"], "Bound", "{d}");
         assert_eq!(d["machine"], machine.as_str(), "{d}");
         assert_eq!(d["pool"], "agents", "{d}");
-        if d["usage"]["activeSeconds"].as_i64().unwrap_or(0) > 0 {
-            break d;
-        }
-        assert!(Instant::now() < deadline, "usage never accrued: {d}");
-        std::thread::sleep(Duration::from_secs(2));
-    };
+        if d["usage"]["activeSeconds"].as_i64().unwrap_or(0) > 0 { Ok(d) } else { Err(d) }
+    });
     for key in ["activeSeconds", "suspendedSeconds", "vcpuSeconds", "memoryGiBSeconds"] {
         assert!(described["usage"].get(key).is_some(), "usage lacks {key}: {described}");
     }

@@ -9,11 +9,14 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, Process, SandboxCleanup, eventually};
+use kairon_e2e::{Flags, Kairon, MINUTE, Process, SandboxCleanup, during, eventually, hold, phase, wait_phase};
 use kairon_model::{Machine, MachinePhase};
 use kairon_runtime_api::types::{ExecRequest, VmState};
 
-const FAST: [&str; 6] = ["--node-tick", "1s", "--activity-write-interval", "2s", "--heartbeat-interval", "1s"];
+/// lastActivityTime written at most every 2 s (a test below checks that spacing).
+fn fast() -> Flags<'static> {
+    Flags::fast_activity("2s")
+}
 
 fn sandbox(name: &str, lifecycle: Option<serde_json::Value>) -> Machine {
     let mut m = json!({
@@ -27,31 +30,20 @@ fn sandbox(name: &str, lifecycle: Option<serde_json::Value>) -> Machine {
     serde_json::from_value(m).unwrap()
 }
 
-fn phase(m: &Machine) -> Option<MachinePhase> {
-    m.status.as_ref().and_then(|s| s.phase)
-}
-
-async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) -> Machine {
-    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
-        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
-    })
-    .await
-}
-
 fn condition<'a>(m: &'a Machine, type_: &str) -> Option<&'a kairon_model::Condition> {
     m.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_machine_applied_with_kubectl_follows_its_power_state() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
     let rt = k.runtime().unwrap();
     let manifest = "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: sb, namespace: agents}\nspec:\n  sandbox: {templateName: busybox}\n";
     let out = k.kubectl_stdin(&["apply", "-f", "-"], manifest);
     assert!(out.status.success(), "{out:?}");
 
-    let m = wait_phase(&api, "sb", MachinePhase::Running).await;
+    let m = wait_phase(&api, "sb", MachinePhase::Running, MINUTE).await;
     let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     assert_eq!(m.status.as_ref().unwrap().node_name.as_deref(), Some("local"));
     assert_eq!(rt.get(&id).await.unwrap().name, "kairon-agents-sb");
@@ -74,7 +66,7 @@ async fn a_machine_applied_with_kubectl_follows_its_power_state() {
             "-p",
             &format!("{{\"spec\":{{\"powerState\":\"{want}\"}}}}"),
         ]);
-        wait_phase(&api, "sb", phase_want).await;
+        wait_phase(&api, "sb", phase_want, MINUTE).await;
         assert_eq!(rt.get(&id).await.unwrap().state, state, "the instance follows {want}");
     }
 
@@ -86,9 +78,7 @@ async fn a_machine_applied_with_kubectl_follows_its_power_state() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     // Each node takes one template sandbox (each requests 100m CPU).
-    let mut args: Vec<&str> = FAST.to_vec();
-    args.extend(["--node-cpu", "100m"]);
-    let k = Kairon::start_with(&args).unwrap();
+    let k = Kairon::start_with(&fast().with(&["--node-cpu", "100m"])).unwrap();
     let state = tempfile::tempdir().unwrap();
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
     let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
@@ -122,8 +112,8 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     for name in ["a", "b"] {
         api.create(&PostParams::default(), &sandbox(name, None)).await.unwrap();
     }
-    let a = wait_phase(&api, "a", MachinePhase::Running).await;
-    let b = wait_phase(&api, "b", MachinePhase::Running).await;
+    let a = wait_phase(&api, "a", MachinePhase::Running, MINUTE).await;
+    let b = wait_phase(&api, "b", MachinePhase::Running, MINUTE).await;
     let placed: BTreeSet<_> = [&a, &b].iter().map(|m| m.status.as_ref().unwrap().node_name.clone().unwrap()).collect();
     assert_eq!(placed, BTreeSet::from(["local".to_string(), "second".to_string()]), "one on each node");
 
@@ -158,17 +148,17 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
 
     // Room frees up: the pending sandbox is placed.
     api.delete("a", &DeleteParams::default()).await.unwrap();
-    wait_phase(&api, "c", MachinePhase::Running).await;
+    wait_phase(&api, "c", MachinePhase::Running, MINUTE).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn activity_moves_last_activity_time_and_quiet_does_not() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let rt = k.runtime().unwrap();
     api.create(&PostParams::default(), &sandbox("quiet", Some(json!({"idleTimeoutSeconds": 600})))).await.unwrap();
     api.create(&PostParams::default(), &sandbox("plain", None)).await.unwrap();
-    let m = wait_phase(&api, "quiet", MachinePhase::Running).await;
+    let m = wait_phase(&api, "quiet", MachinePhase::Running, MINUTE).await;
     let last = |m: &Machine| {
         m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
     };
@@ -179,9 +169,9 @@ async fn activity_moves_last_activity_time_and_quiet_does_not() {
     .await;
 
     // Quiet: nothing moves.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    hold(Duration::from_secs(5), "a quiet guest's lastActivityTime must not move").await;
     assert_eq!(last(&api.get("quiet").await.unwrap()), Some(start), "a quiet guest is idle");
-    let plain = wait_phase(&api, "plain", MachinePhase::Running).await;
+    let plain = wait_phase(&api, "plain", MachinePhase::Running, MINUTE).await;
     assert!(plain.status.unwrap().lifecycle.is_none(), "a Machine without spec.lifecycle is not sampled");
 
     // Busy in a grandchild process: it moves, at most once per write interval.
@@ -191,14 +181,14 @@ async fn activity_moves_last_activity_time_and_quiet_does_not() {
     };
     rt.start_process(&id, &busy).await.unwrap();
     let mut seen = vec![start];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(9);
-    while tokio::time::Instant::now() < deadline {
+    // Every value it takes in 9 s: how many, and how far apart.
+    let mut window = during(Duration::from_secs(9), Duration::from_millis(200));
+    while window.tick().await {
         if let Some(t) = last(&api.get("quiet").await.unwrap())
             && seen.last() != Some(&t)
         {
             seen.push(t);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(seen.len() >= 3, "a busy guest keeps moving lastActivityTime: {seen:?}");
     for pair in seen.windows(2) {
@@ -208,7 +198,7 @@ async fn activity_moves_last_activity_time_and_quiet_does_not() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn disk_writes_count_as_activity() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let rt = k.runtime().unwrap();
     // CPU never counts here (threshold far above what the writer uses), so only disk can.
@@ -218,7 +208,7 @@ async fn disk_writes_count_as_activity() {
     )
     .await
     .unwrap();
-    let m = wait_phase(&api, "disk", MachinePhase::Running).await;
+    let m = wait_phase(&api, "disk", MachinePhase::Running, MINUTE).await;
     let id = kairon_runtime_api::InstanceId::new(m.status.as_ref().unwrap().runtime_id.clone().unwrap()).unwrap();
     let last = |m: &Machine| {
         m.status.as_ref().and_then(|s| s.lifecycle.as_ref()).and_then(|l| l.last_activity_time.clone()).map(|t| t.0)
@@ -227,7 +217,7 @@ async fn disk_writes_count_as_activity() {
         api.get("disk").await.ok().and_then(|m| last(&m))
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    hold(Duration::from_secs(3), "with no disk writes yet, lastActivityTime must not move").await;
     assert_eq!(last(&api.get("disk").await.unwrap()), Some(start));
     // ~2 MiB/s of buffered writes, well above 256 KiB/s.
     let writer =
@@ -246,7 +236,7 @@ async fn disk_writes_count_as_activity() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn errors_reach_the_user_as_conditions_and_events() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let mut missing = sandbox("missing", None);
     missing.spec.sandbox = Some(kairon_model::SandboxSpec { template_name: Some("alpine-agent".into()) });
@@ -260,7 +250,7 @@ async fn errors_reach_the_user_as_conditions_and_events() {
     assert!(described.contains("TemplateNotFound"), "{described}");
 
     api.create(&PostParams::default(), &sandbox("frozen", None)).await.unwrap();
-    wait_phase(&api, "frozen", MachinePhase::Running).await;
+    wait_phase(&api, "frozen", MachinePhase::Running, MINUTE).await;
     let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": "2030-01-01T00:00:00Z"}}});
     api.patch("frozen", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     let m = eventually("a FreezeUnsupported condition", Duration::from_secs(30), || async {
@@ -318,7 +308,7 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
         api.create(&PostParams::default(), &sandbox(n, None)).await.unwrap();
     }
     for n in ["k1", "k2", "k3"] {
-        wait_phase(&api, n, MachinePhase::Running).await;
+        wait_phase(&api, n, MachinePhase::Running, MINUTE).await;
     }
 
     node.kill9();
@@ -328,8 +318,8 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
     api.patch("k2", &PatchParams::default(), &Patch::Merge(json!({"spec": {"powerState": "Paused"}}))).await.unwrap();
 
     let _node = Process::start(&node_args, "is up").unwrap();
-    wait_phase(&api, "k4", MachinePhase::Running).await;
-    wait_phase(&api, "k2", MachinePhase::Paused).await;
+    wait_phase(&api, "k4", MachinePhase::Running, MINUTE).await;
+    wait_phase(&api, "k2", MachinePhase::Paused, MINUTE).await;
     eventually("k1 to be gone", Duration::from_secs(30), || async {
         api.get_opt("k1").await.ok().flatten().is_none().then_some(())
     })
@@ -358,7 +348,7 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
     // The default image, built once per machine (scripts/test runs `kairon image` first).
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let _qemu = QemuCleanup(k.data_dir.path().to_path_buf());
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let vm: Machine = serde_json::from_value(json!({

@@ -11,19 +11,12 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, eventually};
+use kairon_e2e::{Flags, Kairon, MINUTE, during, eventually, hold, phase, wait_for_object, wait_gone, wait_phase};
 use kairon_model::{ClaimPhase, Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
 
-const FAST: [&str; 8] = [
-    "--node-tick",
-    "1s",
-    "--activity-write-interval",
-    "1s",
-    "--heartbeat-interval",
-    "1s",
-    "--test-usage-interval",
-    "1s",
-];
+fn fast() -> Flags<'static> {
+    Flags::fast_activity("1s").usage_interval("1s")
+}
 const NS: &str = "agents";
 const POOL: &str = "kairon.zyvor.dev/pool";
 const CLAIM: &str = "kairon.zyvor.dev/claim";
@@ -55,10 +48,6 @@ fn claim(name: &str, pool: &str, ttl: Option<i64>) -> MachineClaim {
     serde_json::from_value(c).unwrap()
 }
 
-fn phase(m: &Machine) -> Option<MachinePhase> {
-    m.status.as_ref().and_then(|s| s.phase)
-}
-
 fn claim_phase(c: &MachineClaim) -> Option<ClaimPhase> {
     c.status.as_ref().and_then(|s| s.phase)
 }
@@ -73,15 +62,15 @@ fn unclaimed(ms: &[Machine]) -> Vec<&Machine> {
 }
 
 async fn wait_warm(pools: &Api<MachinePool>, name: &str, warm: i32, timeout: Duration) -> MachinePool {
-    eventually(&format!("pool {name} to have {warm} warm"), timeout, || async {
-        pools.get(name).await.ok().filter(|p| p.status.as_ref().is_some_and(|s| s.warm == warm && s.replicas == warm))
+    wait_for_object(pools, name, &format!("pool {name} to have {warm} warm"), timeout, |p| {
+        p.status.as_ref().is_some_and(|s| s.warm == warm && s.replicas == warm)
     })
     .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_member() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -199,7 +188,7 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
 
 #[tokio::test(flavor = "multi_thread")]
 async fn scaling_down_trims_members_that_are_not_warm_first() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -230,7 +219,7 @@ async fn scaling_down_trims_members_that_are_not_warm_first() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_pool_hands_out_running_members_and_a_claim_ttl_releases_it() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -242,7 +231,7 @@ async fn a_running_pool_hands_out_running_members_and_a_claim_ttl_releases_it() 
         assert_eq!(phase(&m), Some(MachinePhase::Running), "a Running pool keeps {} Running", m.name_any());
     }
     // Still Running a while later: nothing pauses them.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    hold(Duration::from_secs(2), "a Running pool's members must not be paused").await;
     for m in members(&machines, "web").await {
         assert_eq!(phase(&m), Some(MachinePhase::Running));
     }
@@ -267,16 +256,10 @@ async fn a_running_pool_hands_out_running_members_and_a_claim_ttl_releases_it() 
     let bound_at = std::time::Instant::now();
     let machine = c.status.as_ref().unwrap().machine_name.clone().unwrap();
     assert_ne!(machine, kept);
-    eventually("short deleted", Duration::from_secs(30), || async {
-        matches!(claims.get_opt("short").await, Ok(None)).then_some(())
-    })
-    .await;
+    wait_gone(&claims, "short", Duration::from_secs(30)).await;
     let took = bound_at.elapsed();
     assert!(took >= Duration::from_millis(1000) && took < Duration::from_secs(15), "released after {took:?}");
-    eventually("its Machine deleted", Duration::from_secs(60), || async {
-        matches!(machines.get_opt(&machine).await, Ok(None)).then_some(())
-    })
-    .await;
+    wait_gone(&machines, &machine, MINUTE).await;
     let released = eventually("a Released event", Duration::from_secs(10), || async {
         events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
             e.reason.as_deref() == Some("Released")
@@ -314,7 +297,7 @@ fn rv_of<K: kube::Resource>(o: &K) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_pool_deletes_its_members_itself_before_it_goes() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -381,7 +364,7 @@ async fn a_deleted_pool_deletes_its_members_itself_before_it_goes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_pool_resumes_paused_members_unless_its_template_asks_for_paused() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -405,7 +388,7 @@ async fn a_running_pool_resumes_paused_members_unless_its_template_asks_for_paus
     p.spec.template.spec.power_state = Some(PowerState::Paused);
     pools.create(&PostParams::default(), &p).await.unwrap();
     wait_warm(&pools, "still", 2, Duration::from_secs(90)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    hold(Duration::from_secs(2), "members a template asks Paused must not be resumed").await;
     for m in members(&machines, "still").await {
         assert_eq!(phase(&m), Some(MachinePhase::Paused), "{} stays Paused", m.name_any());
         assert_eq!(m.spec.power_state, Some(PowerState::Paused), "{} is not resumed", m.name_any());
@@ -416,14 +399,7 @@ async fn a_running_pool_resumes_paused_members_unless_its_template_asks_for_paus
     })
     .await;
     let taken = c.status.unwrap().machine_name.unwrap();
-    wait_phase_of(&machines, &taken, MachinePhase::Running).await;
-}
-
-async fn wait_phase_of(api: &Api<Machine>, name: &str, want: MachinePhase) {
-    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
-        api.get(name).await.ok().filter(|m| phase(m) == Some(want))
-    })
-    .await;
+    wait_phase(&machines, &taken, MachinePhase::Running, MINUTE).await;
 }
 
 /// A pool whose members' template carries an idle timeout and action (wake-on-connect off).
@@ -451,9 +427,7 @@ async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim(
     const IDLE: i64 = 4;
     const IDLE_SUSPENDED: &str = "kairon.zyvor.dev/idle-suspended";
     const LIFECYCLE_START: &str = "kairon.zyvor.dev/lifecycle-start";
-    let mut flags = FAST.to_vec();
-    flags.extend(["--test-min-idle-timeout-seconds", "1"]);
-    let k = Kairon::start_with(&flags).unwrap();
+    let k = Kairon::start_with(&fast().min_idle_timeout_seconds("1")).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -476,15 +450,14 @@ async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim(
 
     // Warm for twice the idle timeout: no member is suspended, and a Running pool's members do
     // not flip between the lifecycle controller (Pause) and the pool (Running).
-    let watched_until = tokio::time::Instant::now() + Duration::from_secs(2 * IDLE as u64);
-    while tokio::time::Instant::now() < watched_until {
+    let mut window = during(Duration::from_secs(2 * IDLE as u64), Duration::from_millis(200));
+    while window.tick().await {
         for (name, warm, _) in &cases {
             for m in unclaimed(&members(&machines, name).await) {
                 assert!(!m.annotations().contains_key(IDLE_SUSPENDED), "warm {} was idle-suspended", m.name_any());
                 assert_eq!(m.spec.desired_power_state(), *warm, "warm {} keeps its pool's power state", m.name_any());
             }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let idle_events = events.list(&ListParams::default()).await.unwrap().items;
     assert!(

@@ -8,31 +8,18 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use kairon_e2e::{Kairon, Rest, eventually};
+use kairon_e2e::{Flags, Kairon, Rest, eventually, hold, wait_for};
 use kairon_model::Machine;
 
-const FAST: [&str; 10] = [
-    "--node-tick",
-    "1s",
-    "--activity-write-interval",
-    "1s",
-    "--heartbeat-interval",
-    "1s",
-    "--activity-stamp-interval",
-    "1s",
-    "--test-min-idle-timeout-seconds",
-    "1",
-];
+fn fast() -> Flags<'static> {
+    Flags::fast_activity("1s").activity_stamps("1s").min_idle_timeout_seconds("1")
+}
 
 fn sandbox(name: &str) -> Value {
     json!({
         "metadata": {"name": name, "labels": {"kairon.zyvor.dev/sandbox": "true"}},
         "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}
     })
-}
-
-async fn running(rest: &Rest, ns: &str, name: &str) -> Value {
-    rest.get(&format!("/api/v1/machines/{ns}/{name}/wait?phase=Running&timeoutSeconds=120")).await.ok()
 }
 
 fn sh(cmd: &str) -> Value {
@@ -78,7 +65,7 @@ async fn start_httpd(rest: &Rest, ns: &str, name: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn machines_are_mirrored_as_kubernetes_objects_and_bad_input_is_a_4xx() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let rest = k.rest().unwrap();
 
     // Create, with dryRun first: nothing is stored.
@@ -91,7 +78,7 @@ async fn machines_are_mirrored_as_kubernetes_objects_and_bad_input_is_a_4xx() {
     assert_eq!(created["metadata"]["namespace"], "agents");
 
     // The same JSON as the Kubernetes object.
-    let m = running(&rest, "agents", "sb").await;
+    let m = rest.running("agents", "sb").await;
     let kube: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
     let via_kube = serde_json::to_value(kube.get("sb").await.unwrap()).unwrap();
     assert_eq!(m["metadata"]["uid"], via_kube["metadata"]["uid"]);
@@ -170,10 +157,10 @@ async fn machines_are_mirrored_as_kubernetes_objects_and_bad_input_is_a_4xx() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn guest_routes_run_commands_move_files_and_relay_http() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let rest = k.rest().unwrap();
     rest.post("/api/v1/machines/agents", sandbox("sb")).await.ok();
-    running(&rest, "agents", "sb").await;
+    rest.running("agents", "sb").await;
     let base = "/api/v1/machines/agents/sb";
 
     // Exec to completion.
@@ -337,7 +324,7 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     )
     .await
     .ok();
-    running(&rest, "agents", "bare").await;
+    rest.running("agents", "bare").await;
     let refused = rest.post("/api/v1/machines/agents/bare/exec", sh("true")).await;
     assert_eq!((refused.status, refused.reason()), (409, "GuestAgentDisabled"));
     assert!(refused.message().contains("spec.guestAgent"), "{refused:?}");
@@ -346,10 +333,10 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn power_operations_follow_through_and_dry_run_stores_nothing() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let rest = k.rest().unwrap();
     rest.post("/api/v1/machines/agents", sandbox("sb")).await.ok();
-    running(&rest, "agents", "sb").await;
+    rest.running("agents", "sb").await;
     let base = "/api/v1/machines/agents/sb";
     let phase = |v: &Value| v["spec"]["powerState"].as_str().map(String::from);
 
@@ -375,7 +362,7 @@ async fn power_operations_follow_through_and_dry_run_stores_nothing() {
     let halt = rest.post(&format!("{base}/halt"), json!({})).await;
     assert_eq!(halt.status, 409, "{halt:?}");
     rest.post(&format!("{base}/resume"), json!({})).await.ok();
-    running(&rest, "agents", "sb").await;
+    rest.running("agents", "sb").await;
     let hib = rest.post(&format!("{base}/hibernate"), json!({})).await;
     assert_eq!((hib.status, hib.reason()), (409, "PowerStateUnsupported"), "{hib:?}");
     rest.post(&format!("{base}/stop"), json!({})).await.ok();
@@ -384,9 +371,9 @@ async fn power_operations_follow_through_and_dry_run_stores_nothing() {
     assert_eq!(phase(&started).as_deref(), Some("Paused"));
     rest.get(&format!("{base}/wait?phase=Paused&timeoutSeconds=120")).await.ok();
     rest.post(&format!("{base}/start"), json!({})).await.ok();
-    running(&rest, "agents", "sb").await;
+    rest.running("agents", "sb").await;
     rest.post(&format!("{base}/restart"), json!({})).await.ok();
-    running(&rest, "agents", "sb").await;
+    rest.running("agents", "sb").await;
 
     // Freeze needs a VM; on a template sandbox it is refused with the reason.
     let freeze = rest.post(&format!("{base}/freeze?unfreezeTimeout=1m"), json!({})).await;
@@ -397,7 +384,7 @@ async fn power_operations_follow_through_and_dry_run_stores_nothing() {
     rest.post(&format!("{base}/exec"), sh("echo original > /root/mark")).await.ok();
     let fork = rest.post(&format!("{base}/fork"), json!({"name": "sb-fork"})).await;
     assert_eq!(fork.status, 201, "{fork:?}");
-    let forked = running(&rest, "agents", "sb-fork").await;
+    let forked = rest.running("agents", "sb-fork").await;
     let rt = k.runtime().unwrap();
     let copy = rt.find_by_name("kairon-agents-sb-fork").await.unwrap().unwrap();
     assert_eq!(forked["status"]["runtimeID"].as_str(), Some(copy.id.as_str()));
@@ -411,14 +398,14 @@ async fn power_operations_follow_through_and_dry_run_stores_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn relays_wake_an_idle_suspended_machine_but_not_a_hand_paused_one() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let rest = k.rest().unwrap();
     let kube: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "agents");
     let mut m = sandbox("idle");
     m["spec"]["lifecycle"] =
         json!({"idleTimeoutSeconds": 3, "idleAction": "Pause", "wakeOnConnect": true, "wakeTimeoutSeconds": 60});
     rest.post("/api/v1/machines/agents", m).await.ok();
-    running(&rest, "agents", "idle").await;
+    rest.running("agents", "idle").await;
     let base = "/api/v1/machines/agents/idle";
     start_httpd(&rest, "agents", "idle").await;
     rest.post(
@@ -528,9 +515,7 @@ async fn node_routes_pools_claims_and_the_egress_check() {
         "[sandbox]\negress_allow_domains = [\"*.github.com\"]\n[sandbox.inject_authorization]\n\"api.github.com\" = \"Bearer s3cret-value\"\n",
     )
     .unwrap();
-    let mut flags: Vec<&str> = FAST.to_vec();
-    flags.extend(["--node-config", config.path().to_str().unwrap()]);
-    let k = Kairon::start_with(&flags).unwrap();
+    let k = Kairon::start_with(&fast().with(&["--node-config", config.path().to_str().unwrap()])).unwrap();
     let rest = k.rest().unwrap();
 
     let nodes = eventually("the node to register", Duration::from_secs(60), || async {
@@ -584,7 +569,7 @@ async fn node_routes_pools_claims_and_the_egress_check() {
         .ok();
     assert_eq!(claimed["vm"]["name"], "kairon-agents-from-pool");
     assert_eq!(claimed["machine"]["metadata"]["name"], "from-pool");
-    let m = running(&rest, "agents", "from-pool").await;
+    let m = rest.running("agents", "from-pool").await;
     assert_eq!(m["status"]["runtimeID"], claimed["vm"]["id"], "the node adopted the claimed VM");
     let rt = k.runtime().unwrap();
     let named = rt.list_sandboxes().await.unwrap().into_iter().filter(|v| v.name == "kairon-agents-from-pool").count();
@@ -619,9 +604,7 @@ async fn node_routes_pools_claims_and_the_egress_check() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn usage_queries_answer_from_the_history_of_a_real_claim() {
-    let mut flags: Vec<&str> = FAST.to_vec();
-    flags.extend(["--test-usage-interval", "1s"]);
-    let k = Kairon::start_with(&flags).unwrap();
+    let k = Kairon::start_with(&fast().usage_interval("1s")).unwrap();
     let rest = k.rest().unwrap();
     let bad = rest.get("/api/v1/usage?from=yesterday").await;
     assert_eq!(bad.status, 400);
@@ -687,10 +670,10 @@ fn chrono_today() -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_open_relay_session_keeps_stamping_activity_until_it_closes() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let rest = k.rest().unwrap();
     rest.post("/api/v1/machines/agents", sandbox("busy")).await.ok();
-    running(&rest, "agents", "busy").await;
+    rest.running("agents", "busy").await;
     let stamp = || async {
         rest.get("/api/v1/machines/agents/busy").await.ok()["metadata"]["annotations"]["kairon.zyvor.dev/last-activity"]
             .as_str()
@@ -698,18 +681,19 @@ async fn an_open_relay_session_keeps_stamping_activity_until_it_closes() {
     };
     let console = rest.websocket("/api/v1/machines/agents/busy/console").await.unwrap();
     // The guest is quiet and nothing is typed: only the open session stamps.
-    let mut seen = std::collections::BTreeSet::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    while seen.len() < 3 {
-        assert!(tokio::time::Instant::now() < deadline, "only {seen:?} stamped while the console was open");
+    let seen = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    wait_for("three stamps while the console is open", Duration::from_secs(90), || async {
         if let Some(v) = stamp().await {
-            seen.insert(v);
+            seen.borrow_mut().insert(v);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        let seen = seen.borrow();
+        if seen.len() >= 3 { Ok(()) } else { Err(format!("only {seen:?} stamped")) }
+    })
+    .await;
     drop(console);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Nothing says when the server has seen the close: give it the time a stamp in flight takes.
+    hold(Duration::from_secs(3), "a stamp already on its way lands").await;
     let after_close = stamp().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    hold(Duration::from_secs(3), "a closed session must stamp no more").await;
     assert_eq!(stamp().await, after_close, "a closed session stamps no more");
 }

@@ -9,7 +9,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use kairon_e2e::{Kairon, eventually};
+use kairon_e2e::{Flags, Kairon, eventually};
 use kairon_model::Machine;
 
 async fn first_bytes<S>(ws: &mut S, until: &[u8]) -> Vec<u8>
@@ -33,8 +33,7 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     // The default image, built once per machine (scripts/test runs `kairon image` first).
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
-    let k = Kairon::start_with(&["--node-tick", "1s", "--heartbeat-interval", "1s", "--activity-stamp-interval", "1s"])
-        .unwrap();
+    let k = Kairon::start_with(&Flags::fast().activity_stamps("1s")).unwrap();
     let rest = k.rest().unwrap();
     let m = json!({
         "metadata": {"name": "vm", "labels": {"kairon.zyvor.dev/sandbox": "true"}},

@@ -35,17 +35,14 @@ async fn a_killed_runtime_finds_its_sandboxes_again_by_name() {
     let _cleanup = kairon_e2e::SandboxCleanup(dir.path().to_path_buf());
     let (mut rt, url) = start(dir.path());
     let c = RuntimeClient::new(&url, TOKEN).unwrap();
-    let mut tries = 0;
-    while c
-        .template(&"busybox".try_into().unwrap())
-        .await
-        .map(|t| t.state != kairon_runtime_api::types::TemplateState::Ready)
-        .unwrap_or(true)
-    {
-        tries += 1;
-        assert!(tries < 600, "busybox template never became ready");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    kairon_e2e::wait_for("the busybox template to be ready", Duration::from_secs(60), || async {
+        match c.template(&"busybox".try_into().unwrap()).await {
+            Ok(t) if t.state == kairon_runtime_api::types::TemplateState::Ready => Ok(()),
+            Ok(t) => Err(format!("{:?}: {:?}", t.state, t.message)),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
     let req = |name: &str| CreateVmRequest {
         name: name.into(),
         sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }),

@@ -14,20 +14,10 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, eventually};
+use kairon_e2e::{Flags, Kairon, eventually, phase};
 use kairon_model::{ClaimPhase, Machine, MachineClaim, MachinePhase, MachinePool};
 use kairon_runtime_api::InstanceId;
 
-const FAST: [&str; 8] = [
-    "--node-tick",
-    "1s",
-    "--activity-write-interval",
-    "1s",
-    "--heartbeat-interval",
-    "1s",
-    "--test-usage-interval",
-    "1s",
-];
 const NS: &str = "agents";
 const CLAIM: &str = "kairon.zyvor.dev/claim";
 
@@ -53,10 +43,6 @@ fn claim(name: &str, pool: &str) -> MachineClaim {
         "spec": {"poolName": pool}
     }))
     .unwrap()
-}
-
-fn phase(m: &Machine) -> Option<MachinePhase> {
-    m.status.as_ref().and_then(|s| s.phase)
 }
 
 fn runtime_id(m: &Machine) -> Option<String> {
@@ -122,7 +108,7 @@ fn stored_machines(db_url: &str) -> Vec<Machine> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_during_twenty_claims_and_a_watch_stops_cleanly_and_the_sandboxes_are_adopted() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&Flags::fast_activity("1s").usage_interval("1s")).unwrap();
     let client = k.client().await.unwrap();
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);

@@ -15,10 +15,15 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, database_url, eventually};
+use kairon_e2e::{
+    Flags, Kairon, MINUTE, database_url, eventually, hold, psql_query, wait_for, wait_for_and_report, wait_gone,
+    wait_phase,
+};
 use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePhase};
 
-const FAST: [&str; 6] = ["--test-usage-interval", "1s", "--node-tick", "1s", "--heartbeat-interval", "1s"];
+fn fast() -> Flags<'static> {
+    Flags::fast().usage_interval("1s")
+}
 const NS: &str = "agents";
 
 fn usage(c: &MachineClaim) -> ClaimUsage {
@@ -29,27 +34,17 @@ fn secs(t: &Time) -> i64 {
     t.0.as_second()
 }
 
-async fn wait_phase(api: &Api<Machine>, name: &str, want: MachinePhase) {
-    eventually(&format!("{name} to be {want:?}"), Duration::from_secs(60), || async {
-        api.get(name).await.ok().filter(|m| m.status.as_ref().and_then(|s| s.phase) == Some(want))
-    })
-    .await;
-}
-
 async fn usage_where(k: &Kairon, api: &Api<MachineClaim>, what: &str, ok: impl Fn(&ClaimUsage) -> bool) -> ClaimUsage {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let usage_log = || {
+        let log: Vec<String> =
+            k.logs().lines().filter(|l| l.contains("usage") || l.contains("claim")).map(String::from).collect();
+        format!("log:\n{}", log.join("\n"))
+    };
+    let check = || async {
         let c = api.get("job").await.ok();
-        if let Some(u) = c.as_ref().map(usage).filter(&ok) {
-            return u;
-        }
-        if tokio::time::Instant::now() > deadline {
-            let log: Vec<String> =
-                k.logs().lines().filter(|l| l.contains("usage") || l.contains("claim")).map(String::from).collect();
-            panic!("timed out waiting for {what}; claim {:?}\nlog:\n{}", c.and_then(|c| c.status), log.join("\n"));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        c.as_ref().map(usage).filter(&ok).ok_or_else(|| c.and_then(|c| c.status))
+    };
+    wait_for_and_report(what, MINUTE, check, usage_log).await
 }
 
 fn with_database(db: &str) -> String {
@@ -62,18 +57,18 @@ fn with_database(db: &str) -> String {
     }
 }
 
-fn psql(url: &str, sql: &str) -> Option<String> {
-    let out =
-        Command::new("psql").arg(url).args(["-v", "ON_ERROR_STOP=1", "-qAt", "-F", ",", "-c", sql]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+fn psql(url: &str, sql: &str) -> String {
+    psql_query(url, sql).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The harness keeps its database name to itself: find the e2e database that holds this claim.
 fn database_of(claim_uid: &str) -> String {
-    let dbs = psql(&database_url(), "SELECT datname FROM pg_database WHERE datname LIKE 'kairon_e2e_%'").unwrap();
+    let dbs = psql(&database_url(), "SELECT datname FROM pg_database WHERE datname LIKE 'kairon_e2e_%'");
     dbs.lines()
         .map(with_database)
-        .find(|url| psql(url, &format!("SELECT 1 FROM objects WHERE uid = '{claim_uid}'")).is_some_and(|o| o == "1"))
+        .find(|url| {
+            psql_query(url, &format!("SELECT 1 FROM objects WHERE uid = '{claim_uid}'")).is_ok_and(|o| o == "1")
+        })
         .expect("the test's database")
 }
 
@@ -88,8 +83,7 @@ fn history(db: &str, claim_uid: &str) -> Vec<Row> {
              active_seconds, suspended_seconds, vcpu_seconds, memory_gib_seconds \
              FROM claim_usage_intervals WHERE claim_uid = '{claim_uid}' ORDER BY interval_start"
         ),
-    )
-    .unwrap();
+    );
     out.lines()
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
@@ -145,7 +139,7 @@ fn metric(k: &Kairon, line_prefix: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_restart() {
-    let k = Kairon::start_with(&FAST).unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
@@ -157,7 +151,7 @@ async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_
     }))
     .unwrap();
     machines.create(&PostParams::default(), &m).await.unwrap();
-    wait_phase(&machines, "sb", MachinePhase::Running).await;
+    wait_phase(&machines, "sb", MachinePhase::Running, MINUTE).await;
 
     let c: MachineClaim = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
@@ -168,21 +162,18 @@ async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_
     let uid = c.uid().unwrap();
     // With no pool behind it, the claims controller (when it runs) marks the claim Pending: let
     // it settle first, so it does not overwrite the binding this test writes by hand.
-    let settle = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::time::Instant::now() < settle {
-        let phase = claims.get("job").await.ok().and_then(|c| c.status).and_then(|s| s.phase);
-        if phase.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for("the claims controller to give the claim a phase", MINUTE, || async {
+        let c = claims.get("job").await.ok();
+        c.as_ref().and_then(|c| c.status.as_ref()?.phase).map(drop).ok_or_else(|| c.and_then(|c| c.status))
+    })
+    .await;
     let bound = k8s_openapi::jiff::Timestamp::now();
     let bound = k8s_openapi::jiff::Timestamp::from_second(bound.as_second()).unwrap();
     let status = json!({"status": {"phase": "Bound", "machineName": "sb", "boundTime": Time(bound)}});
     // Bind by hand; write it again should a claims controller's stale Pending land after it.
     for _ in 0..5 {
         claims.patch_status("job", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        hold(Duration::from_secs(1), "a stale Pending from the claims controller would land within it").await;
         let phase = claims.get("job").await.unwrap().status.and_then(|s| s.phase);
         if phase == Some(kairon_model::ClaimPhase::Bound) {
             break;
@@ -198,7 +189,7 @@ async fn a_bound_claim_accrues_active_then_suspended_time_exactly_once_across_a_
     // Paused: suspended time grows instead, and active time stops.
     let pause = json!({"spec": {"powerState": "Paused"}});
     machines.patch("sb", &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
-    wait_phase(&machines, "sb", MachinePhase::Paused).await;
+    wait_phase(&machines, "sb", MachinePhase::Paused, MINUTE).await;
     let paused_at = k8s_openapi::jiff::Timestamp::now().as_second();
     let u = usage_where(&k, &claims, "5 suspended seconds", |u| u.suspended_seconds >= 5).await;
     let active_when_paused = u.active_seconds;
@@ -357,9 +348,7 @@ async fn wait_accrued_past(claims: &Api<MachineClaim>, what: &str, past: i64) ->
 
 #[tokio::test(flavor = "multi_thread")]
 async fn controllers_killed_mid_accrual_neither_lose_nor_double_count_and_release_carries_the_final_usage() {
-    let mut up = vec!["--no-controllers"];
-    up.extend(&FAST[2..]);
-    let k = Kairon::start_with(&up).unwrap();
+    let k = Kairon::start_with(&Flags::fast().with(&["--no-controllers"])).unwrap();
     let db = k.database_url().unwrap().to_string();
     let client = k.client().await.unwrap();
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
@@ -390,11 +379,11 @@ async fn controllers_killed_mid_accrual_neither_lose_nor_double_count_and_releas
     // arbitrary instant.
     let pause = json!({"spec": {"powerState": "Paused"}});
     machines.patch(&machine, &PatchParams::default(), &Patch::Merge(&pause)).await.unwrap();
-    wait_phase(&machines, &machine, MachinePhase::Paused).await;
+    wait_phase(&machines, &machine, MachinePhase::Paused, MINUTE).await;
     let paused_at = k8s_openapi::jiff::Timestamp::now().as_second();
     usage_where(&k, &claims, "3 suspended seconds", |u| u.suspended_seconds >= 3).await;
     let jitter = u64::from(k8s_openapi::jiff::Timestamp::now().subsec_nanosecond().unsigned_abs() % 1000);
-    tokio::time::sleep(Duration::from_millis(jitter)).await;
+    hold(Duration::from_millis(jitter), "the kill lands at an arbitrary instant of the accrual").await;
     second.kill9();
     let killed_at = k8s_openapi::jiff::Timestamp::now().as_second();
 
@@ -468,17 +457,12 @@ async fn controllers_killed_mid_accrual_neither_lose_nor_double_count_and_releas
     ] {
         assert!(note.contains(&part), "{part:?} in {note:?}");
     }
-    eventually("the claimed Machine deleted", Duration::from_secs(60), || async {
-        matches!(machines.get_opt(&machine).await, Ok(None)).then_some(())
-    })
-    .await;
+    wait_gone(&machines, &machine, MINUTE).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kairon_up_killed_mid_accrual_neither_loses_nor_double_counts() {
-    let mut held: Vec<&str> = FAST.to_vec();
-    held.extend(["--test-hold-after-usage-record", "600s"]);
-    let mut k = Kairon::start_with(&held).unwrap();
+    let mut k = Kairon::start_with(&fast().with(&["--test-hold-after-usage-record", "600s"])).unwrap();
     let db = k.database_url().unwrap().to_string();
     let client = k.client().await.unwrap();
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
@@ -488,7 +472,7 @@ async fn kairon_up_killed_mid_accrual_neither_loses_nor_double_counts() {
     k.kill9().unwrap();
 
     // Restarted on the same database (and data dir), without the hold.
-    let k = k.restart_with(&FAST).unwrap();
+    let k = k.restart_with(&fast()).unwrap();
     let client = k.client().await.unwrap();
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
     let c = wait_accrued_past(&claims, "accrual to continue after the restart", ahead + 3).await;
