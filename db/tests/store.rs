@@ -492,10 +492,9 @@ async fn watch_ordering_with_lagging_watchers(pool: PgPool) {
 /// Multi-threaded variant: writers, listener and watchers run in parallel.
 #[test]
 fn watch_ordering_multi_thread() {
-    let Ok(url) = std::env::var("DATABASE_URL") else {
-        eprintln!("DATABASE_URL not set; skipping");
-        return;
-    };
+    // Like #[sqlx::test], it fails without a database rather than pass having tested nothing.
+    let url = std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL must name the test PostgreSQL (scripts/test sets it and starts PostgreSQL)");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
     rt.block_on(async move {
         // A private database so the fixed rv expectations hold.
