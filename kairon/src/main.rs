@@ -77,8 +77,17 @@ struct TokenArgs {
     ttl: i64,
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let result = runtime.block_on(run());
+    // Blocking work still under way (a background VM image build waiting for another process's
+    // build lock, say) must not hold the exit: `#[tokio::main]` would wait for it (a SIGTERM took
+    // 38 s to end `kairon up` so).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}
+
+async fn run() -> Result<()> {
     // One TLS provider for the whole process (kube-rs and the server both use rustls).
     let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
