@@ -310,18 +310,6 @@ fn phase_of(state: VmState) -> MachinePhase {
     }
 }
 
-/// The power state an instance is in; none while it is being created or has failed.
-fn power_state_of(state: VmState) -> Option<PowerState> {
-    match state {
-        VmState::Running => Some(PowerState::Running),
-        VmState::Paused => Some(PowerState::Paused),
-        VmState::Stopped => Some(PowerState::Stopped),
-        VmState::Hibernated => Some(PowerState::Hibernated),
-        VmState::Halted => Some(PowerState::Halted),
-        VmState::Creating | VmState::Failed => None,
-    }
-}
-
 async fn warn(ctx: &Ctx, m: &Machine, reason: &str, note: String) {
     let ev = Event {
         type_: EventType::Warning,
@@ -388,7 +376,7 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
 
     if let Some(mut vm) = vm {
         let want = m.spec.desired_power_state();
-        let planned = match power_state_of(vm.state) {
+        let planned = match vm.state.power_state() {
             Some(have) => power::plan(want, have, m.spec.track()),
             None => Ok(None),
         };

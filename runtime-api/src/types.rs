@@ -60,6 +60,22 @@ pub enum VmState {
     Failed,
 }
 
+impl VmState {
+    /// The power state an instance in this state holds; none while it is created or after it
+    /// failed.
+    pub fn power_state(self) -> Option<kairon_model::PowerState> {
+        use kairon_model::PowerState;
+        match self {
+            VmState::Running => Some(PowerState::Running),
+            VmState::Paused => Some(PowerState::Paused),
+            VmState::Stopped => Some(PowerState::Stopped),
+            VmState::Hibernated => Some(PowerState::Hibernated),
+            VmState::Halted => Some(PowerState::Halted),
+            VmState::Creating | VmState::Failed => None,
+        }
+    }
+}
+
 /// An instance as the runtime reports it.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -132,6 +148,20 @@ impl PowerAction {
             Step::Stop => (PowerAction::Stop, false),
             Step::Hibernate => (PowerAction::Hibernate, false),
             Step::Halt => (PowerAction::Halt, false),
+        }
+    }
+
+    /// The power state this operation asks for (`paused`: a start or restart that ends paused).
+    pub fn target(self, paused: bool) -> kairon_model::PowerState {
+        use kairon_model::PowerState;
+        match self {
+            PowerAction::Pause => PowerState::Paused,
+            PowerAction::Stop => PowerState::Stopped,
+            PowerAction::Hibernate => PowerState::Hibernated,
+            PowerAction::Halt => PowerState::Halted,
+            PowerAction::Resume => PowerState::Running,
+            PowerAction::Start | PowerAction::Restart if paused => PowerState::Paused,
+            PowerAction::Start | PowerAction::Restart => PowerState::Running,
         }
     }
 

@@ -145,11 +145,11 @@ impl BackendKind {
     /// and the node agent. A restart, and an instance still being created or failed, are the
     /// backend's to judge (no desired power state describes them).
     pub fn check_transition(self, state: VmState, action: PowerAction, paused: bool) -> Result<(), RuntimeError> {
-        let Some(have) = held_state(state) else { return Ok(()) };
+        let Some(have) = state.power_state() else { return Ok(()) };
         if action == PowerAction::Restart {
             return Ok(());
         }
-        match power::plan(target_state(action, paused), have, self.track()) {
+        match power::plan(action.target(paused), have, self.track()) {
             Ok(_) => Ok(()),
             Err(Refusal::NeedsVm { to }) => Err(RuntimeError::NotSupported(format!(
                 "the sandbox backend (runc) cannot {}: it has no memory image to save and no guest to power off; use pause (keeps memory, uses no CPU) or stop",
@@ -159,31 +159,6 @@ impl BackendKind {
                 Err(RuntimeError::Conflict(format!("cannot {action:?} this {self} instance: {refusal}")))
             }
         }
-    }
-}
-
-/// The power state an action asks for (`paused`: a start or restart that ends paused).
-pub(crate) fn target_state(action: PowerAction, paused: bool) -> PowerState {
-    match action {
-        PowerAction::Pause => PowerState::Paused,
-        PowerAction::Stop => PowerState::Stopped,
-        PowerAction::Hibernate => PowerState::Hibernated,
-        PowerAction::Halt => PowerState::Halted,
-        PowerAction::Resume => PowerState::Running,
-        PowerAction::Start | PowerAction::Restart if paused => PowerState::Paused,
-        PowerAction::Start | PowerAction::Restart => PowerState::Running,
-    }
-}
-
-/// The power state an instance in `state` holds; none while it is created or after it failed.
-fn held_state(state: VmState) -> Option<PowerState> {
-    match state {
-        VmState::Running => Some(PowerState::Running),
-        VmState::Paused => Some(PowerState::Paused),
-        VmState::Stopped => Some(PowerState::Stopped),
-        VmState::Hibernated => Some(PowerState::Hibernated),
-        VmState::Halted => Some(PowerState::Halted),
-        VmState::Creating | VmState::Failed => None,
     }
 }
 
@@ -212,10 +187,10 @@ mod tests {
         ];
         for kind in [BackendKind::Runc, BackendKind::Qemu] {
             for state in [VmState::Running, VmState::Paused, VmState::Stopped, VmState::Hibernated, VmState::Halted] {
-                let have = held_state(state).unwrap();
+                let have = state.power_state().unwrap();
                 for action in actions {
                     for paused in [false, true] {
-                        let planned = power::plan(target_state(action, paused), have, kind.track());
+                        let planned = power::plan(action.target(paused), have, kind.track());
                         let checked = kind.check_transition(state, action, paused);
                         match (planned, checked) {
                             (Ok(_), Ok(())) => {}
