@@ -66,10 +66,6 @@ impl Caller {
     pub fn connection_slot(&self) -> Result<Option<crate::limits::ConnectionGuard>> {
         self.connections.acquire_for(&self.id).map_err(|e| Error::new(Reason::TooManyConnections, e.message()))
     }
-
-    pub fn check(&self, r: Result<(), String>) -> Result<()> {
-        r.map_err(Error::forbidden)
-    }
 }
 
 #[derive(OpenApi)]
