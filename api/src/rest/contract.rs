@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-/// `check_name` (objects.rs): lowercase letters, digits, `-` and `.`, starting and ending with
+/// `check_name` (machines/objects.rs): lowercase letters, digits, `-` and `.`, starting and ending with
 /// a letter or digit.
 pub const NAME_PATTERN: &str = "^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$";
 pub const NAME_MAX: usize = 253;
@@ -71,7 +71,7 @@ fn refusals(method: &str, path: &str, op: &Map<String, Value>) -> Vec<(&'static 
         out.push(("502", "The node's runtime is unreachable or failed: the message says which"));
     }
     if tag == "Guest" {
-        // guest.rs wake-on-connect.
+        // machines/guest.rs wake-on-connect.
         out.push(("504", "The Machine did not wake within its wakeTimeoutSeconds"));
     }
     // limits.rs: long polls, relays and log follows hold a connection slot of the caller's.
@@ -114,7 +114,7 @@ fn parameter_schema(name: &str, at: &str, schema: &Value) -> Option<Value> {
         ),
         // The runtime's signal names (guest.rs `process_kill`).
         ("signal", "query") => string(json!({"enum": ["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]})),
-        // objects.rs `DryRunQuery::is_dry_run`.
+        // rest/objects.rs `DryRunQuery::is_dry_run`.
         ("dryRun", "query") => string(json!({"enum": ["All", ""]})),
         // usage.rs.
         ("groupBy", "query") => string(json!({"enum": ["namespace", "claim", "day"]})),
@@ -143,7 +143,7 @@ fn label_selector_pattern() -> String {
 
 /// What the server checks in the objects and bodies it reads, beyond their Rust types.
 fn refine_schemas(schemas: &mut Map<String, Value>) {
-    // objects.rs `decode`: the route names the kind, and the group is the one version served.
+    // machines/objects.rs `decode`: the route names the kind, and the group is the one version served.
     for kind in ["Machine", "MachinePool", "MachineClaim"] {
         if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
             // The status is the controllers' and node agents': an object write keeps the stored one.
@@ -154,7 +154,7 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
                 json!({"type": "string", "enum": ["kairon.zyvor.dev/v1"], "description": "Filled in when omitted."});
         }
     }
-    // objects.rs `decode`: the namespace is the path's; the server fills it in, and a body
+    // machines/objects.rs `decode`: the namespace is the path's; the server fills it in, and a body
     // that names another is refused.
     if let Some(meta) = schemas.get_mut("ObjectMeta").and_then(|s| s.get_mut("properties")) {
         meta["namespace"]["readOnly"] = json!(true);
