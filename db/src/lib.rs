@@ -104,9 +104,24 @@ pub enum StoreError {
     #[error("invalid object: {0}")]
     Invalid(String),
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error(transparent)]
     Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        // jsonb holds no U+0000 (SQLSTATE 22P05, untranslatable character): an object with one
+        // in a string is the writer's to fix, not a failure of the store.
+        if let sqlx::Error::Database(d) = &e
+            && d.code().as_deref() == Some("22P05")
+        {
+            return StoreError::Invalid(
+                "a string in the object holds the NUL character (\\u0000), which cannot be stored: remove it".into(),
+            );
+        }
+        StoreError::Database(e)
+    }
 }
 
 /// Tuning of the watch machinery; the defaults suit production.

@@ -119,6 +119,9 @@ async fn create_validates_and_fills_uid(pool: PgPool) {
     assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
     let bad = store.update(oref("ns", "a"), json!([1]), None).await;
     assert!(matches!(bad, Err(StoreError::Invalid(_))), "{bad:?}");
+    // jsonb holds no NUL character: the writer's error, and nothing is stored.
+    let bad = store.create(oref("ns", "a"), json!({"metadata": {"labels": {"x": "a\u{0}b"}}})).await;
+    assert!(matches!(&bad, Err(StoreError::Invalid(m)) if m.contains("NUL")), "{bad:?}");
     assert_eq!(store.current_rv().await.unwrap(), 0);
 
     let created = store.create(oref("ns", "a"), json!({"spec": {}})).await.unwrap();
@@ -126,6 +129,9 @@ async fn create_validates_and_fills_uid(pool: PgPool) {
     let stored: uuid::Uuid = sqlx::query_scalar("SELECT uid FROM objects").fetch_one(store.pool()).await.unwrap();
     assert_eq!(stored.to_string(), uid);
     assert_eq!(rv_of(&created), 1);
+    let bad = store.update(oref("ns", "a"), json!({"spec": {"\u{0}": 1}}), None).await;
+    assert!(matches!(&bad, Err(StoreError::Invalid(m)) if m.contains("NUL")), "{bad:?}");
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap().unwrap()["spec"], json!({}));
 }
 
 #[sqlx::test(migrations = "./migrations")]
