@@ -720,6 +720,14 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
             (_, None) => return Err(ApiError::not_found(&q, name)),
             (Change::Replace(body), Some(live)) => {
                 let mut new = body.clone();
+                if let Some(v) = new["metadata"]["resourceVersion"].as_str()
+                    && !v.is_empty()
+                    && rv_of(&new).is_none()
+                {
+                    return Err(ApiError::bad_request(format!(
+                        "metadata.resourceVersion {v:?} is not a resourceVersion: send the one a read answered, or none"
+                    )));
+                }
                 let precondition = match rv_of(&new) {
                     Some(rv) if Some(rv) != rv_of(live) => return Err(ApiError::stale(&q, name)),
                     Some(rv) => Some(rv),

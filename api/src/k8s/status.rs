@@ -139,6 +139,7 @@ impl ApiError {
             StoreError::Gone { compacted } => {
                 Self::gone(format!("too old resource version: the oldest still available is {}", compacted + 1))
             }
+            StoreError::Invalid(why) => Self::bad_request(why),
             other => {
                 tracing::error!(error = %other, "store failure");
                 Self::internal(format!("storage error: {other}"))
@@ -156,6 +157,7 @@ impl IntoResponse for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
+            StoreError::Invalid(why) => Self::bad_request(why),
             StoreError::Gone { compacted } => {
                 Self::gone(format!("too old resource version: the oldest still available is {}", compacted + 1))
             }

@@ -131,6 +131,9 @@ fn decode<K: Mirrored>(mut body: Value, ns: &str, name: Option<&str>) -> Result<
         .as_object_mut()
         .ok_or_else(|| Error::bad_request(format!("the body must be a {} object", K::kind(&()))))?;
     obj.entry("apiVersion").or_insert_with(|| K::api_version(&()).into());
+    if obj.get("apiVersion").and_then(Value::as_str) != Some(K::api_version(&()).as_ref()) {
+        return Err(Error::bad_request(format!("apiVersion must be {} on this route", K::api_version(&()))));
+    }
     obj.entry("kind").or_insert_with(|| K::kind(&()).into());
     if obj.get("kind").and_then(Value::as_str) != Some(K::kind(&()).as_ref()) {
         return Err(Error::bad_request(format!("kind must be {} on this route", K::kind(&()))));
@@ -147,15 +150,19 @@ fn decode<K: Mirrored>(mut body: Value, ns: &str, name: Option<&str>) -> Result<
             meta.insert("namespace".into(), ns.into());
         }
     }
+    // A replace names the object it replaces in its body too, as Kubernetes has it.
     if let Some(name) = name {
         match meta.get("name").and_then(Value::as_str) {
-            Some(n) if n != name => {
+            Some(n) if n == name => {}
+            Some(n) => {
                 return Err(Error::bad_request(format!(
                     "metadata.name {n:?} does not match the name {name:?} in the path"
                 )));
             }
-            _ => {
-                meta.insert("name".into(), name.into());
+            None => {
+                return Err(Error::bad_request(format!(
+                    "metadata.name is required: send the object as read (GET it), with metadata.name {name:?}"
+                )));
             }
         }
     }
