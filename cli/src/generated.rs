@@ -185,7 +185,58 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct CopyRequest {
         #[doc = "The new Machine's name (same namespace)."]
-        pub name: ::std::string::String,
+        pub name: CopyRequestName,
+    }
+    #[doc = "The new Machine's name (same namespace)."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CopyRequestName(::std::string::String);
+    impl ::std::ops::Deref for CopyRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CopyRequestName> for ::std::string::String {
+        fn from(value: CopyRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CopyRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CopyRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CopyRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CopyRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "The answer of a fork or clone."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -245,7 +296,53 @@ pub mod types {
         pub name: ::std::string::String,
         #[doc = "The device class or resource name, e.g. `nvidia.com/gpu`."]
         #[serde(rename = "resourceName")]
-        pub resource_name: ::std::string::String,
+        pub resource_name: DeviceClaimResourceName,
+    }
+    #[doc = "The device class or resource name, e.g. `nvidia.com/gpu`."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct DeviceClaimResourceName(::std::string::String);
+    impl ::std::ops::Deref for DeviceClaimResourceName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DeviceClaimResourceName> for ::std::string::String {
+        fn from(value: DeviceClaimResourceName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DeviceClaimResourceName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DeviceClaimResourceName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DeviceClaimResourceName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DeviceClaimResourceName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`EgressCheckBody`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -353,7 +450,7 @@ pub mod types {
     #[doc = "`ExecRequest`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ExecRequest {
-        pub command: ::std::vec::Vec<ExecRequestCommandItem>,
+        pub command: ::std::vec::Vec<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub cwd: ::std::option::Option<::std::string::String>,
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
@@ -366,54 +463,6 @@ pub mod types {
         #[doc = "Run as `uid[:gid]` instead of root."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub user: ::std::option::Option<::std::string::String>,
-    }
-    #[doc = "`ExecRequestCommandItem`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct ExecRequestCommandItem(::std::string::String);
-    impl ::std::ops::Deref for ExecRequestCommandItem {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<ExecRequestCommandItem> for ::std::string::String {
-        fn from(value: ExecRequestCommandItem) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for ExecRequestCommandItem {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[^\\u0000]*$").unwrap());
-            if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^[^\\u0000]*$\"".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for ExecRequestCommandItem {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for ExecRequestCommandItem {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for ExecRequestCommandItem {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
     }
     #[doc = "`ExecResult`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -485,7 +534,47 @@ pub mod types {
     pub struct Hugepages {
         #[doc = "`2Mi` or `1Gi`."]
         #[serde(rename = "pageSize")]
-        pub page_size: ::std::string::String,
+        pub page_size: HugepagesPageSize,
+    }
+    #[doc = "`2Mi` or `1Gi`."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum HugepagesPageSize {
+        #[serde(rename = "2Mi")]
+        X2mi,
+        #[serde(rename = "1Gi")]
+        X1gi,
+    }
+    impl ::std::fmt::Display for HugepagesPageSize {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::X2mi => f.write_str("2Mi"),
+                Self::X1gi => f.write_str("1Gi"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for HugepagesPageSize {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "2Mi" => Ok(Self::X2mi),
+                "1Gi" => Ok(Self::X1gi),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for HugepagesPageSize {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for HugepagesPageSize {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "What the controller does to a Machine that has been idle for `idleTimeoutSeconds`."]
     #[derive(
@@ -552,7 +641,55 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ImageSource {
         #[doc = "Path of the qcow2 image on the node, e.g. `/var/lib/fluxvm/images/kairon-hw.qcow2`."]
-        pub path: ::std::string::String,
+        pub path: ImageSourcePath,
+    }
+    #[doc = "Path of the qcow2 image on the node, e.g. `/var/lib/fluxvm/images/kairon-hw.qcow2`."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ImageSourcePath(::std::string::String);
+    impl ::std::ops::Deref for ImageSourcePath {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ImageSourcePath> for ::std::string::String {
+        fn from(value: ImageSourcePath) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ImageSourcePath {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^/").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^/\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ImageSourcePath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ImageSourcePath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ImageSourcePath {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`KaironNode`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -602,7 +739,55 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub initrd: ::std::option::Option<::std::string::String>,
         #[doc = "Kernel image path on the node."]
-        pub path: ::std::string::String,
+        pub path: KernelSpecPath,
+    }
+    #[doc = "Kernel image path on the node."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KernelSpecPath(::std::string::String);
+    impl ::std::ops::Deref for KernelSpecPath {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KernelSpecPath> for ::std::string::String {
+        fn from(value: KernelSpecPath) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KernelSpecPath {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^/").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^/\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KernelSpecPath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KernelSpecPath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KernelSpecPath {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`Lifecycle`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -617,13 +802,13 @@ pub mod types {
         pub idle_timeout_seconds: ::std::option::Option<i64>,
         #[doc = "Delete the Machine this many seconds after creation (or after a claim binds it)."]
         #[serde(rename = "maxLifetimeSeconds", skip_serializing_if = "::std::option::Option::is_none")]
-        pub max_lifetime_seconds: ::std::option::Option<i64>,
+        pub max_lifetime_seconds: ::std::option::Option<::std::num::NonZeroU64>,
         #[doc = "Relay routes resume a Machine the controller idle-suspended."]
         #[serde(rename = "wakeOnConnect", skip_serializing_if = "::std::option::Option::is_none")]
         pub wake_on_connect: ::std::option::Option<bool>,
         #[doc = "How long a wake may take before the route answers 504."]
         #[serde(rename = "wakeTimeoutSeconds", skip_serializing_if = "::std::option::Option::is_none")]
-        pub wake_timeout_seconds: ::std::option::Option<i64>,
+        pub wake_timeout_seconds: ::std::option::Option<::std::num::NonZeroU64>,
     }
     #[doc = "`LifecycleStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -644,7 +829,7 @@ pub mod types {
         #[doc = "`Machine` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachineKind>,
-        pub metadata: ObjectMeta,
+        pub metadata: MachineMetadata,
         pub spec: MachineSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineStatus>,
@@ -694,7 +879,7 @@ pub mod types {
         #[doc = "`MachineClaim` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachineClaimKind>,
-        pub metadata: ObjectMeta,
+        pub metadata: MachineClaimMetadata,
         pub spec: MachineClaimSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineClaimStatus>,
@@ -775,6 +960,287 @@ pub mod types {
     pub struct MachineClaimList {
         pub items: ::std::vec::Vec<MachineClaim>,
     }
+    #[doc = "`MachineClaimMetadata`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineClaimMetadata {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub annotations:
+            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub generation: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        pub name: MachineClaimMetadataName,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub namespace: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_references: ::std::option::Option<::std::vec::Vec<MachineClaimMetadataOwnerReferencesItem>>,
+        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub resource_version: ::std::option::Option<MachineClaimMetadataResourceVersion>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub uid: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`MachineClaimMetadataName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimMetadataName(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimMetadataName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimMetadataName> for ::std::string::String {
+        fn from(value: MachineClaimMetadataName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimMetadataName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineClaimMetadataOwnerReferencesItem`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineClaimMetadataOwnerReferencesItem {
+        #[serde(rename = "apiVersion")]
+        pub api_version: MachineClaimMetadataOwnerReferencesItemApiVersion,
+        #[serde(rename = "blockOwnerDeletion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub block_owner_deletion: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub controller: ::std::option::Option<bool>,
+        pub kind: MachineClaimMetadataOwnerReferencesItemKind,
+        pub name: MachineClaimMetadataOwnerReferencesItemName,
+        pub uid: ::uuid::Uuid,
+    }
+    #[doc = "`MachineClaimMetadataOwnerReferencesItemApiVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimMetadataOwnerReferencesItemApiVersion(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimMetadataOwnerReferencesItemApiVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimMetadataOwnerReferencesItemApiVersion> for ::std::string::String {
+        fn from(value: MachineClaimMetadataOwnerReferencesItemApiVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimMetadataOwnerReferencesItemApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataOwnerReferencesItemApiVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineClaimMetadataOwnerReferencesItemKind`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimMetadataOwnerReferencesItemKind(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimMetadataOwnerReferencesItemKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimMetadataOwnerReferencesItemKind> for ::std::string::String {
+        fn from(value: MachineClaimMetadataOwnerReferencesItemKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimMetadataOwnerReferencesItemKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataOwnerReferencesItemKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineClaimMetadataOwnerReferencesItemName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimMetadataOwnerReferencesItemName(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimMetadataOwnerReferencesItemName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimMetadataOwnerReferencesItemName> for ::std::string::String {
+        fn from(value: MachineClaimMetadataOwnerReferencesItemName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimMetadataOwnerReferencesItemName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataOwnerReferencesItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineClaimMetadataResourceVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimMetadataResourceVersion(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimMetadataResourceVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimMetadataResourceVersion> for ::std::string::String {
+        fn from(value: MachineClaimMetadataResourceVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimMetadataResourceVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataResourceVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
     #[doc = "Binds one warm member of a MachinePool; its usage accrues while bound."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachineClaimSpec {
@@ -783,7 +1249,7 @@ pub mod types {
         pub pool_name: MachineClaimSpecPoolName,
         #[doc = "Release the claim this many seconds after it binds."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
-        pub ttl_seconds: ::std::option::Option<i64>,
+        pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,
     }
     #[doc = "The MachinePool (same namespace) to take a member from."]
     #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -890,6 +1356,287 @@ pub mod types {
     pub struct MachineList {
         pub items: ::std::vec::Vec<Machine>,
     }
+    #[doc = "`MachineMetadata`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineMetadata {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub annotations:
+            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub generation: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        pub name: MachineMetadataName,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub namespace: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_references: ::std::option::Option<::std::vec::Vec<MachineMetadataOwnerReferencesItem>>,
+        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub resource_version: ::std::option::Option<MachineMetadataResourceVersion>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub uid: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`MachineMetadataName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineMetadataName(::std::string::String);
+    impl ::std::ops::Deref for MachineMetadataName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineMetadataName> for ::std::string::String {
+        fn from(value: MachineMetadataName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineMetadataName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineMetadataName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineMetadataOwnerReferencesItem`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineMetadataOwnerReferencesItem {
+        #[serde(rename = "apiVersion")]
+        pub api_version: MachineMetadataOwnerReferencesItemApiVersion,
+        #[serde(rename = "blockOwnerDeletion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub block_owner_deletion: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub controller: ::std::option::Option<bool>,
+        pub kind: MachineMetadataOwnerReferencesItemKind,
+        pub name: MachineMetadataOwnerReferencesItemName,
+        pub uid: ::uuid::Uuid,
+    }
+    #[doc = "`MachineMetadataOwnerReferencesItemApiVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineMetadataOwnerReferencesItemApiVersion(::std::string::String);
+    impl ::std::ops::Deref for MachineMetadataOwnerReferencesItemApiVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineMetadataOwnerReferencesItemApiVersion> for ::std::string::String {
+        fn from(value: MachineMetadataOwnerReferencesItemApiVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineMetadataOwnerReferencesItemApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineMetadataOwnerReferencesItemApiVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineMetadataOwnerReferencesItemKind`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineMetadataOwnerReferencesItemKind(::std::string::String);
+    impl ::std::ops::Deref for MachineMetadataOwnerReferencesItemKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineMetadataOwnerReferencesItemKind> for ::std::string::String {
+        fn from(value: MachineMetadataOwnerReferencesItemKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineMetadataOwnerReferencesItemKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineMetadataOwnerReferencesItemKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineMetadataOwnerReferencesItemName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineMetadataOwnerReferencesItemName(::std::string::String);
+    impl ::std::ops::Deref for MachineMetadataOwnerReferencesItemName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineMetadataOwnerReferencesItemName> for ::std::string::String {
+        fn from(value: MachineMetadataOwnerReferencesItemName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineMetadataOwnerReferencesItemName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineMetadataOwnerReferencesItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineMetadataResourceVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineMetadataResourceVersion(::std::string::String);
+    impl ::std::ops::Deref for MachineMetadataResourceVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineMetadataResourceVersion> for ::std::string::String {
+        fn from(value: MachineMetadataResourceVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineMetadataResourceVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineMetadataResourceVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
     #[doc = "Where a Machine is in its life. Transitional phases (`Starting`, `Pausing`…) advance the\nusage clock without accruing."]
     #[derive(
         :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
@@ -979,7 +1726,7 @@ pub mod types {
         #[doc = "`MachinePool` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachinePoolKind>,
-        pub metadata: ObjectMeta,
+        pub metadata: MachinePoolMetadata,
         pub spec: MachinePoolSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachinePoolStatus>,
@@ -1060,6 +1807,287 @@ pub mod types {
     pub struct MachinePoolList {
         pub items: ::std::vec::Vec<MachinePool>,
     }
+    #[doc = "`MachinePoolMetadata`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachinePoolMetadata {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub annotations:
+            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub generation: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        pub name: MachinePoolMetadataName,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub namespace: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_references: ::std::option::Option<::std::vec::Vec<MachinePoolMetadataOwnerReferencesItem>>,
+        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub resource_version: ::std::option::Option<MachinePoolMetadataResourceVersion>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub uid: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`MachinePoolMetadataName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachinePoolMetadataName(::std::string::String);
+    impl ::std::ops::Deref for MachinePoolMetadataName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachinePoolMetadataName> for ::std::string::String {
+        fn from(value: MachinePoolMetadataName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolMetadataName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachinePoolMetadataOwnerReferencesItem`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachinePoolMetadataOwnerReferencesItem {
+        #[serde(rename = "apiVersion")]
+        pub api_version: MachinePoolMetadataOwnerReferencesItemApiVersion,
+        #[serde(rename = "blockOwnerDeletion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub block_owner_deletion: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub controller: ::std::option::Option<bool>,
+        pub kind: MachinePoolMetadataOwnerReferencesItemKind,
+        pub name: MachinePoolMetadataOwnerReferencesItemName,
+        pub uid: ::uuid::Uuid,
+    }
+    #[doc = "`MachinePoolMetadataOwnerReferencesItemApiVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachinePoolMetadataOwnerReferencesItemApiVersion(::std::string::String);
+    impl ::std::ops::Deref for MachinePoolMetadataOwnerReferencesItemApiVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachinePoolMetadataOwnerReferencesItemApiVersion> for ::std::string::String {
+        fn from(value: MachinePoolMetadataOwnerReferencesItemApiVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolMetadataOwnerReferencesItemApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataOwnerReferencesItemApiVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachinePoolMetadataOwnerReferencesItemKind`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachinePoolMetadataOwnerReferencesItemKind(::std::string::String);
+    impl ::std::ops::Deref for MachinePoolMetadataOwnerReferencesItemKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachinePoolMetadataOwnerReferencesItemKind> for ::std::string::String {
+        fn from(value: MachinePoolMetadataOwnerReferencesItemKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolMetadataOwnerReferencesItemKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataOwnerReferencesItemKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachinePoolMetadataOwnerReferencesItemName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachinePoolMetadataOwnerReferencesItemName(::std::string::String);
+    impl ::std::ops::Deref for MachinePoolMetadataOwnerReferencesItemName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachinePoolMetadataOwnerReferencesItemName> for ::std::string::String {
+        fn from(value: MachinePoolMetadataOwnerReferencesItemName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolMetadataOwnerReferencesItemName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataOwnerReferencesItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachinePoolMetadataResourceVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachinePoolMetadataResourceVersion(::std::string::String);
+    impl ::std::ops::Deref for MachinePoolMetadataResourceVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachinePoolMetadataResourceVersion> for ::std::string::String {
+        fn from(value: MachinePoolMetadataResourceVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachinePoolMetadataResourceVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataResourceVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
     #[doc = "Keeps `replicas` warm members, Running or Paused, for MachineClaims to take."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachinePoolSpec {
@@ -1097,7 +2125,7 @@ pub mod types {
     pub struct MachineSpec {
         #[doc = "Host CPUs to pin vCPUs to, e.g. `0-3,6` (admin-only, QEMU backend)."]
         #[serde(rename = "cpuSet", skip_serializing_if = "::std::option::Option::is_none")]
-        pub cpu_set: ::std::option::Option<::std::string::String>,
+        pub cpu_set: ::std::option::Option<MachineSpecCpuSet>,
         #[doc = "PCI passthrough (VFIO) devices; refused on a sandbox."]
         #[serde(rename = "deviceClaims", default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub device_claims: ::std::vec::Vec<DeviceClaim>,
@@ -1118,7 +2146,7 @@ pub mod types {
         pub network: ::std::option::Option<NetworkSpec>,
         #[doc = "Pin the Machine to a node; unset lets the scheduler choose."]
         #[serde(rename = "nodeName", skip_serializing_if = "::std::option::Option::is_none")]
-        pub node_name: ::std::option::Option<::std::string::String>,
+        pub node_name: ::std::option::Option<MachineSpecNodeName>,
         #[doc = "Host NUMA node to bind to (admin-only, QEMU backend)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub numa: ::std::option::Option<NumaSpec>,
@@ -1136,10 +2164,111 @@ pub mod types {
         pub sandbox: ::std::option::Option<SandboxSpec>,
         #[doc = "Delete the Machine this many seconds after creation."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
-        pub ttl_seconds: ::std::option::Option<i64>,
+        pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,
         #[doc = "Disks that outlive Stop."]
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub volumes: ::std::vec::Vec<Volume>,
+    }
+    #[doc = "Host CPUs to pin vCPUs to, e.g. `0-3,6` (admin-only, QEMU backend)."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineSpecCpuSet(::std::string::String);
+    impl ::std::ops::Deref for MachineSpecCpuSet {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineSpecCpuSet> for ::std::string::String {
+        fn from(value: MachineSpecCpuSet) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineSpecCpuSet {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineSpecCpuSet {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineSpecCpuSet {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineSpecCpuSet {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "Pin the Machine to a node; unset lets the scheduler choose."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineSpecNodeName(::std::string::String);
+    impl ::std::ops::Deref for MachineSpecNodeName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineSpecNodeName> for ::std::string::String {
+        fn from(value: MachineSpecNodeName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineSpecNodeName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 253usize {
+                return Err("longer than 253 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineSpecNodeName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineSpecNodeName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineSpecNodeName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`MachineStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -1220,9 +2349,57 @@ pub mod types {
         pub bridge: ::std::option::Option<::std::string::String>,
         #[doc = "Fixed MAC address; generated when unset."]
         #[serde(rename = "macAddress", skip_serializing_if = "::std::option::Option::is_none")]
-        pub mac_address: ::std::option::Option<::std::string::String>,
+        pub mac_address: ::std::option::Option<NetworkSpecMacAddress>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub mode: ::std::option::Option<NetworkMode>,
+    }
+    #[doc = "Fixed MAC address; generated when unset."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct NetworkSpecMacAddress(::std::string::String);
+    impl ::std::ops::Deref for NetworkSpecMacAddress {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<NetworkSpecMacAddress> for ::std::string::String {
+        fn from(value: NetworkSpecMacAddress) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for NetworkSpecMacAddress {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for NetworkSpecMacAddress {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for NetworkSpecMacAddress {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for NetworkSpecMacAddress {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`NodeBackend`"]
     #[derive(
@@ -1296,16 +2473,268 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub name: ::std::option::Option<::std::string::String>,
+        pub name: ::std::option::Option<ObjectMetaName>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub namespace: ::std::option::Option<::std::string::String>,
         #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
-        pub owner_references:
-            ::std::option::Option<::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>>,
+        pub owner_references: ::std::option::Option<::std::vec::Vec<ObjectMetaOwnerReferencesItem>>,
         #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub resource_version: ::std::option::Option<::std::string::String>,
+        pub resource_version: ::std::option::Option<ObjectMetaResourceVersion>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub uid: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`ObjectMetaName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ObjectMetaName(::std::string::String);
+    impl ::std::ops::Deref for ObjectMetaName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectMetaName> for ::std::string::String {
+        fn from(value: ObjectMetaName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectMetaName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 253usize {
+                return Err("longer than 253 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectMetaName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectMetaName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectMetaName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`ObjectMetaOwnerReferencesItem`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct ObjectMetaOwnerReferencesItem {
+        #[serde(rename = "apiVersion")]
+        pub api_version: ObjectMetaOwnerReferencesItemApiVersion,
+        #[serde(rename = "blockOwnerDeletion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub block_owner_deletion: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub controller: ::std::option::Option<bool>,
+        pub kind: ObjectMetaOwnerReferencesItemKind,
+        pub name: ObjectMetaOwnerReferencesItemName,
+        pub uid: ::uuid::Uuid,
+    }
+    #[doc = "`ObjectMetaOwnerReferencesItemApiVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ObjectMetaOwnerReferencesItemApiVersion(::std::string::String);
+    impl ::std::ops::Deref for ObjectMetaOwnerReferencesItemApiVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectMetaOwnerReferencesItemApiVersion> for ::std::string::String {
+        fn from(value: ObjectMetaOwnerReferencesItemApiVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectMetaOwnerReferencesItemApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectMetaOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectMetaOwnerReferencesItemApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectMetaOwnerReferencesItemApiVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`ObjectMetaOwnerReferencesItemKind`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ObjectMetaOwnerReferencesItemKind(::std::string::String);
+    impl ::std::ops::Deref for ObjectMetaOwnerReferencesItemKind {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectMetaOwnerReferencesItemKind> for ::std::string::String {
+        fn from(value: ObjectMetaOwnerReferencesItemKind) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectMetaOwnerReferencesItemKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectMetaOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectMetaOwnerReferencesItemKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectMetaOwnerReferencesItemKind {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`ObjectMetaOwnerReferencesItemName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ObjectMetaOwnerReferencesItemName(::std::string::String);
+    impl ::std::ops::Deref for ObjectMetaOwnerReferencesItemName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectMetaOwnerReferencesItemName> for ::std::string::String {
+        fn from(value: ObjectMetaOwnerReferencesItemName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectMetaOwnerReferencesItemName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectMetaOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectMetaOwnerReferencesItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectMetaOwnerReferencesItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`ObjectMetaResourceVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ObjectMetaResourceVersion(::std::string::String);
+    impl ::std::ops::Deref for ObjectMetaResourceVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ObjectMetaResourceVersion> for ::std::string::String {
+        fn from(value: ObjectMetaResourceVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ObjectMetaResourceVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ObjectMetaResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ObjectMetaResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ObjectMetaResourceVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`Pool`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -1669,10 +3098,112 @@ pub mod types {
     pub struct Resources {
         #[doc = "vCPUs (`\"2\"`, or `500m` for a sandbox)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub cpu: ::std::option::Option<::std::string::String>,
+        pub cpu: ::std::option::Option<ResourcesCpu>,
         #[doc = "Memory (`2Gi`, `512Mi`)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub memory: ::std::option::Option<::std::string::String>,
+        pub memory: ::std::option::Option<ResourcesMemory>,
+    }
+    #[doc = "vCPUs (`\"2\"`, or `500m` for a sandbox)."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResourcesCpu(::std::string::String);
+    impl ::std::ops::Deref for ResourcesCpu {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResourcesCpu> for ::std::string::String {
+        fn from(value: ResourcesCpu) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResourcesCpu {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$").unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$\"".into()
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResourcesCpu {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResourcesCpu {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResourcesCpu {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "Memory (`2Gi`, `512Mi`)."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResourcesMemory(::std::string::String);
+    impl ::std::ops::Deref for ResourcesMemory {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResourcesMemory> for ::std::string::String {
+        fn from(value: ResourcesMemory) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResourcesMemory {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$").unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$\"".into()
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResourcesMemory {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResourcesMemory {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResourcesMemory {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`RuntimeSpec`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -1705,7 +3236,60 @@ pub mod types {
     pub struct SandboxSpec {
         #[doc = "Boot from a template built on the node (`POST /api/v1/nodes/{node}/templates`). A\ntemplate carries its own spec: `spec.image`, `spec.resources` and `spec.runtime.kernel`\nare then ignored."]
         #[serde(rename = "templateName", skip_serializing_if = "::std::option::Option::is_none")]
-        pub template_name: ::std::option::Option<::std::string::String>,
+        pub template_name: ::std::option::Option<SandboxSpecTemplateName>,
+    }
+    #[doc = "Boot from a template built on the node (`POST /api/v1/nodes/{node}/templates`). A\ntemplate carries its own spec: `spec.image`, `spec.resources` and `spec.runtime.kernel`\nare then ignored."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SandboxSpecTemplateName(::std::string::String);
+    impl ::std::ops::Deref for SandboxSpecTemplateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SandboxSpecTemplateName> for ::std::string::String {
+        fn from(value: SandboxSpecTemplateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SandboxSpecTemplateName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 253usize {
+                return Err("longer than 253 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SandboxSpecTemplateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SandboxSpecTemplateName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SandboxSpecTemplateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`SnapshotRequest`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -1940,13 +3524,112 @@ pub mod types {
         #[doc = "Where a sandbox sees it (sandboxes mount; VMs see a block device)."]
         #[serde(rename = "mountPath", skip_serializing_if = "::std::option::Option::is_none")]
         pub mount_path: ::std::option::Option<::std::string::String>,
-        pub name: ::std::string::String,
+        pub name: VolumeName,
         #[doc = "An existing disk image on the node."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub path: ::std::option::Option<::std::string::String>,
         #[doc = "Size of a new empty disk."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub size: ::std::option::Option<::std::string::String>,
+        pub size: ::std::option::Option<VolumeSize>,
+    }
+    #[doc = "`VolumeName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct VolumeName(::std::string::String);
+    impl ::std::ops::Deref for VolumeName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<VolumeName> for ::std::string::String {
+        fn from(value: VolumeName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for VolumeName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for VolumeName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for VolumeName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for VolumeName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "Size of a new empty disk."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct VolumeSize(::std::string::String);
+    impl ::std::ops::Deref for VolumeSize {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<VolumeSize> for ::std::string::String {
+        fn from(value: VolumeSize) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for VolumeSize {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$").unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$\"".into()
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for VolumeSize {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for VolumeSize {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for VolumeSize {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`WarmPowerState`"]
     #[derive(

@@ -438,21 +438,14 @@ async fn run(cli: Cli) -> Result<()> {
             power_done(fmt, &c.machine_unfreeze(&ns, &name).await.map_err(fail)?.into_inner(), &name, "thawing", false)
         }
         Cmd::Fork { name, new_name } => {
-            let r = c
-                .machine_fork(&ns, &name, &types::CopyRequest { name: new_name.clone() })
-                .await
-                .map_err(fail)?
-                .into_inner();
+            let copy = types::CopyRequest { name: copy_name(&new_name)? };
+            let r = c.machine_fork(&ns, &name, &copy).await.map_err(fail)?.into_inner();
             let how = if r.live { "live: memory and disk" } else { "filesystem" };
             output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
         }
         Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
         Cmd::Exec { name, command, cwd, timeout } => {
-            let command = command
-                .iter()
-                .map(|arg| arg.parse())
-                .collect::<Result<Vec<types::ExecRequestCommandItem>, _>>()
-                .map_err(|e| anyhow::anyhow!("the command cannot be sent: {e} (no NUL bytes in arguments)"))?;
+            // Arguments from the command line carry no NUL byte (the server refuses one).
             let req = types::ExecRequest {
                 command,
                 cwd,
@@ -562,8 +555,8 @@ async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> 
             let (Some(src), Some(new)) = (a.name.as_deref(), a.new_name.as_deref()) else {
                 return Err(anyhow::Error::new(Failure::Refused("usage: kaironctl create clone SOURCE NEW".into())));
             };
-            let r =
-                c.machine_clone(ns, src, &types::CopyRequest { name: new.into() }).await.map_err(fail)?.into_inner();
+            let copy = types::CopyRequest { name: copy_name(new)? };
+            let r = c.machine_clone(ns, src, &copy).await.map_err(fail)?.into_inner();
             output::done(fmt, &to_value(&r), &format!("machine {new} cloned from {src}"))
         }
         "machinepool" => {
@@ -878,4 +871,13 @@ async fn cp(c: &Client, ns: &str, src: &str, dst: &str, mode: Option<&str>) -> R
             "cp copies between here and a Machine: cp LOCAL MACHINE:/path or cp MACHINE:/path LOCAL".into(),
         ))),
     }
+}
+
+/// The name of a fork or clone, as the API takes it (a DNS label); a usage error otherwise.
+fn copy_name(name: &str) -> Result<types::CopyRequestName> {
+    name.parse().map_err(|e| {
+        anyhow::Error::new(Failure::Refused(format!(
+            "{name:?} cannot name a Machine ({e}): use at most 63 lowercase letters, digits and '-'"
+        )))
+    })
 }

@@ -126,6 +126,8 @@ fn parameter_schema(name: &str, at: &str, schema: &Value) -> Option<Value> {
         // k8s/selector.rs.
         ("labelSelector", "query") => string(json!({"pattern": label_selector_pattern()})),
         ("uid", "path") => string(json!({"format": "uuid"})),
+        // machines/power.rs `freeze`: a positive duration (`kairon_model::duration`).
+        ("unfreezeTimeout", "query") => string(json!({"pattern": "^[1-9][0-9]{0,5}[smh]$"})),
         _ => return None,
     })
 }
@@ -164,6 +166,33 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
             meta[stamp]["format"] = json!("date-time");
         }
         meta["uid"]["readOnly"] = json!(true);
+        // k8s/handlers.rs `write`: a version the store gave, or none.
+        meta["resourceVersion"]["pattern"] = json!("^[0-9]*$");
+        meta["name"] = json!({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": NAME_MAX});
+        // k8s/admit.rs: ownerReferences as Kubernetes has them.
+        meta["ownerReferences"] = json!({"type": ["array", "null"], "items": {
+            "type": "object",
+            "required": ["apiVersion", "kind", "name", "uid"],
+            "properties": {
+                "apiVersion": {"type": "string", "minLength": 1},
+                "kind": {"type": "string", "minLength": 1},
+                "name": {"type": "string", "minLength": 1},
+                "uid": {"type": "string", "format": "uuid"},
+                "controller": {"type": ["boolean", "null"]},
+                "blockOwnerDeletion": {"type": ["boolean", "null"]},
+            },
+        }});
+    }
+    // k8s/handlers.rs: the name of an object of these kinds is a DNS label, and a create (or a
+    // replace, machines/objects.rs `decode`) names it.
+    for kind in ["Machine", "MachinePool", "MachineClaim"] {
+        if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
+            props["metadata"] = json!({"allOf": [{"$ref": "#/components/schemas/ObjectMeta"}, {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63}},
+            }]});
+        }
     }
     // model/src/validate.rs: a claim names its pool.
     if let Some(pool) = schemas.get_mut("MachineClaimSpec").and_then(|s| s.pointer_mut("/properties/poolName")) {
@@ -180,6 +209,119 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
     // nodes.rs `egress_check`: a host, not blank.
     if let Some(host) = schemas.get_mut("EgressCheckBody").and_then(|s| s.pointer_mut("/properties/host")) {
         host["pattern"] = json!("\\S");
+    }
+    // machines/power.rs `copy`: the new Machine's name.
+    if let Some(name) = schemas.get_mut("CopyRequest").and_then(|s| s.pointer_mut("/properties/name")) {
+        name["pattern"] = json!(DNS_LABEL);
+        name["maxLength"] = json!(63);
+    }
+    machine_spec_rules(schemas);
+    // What is stored holds no NUL character (PostgreSQL's jsonb: db `StoreError::Invalid`, a
+    // 400), nor does a command line (guest.rs `check_command`): every string of what requests
+    // send says so. Answers may carry one (a command's output), so only request schemas.
+    let mut requests: Vec<String> =
+        ["Machine", "MachinePool", "MachineClaim", "ExecRequest"].iter().map(|s| s.to_string()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(name) = requests.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Some(schema) = schemas.get_mut(&name) else { continue };
+        no_nul_in_strings(schema);
+        requests.extend(refs(schema));
+    }
+}
+
+/// The component schemas `schema` refers to.
+fn refs(schema: &Value) -> Vec<String> {
+    match schema {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| match (k.as_str(), v) {
+                ("$ref", Value::String(r)) => {
+                    r.strip_prefix("#/components/schemas/").map(String::from).into_iter().collect()
+                }
+                _ => refs(v),
+            })
+            .collect(),
+        Value::Array(items) => items.iter().flat_map(refs).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A DNS-1123 label (`model::validate::is_dns_label`).
+const DNS_LABEL: &str = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$";
+/// A DNS-1123 subdomain (`model::validate::is_dns_subdomain`).
+const DNS_SUBDOMAIN: &str = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$";
+/// A quantity greater than 0 (`model::validate::quantity`), in its plain forms.
+const POSITIVE_QUANTITY: &str = "^[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$";
+
+/// `model/src/validate.rs`'s rules on single fields: bounds and forms.
+fn machine_spec_rules(schemas: &mut Map<String, Value>) {
+    let mut set = |schema: &str, pointer: &str, key: &str, value: Value| {
+        if let Some(v) = schemas.get_mut(schema).and_then(|s| s.pointer_mut(pointer)) {
+            v[key] = value;
+        }
+    };
+    set("Lifecycle", "/properties/idleTimeoutSeconds", "minimum", json!(60));
+    set("Lifecycle", "/properties/maxLifetimeSeconds", "minimum", json!(1));
+    set("Lifecycle", "/properties/wakeTimeoutSeconds", "minimum", json!(1));
+    set("Lifecycle", "/properties/idleCPUMillicores", "minimum", json!(0));
+    set("Resources", "/properties/cpu", "pattern", json!(POSITIVE_QUANTITY));
+    set("Resources", "/properties/memory", "pattern", json!(POSITIVE_QUANTITY));
+    set("ImageSource", "/properties/path", "pattern", json!("^/"));
+    set("KernelSpec", "/properties/path", "pattern", json!("^/"));
+    set("SandboxSpec", "/properties/templateName", "pattern", json!(DNS_SUBDOMAIN));
+    set("SandboxSpec", "/properties/templateName", "maxLength", json!(253));
+    set("NetworkSpec", "/properties/macAddress", "pattern", json!("^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"));
+    set("Volume", "/properties/name", "pattern", json!(DNS_LABEL));
+    set("Volume", "/properties/size", "pattern", json!(POSITIVE_QUANTITY));
+    set("DeviceClaim", "/properties/resourceName", "minLength", json!(1));
+    set("Hugepages", "/properties/pageSize", "enum", json!(["2Mi", "1Gi"]));
+    set("MachineSpec", "/properties/cpuSet", "pattern", json!("^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$"));
+    set("MachineSpec", "/properties/nodeName", "pattern", json!(DNS_SUBDOMAIN));
+    set("MachineSpec", "/properties/nodeName", "maxLength", json!(253));
+    set("MachineSpec", "/properties/ttlSeconds", "minimum", json!(1));
+    set("MachinePoolSpec", "/properties/replicas", "minimum", json!(0));
+    set("MachinePoolSpec", "/properties/warmupSeconds", "minimum", json!(0));
+    set("MachineClaimSpec", "/properties/ttlSeconds", "minimum", json!(1));
+    // Not said here: the rules between fields (a Machine boots an image or a kernel, or runs a
+    // sandbox; what a sandbox may not set; a VM's whole vCPUs; a pool template's ttlSeconds;
+    // a volume's size or path; a bridge's name). Written as anyOf/oneOf beside the objects,
+    // the client generators drop the kinds that carry them (openapi-python-client: "can't be
+    // merged"), so model/src/validate.rs and tests/tests/errors.rs keep them.
+}
+
+/// Adds "no NUL character" to every string schema under `schema`.
+fn no_nul_in_strings(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let is_string = match map.get("type") {
+                Some(Value::String(t)) => t == "string",
+                Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+                _ => false,
+            };
+            if is_string && !map.contains_key("enum") && !map.contains_key("format") {
+                let pattern = match map.get("pattern").and_then(Value::as_str) {
+                    // Says so already (or excludes control characters altogether).
+                    Some(p) if p.contains("\\u0000") => None,
+                    // The pattern as it was, after a look at the whole string first.
+                    Some(p) => Some(match p.strip_prefix('^') {
+                        Some(anchored) => format!("^(?![\\s\\S]*\\u0000){anchored}"),
+                        None => format!("^(?![\\s\\S]*\\u0000)[\\s\\S]*?(?:{p})"),
+                    }),
+                    None => Some("^[^\\u0000]*$".to_string()),
+                };
+                if let Some(p) = pattern {
+                    map.insert("pattern".into(), json!(p));
+                }
+            }
+            for v in map.values_mut() {
+                no_nul_in_strings(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(no_nul_in_strings),
+        _ => {}
     }
 }
 
@@ -222,7 +364,8 @@ pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
             }
         }
     }
-    serde_json::from_value(v).unwrap_or(doc)
+    serde_json::from_value(v)
+        .unwrap_or_else(|e| panic!("the completed OpenAPI document no longer reads as utoipa's: {e}"))
 }
 
 #[cfg(test)]

@@ -15,8 +15,36 @@ pub fn to_openapi_30(mut doc: Value) -> Value {
     walk(&mut doc);
     one_error_type(&mut doc);
     plain_parameters(&mut doc);
+    walk_strings(&mut doc);
     doc
 }
+
+/// The server's "no NUL character" on every request string (the API's `contract.rs`) would make
+/// progenitor wrap each such field in a newtype of its own; the server refuses a NUL with a
+/// 400 that says so, so the client's strings stay plain (other patterns stay as they are).
+fn walk_strings(v: &mut Value) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(walk_strings),
+        Value::Object(o) => {
+            if let Some(p) = o.get("pattern").and_then(Value::as_str) {
+                if p == NO_NUL {
+                    o.remove("pattern");
+                } else if let Some(rest) = p.strip_prefix(NO_NUL_AHEAD) {
+                    let unwrapped = match rest.strip_prefix("[\\s\\S]*?(?:").and_then(|r| r.strip_suffix(')')) {
+                        Some(inner) => inner.to_string(),
+                        None => format!("^{rest}"),
+                    };
+                    o.insert("pattern".into(), json!(unwrapped));
+                }
+            }
+            o.values_mut().for_each(walk_strings);
+        }
+        _ => {}
+    }
+}
+
+const NO_NUL: &str = "^[^\\u0000]*$";
+const NO_NUL_AHEAD: &str = "^(?![\\s\\S]*\\u0000)";
 
 /// progenitor makes each constrained parameter (a pattern, an enum) a newtype of its own per
 /// operation (`MachineDeleteNamespace`, `MachineWaitNamespace`, …). kaironctl passes what the

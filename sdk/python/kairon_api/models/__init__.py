@@ -26,6 +26,7 @@ from .exec_result import ExecResult
 from .file_entry import FileEntry
 from .guest_agent import GuestAgent
 from .hugepages import Hugepages
+from .hugepages_page_size import HugepagesPageSize
 from .idle_action import IdleAction
 from .image_config import ImageConfig
 from .image_source import ImageSource
@@ -42,6 +43,7 @@ from .machine_claim import MachineClaim
 from .machine_claim_api_version import MachineClaimApiVersion
 from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
+from .machine_claim_metadata import MachineClaimMetadata
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_status import MachineClaimStatus
 from .machine_create_dry_run import MachineCreateDryRun
@@ -50,6 +52,7 @@ from .machine_halt_dry_run import MachineHaltDryRun
 from .machine_hibernate_dry_run import MachineHibernateDryRun
 from .machine_kind import MachineKind
 from .machine_list import MachineList
+from .machine_metadata import MachineMetadata
 from .machine_migrate_dry_run import MachineMigrateDryRun
 from .machine_pause_dry_run import MachinePauseDryRun
 from .machine_phase import MachinePhase
@@ -57,6 +60,7 @@ from .machine_pool import MachinePool
 from .machine_pool_api_version import MachinePoolApiVersion
 from .machine_pool_kind import MachinePoolKind
 from .machine_pool_list import MachinePoolList
+from .machine_pool_metadata import MachinePoolMetadata
 from .machine_pool_spec import MachinePoolSpec
 from .machine_pool_status import MachinePoolStatus
 from .machine_replace_dry_run import MachineReplaceDryRun
@@ -141,6 +145,7 @@ __all__ = (
     "FileEntry",
     "GuestAgent",
     "Hugepages",
+    "HugepagesPageSize",
     "IdleAction",
     "ImageConfig",
     "ImageSource",
@@ -157,6 +162,7 @@ __all__ = (
     "MachineClaimApiVersion",
     "MachineClaimKind",
     "MachineClaimList",
+    "MachineClaimMetadata",
     "MachineClaimSpec",
     "MachineClaimStatus",
     "MachineCreateDryRun",
@@ -165,6 +171,7 @@ __all__ = (
     "MachineHibernateDryRun",
     "MachineKind",
     "MachineList",
+    "MachineMetadata",
     "MachineMigrateDryRun",
     "MachinePauseDryRun",
     "MachinePhase",
@@ -172,6 +179,7 @@ __all__ = (
     "MachinePoolApiVersion",
     "MachinePoolKind",
     "MachinePoolList",
+    "MachinePoolMetadata",
     "MachinePoolSpec",
     "MachinePoolStatus",
     "MachineReplaceDryRun",

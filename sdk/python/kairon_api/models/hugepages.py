@@ -6,6 +6,8 @@ from typing import Any, Self, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.hugepages_page_size import HugepagesPageSize
+
 T = TypeVar("T", bound="Hugepages")
 
 
@@ -13,14 +15,14 @@ T = TypeVar("T", bound="Hugepages")
 class Hugepages:
     """
     Attributes:
-        page_size (str): `2Mi` or `1Gi`.
+        page_size (HugepagesPageSize): `2Mi` or `1Gi`.
     """
 
-    page_size: str
+    page_size: HugepagesPageSize
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        page_size = self.page_size
+        page_size = self.page_size.value
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -35,7 +37,7 @@ class Hugepages:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
-        page_size = d.pop("pageSize")
+        page_size = HugepagesPageSize(d.pop("pageSize"))
 
         hugepages = cls(
             page_size=page_size,

@@ -11,9 +11,9 @@ from ..models.machine_kind import MachineKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.machine_metadata import MachineMetadata
     from ..models.machine_spec import MachineSpec
     from ..models.machine_status import MachineStatus
-    from ..models.object_meta import ObjectMeta
 
 
 T = TypeVar("T", bound="Machine")
@@ -23,15 +23,14 @@ T = TypeVar("T", bound="Machine")
 class Machine:
     """
     Attributes:
-        metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
-            `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
+        metadata (MachineMetadata):
         spec (MachineSpec): A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`).
         api_version (MachineApiVersion | Unset): Filled in when omitted.
         kind (MachineKind | Unset): `Machine` (filled in when omitted).
         status (MachineStatus | None | Unset):
     """
 
-    metadata: ObjectMeta
+    metadata: MachineMetadata
     spec: MachineSpec
     api_version: MachineApiVersion | Unset = UNSET
     kind: MachineKind | Unset = UNSET
@@ -80,12 +79,12 @@ class Machine:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.machine_metadata import MachineMetadata
         from ..models.machine_spec import MachineSpec
         from ..models.machine_status import MachineStatus
-        from ..models.object_meta import ObjectMeta
 
         d = dict(src_dict)
-        metadata = ObjectMeta.from_dict(d.pop("metadata"))
+        metadata = MachineMetadata.from_dict(d.pop("metadata"))
 
         spec = MachineSpec.from_dict(d.pop("spec"))
 

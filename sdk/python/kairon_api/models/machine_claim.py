@@ -11,9 +11,9 @@ from ..models.machine_claim_kind import MachineClaimKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.machine_claim_metadata import MachineClaimMetadata
     from ..models.machine_claim_spec import MachineClaimSpec
     from ..models.machine_claim_status import MachineClaimStatus
-    from ..models.object_meta import ObjectMeta
 
 
 T = TypeVar("T", bound="MachineClaim")
@@ -23,15 +23,14 @@ T = TypeVar("T", bound="MachineClaim")
 class MachineClaim:
     """
     Attributes:
-        metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
-            `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
+        metadata (MachineClaimMetadata):
         spec (MachineClaimSpec): Binds one warm member of a MachinePool; its usage accrues while bound.
         api_version (MachineClaimApiVersion | Unset): Filled in when omitted.
         kind (MachineClaimKind | Unset): `MachineClaim` (filled in when omitted).
         status (MachineClaimStatus | None | Unset):
     """
 
-    metadata: ObjectMeta
+    metadata: MachineClaimMetadata
     spec: MachineClaimSpec
     api_version: MachineClaimApiVersion | Unset = UNSET
     kind: MachineClaimKind | Unset = UNSET
@@ -80,12 +79,12 @@ class MachineClaim:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.machine_claim_metadata import MachineClaimMetadata
         from ..models.machine_claim_spec import MachineClaimSpec
         from ..models.machine_claim_status import MachineClaimStatus
-        from ..models.object_meta import ObjectMeta
 
         d = dict(src_dict)
-        metadata = ObjectMeta.from_dict(d.pop("metadata"))
+        metadata = MachineClaimMetadata.from_dict(d.pop("metadata"))
 
         spec = MachineClaimSpec.from_dict(d.pop("spec"))
 

@@ -11,9 +11,9 @@ from ..models.machine_pool_kind import MachinePoolKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.machine_pool_metadata import MachinePoolMetadata
     from ..models.machine_pool_spec import MachinePoolSpec
     from ..models.machine_pool_status import MachinePoolStatus
-    from ..models.object_meta import ObjectMeta
 
 
 T = TypeVar("T", bound="MachinePool")
@@ -23,15 +23,14 @@ T = TypeVar("T", bound="MachinePool")
 class MachinePool:
     """
     Attributes:
-        metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
-            `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
+        metadata (MachinePoolMetadata):
         spec (MachinePoolSpec): Keeps `replicas` warm members, Running or Paused, for MachineClaims to take.
         api_version (MachinePoolApiVersion | Unset): Filled in when omitted.
         kind (MachinePoolKind | Unset): `MachinePool` (filled in when omitted).
         status (MachinePoolStatus | None | Unset):
     """
 
-    metadata: ObjectMeta
+    metadata: MachinePoolMetadata
     spec: MachinePoolSpec
     api_version: MachinePoolApiVersion | Unset = UNSET
     kind: MachinePoolKind | Unset = UNSET
@@ -80,12 +79,12 @@ class MachinePool:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.machine_pool_metadata import MachinePoolMetadata
         from ..models.machine_pool_spec import MachinePoolSpec
         from ..models.machine_pool_status import MachinePoolStatus
-        from ..models.object_meta import ObjectMeta
 
         d = dict(src_dict)
-        metadata = ObjectMeta.from_dict(d.pop("metadata"))
+        metadata = MachinePoolMetadata.from_dict(d.pop("metadata"))
 
         spec = MachinePoolSpec.from_dict(d.pop("spec"))
 

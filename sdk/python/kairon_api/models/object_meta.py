@@ -32,7 +32,7 @@ class ObjectMeta:
             finalizers (list[str] | None | Unset):
             generation (int | None | Unset):
             labels (None | ObjectMetaLabelsType0 | Unset):
-            name (None | str | Unset):
+            name (str | Unset):
             namespace (None | str | Unset):
             owner_references (list[ObjectMetaOwnerReferencesType0Item] | None | Unset):
             resource_version (None | str | Unset):
@@ -45,7 +45,7 @@ class ObjectMeta:
     finalizers: list[str] | None | Unset = UNSET
     generation: int | None | Unset = UNSET
     labels: None | ObjectMetaLabelsType0 | Unset = UNSET
-    name: None | str | Unset = UNSET
+    name: str | Unset = UNSET
     namespace: None | str | Unset = UNSET
     owner_references: list[ObjectMetaOwnerReferencesType0Item] | None | Unset = UNSET
     resource_version: None | str | Unset = UNSET
@@ -103,11 +103,7 @@ class ObjectMeta:
         else:
             labels = self.labels
 
-        name: None | str | Unset
-        if isinstance(self.name, Unset):
-            name = UNSET
-        else:
-            name = self.name
+        name = self.name
 
         namespace: None | str | Unset
         if isinstance(self.namespace, Unset):
@@ -279,14 +275,7 @@ class ObjectMeta:
 
         labels = _parse_labels(d.pop("labels", UNSET))
 
-        def _parse_name(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
-
-        name = _parse_name(d.pop("name", UNSET))
+        name = d.pop("name", UNSET)
 
         def _parse_namespace(data: object) -> None | str | Unset:
             if data is None:

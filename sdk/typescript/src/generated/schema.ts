@@ -1134,8 +1134,11 @@ export interface components {
             enabled?: boolean;
         };
         Hugepages: {
-            /** @description `2Mi` or `1Gi`. */
-            pageSize: string;
+            /**
+             * @description `2Mi` or `1Gi`.
+             * @enum {string}
+             */
+            pageSize: "2Mi" | "1Gi";
         };
         /**
          * @description What the controller does to a Machine that has been idle for `idleTimeoutSeconds`.
@@ -1234,7 +1237,9 @@ export interface components {
              * @enum {string}
              */
             kind?: "Machine";
-            metadata: components["schemas"]["ObjectMeta"];
+            metadata: components["schemas"]["ObjectMeta"] & {
+                name: string;
+            };
             spec: components["schemas"]["MachineSpec"];
             readonly status?: components["schemas"]["MachineStatus"] | null;
         };
@@ -1249,7 +1254,9 @@ export interface components {
              * @enum {string}
              */
             kind?: "MachineClaim";
-            metadata: components["schemas"]["ObjectMeta"];
+            metadata: components["schemas"]["ObjectMeta"] & {
+                name: string;
+            };
             spec: components["schemas"]["MachineClaimSpec"];
             readonly status?: components["schemas"]["MachineClaimStatus"] | null;
         };
@@ -1294,7 +1301,9 @@ export interface components {
              * @enum {string}
              */
             kind?: "MachinePool";
-            metadata: components["schemas"]["ObjectMeta"];
+            metadata: components["schemas"]["ObjectMeta"] & {
+                name: string;
+            };
             spec: components["schemas"]["MachinePoolSpec"];
             readonly status?: components["schemas"]["MachinePoolStatus"] | null;
         };
@@ -1434,9 +1443,17 @@ export interface components {
             labels?: {
                 [key: string]: string;
             } | null;
-            name?: string | null;
+            name?: string;
             readonly namespace?: string | null;
-            ownerReferences?: Record<string, never>[] | null;
+            ownerReferences?: {
+                apiVersion: string;
+                blockOwnerDeletion?: boolean | null;
+                controller?: boolean | null;
+                kind: string;
+                name: string;
+                /** Format: uuid */
+                uid: string;
+            }[] | null;
             resourceVersion?: string | null;
             readonly uid?: string | null;
         };
