@@ -323,3 +323,8 @@ def test_errors_do_not_shadow_builtins() -> None:
     assert str(e) == "Timeout (504): waited" and e.transient
     assert not GuestAgentDisabledError(409, "GuestAgentDisabled", "no agent").transient
     assert kairon.ConflictError(409, "NotScheduled", "soon").transient
+
+
+def test_version_is_the_distributions() -> None:
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    assert f'name = "kairon-sdk"\nversion = "{kairon.__version__}"' in pyproject

@@ -315,6 +315,11 @@ describe("transport", { timeout: 60_000 }, () => {
     }
   });
 
+  it("VERSION is the package's", () => {
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+    assert.equal(VERSION, pkg.version);
+  });
+
   it("error classes", () => {
     assert.equal(GatewayTimeoutError, TimeoutError);
     assert.ok(new TimeoutError(504, "Timeout", "waited").transient);
