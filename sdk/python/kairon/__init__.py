@@ -1,49 +1,71 @@
-"""Kairon Python SDK.
+"""Kairon Python SDK (distribution `kairon-sdk`).
 
-    from kairon import Client, UIClient, Sandbox
+    from kairon import Kairon
 
-`Client` is the Kubernetes-compatible API, `UIClient` the REST API (on the client generated
-from `openapi/openapi.json`, package `kairon_api`), `Sandbox` a Machine to work in.
+    k = Kairon()   # KAIRON_URL / KAIRON_TOKEN, else the kubeconfig `kairon up` wrote
+    with k.sandbox.create(image="busybox") as sb:
+        print(sb.run("uname -a", check=True).stdout)
+
+`Kairon` is the entry point; `Client` is the Kubernetes-compatible API, `UIClient` the REST API
+(on the client generated from `openapi/openapi.json`, package `kairon_api`), `Sandbox` a Machine
+to work in. Every error is a `KaironError`; the SDK logs to `logging.getLogger("kairon")`.
+
+`kairon.TimeoutError` is the old name of `GatewayTimeoutError`; it is not exported by
+`from kairon import *`, which leaves Python's builtin `TimeoutError` alone (every SDK timeout is
+also a builtin `TimeoutError`).
 """
 
+from ._version import __version__
 from .client import Client, UIClient
+from .config import Config, ConfigError
 from .errors import (
     ApiError,
     BadRequestError,
     CommandError,
     ConflictError,
     ForbiddenError,
+    GatewayTimeoutError,
     GuestAgentDisabledError,
+    KaironConnectionError,
     KaironError,
+    KaironTimeoutError,
     MachineSuspendedError,
     NotFoundError,
     ServerError,
-    TimeoutError,
+    TimeoutError as TimeoutError,
     UnauthorizedError,
     WakeTimeoutError,
 )
 from kairon_api.models.reason import Reason
 
 from .sandbox import RunResult, Sandbox, SandboxProcess
+from ._kairon import Kairon, Sandboxes
 
 __all__ = [
     "ApiError",
     "BadRequestError",
     "Client",
     "CommandError",
+    "Config",
+    "ConfigError",
     "ConflictError",
     "ForbiddenError",
+    "GatewayTimeoutError",
     "GuestAgentDisabledError",
+    "Kairon",
+    "KaironConnectionError",
     "KaironError",
+    "KaironTimeoutError",
     "MachineSuspendedError",
     "NotFoundError",
     "Reason",
     "RunResult",
     "Sandbox",
     "SandboxProcess",
+    "Sandboxes",
     "ServerError",
-    "TimeoutError",
     "UIClient",
     "UnauthorizedError",
     "WakeTimeoutError",
+    "__version__",
 ]

@@ -9,10 +9,10 @@ operations, guest exec, processes, files, waits and usage.
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 from uuid import UUID
 from typing import Any, TypeVar
 
-import httpx
 
 import kairon_api
 from kairon_api.api.guest import (
@@ -45,8 +45,8 @@ from kairon_api.models import (
 )
 from kairon_api.types import UNSET, File, Response, Unset
 
-from ._http import TIMEOUT, ssl_context
-from .errors import ApiError, TimeoutError, error_from
+from ._http import DEFAULT_RETRIES, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
+from .errors import ApiError, GatewayTimeoutError, error_from
 
 GROUP = "kairon.zyvor.dev/v1"
 T = TypeVar("T")
@@ -62,6 +62,7 @@ def _ok(resp: Response[Any], want: type[T]) -> T:
 
 
 def _done(resp: Response[Any]) -> None:
+    """Nothing for a successful response, the typed error of a failed one."""
     if resp.status_code >= 400:
         raise error_from(int(resp.status_code), resp.content)
 
@@ -70,17 +71,20 @@ class Client:
     """The Kubernetes-compatible API: `Client(url, token, namespace="agents")`.
 
     `url` is the API server (the `server:` of the kubeconfig `kairon up` writes), `token` a bearer
-    token (`kairon token`), `ca_file` the CA to trust (default: `KAIRON_CA_FILE`, then the system).
+    token (`kairon token`), `ca_file` the CA to trust (default: `KAIRON_CA_FILE`, then the system)
+    or `ca_data` its PEM text. `retries` bounds the retries of what is safe to retry (GETs, and
+    connections that could not be made); a create is sent once. `Kairon()` makes one for you.
     """
 
-    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None) -> None:
+    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None,
+                 ca_data: str | None = None, retries: int = DEFAULT_RETRIES) -> None:
         self.url = url.rstrip("/")
         self.namespace = namespace
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
-            verify=ssl_context(ca_file),
-            timeout=TIMEOUT,
+        self._http = http_client(
+            self.url,
+            {"Authorization": f"Bearer {token}", "Accept": "application/json"},
+            ssl_context(ca_file, ca_data),
+            retries,
         )
 
     def _path(self, plural: str, namespace: str | None, name: str | None = None) -> str:
@@ -100,9 +104,19 @@ class Client:
         return self._send("POST", self._path("machines", namespace), body)
 
     def get_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The Machine `name` as the Kubernetes API stores it."""
         return self._send("GET", self._path("machines", namespace, name))
 
+    def list_machines(self, namespace: str | None = None, *, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        """The Machines of the namespace that carry every one of `labels`."""
+        path = self._path("machines", namespace)
+        if labels:
+            path += "?" + urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in labels.items())})
+        items: list[dict[str, Any]] = self._send("GET", path).get("items") or []
+        return items
+
     def delete_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Deletes the Machine (its node agent removes the runtime instance first)."""
         return self._send("DELETE", self._path("machines", namespace, name))
 
     def create_claim(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
@@ -111,22 +125,28 @@ class Client:
         return self._send("POST", self._path("machineclaims", namespace), body)
 
     def get_claim(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The MachineClaim `name`."""
         return self._send("GET", self._path("machineclaims", namespace, name))
 
     def delete_claim(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Deletes the MachineClaim, which releases (deletes) the Machine it bound."""
         return self._send("DELETE", self._path("machineclaims", namespace, name))
 
     def create_pool(self, manifest: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Creates a MachinePool from its manifest (apiVersion and kind are filled in)."""
         body = {"apiVersion": GROUP, "kind": "MachinePool", **manifest}
         return self._send("POST", self._path("machinepools", namespace), body)
 
     def get_pool(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The MachinePool `name`."""
         return self._send("GET", self._path("machinepools", namespace, name))
 
     def delete_pool(self, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Deletes the MachinePool and, through it, its members."""
         return self._send("DELETE", self._path("machinepools", namespace, name))
 
     def close(self) -> None:
+        """Closes the connections."""
         self._http.close()
 
 
@@ -134,14 +154,19 @@ class UIClient:
     """The REST API (`/api/v1`): `UIClient(url, token, namespace="agents")`.
 
     Every call raises an `ApiError` subclass with the server's reason and message on failure.
-    `api` is the generated client (`kairon_api.AuthenticatedClient`) for everything else.
+    `api` is the generated client (`kairon_api.AuthenticatedClient`) for everything else; it
+    sends through the same retrying transport and User-Agent. The options are `Client`'s.
     """
 
-    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None) -> None:
+    def __init__(self, url: str, token: str, namespace: str = "default", *, ca_file: str | None = None,
+                 ca_data: str | None = None, retries: int = DEFAULT_RETRIES) -> None:
         self.url = url.rstrip("/")
         self.namespace = namespace
+        verify = ssl_context(ca_file, ca_data)
         self.api = kairon_api.AuthenticatedClient(
-            base_url=self.url, token=token, verify_ssl=ssl_context(ca_file), timeout=TIMEOUT
+            base_url=self.url, token=token, verify_ssl=verify, timeout=TIMEOUT,
+            headers={"User-Agent": USER_AGENT},
+            httpx_args={"transport": RetryTransport(verify, retries)},
         )
 
     def _ns(self, namespace: str | None) -> str:
@@ -150,6 +175,7 @@ class UIClient:
     # Machines and claims.
 
     def get_machine(self, name: str, namespace: str | None = None) -> Machine:
+        """The Machine `name` (its spec and status)."""
         return _ok(machine_get.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
 
     def wait_machine(
@@ -163,7 +189,8 @@ class UIClient:
         namespace: str | None = None,
     ) -> Machine | None:
         """Long-polls until the Machine reaches `phase` / `condition` or is gone (`deleted`);
-        raises `TimeoutError` after `timeout` seconds. Returns the Machine (None when deleted)."""
+        raises `GatewayTimeoutError` after `timeout` seconds, and any other refusal at once.
+        Returns the Machine (None when deleted)."""
         deadline = time.monotonic() + timeout
         while True:
             left = max(1, min(120, int(deadline - time.monotonic())))
@@ -181,27 +208,34 @@ class UIClient:
             try:
                 m = _ok(resp, Machine)
                 return None if deleted else m
-            except TimeoutError:
+            except GatewayTimeoutError:
+                # The server's wait ran out ("not yet"): ask again until ours does.
                 if time.monotonic() >= deadline:
                     raise
 
     def delete_machine(self, name: str, namespace: str | None = None) -> None:
+        """Deletes the Machine."""
         _done(machine_delete.sync_detailed(self._ns(namespace), name, client=self.api))
 
     def pause(self, name: str, namespace: str | None = None) -> Machine:
+        """Asks for the Machine to be Paused (memory kept, no CPU); returns at once."""
         return _ok(machine_pause.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
 
     def resume(self, name: str, namespace: str | None = None) -> Machine:
+        """Asks for the Machine to run again; returns at once."""
         return _ok(machine_resume.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
 
     def fork(self, name: str, new_name: str, namespace: str | None = None) -> CopyResult:
+        """Forks the Machine into `new_name` (live on a VM, the filesystem of a runc sandbox)."""
         body = CopyRequest(name=new_name)
         return _ok(machine_fork.sync_detailed(self._ns(namespace), name, client=self.api, body=body), CopyResult)
 
     def get_claim(self, name: str, namespace: str | None = None) -> MachineClaim:
+        """The MachineClaim `name`."""
         return _ok(machineclaim_get.sync_detailed(self._ns(namespace), name, client=self.api), MachineClaim)
 
     def wait_claim(self, name: str, *, phase: str, timeout: float = 300.0, namespace: str | None = None) -> MachineClaim:
+        """Long-polls until the claim reaches `phase`; `GatewayTimeoutError` after `timeout` s."""
         deadline = time.monotonic() + timeout
         while True:
             left = max(1, min(120, int(deadline - time.monotonic())))
@@ -210,11 +244,13 @@ class UIClient:
             )
             try:
                 return _ok(resp, MachineClaim)
-            except TimeoutError:
+            except GatewayTimeoutError:
+                # The server's wait ran out ("not yet"): ask again until ours does.
                 if time.monotonic() >= deadline:
                     raise
 
     def claim_usage(self, uid: str | UUID) -> ClaimUsageHistory:
+        """What the claim with this uid used, with its history."""
         return _ok(usage_claim.sync_detailed(UUID(str(uid)), client=self.api), ClaimUsageHistory)
 
     # The guest.
@@ -230,6 +266,7 @@ class UIClient:
         timeout: int | None = None,
         namespace: str | None = None,
     ) -> ExecResult:
+        """Runs `command` (argv) in the guest to completion; `timeout` in seconds."""
         body = ExecRequest(
             command=command,
             stdin=stdin,
@@ -243,20 +280,25 @@ class UIClient:
         self, name: str, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
         namespace: str | None = None,
     ) -> Process:
+        """Starts `command` (argv) in the background in the guest."""
         body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET)
         return _ok(process_start.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Process)
 
     def get_process(self, name: str, pid: str, namespace: str | None = None) -> Process:
+        """A background process's state."""
         return _ok(process_get.sync_detailed(self._ns(namespace), name, pid, client=self.api), Process)
 
     def wait_process(self, name: str, pid: str, *, timeout: int = 60, namespace: str | None = None) -> Process:
+        """Waits up to `timeout` s for the process to exit; returns its state either way."""
         resp = process_wait.sync_detailed(self._ns(namespace), name, pid, client=self.api, timeout_seconds=timeout)
         return _ok(resp, Process)
 
     def process_logs(self, name: str, pid: str, namespace: str | None = None) -> ProcessLogs:
+        """A background process's output so far."""
         return _ok(process_logs.sync_detailed(self._ns(namespace), name, pid, client=self.api), ProcessLogs)
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
+        """Sends `signal` (default KILL) to a background process."""
         sig: ProcessKillSignal | Unset = UNSET
         if signal:
             try:
@@ -267,10 +309,12 @@ class UIClient:
         _done(process_kill.sync_detailed(self._ns(namespace), name, pid, client=self.api, signal=sig))
 
     def read_file(self, name: str, path: str, namespace: str | None = None) -> bytes:
+        """The bytes of the guest's file at the absolute `path`."""
         f = _ok(file_read.sync_detailed(self._ns(namespace), name, client=self.api, path=path), File)
         return f.payload.read()
 
     def write_file(self, name: str, path: str, data: bytes, *, mode: str | None = None, namespace: str | None = None) -> None:
+        """Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`)."""
         import io
 
         body = File(payload=io.BytesIO(data), mime_type="application/octet-stream")
@@ -278,4 +322,5 @@ class UIClient:
         _done(file_write.sync_detailed(self._ns(namespace), name, client=self.api, body=body, path=path, mode=m))
 
     def close(self) -> None:
+        """Closes the connections."""
         self.api.get_httpx_client().close()

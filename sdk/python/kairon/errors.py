@@ -3,6 +3,7 @@ and message (the REST API's `{reason, message}` body, or a Kubernetes `Status`).
 
 from __future__ import annotations
 
+import builtins
 import json
 from typing import Any
 
@@ -11,6 +12,19 @@ from kairon_api.models.reason import Reason
 
 class KaironError(Exception):
     """Base of every error the SDK raises."""
+
+
+class KaironConnectionError(KaironError, builtins.ConnectionError):
+    """The server could not be reached (refused, reset, unresolvable, TLS failure), after the
+    retries a request may have: connection failures before anything was sent are retried for
+    every call, others only for idempotent ones (GET). Also a builtin `ConnectionError`."""
+
+
+class KaironTimeoutError(KaironError, builtins.TimeoutError):
+    """Something did not happen in time: a wait of the SDK ran out (`Sandbox` readiness, a
+    process wait), the server did not answer within the read timeout, or (as
+    `GatewayTimeoutError`) the server's own wait did. Also a builtin `TimeoutError`, so
+    `except TimeoutError` catches it; the SDK never shadows that name in `from kairon import *`."""
 
 
 class ApiError(KaironError):
@@ -28,6 +42,19 @@ class ApiError(KaironError):
         self.reason: Reason | str = Reason(reason) if reason in _REASONS else reason
         self.message = message
         self.body = body
+
+    @property
+    def transient(self) -> bool:
+        """Whether this refusal may go away by itself, so a wait may try again: a 409 for an
+        object still on its way (`Conflict`, `NotScheduled`, `NotProvisioned`), 429, and the
+        server's or the node's failures (500, 502, 503, 504) other than `NotSupported`. Every other
+        4xx (`GuestAgentDisabled`, `MachineSuspended`, `NotFound`, `Forbidden`, ...) is the
+        server's answer and the SDK raises it at once."""
+        if self.status == 409:
+            return self.reason in _TRANSIENT_CONFLICTS
+        if self.status == 429:
+            return True
+        return self.status in (500, 502, 503, 504) and self.reason != Reason.NOTSUPPORTED
 
 
 class BadRequestError(ApiError):
@@ -50,8 +77,13 @@ class ConflictError(ApiError):
     """409: the object exists already, or is in a state that does not allow this."""
 
 
-class TimeoutError(ApiError):
+class GatewayTimeoutError(ApiError, KaironTimeoutError):
     """504: the server waited for something that did not happen in time."""
+
+
+# The name this error had before 0.2: `kairon.TimeoutError` still works, but it is not in
+# `__all__`, so `from kairon import *` leaves Python's builtin `TimeoutError` alone.
+TimeoutError = GatewayTimeoutError
 
 
 class ServerError(ApiError):
@@ -66,7 +98,7 @@ class GuestAgentDisabledError(ConflictError):
     """409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files."""
 
 
-class WakeTimeoutError(TimeoutError):
+class WakeTimeoutError(GatewayTimeoutError):
     """504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`."""
 
 
@@ -83,6 +115,7 @@ class CommandError(KaironError):
 
 
 _REASONS = {r.value for r in Reason}
+_TRANSIENT_CONFLICTS = {Reason.CONFLICT.value, Reason.NOTSCHEDULED.value, Reason.NOTPROVISIONED.value}
 
 _BY_REASON: dict[str, type[ApiError]] = {
     Reason.MACHINESUSPENDED: MachineSuspendedError,
@@ -97,7 +130,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     404: NotFoundError,
     409: ConflictError,
     422: BadRequestError,
-    504: TimeoutError,
+    504: GatewayTimeoutError,
 }
 
 

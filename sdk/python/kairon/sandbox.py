@@ -6,10 +6,18 @@
 
 `image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
 `busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+
+With `k = Kairon()` the same reads `k.sandbox.create(image=...)`, `k.sandbox.claim_from(pool)`,
+`k.sandbox.connect(name)` and `k.sandbox.list()`.
+
+Waits retry only what may go away by itself (`ApiError.transient`): a Machine not yet scheduled,
+a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is raised at once.
 """
 
 from __future__ import annotations
 
+import builtins
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,9 +27,14 @@ from typing import Any
 from kairon_api.models import Machine, ProcessState
 
 from .client import Client, UIClient
-from .errors import ApiError, CommandError, KaironError, NotFoundError
+from .errors import ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError
 
+#: The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for).
 SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
+#: The label naming the MachineClaim a pool member is bound to.
+CLAIM_LABEL = "kairon.zyvor.dev/claim"
+
+log = logging.getLogger("kairon")
 
 
 @dataclass(frozen=True)
@@ -65,9 +78,10 @@ class SandboxProcess:
                 self.exit_code = p.exit_code if isinstance(p.exit_code, int) else None
                 return self.exit_code
             if time.monotonic() >= deadline:
-                raise KaironError(f"process {self.pid} ({self.command!r}) still running after {timeout:.0f} s")
+                raise KaironTimeoutError(f"process {self.pid} ({self.command!r}) still running after {timeout:.0f} s")
 
     def running(self) -> bool:
+        """Whether the process is still running."""
         p = self.sandbox.ui.get_process(self.sandbox.name, self.pid, namespace=self.sandbox.namespace)
         return p.state == ProcessState.RUNNING
 
@@ -86,11 +100,13 @@ class SandboxProcess:
 
 
 class Sandbox:
-    """A Machine to work in. Make one with `Sandbox.create` or `Sandbox.claim_from`; `close()`
-    (or leaving the `with` block) deletes it, or releases the claim it came from."""
+    """A Machine to work in. Make one with `Sandbox.create` or `Sandbox.claim_from`, or attach to
+    one with `Sandbox.connect`; `close()` (or leaving the `with` block) deletes it, or releases the
+    claim it came from."""
 
     def __init__(self, kube: Client, ui: UIClient, name: str, *, namespace: str | None = None,
                  claim: str | None = None) -> None:
+        """Wraps the Machine `name` as is (no request); prefer `create`, `claim_from` or `connect`."""
         self.kube = kube
         self.ui = ui
         self.name = name
@@ -175,28 +191,65 @@ class Sandbox:
             raise
         return sb
 
+    @classmethod
+    def connect(cls, kube: Client, ui: UIClient, name: str, *, namespace: str | None = None,
+                ready_timeout: float | None = None) -> Sandbox:
+        """Attaches to the existing Machine `name` (`NotFoundError` if there is none). A pool
+        member bound by a claim is attached with its claim, so `close()` releases the claim; else
+        `close()` deletes the Machine, as for any Sandbox (just don't close it to leave it be).
+        With `ready_timeout`, also waits (seconds) until commands run in it."""
+        ns = namespace or kube.namespace
+        m = kube.get_machine(name, namespace=ns)
+        labels = (m.get("metadata") or {}).get("labels") or {}
+        claim = labels.get(CLAIM_LABEL)
+        sb = cls(kube, ui, name, namespace=ns, claim=claim if isinstance(claim, str) and claim else None)
+        if ready_timeout is not None:
+            sb._wait_ready(ready_timeout)
+        return sb
+
+    @classmethod
+    def list(cls, kube: Client, ui: UIClient, *, labels: dict[str, str] | None = None,
+             namespace: str | None = None) -> builtins.list[Sandbox]:
+        """The sandboxes (Machines labelled `kairon.zyvor.dev/sandbox=true`) of the namespace
+        that also carry every one of `labels`, as `connect` would attach to them."""
+        ns = namespace or kube.namespace
+        out: builtins.list[Sandbox] = []
+        for m in kube.list_machines(ns, labels={SANDBOX_LABEL: "true", **(labels or {})}):
+            meta = m.get("metadata") or {}
+            claim = (meta.get("labels") or {}).get(CLAIM_LABEL)
+            out.append(cls(kube, ui, str(meta.get("name")), namespace=ns,
+                           claim=claim if isinstance(claim, str) and claim else None))
+        return out
+
     def _wait_ready(self, timeout: float, *, warm: bool = False) -> None:
-        # Running, then the guest agent answers (a VM's boots a moment after its VMM runs).
+        # Running, then the guest agent answers (a VM's boots a moment after its VMM runs). Only
+        # what may pass is retried (`ApiError.transient`): GuestAgentDisabled, MachineSuspended,
+        # NotFound and every other refusal are raised at once.
         deadline = time.monotonic() + timeout
         if not warm:
             self.ui.wait_machine(self.name, phase="Running", timeout=timeout, namespace=self.namespace)
+        last: ApiError | None = None
         while True:
             try:
                 r = self.ui.exec(self.name, ["true"], timeout=10, namespace=self.namespace)
                 if r.exit_code == 0:
                     return
             except ApiError as e:
-                if time.monotonic() >= deadline:
+                if not e.transient:
                     raise
-                if e.status not in (409, 500, 502, 503, 504):
-                    raise
+                if last is None or last.reason != e.reason:
+                    log.debug("sandbox %s not ready yet: %s", self.name, e)
+                last = e
             if time.monotonic() >= deadline:
-                raise KaironError(f"sandbox {self.name}: the guest agent did not answer within {timeout:.0f} s")
+                why = f" (last: {last})" if last is not None else ""
+                raise KaironTimeoutError(
+                    f"sandbox {self.name}: the guest agent did not answer within {timeout:.0f} s{why}"
+                ) from last
             time.sleep(0.5)
 
     # Working in it.
 
-    def run(self, cmd: str | list[str], *, check: bool = False, stdin: str | None = None,
+    def run(self, cmd: str | builtins.list[str], *, check: bool = False, stdin: str | None = None,
             cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None) -> RunResult:
         """Runs `cmd` to completion (a string goes through `/bin/sh -c`). With `check`, a non-zero
         exit raises `CommandError` carrying the output."""
@@ -208,7 +261,7 @@ class Sandbox:
             raise CommandError(argv, result.exit_code, result.stdout, result.stderr)
         return result
 
-    def start(self, cmd: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
+    def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
         """Starts `cmd` in the background."""
         argv = _argv(cmd)
         p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, namespace=self.namespace)
@@ -220,6 +273,7 @@ class Sandbox:
         self.ui.write_file(self.name, path, raw, mode=mode, namespace=self.namespace)
 
     def read_file(self, path: str) -> bytes:
+        """The bytes of the sandbox's file at the absolute `path`."""
         return self.ui.read_file(self.name, path, namespace=self.namespace)
 
     # Power and copies.
@@ -247,12 +301,19 @@ class Sandbox:
             raise
         return child
 
-    def machine(self) -> Machine:
+    def info(self) -> Machine:
+        """The Machine as the server has it now: `spec`, `status` (phase, node, conditions,
+        lifecycle) and `metadata`."""
         return self.ui.get_machine(self.name, namespace=self.namespace)
+
+    def machine(self) -> Machine:
+        """The same as `info()` (its earlier name)."""
+        return self.info()
 
     @property
     def phase(self) -> str | None:
-        return _phase(self.machine())
+        """The Machine's phase now (`Running`, `Paused`, ...), None before it has one."""
+        return _phase(self.info())
 
     def close(self, timeout: float = 300.0) -> None:
         """Deletes the Machine (or releases the claim) and waits until it is gone."""
@@ -270,10 +331,12 @@ class Sandbox:
             self.ui.wait_machine(self.name, deleted=True, timeout=timeout, namespace=self.namespace)
 
     def __enter__(self) -> Sandbox:
+        """The sandbox; leaving the block closes it."""
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        """Closes the sandbox (see `close`)."""
         self.close()
 
     def __repr__(self) -> str:

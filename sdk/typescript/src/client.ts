@@ -4,13 +4,15 @@
  * REST API (`/api/v1/...`) through openapi-fetch typed by `src/generated/schema.ts`, which
  * sdk-gen generates from `openapi/openapi.json`.
  *
- * TLS: Node's fetch trusts the system CAs plus `NODE_EXTRA_CA_CERTS` (point it at the CA
- * `kairon up` keeps in `<data dir>/tls/ca.crt`).
+ * TLS: the CA given as `caFile` / `caData`, else `KAIRON_CA_FILE`, else Node's CAs plus
+ * `NODE_EXTRA_CA_CERTS` (point one at the CA `kairon up` keeps in `<data dir>/tls/ca.crt`).
+ * Both send through `Transport` (retries, User-Agent); `new Kairon()` makes both for you.
  */
 
 import createClient from "openapi-fetch";
 import type { components, operations, paths } from "./generated/schema.js";
 import { ApiError, TimeoutError, errorFrom } from "./errors.js";
+import { Transport, type TransportOptions } from "./transport.js";
 
 export type Schemas = components["schemas"];
 export type Machine = Schemas["Machine"];
@@ -26,16 +28,23 @@ export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
 const GROUP = "kairon.zyvor.dev/v1";
 type Json = Record<string, unknown>;
 
+/** Options of `Client` and `UIClient`: the namespace calls use unless given another, and how to send. */
+export interface ClientOptions extends TransportOptions {
+  namespace?: string;
+}
+
 /** The Kubernetes-compatible API: `new Client(url, token, { namespace: "agents" })`. */
 export class Client {
   readonly url: string;
   readonly namespace: string;
   readonly #token: string;
+  readonly #transport: Transport;
 
-  constructor(url: string, token: string, opts: { namespace?: string } = {}) {
+  constructor(url: string, token: string, opts: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     this.#token = token;
     this.namespace = opts.namespace ?? "default";
+    this.#transport = new Transport(opts);
   }
 
   #path(plural: string, namespace?: string, name?: string): string {
@@ -44,7 +53,7 @@ export class Client {
   }
 
   async #send(method: string, path: string, body?: unknown): Promise<Json> {
-    const r = await fetch(this.url + path, {
+    const r = await this.#transport.fetch(new Request(this.url + path, {
       method,
       headers: {
         Authorization: `Bearer ${this.#token}`,
@@ -52,38 +61,59 @@ export class Client {
         ...(body === undefined ? {} : { "Content-Type": "application/json" }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    }));
     const text = await r.text();
     if (!r.ok) throw errorFrom(r.status, text);
     return JSON.parse(text) as Json;
   }
 
+  /** Creates a Machine from its manifest (apiVersion and kind are filled in). */
   createMachine(manifest: Json, namespace?: string): Promise<Json> {
     return this.#send("POST", this.#path("machines", namespace), { apiVersion: GROUP, kind: "Machine", ...manifest });
   }
+  /** The Machine `name` as the Kubernetes API stores it. */
   getMachine(name: string, namespace?: string): Promise<Json> {
     return this.#send("GET", this.#path("machines", namespace, name));
   }
+  /** The Machines of the namespace that carry every one of `labels`. */
+  async listMachines(opts: { labels?: Record<string, string>; namespace?: string } = {}): Promise<Json[]> {
+    let path = this.#path("machines", opts.namespace);
+    const selector = Object.entries(opts.labels ?? {}).map(([k, v]) => `${k}=${v}`).join(",");
+    if (selector) path += `?${new URLSearchParams({ labelSelector: selector })}`;
+    const list = await this.#send("GET", path);
+    return (list.items ?? []) as Json[];
+  }
+  /** Deletes the Machine (its node agent removes the runtime instance first). */
   deleteMachine(name: string, namespace?: string): Promise<Json> {
     return this.#send("DELETE", this.#path("machines", namespace, name));
   }
+  /** Creates a MachineClaim (`spec.poolName`, optional `spec.ttlSeconds`). */
   createClaim(manifest: Json, namespace?: string): Promise<Json> {
     return this.#send("POST", this.#path("machineclaims", namespace), { apiVersion: GROUP, kind: "MachineClaim", ...manifest });
   }
+  /** The MachineClaim `name`. */
   getClaim(name: string, namespace?: string): Promise<Json> {
     return this.#send("GET", this.#path("machineclaims", namespace, name));
   }
+  /** Deletes the MachineClaim, which releases (deletes) the Machine it bound. */
   deleteClaim(name: string, namespace?: string): Promise<Json> {
     return this.#send("DELETE", this.#path("machineclaims", namespace, name));
   }
+  /** Creates a MachinePool from its manifest (apiVersion and kind are filled in). */
   createPool(manifest: Json, namespace?: string): Promise<Json> {
     return this.#send("POST", this.#path("machinepools", namespace), { apiVersion: GROUP, kind: "MachinePool", ...manifest });
   }
+  /** The MachinePool `name`. */
   getPool(name: string, namespace?: string): Promise<Json> {
     return this.#send("GET", this.#path("machinepools", namespace, name));
   }
+  /** Deletes the MachinePool and, through it, its members. */
   deletePool(name: string, namespace?: string): Promise<Json> {
     return this.#send("DELETE", this.#path("machinepools", namespace, name));
+  }
+  /** Closes idle connections. */
+  close(): void {
+    this.#transport.close();
   }
 }
 
@@ -121,27 +151,41 @@ export interface ExecOptions {
   namespace?: string;
 }
 
-/** The REST API: `new UIClient(url, token, { namespace: "agents" })`. `api` is the typed openapi-fetch client. */
+/** The REST API: `new UIClient(url, token, { namespace: "agents" })`. `api` is the typed openapi-fetch
+ * client, sending through the same `Transport`. Every call throws an `ApiError` subclass on failure. */
 export class UIClient {
   readonly url: string;
   readonly namespace: string;
   readonly api: ReturnType<typeof createClient<paths>>;
+  readonly #transport: Transport;
 
-  constructor(url: string, token: string, opts: { namespace?: string } = {}) {
+  constructor(url: string, token: string, opts: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     this.namespace = opts.namespace ?? "default";
-    this.api = createClient<paths>({ baseUrl: this.url, headers: { Authorization: `Bearer ${token}` } });
+    this.#transport = new Transport(opts);
+    this.api = createClient<paths>({
+      baseUrl: this.url,
+      headers: { Authorization: `Bearer ${token}` },
+      fetch: this.#transport.fetch,
+    });
+  }
+
+  /** Closes idle connections. */
+  close(): void {
+    this.#transport.close();
   }
 
   #p(name: string, namespace?: string) {
     return { namespace: namespace ?? this.namespace, name };
   }
 
+  /** The Machine `name` (its spec and status). */
   async getMachine(name: string, namespace?: string): Promise<Machine> {
     return ok(await this.api.GET("/api/v1/machines/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
   }
 
-  /** Long-polls until the Machine reaches `phase`/`condition` or is gone; TimeoutError after `timeout` s. */
+  /** Long-polls until the Machine reaches `phase`/`condition` or is gone; TimeoutError after `timeout` s,
+   * any other refusal at once. */
   async waitMachine(name: string, opts: WaitOptions): Promise<Machine | null> {
     const deadline = Date.now() + (opts.timeout ?? 300) * 1000;
     for (;;) {
@@ -162,20 +206,25 @@ export class UIClient {
         const m = ok(a);
         return opts.deleted ? null : m;
       } catch (e) {
+        // The server's wait ran out ("not yet"): ask again until ours does.
         if (!(e instanceof TimeoutError) || Date.now() >= deadline) throw e;
       }
     }
   }
 
+  /** Deletes the Machine. */
   async deleteMachine(name: string, namespace?: string): Promise<void> {
     done(await this.api.DELETE("/api/v1/machines/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
   }
+  /** Asks for the Machine to be Paused (memory kept, no CPU); returns at once. */
   async pause(name: string, namespace?: string): Promise<Machine> {
     return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/pause", { params: { path: this.#p(name, namespace) } }));
   }
+  /** Asks for the Machine to run again; returns at once. */
   async resume(name: string, namespace?: string): Promise<Machine> {
     return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/resume", { params: { path: this.#p(name, namespace) } }));
   }
+  /** Forks the Machine into `newName` (live on a VM, the filesystem of a runc sandbox). */
   async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/fork", {
@@ -185,9 +234,11 @@ export class UIClient {
     );
   }
 
+  /** The MachineClaim `name`. */
   async getClaim(name: string, namespace?: string): Promise<MachineClaim> {
     return ok(await this.api.GET("/api/v1/machineclaims/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
   }
+  /** Long-polls until the claim reaches `phase`; TimeoutError after `timeout` s. */
   async waitClaim(name: string, opts: { phase: string; timeout?: number; namespace?: string }): Promise<MachineClaim> {
     const deadline = Date.now() + (opts.timeout ?? 300) * 1000;
     for (;;) {
@@ -202,10 +253,12 @@ export class UIClient {
       }
     }
   }
+  /** What the claim with this uid used, with its history. */
   async claimUsage(uid: string): Promise<ClaimUsageHistory> {
     return ok(await this.api.GET("/api/v1/usage/claims/{uid}", { params: { path: { uid } } }));
   }
 
+  /** Runs `command` (argv) in the guest to completion. */
   async exec(name: string, command: string[], opts: ExecOptions = {}): Promise<ExecResult> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/exec", {
@@ -214,6 +267,7 @@ export class UIClient {
       }),
     );
   }
+  /** Starts `command` (argv) in the background in the guest. */
   async startProcess(name: string, command: string[], opts: ExecOptions = {}): Promise<Process> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes", {
@@ -222,6 +276,7 @@ export class UIClient {
       }),
     );
   }
+  /** A background process's state. */
   async getProcess(name: string, pid: string, namespace?: string): Promise<Process> {
     return ok(
       await this.api.GET("/api/v1/machines/{namespace}/{name}/processes/{pid}", {
@@ -229,6 +284,7 @@ export class UIClient {
       }),
     );
   }
+  /** Waits up to `timeout` s for the process to exit; its state either way. */
   async waitProcess(name: string, pid: string, timeout = 60, namespace?: string): Promise<Process> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/wait", {
@@ -236,6 +292,7 @@ export class UIClient {
       }),
     );
   }
+  /** A background process's output so far. */
   async processLogs(name: string, pid: string, namespace?: string): Promise<ProcessLogs> {
     return ok(
       await this.api.GET("/api/v1/machines/{namespace}/{name}/processes/{pid}/logs", {
@@ -243,6 +300,7 @@ export class UIClient {
       }),
     );
   }
+  /** Sends `signal` to a background process. */
   async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {
     done(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/kill", {
@@ -250,6 +308,7 @@ export class UIClient {
       }),
     );
   }
+  /** The bytes of the guest's file at the absolute `path`. */
   async readFile(name: string, path: string, namespace?: string): Promise<Uint8Array> {
     const a = await this.api.GET("/api/v1/machines/{namespace}/{name}/files", {
       params: { path: this.#p(name, namespace), query: { path } },
@@ -258,6 +317,7 @@ export class UIClient {
     if (!a.response.ok) throw errorFrom(a.response.status, a.error);
     return new Uint8Array(a.data as ArrayBuffer);
   }
+  /** Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`). */
   async writeFile(name: string, path: string, data: Uint8Array | string, opts: { mode?: string; namespace?: string } = {}): Promise<void> {
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
     done(

@@ -5,9 +5,21 @@ import type { components } from "./generated/schema.js";
 /** The REST API's reasons (an enum in its OpenAPI document); a Kubernetes `Status` may carry others. */
 export type Reason = components["schemas"]["Reason"];
 
+/** Base of every error the SDK throws. */
 export class KaironError extends Error {
   override name = "KaironError";
 }
+
+/** The server could not be reached (refused, reset, unresolvable, TLS failure), after the retries a
+ * request may have: connections that could not be made are retried for every call, others only
+ * for idempotent ones (GET). `cause` is the underlying error. */
+export class KaironConnectionError extends KaironError { override name = "KaironConnectionError"; }
+
+/** A wait of the SDK ran out (Sandbox readiness, a process wait), or the server did not answer
+ * within the read timeout. (The server's own 504 is `TimeoutError`, alias `GatewayTimeoutError`.) */
+export class KaironTimeoutError extends KaironError { override name = "KaironTimeoutError"; }
+
+const TRANSIENT_CONFLICTS = new Set(["Conflict", "NotScheduled", "NotProvisioned"]);
 
 /** The server refused a request: `status`, machine-readable `reason`, and `message` (what to do). */
 export class ApiError extends KaironError {
@@ -20,14 +32,35 @@ export class ApiError extends KaironError {
   ) {
     super(`${reason} (${status}): ${serverMessage}`);
   }
+
+  /** Whether this refusal may go away by itself, so a wait may try again: a 409 for an object still
+   * on its way (`Conflict`, `NotScheduled`, `NotProvisioned`), 429, and the server's or the node's
+   * failures (500, 502, 503, 504) other than `NotSupported`. Every other 4xx (`GuestAgentDisabled`,
+   * `MachineSuspended`, `NotFound`, ...) is the server's answer and the SDK throws it at once. */
+  get transient(): boolean {
+    if (this.status === 409) return TRANSIENT_CONFLICTS.has(this.reason);
+    if (this.status === 429) return true;
+    return [500, 502, 503, 504].includes(this.status) && this.reason !== "NotSupported";
+  }
 }
 
+/** 400 or 422: the request itself is wrong; the message says what to fix. */
 export class BadRequestError extends ApiError { override name = "BadRequestError"; }
+/** 401: no token, or one the server does not accept. */
 export class UnauthorizedError extends ApiError { override name = "UnauthorizedError"; }
+/** 403: the token's role or namespaces do not allow this. */
 export class ForbiddenError extends ApiError { override name = "ForbiddenError"; }
+/** 404: no such object (or file, or process). */
 export class NotFoundError extends ApiError { override name = "NotFoundError"; }
+/** 409: the object exists already, or is in a state that does not allow this. */
 export class ConflictError extends ApiError { override name = "ConflictError"; }
+/** 504: the server waited for something that did not happen in time. */
 export class TimeoutError extends ApiError { override name = "TimeoutError"; }
+/** The same class as `TimeoutError`, under the name the Python SDK uses. */
+export const GatewayTimeoutError = TimeoutError;
+/** The same class as `TimeoutError`, under the name the Python SDK uses. */
+export type GatewayTimeoutError = TimeoutError;
+/** 5xx other than 504. */
 export class ServerError extends ApiError { override name = "ServerError"; }
 /** 409 `MachineSuspended`: the Machine is suspended and is not woken on connect. */
 export class MachineSuspendedError extends ConflictError { override name = "MachineSuspendedError"; }

@@ -7,14 +7,24 @@
  *
  * `image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
  * `busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+ *
+ * With `const k = new Kairon()` the same reads `k.sandbox.create({ image })`,
+ * `k.sandbox.claimFrom(pool)`, `k.sandbox.connect(name)` and `k.sandbox.list()`.
+ *
+ * Waits retry only what may go away by itself (`ApiError.transient`): a Machine not yet
+ * scheduled, a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is thrown at once.
  */
 
 import { randomBytes } from "node:crypto";
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
-import { ApiError, CommandError, KaironError, NotFoundError } from "./errors.js";
+import { ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 
+/** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
+/** The label naming the MachineClaim a pool member is bound to. */
+export const CLAIM_LABEL = "kairon.zyvor.dev/claim";
 
+/** What a finished command printed and how it exited. */
 export interface RunResult {
   stdout: string;
   stderr: string;
@@ -22,6 +32,7 @@ export interface RunResult {
   timedOut: boolean;
 }
 
+/** Options of `Sandbox.create`. */
 export interface CreateOptions {
   image: string;
   /** Seconds. */
@@ -38,6 +49,7 @@ export interface CreateOptions {
   readyTimeout?: number;
 }
 
+/** Options of `Sandbox.run`. */
 export interface RunOptions {
   check?: boolean;
   stdin?: string;
@@ -71,10 +83,11 @@ export class SandboxProcess {
         this.exitCode = typeof p.exitCode === "number" ? p.exitCode : null;
         return this.exitCode;
       }
-      if (Date.now() >= deadline) throw new KaironError(`process ${this.pid} still running after ${timeout} s`);
+      if (Date.now() >= deadline) throw new KaironTimeoutError(`process ${this.pid} still running after ${timeout} s`);
     }
   }
 
+  /** Whether the process is still running. */
   async running(): Promise<boolean> {
     return (await this.sandbox.ui.getProcess(this.sandbox.name, this.pid, this.sandbox.namespace)).state === "running";
   }
@@ -91,9 +104,11 @@ export class SandboxProcess {
   }
 }
 
-/** A Machine to work in; `close()` (or leaving an `await using` scope) deletes it or releases its claim. */
+/** A Machine to work in: `Sandbox.create`, `Sandbox.claimFrom`, or `Sandbox.connect` to an existing
+ * one; `close()` (or leaving an `await using` scope) deletes it or releases its claim. */
 export class Sandbox {
   closed = false;
+  /** Wraps the Machine `name` as is (no request); prefer `create`, `claimFrom` or `connect`. */
   constructor(
     readonly kube: Client,
     readonly ui: UIClient,
@@ -102,6 +117,8 @@ export class Sandbox {
     readonly claim?: string,
   ) {}
 
+  /** Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) and waits until
+   * commands run in it. `idleTimeout` and `maxLifetime` are seconds. */
   static async create(kube: Client, ui: UIClient, opts: CreateOptions): Promise<Sandbox> {
     const name = opts.name ?? `sb-${hex(10)}`;
     const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true } };
@@ -153,19 +170,49 @@ export class Sandbox {
     }
   }
 
+  /** Attaches to the existing Machine `name` (NotFoundError if there is none). A pool member bound
+   * by a claim is attached with its claim, so `close()` releases the claim; else `close()` deletes
+   * the Machine, as for any Sandbox (just don't close it to leave it be). With `readyTimeout`
+   * (seconds), also waits until commands run in it. */
+  static async connect(kube: Client, ui: UIClient, name: string, opts: { namespace?: string; readyTimeout?: number } = {}): Promise<Sandbox> {
+    const ns = opts.namespace ?? kube.namespace;
+    const m = (await kube.getMachine(name, ns)) as { metadata?: { labels?: Record<string, string> } };
+    const sb = new Sandbox(kube, ui, name, ns, m.metadata?.labels?.[CLAIM_LABEL] || undefined);
+    if (opts.readyTimeout !== undefined) await sb.waitReady(opts.readyTimeout);
+    return sb;
+  }
+
+  /** The sandboxes (Machines labelled `kairon.zyvor.dev/sandbox=true`) of the namespace that also
+   * carry every one of `labels`, as `connect` would attach to them. */
+  static async list(kube: Client, ui: UIClient, opts: { labels?: Record<string, string>; namespace?: string } = {}): Promise<Sandbox[]> {
+    const ns = opts.namespace ?? kube.namespace;
+    const items = await kube.listMachines({ namespace: ns, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } });
+    return items.map((m) => {
+      const meta = (m.metadata ?? {}) as { name?: string; labels?: Record<string, string> };
+      return new Sandbox(kube, ui, String(meta.name), ns, meta.labels?.[CLAIM_LABEL] || undefined);
+    });
+  }
+
   /** Running (unless `warm`: a claimed member's first exec resumes it), then the guest agent
-   * answers (a VM's boots a moment after its VMM runs). */
+   * answers (a VM's boots a moment after its VMM runs). Only what may pass is retried
+   * (`ApiError.transient`): GuestAgentDisabled, MachineSuspended, NotFound and every other
+   * refusal are thrown at once; running out of time throws KaironTimeoutError. */
   async waitReady(timeout = 300, opts: { warm?: boolean } = {}): Promise<void> {
     const deadline = Date.now() + timeout * 1000;
     if (!opts.warm) await this.ui.waitMachine(this.name, { phase: "Running", timeout, namespace: this.namespace });
+    let last: ApiError | undefined;
     for (;;) {
       try {
         const r = await this.ui.exec(this.name, ["true"], { timeout: 10, namespace: this.namespace });
         if (r.exitCode === 0) return;
       } catch (e) {
-        if (!(e instanceof ApiError) || ![409, 500, 502, 503, 504].includes(e.status) || Date.now() >= deadline) throw e;
+        if (!(e instanceof ApiError) || !e.transient) throw e;
+        last = e;
       }
-      if (Date.now() >= deadline) throw new KaironError(`sandbox ${this.name}: the guest agent did not answer within ${timeout} s`);
+      if (Date.now() >= deadline) {
+        const why = last ? ` (last: ${last.message})` : "";
+        throw new KaironTimeoutError(`sandbox ${this.name}: the guest agent did not answer within ${timeout} s${why}`, { cause: last });
+      }
       await sleep(500);
     }
   }
@@ -188,10 +235,12 @@ export class Sandbox {
     return new SandboxProcess(this, p.id, command);
   }
 
+  /** Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`). */
   async writeFile(path: string, data: Uint8Array | string, opts: { mode?: string } = {}): Promise<void> {
     await this.ui.writeFile(this.name, path, data, { ...opts, namespace: this.namespace });
   }
 
+  /** The bytes of the sandbox's file at the absolute `path`. */
   async readFile(path: string): Promise<Uint8Array> {
     return this.ui.readFile(this.name, path, this.namespace);
   }
@@ -222,8 +271,14 @@ export class Sandbox {
     return sb;
   }
 
-  machine(): Promise<Machine> {
+  /** The Machine as the server has it now: `spec`, `status` (phase, node, conditions, lifecycle) and `metadata`. */
+  info(): Promise<Machine> {
     return this.ui.getMachine(this.name, this.namespace);
+  }
+
+  /** The same as `info()` (its earlier name). */
+  machine(): Promise<Machine> {
+    return this.info();
   }
 
   /** Deletes the Machine (or releases the claim) and waits until it is gone. */
@@ -240,6 +295,7 @@ export class Sandbox {
     if (!this.claim) await this.ui.waitMachine(this.name, { deleted: true, timeout, namespace: this.namespace });
   }
 
+  /** `close()`, for `await using`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

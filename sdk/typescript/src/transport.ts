@@ -1,0 +1,157 @@
+/**
+ * How both clients send: node:http(s) with the CA to trust, a User-Agent
+ * (`kairon-sdk-typescript/<version>`), a 660 s read timeout (long polls answer within their own)
+ * and retries of what is safe to retry. A connection that could not be made (nothing was sent)
+ * is retried for every method; a GET also when the connection broke mid-way or the server
+ * answered 429, 502 or 503. Anything else, a create above all, is sent once. Retries back off
+ * exponentially with jitter. Failing to reach the server throws `KaironConnectionError`, no
+ * answer within the timeout `KaironTimeoutError`. `NODE_DEBUG=kairon` logs requests and retries.
+ */
+
+import { readFileSync } from "node:fs";
+import * as http from "node:http";
+import * as https from "node:https";
+import { rootCertificates } from "node:tls";
+import { debuglog } from "node:util";
+import { KaironConnectionError, KaironTimeoutError } from "./errors.js";
+import { VERSION } from "./version.js";
+
+/** What `Client` and `UIClient` send with. */
+export interface TransportOptions {
+  /** The CA to trust, a PEM file (default: `KAIRON_CA_FILE`, then Node's CAs and `NODE_EXTRA_CA_CERTS`). */
+  caFile?: string;
+  /** The CA to trust as PEM text (a kubeconfig's `certificate-authority-data`, decoded). */
+  caData?: string;
+  /** Retries after the first attempt of what may be retried (default 4). */
+  retries?: number;
+}
+
+export const USER_AGENT = `kairon-sdk-typescript/${VERSION}`;
+export const DEFAULT_RETRIES = 4;
+const READ_TIMEOUT_MS = 660_000;
+const BACKOFF_BASE_MS = 250;
+const BACKOFF_CAP_MS = 8_000;
+const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS"]);
+const RETRY_STATUSES = new Set([429, 502, 503]);
+// Errors of a connection that was never made: the request did not reach the server.
+const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ECONNABORTED"]);
+
+const log = debuglog("kairon");
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Milliseconds before retry `attempt` (0-based): exponential, capped, with jitter. */
+export function backoff(attempt: number): number {
+  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}
+
+const tlsRefused = (code: string) =>
+  code.startsWith("ERR_TLS") || code.startsWith("CERT_") || code.startsWith("UNABLE_TO_") ||
+  code === "DEPTH_ZERO_SELF_SIGNED_CERT" || code === "SELF_SIGNED_CERT_IN_CHAIN" || code === "ERR_SSL_WRONG_VERSION_NUMBER";
+
+class ReadTimeout extends Error {}
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/** A `fetch` for one server: what `UIClient` hands openapi-fetch and `Client` sends with. */
+export class Transport {
+  readonly retries: number;
+  readonly #ca: string[] | undefined;
+  readonly #agents = new Map<string, http.Agent>();
+
+  constructor(opts: TransportOptions = {}) {
+    this.retries = Math.max(0, opts.retries ?? DEFAULT_RETRIES);
+    const caFile = opts.caFile ?? (process.env.KAIRON_CA_FILE || undefined);
+    const pem = opts.caData ?? (caFile ? readFileSync(caFile, "utf8") : undefined);
+    this.#ca = pem ? [...rootCertificates, pem] : undefined;
+  }
+
+  #agent(protocol: string): http.Agent {
+    let a = this.#agents.get(protocol);
+    if (!a) {
+      a = protocol === "https:" ? new https.Agent({ keepAlive: true, ca: this.#ca }) : new http.Agent({ keepAlive: true });
+      this.#agents.set(protocol, a);
+    }
+    return a;
+  }
+
+  #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      const mod = url.protocol === "https:" ? https : http;
+      const req = mod.request(url, { method, headers, agent: this.#agent(url.protocol) }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on("error", reject);
+      });
+      req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+      req.on("error", reject);
+      req.end(body && body.byteLength ? body : undefined);
+    });
+  }
+
+  /** Sends `request` (retrying what may be retried) and answers as `fetch` would. */
+  fetch = async (request: Request): Promise<Response> => {
+    const url = new URL(request.url);
+    const method = request.method.toUpperCase();
+    const headers: Record<string, string> = { "user-agent": USER_AGENT };
+    request.headers.forEach((v, k) => {
+      headers[k] = v;
+    });
+    const body = method === "GET" || method === "HEAD" ? undefined : new Uint8Array(await request.arrayBuffer());
+    if (body) headers["content-length"] = String(body.byteLength);
+    const idempotent = IDEMPOTENT.has(method);
+    for (let attempt = 0; ; attempt++) {
+      const started = Date.now();
+      let failure: Error;
+      let sent: boolean;
+      try {
+        const a = await this.#once(method, url, headers, body);
+        log("%s %s -> %d (%d ms)", method, url.href, a.status, Date.now() - started);
+        if (idempotent && RETRY_STATUSES.has(a.status) && attempt < this.retries) {
+          const after = Number(a.headers["retry-after"]);
+          const delay = Math.max(backoff(attempt), Number.isFinite(after) ? Math.min(after * 1000, BACKOFF_CAP_MS) : 0);
+          log("%s %s answered %d; retrying in %d ms (%d of %d)", method, url.href, a.status, delay, attempt + 1, this.retries);
+          await sleep(delay);
+          continue;
+        }
+        const h = new Headers();
+        for (const [k, v] of Object.entries(a.headers)) {
+          if (Array.isArray(v)) for (const x of v) h.append(k, x);
+          else if (v !== undefined) h.set(k, v);
+        }
+        const empty = [101, 204, 205, 304].includes(a.status);
+        return new Response(empty ? null : new Uint8Array(a.body), { status: a.status, headers: h });
+      } catch (e) {
+        if (e instanceof ReadTimeout) throw new KaironTimeoutError(`${method} ${url.href}: ${e.message}`, { cause: e });
+        const err = e instanceof Error ? e : new Error(String(e));
+        const code = String((err as { code?: unknown }).code ?? "");
+        if (tlsRefused(code)) {
+          throw new KaironConnectionError(
+            `${method} ${url.href}: the server's certificate is not trusted (${code}: ${err.message}); pass caFile or set KAIRON_CA_FILE (or NODE_EXTRA_CA_CERTS) to the CA \`kairon up\` printed`,
+            { cause: err },
+          );
+        }
+        failure = err;
+        sent = !NOT_SENT.has(code);
+      }
+      if ((sent && !idempotent) || attempt >= this.retries) {
+        const tries = attempt ? ` after ${attempt + 1} attempts` : "";
+        throw new KaironConnectionError(`${method} ${url.href}: the server is unreachable${tries}: ${failure.message}`, { cause: failure });
+      }
+      const delay = backoff(attempt);
+      log("%s %s failed (%s); retrying in %d ms (%d of %d)", method, url.href, failure.message, delay, attempt + 1, this.retries);
+      await sleep(delay);
+    }
+  };
+
+  /** Closes idle connections. */
+  close(): void {
+    for (const a of this.#agents.values()) a.destroy();
+    this.#agents.clear();
+  }
+}
