@@ -79,6 +79,26 @@ async fn every_rejection_is_json_and_authorization_comes_before_the_body() {
     let a = admin.put("/api/v1/machineclaims/agents/mine", renamed).await;
     rest_error(&a, 400, "BadRequest", "a replace whose body names another object");
     assert!(a.message().contains("does not match the name \"mine\" in the path"), "{:?}", a.body);
+    // A replace names its object, in its own apiVersion, with a resourceVersion a read gave.
+    let a = admin.put("/api/v1/machineclaims/agents/mine", json!({"spec": {"poolName": "p"}})).await;
+    rest_error(&a, 400, "BadRequest", "a replace with no metadata.name");
+    assert!(a.message().contains("metadata.name is required"), "{:?}", a.body);
+    let other_version = json!({"apiVersion": "v9", "metadata": {"name": "mine"}, "spec": {"poolName": "p"}});
+    let a = admin.put("/api/v1/machineclaims/agents/mine", other_version).await;
+    rest_error(&a, 400, "BadRequest", "a replace in another apiVersion");
+    assert!(a.message().contains("apiVersion must be kairon.zyvor.dev/v1"), "{:?}", a.body);
+    let claim = json!({"metadata": {"name": "mine"}, "spec": {"poolName": "p"}});
+    assert_eq!(admin.post("/api/v1/machineclaims/agents", claim).await.status, 201);
+    let odd_version = json!({"metadata": {"name": "mine", "resourceVersion": "x1"}, "spec": {"poolName": "p"}});
+    let a = admin.put("/api/v1/machineclaims/agents/mine", odd_version).await;
+    rest_error(&a, 400, "BadRequest", "a resourceVersion that is not one");
+    assert!(a.message().contains("is not a resourceVersion"), "{:?}", a.body);
+    // A NUL character cannot be stored: the writer hears so, nothing is stored.
+    let nul = json!({"metadata": {"name": "nul", "labels": {"a": "x\u{0}y"}}, "spec": {"poolName": "p"}});
+    let a = admin.post("/api/v1/machineclaims/agents", nul).await;
+    rest_error(&a, 400, "BadRequest", "a NUL character in a label");
+    assert!(a.message().contains("NUL"), "{:?}", a.body);
+    assert_eq!(admin.get("/api/v1/machineclaims/agents/nul").await.status, 404);
     let a = admin.get("/api/v1/usage?from=2026-02-02&to=2026-02-01").await;
     rest_error(&a, 400, "BadRequest", "a usage range that ends before it starts");
     assert!(a.message().contains("to must be after from"), "{:?}", a.body);
