@@ -65,6 +65,7 @@ impl From<SandboxError> for RuntimeError {
         match e {
             SandboxError::NoProcess(_) => RuntimeError::NotFound(e.to_string()),
             SandboxError::NotInSandbox { .. } => RuntimeError::Conflict(e.to_string()),
+            SandboxError::Refused(_) => RuntimeError::Invalid(e.to_string()),
             other => RuntimeError::Internal(other.to_string()),
         }
     }
@@ -74,7 +75,7 @@ impl From<FsError> for RuntimeError {
     fn from(e: FsError) -> Self {
         match e {
             FsError::NotFound(_) => RuntimeError::NotFound(e.to_string()),
-            FsError::Escape(_) | FsError::SymlinkEscape { .. } | FsError::IsDir(_) => {
+            FsError::Escape(_) | FsError::SymlinkEscape { .. } | FsError::IsDir(_) | FsError::TooLong(_) => {
                 RuntimeError::Invalid(e.to_string())
             }
             FsError::Io { .. } => RuntimeError::Internal(e.to_string()),

@@ -325,6 +325,24 @@ async fn clear_errors_for_what_this_node_cannot_run() {
     let (code, _) = api_status(c.create(&sandbox("kairon-default-dup")).await.unwrap_err());
     assert_eq!(code, 409);
     assert_eq!(c.find_by_name("kairon-default-dup").await.unwrap().unwrap().id, vm.id);
+    // What a request asks of the guest that cannot be is the caller's to fix (a 4xx), never a
+    // failure of the runtime's own: a user the sandbox does not have, a name longer than a
+    // path may be, a path through a file.
+    let nobody = ExecRequest { user: Some(String::new()), ..sh("true") };
+    let (code, msg) = api_status(c.exec(&vm.id, &nobody).await.unwrap_err());
+    assert_eq!(code, 422, "{msg}");
+    assert!(msg.contains("no user named \"\""), "{msg}");
+    let long = format!("/{}", "a".repeat(300));
+    for (code, msg) in [
+        api_status(c.read_file(&vm.id, &long).await.unwrap_err()),
+        api_status(c.list_files(&vm.id, &long).await.unwrap_err()),
+        api_status(c.delete_file(&vm.id, &long).await.unwrap_err()),
+    ] {
+        assert_eq!(code, 422, "{msg}");
+        assert!(msg.contains("longer than a path"), "{msg}");
+    }
+    let (code, msg) = api_status(c.list_files(&vm.id, "/etc/passwd/x").await.unwrap_err());
+    assert_eq!(code, 404, "{msg}");
     c.delete(&vm.id).await.unwrap();
     // With no node config, every host is allowed, and the reason says why.
     let d = c.egress_check("api.example.com").await.unwrap();

@@ -150,6 +150,13 @@ fn decode<K: Mirrored>(mut body: Value, ns: &str, name: Option<&str>) -> Result<
             meta.insert("namespace".into(), ns.into());
         }
     }
+    if let Some(v) = meta.get("resourceVersion").and_then(Value::as_str)
+        && !v.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(Error::bad_request(format!(
+            "metadata.resourceVersion {v:?} is not a resourceVersion: send the one a read answered, or none"
+        )));
+    }
     // A replace names the object it replaces in its body too, as Kubernetes has it.
     if let Some(name) = name {
         match meta.get("name").and_then(Value::as_str) {

@@ -169,19 +169,6 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
         // k8s/handlers.rs `write`: a version the store gave, or none.
         meta["resourceVersion"]["pattern"] = json!("^[0-9]*$");
         meta["name"] = json!({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": NAME_MAX});
-        // k8s/admit.rs: ownerReferences as Kubernetes has them.
-        meta["ownerReferences"] = json!({"type": ["array", "null"], "items": {
-            "type": "object",
-            "required": ["apiVersion", "kind", "name", "uid"],
-            "properties": {
-                "apiVersion": {"type": "string", "minLength": 1},
-                "kind": {"type": "string", "minLength": 1},
-                "name": {"type": "string", "minLength": 1},
-                "uid": {"type": "string", "format": "uuid"},
-                "controller": {"type": ["boolean", "null"]},
-                "blockOwnerDeletion": {"type": ["boolean", "null"]},
-            },
-        }});
     }
     // k8s/handlers.rs: the name of an object of these kinds is a DNS label, and a create (or a
     // replace, machines/objects.rs `decode`) names it.

@@ -107,7 +107,8 @@ fn parse_answer(answer: &[u8], max_output: u64, timeout: Option<u64>) -> Result<
     let v: Value =
         serde_json::from_slice(answer).map_err(|e| agent_err(format!("sent an answer that is not JSON: {e}")))?;
     if let Some(desc) = v.pointer("/error/desc") {
-        return Err(agent_err(format!("refused the exec: {}", desc.as_str().unwrap_or("(no reason given)"))));
+        let why = desc.as_str().unwrap_or("(no reason given)");
+        return Err(SandboxError::Refused(format!("the sandbox's agent refused the exec: {why}")));
     }
     let r = v.get("return").filter(|r| r.is_object()).ok_or_else(|| agent_err("sent an answer without a result"))?;
     let stream = |key: &str| -> Result<String, SandboxError> {

@@ -21,13 +21,17 @@ pub enum FsError {
     NotFound(String),
     #[error("{0:?} is a directory")]
     IsDir(String),
+    #[error("{0:?} is longer than a path (or one of its names) can be")]
+    TooLong(String),
     #[error("{path:?}: {source}")]
     Io { path: String, source: std::io::Error },
 }
 
 fn io(path: &str) -> impl FnOnce(rustix::io::Errno) -> FsError + '_ {
     move |e| match e {
-        rustix::io::Errno::NOENT => FsError::NotFound(path.to_string()),
+        // A component that is not a directory: nothing by that path exists.
+        rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => FsError::NotFound(path.to_string()),
+        rustix::io::Errno::NAMETOOLONG => FsError::TooLong(path.to_string()),
         rustix::io::Errno::XDEV => FsError::Escape(path.to_string()),
         other => FsError::Io { path: path.to_string(), source: other.into() },
     }

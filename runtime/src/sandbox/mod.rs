@@ -95,6 +95,10 @@ pub enum SandboxError {
     NoProcess(String),
     #[error("process {pid} is not in sandbox {id}: refusing to signal it")]
     NotInSandbox { pid: u32, id: String },
+    /// The agent inside refused the request as asked (an unknown user, a missing working
+    /// directory): the caller's to fix.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }

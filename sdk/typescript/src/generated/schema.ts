@@ -1445,15 +1445,7 @@ export interface components {
             } | null;
             name?: string;
             readonly namespace?: string | null;
-            ownerReferences?: {
-                apiVersion: string;
-                blockOwnerDeletion?: boolean | null;
-                controller?: boolean | null;
-                kind: string;
-                name: string;
-                /** Format: uuid */
-                uid: string;
-            }[] | null;
+            ownerReferences?: Record<string, never>[] | null;
             resourceVersion?: string | null;
             readonly uid?: string | null;
         };
