@@ -116,11 +116,24 @@ impl From<sqlx::Error> for StoreError {
         if let sqlx::Error::Database(d) = &e
             && d.code().as_deref() == Some("22P05")
         {
-            return StoreError::Invalid(
-                "a string in the object holds the NUL character (\\u0000), which cannot be stored: remove it".into(),
-            );
+            return StoreError::Invalid(NUL_REFUSAL.into());
         }
         StoreError::Database(e)
+    }
+}
+
+/// Why an object with a NUL character in a string (a key or a value) cannot be stored.
+pub const NUL_REFUSAL: &str =
+    "a string in the object holds the NUL character (\\u0000), which cannot be stored: remove it";
+
+/// Whether any string of `v`, key or value, holds a NUL character: jsonb cannot store it, so a
+/// write (a dry run too) is refused with [`NUL_REFUSAL`] before it reaches the store.
+pub fn holds_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || holds_nul(v)),
+        _ => false,
     }
 }
 

@@ -95,6 +95,8 @@ async fn every_rejection_is_json_and_authorization_comes_before_the_body() {
     assert!(a.message().contains("is not a resourceVersion"), "{:?}", a.body);
     // A NUL character cannot be stored: the writer hears so, nothing is stored.
     let nul = json!({"metadata": {"name": "nul", "labels": {"a": "x\u{0}y"}}, "spec": {"poolName": "p"}});
+    let a = admin.post("/api/v1/machineclaims/agents?dryRun=All", nul.clone()).await;
+    rest_error(&a, 400, "BadRequest", "a NUL character in a label, in a dry run");
     let a = admin.post("/api/v1/machineclaims/agents", nul).await;
     rest_error(&a, 400, "BadRequest", "a NUL character in a label");
     assert!(a.message().contains("NUL"), "{:?}", a.body);

@@ -801,6 +801,9 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
 /// Server-owned metadata, the status subresource split, and admission.
 fn prepare(c: &Ctx<'_>, name: &str, new: &mut Value, live: Option<&Value>, now: &str) -> ApiResult<Vec<String>> {
     let q = c.rt.qualified();
+    if kairon_db::holds_nul(new) {
+        return Err(ApiError::bad_request(kairon_db::NUL_REFUSAL));
+    }
     if !new["metadata"].is_object() {
         new["metadata"] = json!({});
     }
