@@ -324,38 +324,8 @@ impl Store {
     /// Stores a new object. Its uid comes from `metadata.uid` (a new one is
     /// generated and written back when absent); `metadata.resourceVersion` is
     /// set to the allocated rv. Returns the stored object.
-    pub async fn create(&self, r: ObjectRef<'_>, mut object: Value) -> Result<Value, StoreError> {
-        let uid = object_uid(&mut object)?;
-        let mut tx = begin(self.pool(), None).await?;
-        let rv = next_rv(&mut tx).await?;
-        set_resource_version(&mut object, rv)?;
-        let inserted = sqlx::query(
-            "WITH ins AS ( \
-                 INSERT INTO objects (api_group, resource, namespace, name, uid, resource_version, object) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT DO NOTHING RETURNING 1 \
-             ), rev AS ( \
-                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
-                 SELECT $6, $1, $2, $3, $4, 'ADDED', $7 FROM ins \
-             ) \
-             SELECT pg_notify('kairon_revisions', $6::text) FROM ins",
-        )
-        .bind(r.group)
-        .bind(r.resource)
-        .bind(r.namespace)
-        .bind(r.name)
-        .bind(uid)
-        .bind(rv)
-        .bind(&object)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if inserted.is_none() {
-            // Rolling back also returns the rv, keeping the sequence gap-free.
-            tx.rollback().await?;
-            return Err(StoreError::AlreadyExists);
-        }
-        tx.commit().await?;
-        Ok(object)
+    pub async fn create(&self, r: ObjectRef<'_>, object: Value) -> Result<Value, StoreError> {
+        self.write_all(vec![Write::Create(r, object)]).await.map(one).map_err(|e| e.error)
     }
 
     /// Replaces an existing object. With `precondition_rv`, fails with
@@ -363,44 +333,48 @@ impl Store {
     pub async fn update(
         &self,
         r: ObjectRef<'_>,
-        mut object: Value,
+        object: Value,
         precondition_rv: Option<i64>,
     ) -> Result<Value, StoreError> {
+        self.write_all(vec![Write::Update(r, object, precondition_rv)]).await.map(one).map_err(|e| e.error)
+    }
+
+    /// Several writes in one transaction (one commit): all are stored, each with an rv of its
+    /// own in the order given, or none is. Returns the stored objects in that order.
+    pub async fn write_all(&self, writes: Vec<Write<'_>>) -> Result<Vec<Value>, WriteError> {
+        let at = |index: usize| move |error: StoreError| WriteError { index, error };
         // Validate before taking the global lock.
-        set_resource_version(&mut object, 0)?;
-        let mut tx = begin(self.pool(), None).await?;
-        let rv = next_rv(&mut tx).await?;
-        set_resource_version(&mut object, rv)?;
-        // The store_meta lock is held, so no other writer can touch the row
-        // between this conditional update and the diagnosis below.
-        let updated = sqlx::query(
-            "WITH up AS ( \
-                 UPDATE objects SET resource_version = $5, object = $6 \
-                 WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
-                   AND ($7::bigint IS NULL OR resource_version = $7) \
-                 RETURNING 1 \
-             ), rev AS ( \
-                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
-                 SELECT $5, $1, $2, $3, $4, 'MODIFIED', $6 FROM up \
-             ) \
-             SELECT pg_notify('kairon_revisions', $5::text) FROM up",
-        )
-        .bind(r.group)
-        .bind(r.resource)
-        .bind(r.namespace)
-        .bind(r.name)
-        .bind(rv)
-        .bind(&object)
-        .bind(precondition_rv)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if updated.is_none() {
-            let err = precondition_failure(&mut tx, r).await?;
-            tx.rollback().await?;
-            return Err(err);
+        let mut prepared = Vec::with_capacity(writes.len());
+        for (i, w) in writes.into_iter().enumerate() {
+            prepared.push(match w {
+                Write::Create(r, mut object) => {
+                    let uid = object_uid(&mut object).map_err(at(i))?;
+                    (r, object, Some(uid), None)
+                }
+                Write::Update(r, mut object, precondition) => {
+                    set_resource_version(&mut object, 0).map_err(at(i))?;
+                    (r, object, None, precondition)
+                }
+            });
         }
-        tx.commit().await?;
-        Ok(object)
+        let mut tx = begin(self.pool(), None).await.map_err(|e| at(0)(e.into()))?;
+        let mut stored = Vec::with_capacity(prepared.len());
+        for (i, (r, object, uid, precondition)) in prepared.into_iter().enumerate() {
+            let written = match uid {
+                Some(uid) => create_in(&mut tx, r, object, uid).await,
+                None => update_in(&mut tx, r, object, precondition).await,
+            };
+            match written {
+                Ok(object) => stored.push(object),
+                Err(e) => {
+                    // Rolling back also returns the rvs, keeping the sequence gap-free.
+                    tx.rollback().await.map_err(|e| at(i)(e.into()))?;
+                    return Err(at(i)(e));
+                }
+            }
+        }
+        tx.commit().await.map_err(|e| at(0)(e.into()))?;
+        Ok(stored)
     }
 
     /// Removes an object. The returned object, like the DELETED event's,
@@ -501,6 +475,96 @@ impl Store {
         Ok(futures::StreamExt::flat_map(futures::stream::iter(state), |state| {
             futures::stream::unfold(state, WatchState::next)
         }))
+    }
+}
+
+/// One write of a [`Store::write_all`] transaction.
+pub enum Write<'a> {
+    /// A new object (`AlreadyExists` if its key is taken).
+    Create(ObjectRef<'a>, Value),
+    /// A replacement, conditional on the stored rv when one is given.
+    Update(ObjectRef<'a>, Value, Option<i64>),
+}
+
+/// Why a [`Store::write_all`] stored nothing: the write at `index` failed with `error`.
+#[derive(Debug)]
+pub struct WriteError {
+    pub index: usize,
+    pub error: StoreError,
+}
+
+fn one(mut stored: Vec<Value>) -> Value {
+    stored.pop().unwrap_or(Value::Null)
+}
+
+async fn create_in(
+    tx: &mut sqlx::PgConnection,
+    r: ObjectRef<'_>,
+    mut object: Value,
+    uid: uuid::Uuid,
+) -> Result<Value, StoreError> {
+    let rv = next_rv(tx).await?;
+    set_resource_version(&mut object, rv)?;
+    let inserted = sqlx::query(
+        "WITH ins AS ( \
+             INSERT INTO objects (api_group, resource, namespace, name, uid, resource_version, object) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT DO NOTHING RETURNING 1 \
+         ), rev AS ( \
+             INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+             SELECT $6, $1, $2, $3, $4, 'ADDED', $7 FROM ins \
+         ) \
+         SELECT pg_notify('kairon_revisions', $6::text) FROM ins",
+    )
+    .bind(r.group)
+    .bind(r.resource)
+    .bind(r.namespace)
+    .bind(r.name)
+    .bind(uid)
+    .bind(rv)
+    .bind(&object)
+    .fetch_optional(&mut *tx)
+    .await?;
+    match inserted {
+        Some(_) => Ok(object),
+        None => Err(StoreError::AlreadyExists),
+    }
+}
+
+async fn update_in(
+    tx: &mut sqlx::PgConnection,
+    r: ObjectRef<'_>,
+    mut object: Value,
+    precondition_rv: Option<i64>,
+) -> Result<Value, StoreError> {
+    let rv = next_rv(tx).await?;
+    set_resource_version(&mut object, rv)?;
+    // The store_meta lock is held, so no other writer can touch the row
+    // between this conditional update and the diagnosis below.
+    let updated = sqlx::query(
+        "WITH up AS ( \
+             UPDATE objects SET resource_version = $5, object = $6 \
+             WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
+               AND ($7::bigint IS NULL OR resource_version = $7) \
+             RETURNING 1 \
+         ), rev AS ( \
+             INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+             SELECT $5, $1, $2, $3, $4, 'MODIFIED', $6 FROM up \
+         ) \
+         SELECT pg_notify('kairon_revisions', $5::text) FROM up",
+    )
+    .bind(r.group)
+    .bind(r.resource)
+    .bind(r.namespace)
+    .bind(r.name)
+    .bind(rv)
+    .bind(&object)
+    .bind(precondition_rv)
+    .fetch_optional(&mut *tx)
+    .await?;
+    match updated {
+        Some(_) => Ok(object),
+        None => Err(precondition_failure(tx, r).await?),
     }
 }
 

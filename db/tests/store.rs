@@ -4,7 +4,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kairon_db::{EventType, ObjectRef, Store, StoreError, WatchConfig, WatchEvent};
+use kairon_db::{EventType, ObjectRef, Store, StoreError, WatchConfig, WatchEvent, Write, WriteError};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -108,6 +108,46 @@ async fn crud_round_trip(pool: PgPool) {
         sqlx::query_as("SELECT rv, event_type FROM revisions ORDER BY rv").fetch_all(store.pool()).await.unwrap();
     let expected = [(1, "ADDED"), (2, "ADDED"), (3, "MODIFIED"), (4, "MODIFIED"), (5, "DELETED")];
     assert_eq!(revs, expected.iter().map(|(rv, t)| (*rv, t.to_string())).collect::<Vec<_>>());
+}
+
+/// A claim and the member it takes are stored together or not at all: each write gets an rv of
+/// its own in order, one watch sees both, and a failed precondition on the second stores nothing
+/// (nor uses up an rv).
+#[sqlx::test(migrations = "./migrations")]
+async fn write_all_is_one_transaction(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let member = store.create(oref("ns", "member"), obj("ns", "member", json!({"warm": true}))).await.unwrap();
+    let mut watch = pin!(store.watch(G, R, Some("ns"), rv_of(&member)).await.unwrap());
+
+    let mut taken = member.clone();
+    taken["spec"]["warm"] = json!(false);
+    let writes = vec![
+        Write::Create(oref("ns", "claim"), obj("ns", "claim", json!({}))),
+        Write::Update(oref("ns", "member"), taken.clone(), Some(rv_of(&member))),
+    ];
+    let stored = store.write_all(writes).await.unwrap();
+    assert_eq!((rv_of(&stored[0]), rv_of(&stored[1])), (2, 3));
+    assert_eq!(store.get(oref("ns", "member")).await.unwrap().unwrap()["spec"]["warm"], json!(false));
+    for (rv, name) in [(2, "claim"), (3, "member")] {
+        let e = next_event(&mut watch).await;
+        assert_eq!((e.rv, e.object["metadata"]["name"].as_str()), (rv, Some(name)));
+    }
+
+    // The member changed since it was read: neither the second claim nor the take is stored.
+    let writes = vec![
+        Write::Create(oref("ns", "claim-2"), obj("ns", "claim-2", json!({}))),
+        Write::Update(oref("ns", "member"), taken, Some(rv_of(&member))),
+    ];
+    let err = store.write_all(writes).await.unwrap_err();
+    assert!(matches!(err, WriteError { index: 1, error: StoreError::Conflict { current: 3 } }), "{err:?}");
+    assert_eq!(store.get(oref("ns", "claim-2")).await.unwrap(), None, "nothing of a failed batch is stored");
+    assert_eq!(store.current_rv().await.unwrap(), 3, "a failed batch uses up no rv");
+    assert_quiet(&mut watch).await;
+
+    // The first write fails: its index is the one named.
+    let writes = vec![Write::Create(oref("ns", "claim"), obj("ns", "claim", json!({})))];
+    let err = store.write_all(writes).await.unwrap_err();
+    assert!(matches!(err, WriteError { index: 0, error: StoreError::AlreadyExists }), "{err:?}");
 }
 
 #[sqlx::test(migrations = "./migrations")]

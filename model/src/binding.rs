@@ -34,8 +34,16 @@ pub trait BindingStore: Sync {
     /// The pool's members ([`crate::warm::is_member_of`]).
     fn members(&self, pool: &MachinePool) -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
     /// Applies the merge patch `patch` to Machine `ns/name` if it still has the resourceVersion
-    /// the patch names: false when it has changed since, or is gone.
-    fn take(&self, ns: &str, name: &str, patch: &Value) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+    /// the patch names: false when it has changed since, or is gone. `bound` is the claim's
+    /// status once bound to it: a store that writes the claim in the same transaction (the API,
+    /// binding in the claim's create request) stores it there; the controller writes it after.
+    fn take(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: &Value,
+        bound: &Value,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
 }
 
 /// How a binding attempt ended.
@@ -70,7 +78,7 @@ pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64)
         .collect();
     for member in try_order(warm, &name) {
         let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
-        if store.take(&ns, &member, &take_patch(m, &name, &at)).await? {
+        if store.take(&ns, &member, &take_patch(m, &name, &at), &bound_status(claim, &member, &at)).await? {
             return Ok(Binding::Bound { machine: member, at });
         }
         // Another claim (or the pool) changed it first: try the next.
@@ -79,14 +87,18 @@ pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64)
 }
 
 /// The patch that takes `member` for `claim`: only the resourceVersion seen warm and unclaimed,
-/// labelled for the claim, its lifecycle starting now (no suspension from before stays), and
-/// asked to run.
+/// labelled for the claim, its lifecycle starting now (no suspension from before stays; the
+/// claim is its first activity, so its first guest call has no stamp to write), and asked to run.
 pub fn take_patch(member: &Machine, claim: &str, at: &str) -> Value {
     json!({
         "metadata": {
             "resourceVersion": member.resource_version(),
             "labels": {labels::CLAIM: claim},
-            "annotations": {annotations::LIFECYCLE_START: at, annotations::IDLE_SUSPENDED: null},
+            "annotations": {
+                annotations::LIFECYCLE_START: at,
+                annotations::LAST_ACTIVITY: at,
+                annotations::IDLE_SUSPENDED: null,
+            },
         },
         "spec": {"powerState": "Running"},
     })

@@ -174,7 +174,14 @@ impl BindingStore for KubeBinding<'_> {
         pools::members(self.0, pool).await
     }
 
-    async fn take(&self, ns: &str, name: &str, patch: &serde_json::Value) -> Result<bool, kube::Error> {
+    /// The claim's status is written after, by the caller.
+    async fn take(
+        &self,
+        ns: &str,
+        name: &str,
+        patch: &serde_json::Value,
+        _bound: &serde_json::Value,
+    ) -> Result<bool, kube::Error> {
         let machines: Api<Machine> = Api::namespaced(self.0.clone(), ns);
         match machines.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await {
             Ok(_) => Ok(true),

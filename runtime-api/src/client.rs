@@ -88,14 +88,21 @@ impl RuntimeConnector {
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ClientError::BadEndpoint(endpoint.into()));
         }
-        Ok(RuntimeClient { base, conn: self.clone() })
+        Ok(RuntimeClient { base, conn: self.clone(), owner: None })
     }
 }
+
+/// The header that names the Machine (its UID) a request acts for: the runtime refuses an
+/// instance-scoped request whose instance belongs to another owner (409 `NotProvisioned`), so
+/// the api needs no lookup of its own before using an instance.
+pub const OWNER_HEADER: &str = "kairon-owner-uid";
 
 #[derive(Clone)]
 pub struct RuntimeClient {
     base: Url,
     conn: RuntimeConnector,
+    /// The Machine UID every request names in [`OWNER_HEADER`], when acting for one.
+    owner: Option<Arc<str>>,
 }
 
 impl RuntimeClient {
@@ -107,6 +114,20 @@ impl RuntimeClient {
 
     pub fn endpoint(&self) -> &str {
         self.base.as_str().trim_end_matches('/')
+    }
+
+    /// This client acting for the Machine with UID `owner`: every request names it, and the
+    /// runtime refuses one on an instance that is not that Machine's.
+    pub fn for_owner(&self, owner: &str) -> RuntimeClient {
+        RuntimeClient { owner: Some(owner.into()), ..self.clone() }
+    }
+
+    fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let req = req.bearer_auth(&*self.conn.token);
+        match &self.owner {
+            Some(owner) => req.header(OWNER_HEADER, &**owner),
+            None => req,
+        }
     }
 
     /// The endpoint followed by `segments`, each percent-encoded as exactly one segment.
@@ -138,7 +159,7 @@ impl RuntimeClient {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
-        let resp = req.bearer_auth(&*self.conn.token).send().await.map_err(|e| self.unreachable(e))?;
+        let resp = self.authorize(req).send().await.map_err(|e| self.unreachable(e))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -408,7 +429,7 @@ impl RuntimeClient {
             }
         }
         url.set_query(query.filter(|q| !q.is_empty()));
-        self.conn.relay.request(method, url).bearer_auth(&*self.conn.token)
+        self.authorize(self.conn.relay.request(method, url))
     }
 
     /// Sends a request built by [`RuntimeClient::guest_http`]; an error of the runtime itself
@@ -440,6 +461,11 @@ impl RuntimeClient {
             url.as_str().into_client_request().map_err(|e| ClientError::BadEndpoint(format!("{url}: {e}")))?;
         if let Ok(v) = format!("Bearer {}", self.conn.token).parse() {
             request.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
+        }
+        if let Some(owner) = &self.owner
+            && let Ok(v) = owner.parse()
+        {
+            request.headers_mut().insert(OWNER_HEADER, v);
         }
         match tokio_tungstenite::connect_async(request).await {
             Ok((ws, _)) => Ok(ws),

@@ -11,5 +11,5 @@ pub mod client;
 pub mod ids;
 pub mod types;
 
-pub use client::{ClientError, Relay, RelaySocket, RuntimeClient, RuntimeConnector};
+pub use client::{ClientError, OWNER_HEADER, Relay, RelaySocket, RuntimeClient, RuntimeConnector};
 pub use ids::{GuestPath, IdError, InstanceId, Pid, PoolName, TemplateName};

@@ -39,6 +39,9 @@ pub enum RuntimeError {
     /// A power request for an older Machine generation than one already applied.
     #[error("{0}")]
     Stale(String),
+    /// The instance is not the one of the Machine a request acts for (its owner differs).
+    #[error("{0}")]
+    NotOwned(String),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -53,6 +56,8 @@ impl RuntimeError {
             RuntimeError::NotFound(_) => "NotFound",
             RuntimeError::Conflict(_) => "Conflict",
             RuntimeError::Stale(_) => "Stale",
+            // The api's reason: to its caller the Machine has no instance of its own yet.
+            RuntimeError::NotOwned(_) => "NotProvisioned",
             RuntimeError::Invalid(_) => "Invalid",
             RuntimeError::NotSupported(_) => "NotSupported",
             RuntimeError::Internal(_) => "InternalError",
@@ -495,6 +500,19 @@ impl Runtime {
 
     pub async fn get(&self, id: &str) -> Result<Vm> {
         Ok(self.slot(id)?.lock().await.clone())
+    }
+
+    /// Refuses unless instance `id` belongs to the Machine with UID `owner`.
+    pub async fn check_owner(&self, id: &str, owner: &str) -> Result<()> {
+        let slot = self.slot(id)?;
+        let vm = slot.lock().await;
+        if vm.owner_uid.as_deref() == Some(owner) {
+            return Ok(());
+        }
+        Err(RuntimeError::NotOwned(format!(
+            "instance {id:?} is not the instance of Machine UID {owner} (the Machine has no runtime instance of \
+             its own yet): wait for it to start"
+        )))
     }
 
     /// Sets the owner (the owning Machine's UID) if the current one is `expected`.

@@ -19,6 +19,7 @@ use crate::api::{
     SetOwnerRequest,
 };
 use crate::engine::{Runtime, RuntimeError};
+use kairon_runtime_api::OWNER_HEADER;
 
 #[derive(Clone)]
 struct AppState {
@@ -30,7 +31,7 @@ impl IntoResponse for RuntimeError {
     fn into_response(self) -> Response {
         let code = match self {
             RuntimeError::NotFound(_) => StatusCode::NOT_FOUND,
-            RuntimeError::Conflict(_) | RuntimeError::Stale(_) => StatusCode::CONFLICT,
+            RuntimeError::Conflict(_) | RuntimeError::Stale(_) | RuntimeError::NotOwned(_) => StatusCode::CONFLICT,
             RuntimeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RuntimeError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
             RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -76,6 +77,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/pools/{name}/claim", post(claim))
         .route("/v1/templates", get(list_templates).post(create_template))
         .route("/v1/templates/{name}", get(get_template))
+        .layer(middleware::from_fn_with_state(state.clone(), check_owner))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         // Its callers are the API and node agents (token-authenticated), which apply their own
         // limits: an upload the API accepts, or an exec carrying stdin, must fit here too (axum's
@@ -106,6 +108,30 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         query = req.uri().query().unwrap_or_default(),
         "runtime request"
     );
+    next.run(req).await
+}
+
+/// A request that names the Machine it acts for ([`OWNER_HEADER`]) reaches an instance only if
+/// the instance is that Machine's: the api's guest operations need no lookup of their own, and
+/// a Machine whose status names another's instance (even for a moment) never reaches it.
+async fn check_owner(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(owner) = req.headers().get(OWNER_HEADER) else { return next.run(req).await };
+    let Ok(owner) = owner.to_str() else {
+        return RuntimeError::Invalid(format!("{OWNER_HEADER} must be a Machine UID")).into_response();
+    };
+    let path = req.uri().path();
+    let id = ["/v1/vms/", "/v1/sandboxes/"]
+        .iter()
+        .find_map(|prefix| path.strip_prefix(prefix))
+        .map(|rest| rest.split('/').next().unwrap_or_default())
+        .filter(|id| !id.is_empty());
+    let Some(id) = id else {
+        return RuntimeError::Invalid(format!("{OWNER_HEADER} is for requests on one instance, not {path}"))
+            .into_response();
+    };
+    if let Err(e) = st.rt.check_owner(id, owner).await {
+        return e.into_response();
+    }
     next.run(req).await
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kairon_model::SandboxSpec;
-use kairon_runtime::api::{CreateVmRequest, ExecRequest, ExecResult, ProcessState, TemplateState};
+use kairon_runtime::api::{CreateVmRequest, ExecRequest, ExecResult, ProcessState, TemplateState, VmState};
 use kairon_runtime::engine::RuntimeError;
 use kairon_runtime_api::{InstanceId, RuntimeClient};
 
@@ -504,4 +504,55 @@ async fn pip_and_git_work_under_the_allowlist() {
     .await;
     assert_eq!(git, "second\nfirst\n0\n");
     c.delete(&vm.id).await.unwrap();
+}
+
+/// A request that names the Machine it acts for reaches only that Machine's instance: on every
+/// kind of instance route (a read, exec, files, processes, power, the guest HTTP proxy and a
+/// WebSocket relay) another owner's or no owner's instance answers 409 NotProvisioned and is
+/// left untouched; the named owner's works; a request on no instance that names one is a 422.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_request_for_one_machine_reaches_only_that_machines_instance() {
+    use kairon_runtime::api::PowerAction;
+    use kairon_runtime_api::{ClientError, GuestPath, Relay};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, c, _) = common::serve(dir.path(), "iso-owner", Default::default()).await;
+    let vm = c.create(&sandbox("kairon-default-iso-owner", "busybox")).await.unwrap();
+    c.set_owner(&vm.id, None, "uid-a").await.unwrap();
+    let (a, b) = (c.for_owner("uid-a"), c.for_owner("uid-b"));
+    let refused = |what: &str, e: ClientError| match e {
+        ClientError::Api { status: 409, reason, message } => {
+            assert_eq!(reason, "NotProvisioned", "{what}: {message}");
+            assert!(message.contains("uid-b"), "{what}: {message}");
+        }
+        other => panic!("{what}: expected 409 NotProvisioned, got {other:?}"),
+    };
+
+    refused("get", b.get(&vm.id).await.unwrap_err());
+    refused("exec", b.exec(&vm.id, &sh("touch /tmp/b-was-here")).await.unwrap_err());
+    refused("write a file", b.write_file(&vm.id, "/tmp/b-file", b"b".to_vec(), 0o644).await.unwrap_err());
+    refused("read a file", b.read_file(&vm.id, "/etc/hostname").await.unwrap_err());
+    refused("start a process", b.start_process(&vm.id, &sh("true")).await.unwrap_err());
+    refused("processes", b.processes(&vm.id).await.unwrap_err());
+    refused("pause", b.power(&vm.id, PowerAction::Pause, false).await.unwrap_err());
+    refused("delete", b.delete(&vm.id).await.unwrap_err());
+    let path = GuestPath::new("").unwrap();
+    let proxied = b.send_guest_http(b.guest_http(reqwest::Method::GET, &vm.id, 8080, &path, None)).await.unwrap();
+    assert_eq!(proxied.status(), 409, "the guest HTTP proxy");
+    match b.relay(&vm.id, &Relay::Console).await {
+        Ok(_) => panic!("the console relay of another Machine's instance opened"),
+        Err(e) => refused("console relay", e),
+    }
+
+    // Nothing reached the instance: it runs, unpaused, with none of B's files.
+    assert_eq!(a.get(&vm.id).await.unwrap().state, VmState::Running);
+    assert_eq!(ok(&a, &vm.id, "ls /tmp/b-was-here /tmp/b-file 2>&1; true").await.matches("No such file").count(), 2);
+    // A request naming an owner on no instance at all is a mistake of the caller's.
+    match a.list_sandboxes().await.unwrap_err() {
+        ClientError::Api { status: 422, .. } => {}
+        other => panic!("an owner on a request about no instance: {other:?}"),
+    }
+    // An unowned instance is nobody's: a request for any Machine is refused.
+    let free = c.create(&sandbox("kairon-default-iso-free", "busybox")).await.unwrap();
+    refused("an unowned instance", c.for_owner("uid-b").exec(&free.id, &sh("true")).await.unwrap_err());
 }

@@ -1,21 +1,23 @@
 //! A claim binds inside its own create request: the same [`binding::bind`] the claim controller
-//! runs, here on the store directly (no watch delivery, no loopback round trips), so the reply
-//! to the create already says Bound with its Machine. Every write goes through the handlers'
-//! own write path (admission, the write guard, the member's resourceVersion precondition) with
-//! the controllers' identity. What cannot bind now (no warm member, no pool, a failure) is left
-//! Pending for the controller, which binds it when a member turns warm.
+//! runs, here on the store directly, and in one transaction with the claim itself — the claim is
+//! stored already Bound, with the member it took (under that member's resourceVersion
+//! precondition), or Pending with why not — so one commit answers the create, and the reply says
+//! Bound with its Machine. Every object goes through the handlers' own planning (admission, the
+//! write guard) — the member with the controllers' identity. What cannot bind now (no warm member,
+//! no pool) is stored Pending for the controller, which binds it when a member turns warm.
 
-use std::sync::Arc;
-
+use axum::http::StatusCode;
 use kube::ResourceExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use kairon_model::binding::{self, Binding, BindingStore};
 use kairon_model::keys::{labels, reasons};
 use kairon_model::{Machine, MachineClaim, MachinePool};
 
+use kairon_db::{StoreError, Write, WriteError};
+
 use super::Params;
-use super::handlers::{Change, Ctx, write};
+use super::handlers::{Change, Ctx, Planned, plan};
 use super::status::{ApiError, ApiResult};
 use crate::auth::{Identity, Role};
 use crate::state::AppState;
@@ -27,17 +29,22 @@ fn binder() -> Identity {
     Identity { sub: BINDER.into(), role: Role::Controller, namespaces: Vec::new(), legacy: false }
 }
 
-/// The store as binding sees it, in the claim's namespace.
+/// The store as binding sees it, in the claim's namespace, with the claim about to be created.
 struct StoreBinding<'a> {
     st: &'a AppState,
     id: &'a Identity,
+    /// The claim as planned (admitted, not stored): stored with the member that binds it.
+    claim: &'a Planned,
+    claims: &'a Ctx<'a>,
+    /// The claim and member as stored by the take that bound them.
+    taken: std::sync::Mutex<Option<(Value, Value)>>,
     /// The namespace's Machines, read once per binding: a member taken meanwhile by another
     /// claim only fails its resourceVersion precondition, and the next is tried.
     machines: tokio::sync::OnceCell<Vec<Value>>,
 }
 
 impl StoreBinding<'_> {
-    fn ctx(&self, plural: &str, ns: &str, status_sub: bool) -> ApiResult<Ctx<'_>> {
+    fn ctx(&self, plural: &str, ns: &str) -> ApiResult<Ctx<'_>> {
         let rt = self
             .st
             .registry
@@ -51,7 +58,7 @@ impl StoreBinding<'_> {
             ns: ns.into(),
             id: self.id,
             params,
-            status_sub,
+            status_sub: false,
         })
     }
 
@@ -81,7 +88,7 @@ impl BindingStore for StoreBinding<'_> {
     }
 
     async fn pool(&self, ns: &str, name: &str) -> ApiResult<Option<MachinePool>> {
-        let c = self.ctx("machinepools", ns, false)?;
+        let c = self.ctx("machinepools", ns)?;
         let stored = self.st.store.get(c.key(name)).await?;
         Ok(stored.and_then(|v| serde_json::from_value(v).ok()))
     }
@@ -93,63 +100,97 @@ impl BindingStore for StoreBinding<'_> {
         Ok(machines)
     }
 
-    async fn take(&self, ns: &str, name: &str, patch: &Value) -> ApiResult<bool> {
-        match write(&self.ctx("machines", ns, false)?, name, Change::Merge(patch.clone())).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.code == axum::http::StatusCode::CONFLICT || e.code == axum::http::StatusCode::NOT_FOUND => {
-                Ok(false)
+    /// Stores the claim, Bound, and the member taken for it, in one transaction.
+    async fn take(&self, ns: &str, name: &str, patch: &Value, bound: &Value) -> ApiResult<bool> {
+        let members = self.ctx("machines", ns)?;
+        let member = match plan(&members, name, &Change::Merge(patch.clone())).await {
+            Ok(member) => member,
+            Err(e) if e.code == StatusCode::CONFLICT || e.code == StatusCode::NOT_FOUND => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let claim_name = self.claim.new["metadata"]["name"].as_str().unwrap_or_default();
+        let mut claim = self.claim.new.clone();
+        claim["status"] = bound.clone();
+        let writes = vec![
+            Write::Create(self.claims.key(claim_name), claim),
+            Write::Update(members.key(name), member.new, member.precondition),
+        ];
+        match self.st.store.write_all(writes).await {
+            Ok(mut stored) => {
+                let member = stored.pop().unwrap_or_default();
+                let claim = stored.pop().unwrap_or_default();
+                *self.taken.lock().unwrap_or_else(|p| p.into_inner()) = Some((claim, member));
+                Ok(true)
             }
-            Err(e) => Err(e),
+            // Another claim (or the pool) changed the member first: the next is tried.
+            Err(WriteError { index: 1, error: StoreError::Conflict { .. } | StoreError::NotFound }) => Ok(false),
+            Err(WriteError { index: 0, error }) => {
+                Err(ApiError::from_store(error, &self.claims.rt.qualified(), claim_name))
+            }
+            Err(WriteError { error, .. }) => Err(ApiError::from_store(error, &members.rt.qualified(), name)),
         }
     }
 }
 
-/// Binds a claim just created (`stored`), and returns it as it now is: Bound to a member, or
-/// Pending with the reason. A failure leaves the claim as stored; the controller binds it once
-/// the create request's hold ([`binding::BINDING_GRACE_MS`]) has passed.
-pub async fn at_create(st: &AppState, stored: Value) -> Value {
-    let Ok(claim) = serde_json::from_value::<MachineClaim>(stored.clone()) else { return stored };
+/// Creates claim `name` (the request's `c`) bound to a warm member of its pool when one is there,
+/// in one transaction with the member's take; Pending with why not otherwise. The member is
+/// resumed before the reply, so the claimant's first call finds it running.
+pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Value, Vec<String>)> {
+    let planned = plan(c, name, &Change::Create(body)).await?;
+    let claim: MachineClaim = serde_json::from_value(planned.new.clone())
+        .map_err(|e| ApiError::internal(format!("an admitted claim does not read back: {e}")))?;
     let id = binder();
-    let store = StoreBinding { st, id: &id, machines: Default::default() };
-    match bind_and_record(&store, &claim).await {
-        Ok(updated) => updated,
-        Err(e) => {
-            tracing::warn!(claim = ?claim.metadata.name, error = %e.message, "binding at create failed; the controller will bind it");
-            stored
-        }
-    }
-}
-
-async fn bind_and_record(store: &StoreBinding<'_>, claim: &MachineClaim) -> ApiResult<Value> {
-    let ns = claim.metadata.namespace.clone().unwrap_or_default();
-    let name = claim.metadata.name.clone().unwrap_or_default();
+    let store = StoreBinding {
+        st: c.st,
+        id: &id,
+        claim: &planned,
+        claims: c,
+        taken: Default::default(),
+        machines: Default::default(),
+    };
+    let ns = c.ns.as_str();
     let now = k8s_openapi::jiff::Timestamp::now();
-    let pending = |reason: &str, message: String| binding::pending_status(claim, reason, message, &now.to_string());
-    let (status, bound) = match binding::bind(store, claim, now.as_millisecond()).await? {
-        Binding::Bound { machine, at } => (Some(binding::bound_status(claim, &machine, &at)), Some(machine)),
-        Binding::PoolNotFound => {
-            (pending(binding::POOL_NOT_FOUND, binding::pool_not_found_message(&claim.spec.pool_name, &ns)), None)
+    let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
+    let status = match binding::bind(&store, &claim, now.as_millisecond()).await {
+        Ok(Binding::Bound { machine, .. }) => {
+            let taken = store.taken.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let Some((stored, member)) = taken else {
+                return Err(ApiError::internal(format!("claim {name} bound {machine} without storing it")));
+            };
+            bound(c.st, &claim, member).await;
+            return Ok((stored, planned.warnings));
         }
-        Binding::NoWarmMember => {
-            (pending(binding::NO_WARM_MEMBER, binding::no_warm_member_message(&claim.spec.pool_name)), None)
+        Ok(Binding::PoolNotFound) => {
+            pending(binding::POOL_NOT_FOUND, binding::pool_not_found_message(&claim.spec.pool_name, ns))
         }
+        Ok(Binding::NoWarmMember) => {
+            pending(binding::NO_WARM_MEMBER, binding::no_warm_member_message(&claim.spec.pool_name))
+        }
+        // The claim is stored as admitted (being bound): the controller binds it once the
+        // create request's hold has passed.
+        Err(e) if e.code.is_server_error() => {
+            tracing::warn!(claim = name, error = %e.message, "binding at create failed; the controller will bind it");
+            None
+        }
+        Err(e) => return Err(e),
     };
-    // The claim still carries the create request's hold, which every outcome replaces.
-    let Some(status) = status else {
-        return Err(ApiError::internal("the claim's status is already what binding found"));
-    };
-    // Only this request has written the claim since it stored it (the controller leaves it be),
-    // so the status write names that version: anyone else's write in between wins.
-    let patch = json!({"metadata": {"resourceVersion": claim.metadata.resource_version}, "status": status});
-    let (updated, _) = write(&store.ctx("machineclaims", &ns, true)?, &name, Change::Merge(patch)).await?;
-    if let (Some(machine), Some(rest)) = (bound, store.st.machines.clone()) {
-        tracing::info!(claim = %name, machine = %machine, "claim bound in its create request");
-        record_bound(rest, claim.clone(), binding::bound_message(claim, &machine));
+    let mut new = planned.new;
+    if let Some(status) = status {
+        new["status"] = status;
     }
-    Ok(updated)
+    let stored =
+        c.st.store.create(c.key(name), new).await.map_err(|e| ApiError::from_store(e, &c.rt.qualified(), name))?;
+    Ok((stored, planned.warnings))
 }
 
-/// The Bound Event is for people reading history: the claimant is not kept waiting for it.
-fn record_bound(rest: Arc<crate::machines::Machines>, claim: MachineClaim, note: String) {
-    tokio::spawn(async move { rest.record(&claim, reasons::BOUND, note).await });
+/// After the commit: the member resumed at once (not at the node agent's next reconcile), its
+/// first activity stamp already in the take, and the Bound Event recorded beside the reply.
+async fn bound(st: &AppState, claim: &MachineClaim, member: Value) {
+    let Some(machines) = st.machines.clone() else { return };
+    let Ok(member) = serde_json::from_value::<Machine>(member) else { return };
+    let name = member.name_any();
+    tracing::info!(claim = ?claim.metadata.name, machine = %name, "claim bound in its create request");
+    machines.claimed(&member).await;
+    let (claim, note) = (claim.clone(), binding::bound_message(claim, &name));
+    tokio::spawn(async move { machines.record(&claim, reasons::BOUND, note).await });
 }

@@ -582,10 +582,11 @@ async fn create(c: &Ctx<'_>, headers: &HeaderMap, body: &Bytes) -> ApiResult<Res
             None => return Err(ApiError::bad_request("metadata.name is required (or metadata.generateName)")),
         },
     };
-    let (mut obj, warnings) = write(c, &name, Change::Create(obj)).await?;
-    if c.rt.group == kairon_model::GROUP && c.rt.plural == "machineclaims" && !c.params.dry_run {
-        obj = super::bind::at_create(c.st, obj).await;
-    }
+    let (obj, warnings) = if c.rt.group == kairon_model::GROUP && c.rt.plural == "machineclaims" && !c.params.dry_run {
+        super::bind::create_claim(c, &name, obj).await?
+    } else {
+        write(c, &name, Change::Create(obj)).await?
+    };
     Ok(c.respond(StatusCode::CREATED, obj, &warnings, headers))
 }
 
@@ -676,94 +677,113 @@ fn spec_part(obj: &Value) -> Value {
     v
 }
 
+/// A write computed and admitted against what is stored now, not yet stored.
+pub(super) struct Planned {
+    /// What was stored when it was computed (None: a create).
+    pub stored: Option<Value>,
+    /// The object to store.
+    pub new: Value,
+    /// The resourceVersion the store must still hold for `new` to replace it.
+    pub precondition: Option<i64>,
+    pub warnings: Vec<String>,
+}
+
+/// Computes `change` on the stored object and admits the result: everything a write does but
+/// storing it.
+pub(super) async fn plan(c: &Ctx<'_>, name: &str, change: &Change) -> ApiResult<Planned> {
+    let q = c.rt.qualified();
+    let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
+    let sub = c.status_sub.then_some("status");
+    let stored = c.st.store.get(c.key(name)).await?;
+    // A namespace nobody created reads as Active (`namespace_object`); kubectl apply, edit
+    // and patch change what they read, so the change applies to that and stores it.
+    let live = match (&stored, &change) {
+        (None, Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
+            if c.rt.view == View::Namespaces =>
+        {
+            Some(namespace_object(c, name).await?)
+        }
+        // Core Events are stored as events.k8s.io Events: a core patch applies to the core view.
+        (Some(o), Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
+            if c.rt.view == View::CoreEvents =>
+        {
+            Some(events::to_core(o.clone()))
+        }
+        _ => stored.clone(),
+    };
+    let now = now_rfc3339();
+    let (mut new, precondition) = match (&change, &live) {
+        (Change::Create(_), Some(_)) => return Err(ApiError::already_exists(&q, name)),
+        (Change::Create(body), None) => {
+            let mut new = body.clone();
+            patch::record_update(None, &mut new, &manager, &now, sub);
+            (new, None)
+        }
+        (Change::Apply(body), live) => {
+            let new = patch::server_side_apply(live.as_ref(), body, &manager, c.params.force, &now, sub).map_err(
+                |e| match e {
+                    patch::ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "Conflict", m),
+                    patch::ApplyError::Invalid(m) => ApiError::bad_request(m),
+                },
+            )?;
+            (new, live.as_ref().and_then(rv_of))
+        }
+        (_, None) => return Err(ApiError::not_found(&q, name)),
+        (Change::Replace(body), Some(live)) => {
+            let mut new = body.clone();
+            if let Some(v) = new["metadata"]["resourceVersion"].as_str()
+                && !v.is_empty()
+                && rv_of(&new).is_none()
+            {
+                return Err(ApiError::bad_request(format!(
+                    "metadata.resourceVersion {v:?} is not a resourceVersion: send the one a read answered, or none"
+                )));
+            }
+            let precondition = match rv_of(&new) {
+                Some(rv) if Some(rv) != rv_of(live) => return Err(ApiError::stale(&q, name)),
+                Some(rv) => Some(rv),
+                None => rv_of(live),
+            };
+            patch::record_update(Some(live), &mut new, &manager, &now, sub);
+            (new, precondition)
+        }
+        (Change::Merge(p) | Change::Strategic(p), Some(live)) => {
+            let mut new = live.clone();
+            if let Change::Strategic(_) = change {
+                patch::strategic_merge_patch(&mut new, p)
+                    .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
+            } else {
+                patch::merge_patch(&mut new, p);
+            }
+            if let Some(rv) = rv_of(p)
+                && Some(rv) != rv_of(live)
+            {
+                return Err(ApiError::stale(&q, name));
+            }
+            patch::record_update(Some(live), &mut new, &manager, &now, sub);
+            (new, rv_of(live))
+        }
+        (Change::JsonPatch(p), Some(live)) => {
+            let mut new = live.clone();
+            patch::json_patch(&mut new, p)
+                .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
+            patch::record_update(Some(live), &mut new, &manager, &now, sub);
+            (new, rv_of(live))
+        }
+    };
+    if matches!(change, Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_) | Change::Apply(_)) {
+        check_patched_size(c, &new)?;
+    }
+    let warnings = prepare(c, name, &mut new, stored.as_ref(), &now)?;
+    Ok(Planned { stored, new, precondition, warnings })
+}
+
 /// Applies `change` with optimistic concurrency: read, compute, admit, store; a concurrent
 /// write makes a patch retry, and an update that named a resourceVersion fail with 409.
 pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
     let q = c.rt.qualified();
-    let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
-    let sub = c.status_sub.then_some("status");
     for _ in 0..MAX_RETRIES {
-        let stored = c.st.store.get(c.key(name)).await?;
-        // A namespace nobody created reads as Active (`namespace_object`); kubectl apply, edit
-        // and patch change what they read, so the change applies to that and stores it.
-        let live = match (&stored, &change) {
-            (None, Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
-                if c.rt.view == View::Namespaces =>
-            {
-                Some(namespace_object(c, name).await?)
-            }
-            // Core Events are stored as events.k8s.io Events: a core patch applies to the core view.
-            (Some(o), Change::Replace(_) | Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_))
-                if c.rt.view == View::CoreEvents =>
-            {
-                Some(events::to_core(o.clone()))
-            }
-            _ => stored.clone(),
-        };
-        let now = now_rfc3339();
-        let (mut new, precondition) = match (&change, &live) {
-            (Change::Create(_), Some(_)) => return Err(ApiError::already_exists(&q, name)),
-            (Change::Create(body), None) => {
-                let mut new = body.clone();
-                patch::record_update(None, &mut new, &manager, &now, sub);
-                (new, None)
-            }
-            (Change::Apply(body), live) => {
-                let new = patch::server_side_apply(live.as_ref(), body, &manager, c.params.force, &now, sub).map_err(
-                    |e| match e {
-                        patch::ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "Conflict", m),
-                        patch::ApplyError::Invalid(m) => ApiError::bad_request(m),
-                    },
-                )?;
-                (new, live.as_ref().and_then(rv_of))
-            }
-            (_, None) => return Err(ApiError::not_found(&q, name)),
-            (Change::Replace(body), Some(live)) => {
-                let mut new = body.clone();
-                if let Some(v) = new["metadata"]["resourceVersion"].as_str()
-                    && !v.is_empty()
-                    && rv_of(&new).is_none()
-                {
-                    return Err(ApiError::bad_request(format!(
-                        "metadata.resourceVersion {v:?} is not a resourceVersion: send the one a read answered, or none"
-                    )));
-                }
-                let precondition = match rv_of(&new) {
-                    Some(rv) if Some(rv) != rv_of(live) => return Err(ApiError::stale(&q, name)),
-                    Some(rv) => Some(rv),
-                    None => rv_of(live),
-                };
-                patch::record_update(Some(live), &mut new, &manager, &now, sub);
-                (new, precondition)
-            }
-            (Change::Merge(p) | Change::Strategic(p), Some(live)) => {
-                let mut new = live.clone();
-                if let Change::Strategic(_) = change {
-                    patch::strategic_merge_patch(&mut new, p)
-                        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
-                } else {
-                    patch::merge_patch(&mut new, p);
-                }
-                if let Some(rv) = rv_of(p)
-                    && Some(rv) != rv_of(live)
-                {
-                    return Err(ApiError::stale(&q, name));
-                }
-                patch::record_update(Some(live), &mut new, &manager, &now, sub);
-                (new, rv_of(live))
-            }
-            (Change::JsonPatch(p), Some(live)) => {
-                let mut new = live.clone();
-                patch::json_patch(&mut new, p)
-                    .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", e))?;
-                patch::record_update(Some(live), &mut new, &manager, &now, sub);
-                (new, rv_of(live))
-            }
-        };
-        if matches!(change, Change::Merge(_) | Change::Strategic(_) | Change::JsonPatch(_) | Change::Apply(_)) {
-            check_patched_size(c, &new)?;
-        }
-        let warnings = prepare(c, name, &mut new, stored.as_ref(), &now)?;
+        let Planned { stored, new, precondition, warnings } = plan(c, name, &change).await?;
         if c.params.dry_run {
             return Ok((new, warnings));
         }

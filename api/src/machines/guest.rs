@@ -98,22 +98,28 @@ fn phase(m: &Machine) -> Option<MachinePhase> {
 }
 
 impl Machines {
-    async fn stamp(&self, ns: &str, name: &str) {
+    /// Stamps `last-activity` when due, beside the request rather than before it: the stamp
+    /// only keeps the idle clock from running, and its write need not delay the guest call.
+    fn stamp(self: &Arc<Self>, ns: &str, name: &str) {
         if !self.stamp_due(ns, name) {
             return;
         }
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let patch = json!({ "metadata": { "annotations": { annotations::LAST_ACTIVITY: now } } });
-        if let Err(e) = self.api::<Machine>(ns).patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            tracing::debug!(error = %e, ns, name, "stamping last-activity failed");
-        }
+        let (this, ns, name) = (self.clone(), ns.to_string(), name.to_string());
+        tokio::spawn(async move {
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let patch = json!({ "metadata": { "annotations": { annotations::LAST_ACTIVITY: now } } });
+            if let Err(e) = this.api::<Machine>(&ns).patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await
+            {
+                tracing::debug!(error = %e, ns, name, "stamping last-activity failed");
+            }
+        });
     }
 
     fn activity(self: &Arc<Self>, ns: &str, name: &str) -> ActivityGuard {
         let (this, ns, name) = (self.clone(), ns.to_string(), name.to_string());
         ActivityGuard(tokio::spawn(async move {
             loop {
-                this.stamp(&ns, &name).await;
+                this.stamp(&ns, &name);
                 tokio::time::sleep(this.activity_stamp_interval.max(Duration::from_millis(100))).await;
             }
         }))
@@ -153,7 +159,7 @@ impl Machines {
     /// A session on an authorized Machine: woken if it must be, its activity stamped.
     pub async fn connect(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, m: Machine) -> Result<Session> {
         let (m, thawed) = self.wake_if_needed(id, ns, name, m).await?;
-        self.stamp(ns, name).await;
+        self.stamp(ns, name);
         let (runtime, instance) = match thawed {
             Some(found) => found,
             None => self.machine_runtime(&m).await?,
@@ -258,6 +264,16 @@ impl Machines {
             return Ok((m, Some((rt, instance))));
         }
         Ok((m, None))
+    }
+
+    /// A pool member just taken by a claim: resumed at once (what the node agent would do at its
+    /// next reconcile), and its activity counted as stamped (the take wrote last-activity), so
+    /// the claimant's first call finds it running and writes nothing.
+    pub(crate) async fn claimed(&self, m: &Machine) {
+        let _ = self.stamp_due(&m.namespace().unwrap_or_default(), &m.name_any());
+        if phase(m) == Some(MachinePhase::Paused) {
+            self.thaw_now(m).await;
+        }
     }
 
     /// Resumes a Paused instance whose Machine asks for Running, on behalf of the Machine's

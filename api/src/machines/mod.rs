@@ -49,7 +49,8 @@ pub struct Machines {
 }
 
 /// How long a node's runtime endpoint is reused. A stale one can only send a request to where
-/// the node was: the instance's owner check (`machine_runtime`) still decides what is reached.
+/// the node was: the owner every guest request names (`machine_runtime`) still decides what is
+/// reached.
 const ENDPOINT_TTL: Duration = Duration::from_secs(5);
 
 /// Size of the last-activity stamp map past which stale entries are dropped.
@@ -112,25 +113,13 @@ impl Machines {
         let id = InstanceId::new(id).map_err(|e| {
             Error::conflict(Reason::NotProvisioned, format!("Machine {name:?} has no usable runtime instance: {e}"))
         })?;
-        let mut rt = self.runtime(&node).await?;
-        // The id only says where to look: the instance must carry this Machine's UID, so no
-        // status that points elsewhere (even for a moment) reaches another Machine's instance.
-        let owner = match rt.get(&id).await {
-            // The node may have moved (its runtime restarted elsewhere): read it again, once.
-            Err(kairon_runtime_api::ClientError::Unreachable { .. }) => {
-                self.endpoints.lock().unwrap_or_else(|p| p.into_inner()).remove(&node);
-                rt = self.runtime(&node).await?;
-                rt.get(&id).await?
-            }
-            got => got?,
-        }
-        .owner_uid;
-        if owner.is_none() || owner != m.metadata.uid {
-            return Err(Error::conflict(
-                Reason::NotProvisioned,
-                format!("Machine {name:?} has no runtime instance of its own yet; wait for it to start"),
-            ));
-        }
+        let uid = m.metadata.uid.as_deref().ok_or_else(|| {
+            Error::conflict(Reason::NotProvisioned, format!("Machine {name:?} has no UID yet; wait for it to start"))
+        })?;
+        // The id only says where to look: every request names this Machine's UID, and the
+        // runtime refuses one on an instance that is not this Machine's, so no status that
+        // points elsewhere (even for a moment) reaches another Machine's instance.
+        let rt = self.runtime(&node).await?.for_owner(uid);
         Ok((rt, id))
     }
 

@@ -91,7 +91,10 @@ impl Machines {
             ));
         }
         let (rt, instance) = self.machine_runtime(&m).await?;
-        if !dry_run {
+        if dry_run {
+            // What a restart would reach: the Machine's own instance (the runtime checks).
+            rt.get(&instance).await?;
+        } else {
             rt.power(&instance, PowerAction::Restart, false).await?;
         }
         Ok(m)
@@ -161,7 +164,7 @@ impl Machines {
             kairon_runtime_api::types::ForkResult { vm: rt.clone_vm(&instance, &runtime_name).await?, live: false }
         };
         let mut spec = m.spec.clone();
-        spec.node_name = Some(node);
+        spec.node_name = Some(node.clone());
         if how == Copy::Clone {
             spec.power_state = None;
         }
@@ -174,6 +177,8 @@ impl Machines {
             l
         });
         let pp = kube::api::PostParams { field_manager: Some("kairon-api".into()), ..Default::default() };
+        // The copy is nobody's yet: it is reached as the node's, not as the source Machine's.
+        let rt = self.runtime(&node).await?;
         match api.create(&pp, &child).await {
             Ok(created) => {
                 // The copy was unowned until now: the new Machine's UID makes it that
