@@ -52,11 +52,15 @@ fn state_dir(k: &Kairon) -> Result<PathBuf> {
     Ok(node.path())
 }
 
-/// A sandbox as the runtime keeps it: its agent's socket and its freezer.
+/// A sandbox as the runtime keeps it: its agent's socket, its freezer and its memory cgroup.
 struct Sandbox {
     id: String,
     socket: PathBuf,
     freezer: PathBuf,
+    /// `memory.usage_in_bytes` of its cgroup (the agent, its init, included).
+    memory: PathBuf,
+    /// The agent: the sandbox's init.
+    init_pid: u32,
 }
 
 impl Sandbox {
@@ -66,17 +70,26 @@ impl Sandbox {
         let dir = state.join("instances").join(&id);
         let pid = std::fs::read_to_string(dir.join("init.pid")).context("reading the sandbox's init.pid")?;
         let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim()))?;
-        let freezer = cgroups
-            .lines()
-            .find_map(|l| l.split_once(":freezer:").map(|(_, p)| p.to_string()))
-            .context("the sandbox's init is in no freezer cgroup (cgroup v1 expected)")?;
+        let cgroup = |controller: &str| {
+            cgroups
+                .lines()
+                .find_map(|l| l.split_once(&format!(":{controller}:")).map(|(_, p)| p.to_string()))
+                .with_context(|| format!("the sandbox's init is in no {controller} cgroup (cgroup v1 expected)"))
+        };
+        let (freezer, memory) = (cgroup("freezer")?, cgroup("memory")?);
         let socket = dir.join("agent.sock");
         ensure!(
             socket.exists(),
             "the sandbox runs without its agent (no {}): build it with scripts/build-agent",
             socket.display()
         );
-        Ok(Sandbox { id, socket, freezer: PathBuf::from(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state")) })
+        Ok(Sandbox {
+            id,
+            socket,
+            freezer: PathBuf::from(format!("/sys/fs/cgroup/freezer{freezer}/freezer.state")),
+            memory: PathBuf::from(format!("/sys/fs/cgroup/memory{memory}/memory.usage_in_bytes")),
+            init_pid: pid.trim().parse().context("init.pid")?,
+        })
     }
 
     /// One `kairon-exec` of `true` straight to the agent, spoken as the runtime speaks it.
@@ -85,6 +98,19 @@ impl Sandbox {
         let done = kairon_runtime::sandbox::agent::exec(&self.socket, &req, 4096).await?;
         ensure!(done.exit_code == 0, "agent exec of true: {done:?}");
         Ok(())
+    }
+
+    /// (cgroup memory in use, the agent's resident set), in bytes.
+    fn memory(&self) -> Result<(u64, u64)> {
+        let usage = std::fs::read_to_string(&self.memory)?.trim().parse()?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.init_pid))?;
+        let rss_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .context("the agent's VmRSS")?;
+        Ok((usage, rss_kib << 10))
     }
 
     fn set_freezer(&self, want: &str) -> Result<()> {
@@ -226,6 +252,10 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
     eprintln!("hotpath: claim → first exec ({n} claims from a Paused pool of {size})");
     let mut bound = Vec::with_capacity(n);
     let mut first_exec = Vec::with_capacity(n);
+    let mut first_exec_alone = Vec::with_capacity(n);
+    let mut second_exec = Vec::with_capacity(n);
+    crate::claims::wait_full_with(&pools, POOL, size as i32, Duration::from_secs(300), |_| {}).await?;
+    paused_memory(rest, state, report).await?;
     for i in 0..n {
         crate::claims::wait_full_with(&pools, POOL, size as i32, Duration::from_secs(300), |_| {}).await?;
         let name = format!("c{i}");
@@ -252,13 +282,21 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
                 b.body["status"]["machineName"].as_str().context("a Bound claim names its Machine")?.to_string();
             let e = rest.post(&format!("/api/v1/machines/{NS}/{machine}/exec"), json!({"command": ["true"]})).await;
             ensure!(e.status == 200 && e.body["exitCode"] == 0, "first exec: {} {}", e.status, e.body);
-            Ok((to_bound, t.elapsed()))
+            let to_first = t.elapsed();
+            // The next exec at once: what the first costs beyond a steady one (the resume, and
+            // the pool starting the member's replacement beside it) is first − second.
+            let t2 = Instant::now();
+            let e = rest.post(&format!("/api/v1/machines/{NS}/{machine}/exec"), json!({"command": ["true"]})).await;
+            ensure!(e.status == 200 && e.body["exitCode"] == 0, "second exec: {} {}", e.status, e.body);
+            Ok((to_bound, to_first, t2.elapsed()))
         }
         .await;
         match r {
-            Ok((b, e)) => {
+            Ok((b, e, e2)) => {
                 bound.push(ms(b));
                 first_exec.push(ms(e));
+                first_exec_alone.push(ms(e - b));
+                second_exec.push(ms(e2));
                 if (i + 1) % 20 == 0 {
                     eprintln!("  {} claims: last Bound after {:.1} ms, first exec after {:.1} ms", i + 1, ms(b), ms(e));
                 }
@@ -273,6 +311,8 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
     }
     report.latencies(S, "claim → Bound: kairon", &mut bound);
     report.latencies(S, "claim → first exec: kairon", &mut first_exec);
+    report.latencies(S, "claim hops: Bound → first exec returns", &mut first_exec_alone);
+    report.latencies(S, "claim hops: the exec after the first", &mut second_exec);
 
     // Naive: a fresh container of the same template, started and exec'd by hand.
     let bundle = tempfile::tempdir()?;
@@ -307,6 +347,30 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
     .await;
     report.latencies(S, "cold start → first exec: naive (runc run + exec)", &mut naive);
     let _ = rest.delete(&format!("/api/v1/machinepools/{NS}/{POOL}")).await;
+    Ok(())
+}
+
+/// What a warm Paused member holds: its cgroup's memory in use (the agent included) and, of
+/// that, the agent's resident set.
+async fn paused_memory(rest: &Rest, state: &Path, report: &mut Report) -> Result<()> {
+    let members = rest.get(&format!("/api/v1/machines/{NS}?labelSelector=kairon.zyvor.dev/pool%3D{POOL}")).await;
+    let names: Vec<String> = members.body["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["status"]["phase"] == "Paused")
+        .filter_map(|m| m["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    ensure!(!names.is_empty(), "the pool has no Paused member to measure: {}", members.body);
+    let (mut usage, mut agent) = (0u64, 0u64);
+    for name in &names {
+        let (u, a) = Sandbox::of(rest, state, name).await?.memory()?;
+        usage += u;
+        agent += a;
+    }
+    let mib = |b: u64| b as f64 / names.len() as f64 / (1u64 << 20) as f64;
+    report.add(S, "memory per Paused sandbox (cgroup usage, agent included)", mib(usage), "MiB");
+    report.add(S, "memory per Paused sandbox: agent RSS", mib(agent), "MiB");
     Ok(())
 }
 

@@ -184,12 +184,16 @@ impl Machines {
             return Ok((m, None));
         }
         // Running was asked for (a claim bound it, or a wake was written) and the node agent
-        // has not resumed it yet: resume it here rather than wait for the next reconcile.
-        if desired == PowerState::Running
-            && phase(&m) == Some(MachinePhase::Paused)
-            && let Some(found) = self.thaw_now(&m).await
-        {
-            return Ok((m, Some(found)));
+        // has not reported it running yet: resume it here rather than wait for the next
+        // reconcile, unless this server just did (the claim that bound it).
+        if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Paused) {
+            let (uid, generation) = (m.metadata.uid.as_deref().unwrap_or_default(), m.metadata.generation);
+            if generation.is_some_and(|g| self.resumed_lately(uid, g)) {
+                return Ok((m, None));
+            }
+            if let Some(found) = self.thaw_now(&m).await {
+                return Ok((m, Some(found)));
+            }
         }
         let idle_suspended = m.annotations().contains_key(annotations::IDLE_SUSPENDED);
         let lifecycle = m.spec.lifecycle.clone().unwrap_or_default();
@@ -283,7 +287,12 @@ impl Machines {
     async fn thaw_now(&self, m: &Machine) -> Option<(RuntimeClient, InstanceId)> {
         let (rt, instance) = self.machine_runtime(m).await.ok()?;
         match rt.power_at(&instance, PowerAction::Resume, false, m.metadata.generation).await {
-            Ok(vm) if vm.state == VmState::Running => Some((rt, instance)),
+            Ok(vm) if vm.state == VmState::Running => {
+                if let (Some(uid), Some(generation)) = (m.metadata.uid.as_deref(), m.metadata.generation) {
+                    self.note_resumed(uid, generation);
+                }
+                Some((rt, instance))
+            }
             Ok(_) => None,
             Err(e) => {
                 tracing::debug!(error = %e, "resuming directly failed; waiting for the node agent");

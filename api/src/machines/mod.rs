@@ -46,12 +46,18 @@ pub struct Machines {
     /// Each node's runtime endpoint as last read from its KaironNode, and when: guest
     /// operations reuse it for [`ENDPOINT_TTL`] instead of reading the node every time.
     endpoints: Mutex<HashMap<String, (String, Instant)>>,
+    /// Instances this server resumed itself, by Machine UID: the generation resumed, and when.
+    /// Until the node agent reports the phase, a guest call need not resume them again.
+    resumed: Mutex<HashMap<String, (i64, Instant)>>,
 }
 
 /// How long a node's runtime endpoint is reused. A stale one can only send a request to where
 /// the node was: the owner every guest request names (`machine_runtime`) still decides what is
 /// reached.
 const ENDPOINT_TTL: Duration = Duration::from_secs(5);
+
+/// How long an instance this server resumed counts as running without the node agent's word.
+const RESUMED_TTL: Duration = Duration::from_secs(10);
 
 /// Size of the last-activity stamp map past which stale entries are dropped.
 const STAMPS_PRUNE_AT: usize = 1024;
@@ -67,6 +73,7 @@ impl Machines {
             reporter: Reporter { controller: "kairon-api".into(), instance: None },
             runtimes: tokio::sync::OnceCell::new(),
             endpoints: Mutex::new(HashMap::new()),
+            resumed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -137,6 +144,22 @@ impl Machines {
         if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
             tracing::warn!(error = %e, reason, "recording an event failed");
         }
+    }
+
+    /// Notes that this server resumed the instance of Machine `uid` at `generation`.
+    pub(crate) fn note_resumed(&self, uid: &str, generation: i64) {
+        let mut resumed = self.resumed.lock().unwrap_or_else(|p| p.into_inner());
+        if resumed.len() >= STAMPS_PRUNE_AT {
+            resumed.retain(|_, (_, at)| at.elapsed() < RESUMED_TTL);
+        }
+        resumed.insert(uid.to_string(), (generation, Instant::now()));
+    }
+
+    /// True when this server resumed Machine `uid`'s instance at `generation` moments ago: any
+    /// later pause is a later generation.
+    pub(crate) fn resumed_lately(&self, uid: &str, generation: i64) -> bool {
+        let resumed = self.resumed.lock().unwrap_or_else(|p| p.into_inner());
+        resumed.get(uid).is_some_and(|(g, at)| *g == generation && at.elapsed() < RESUMED_TTL)
     }
 
     /// True when this Machine's last-activity stamp is due (and marks it done).
