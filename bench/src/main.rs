@@ -749,8 +749,14 @@ async fn run(cli: Cli) -> Result<Report> {
     report.info.insert("database".into(), json!(kairon_e2e::database_url()));
 
     eprintln!("starting kairon up ({})", kairon_e2e::kairon_bin().display());
-    // The store alone: no node agent or controllers write next to the measured traffic.
-    let k = tokio::task::spawn_blocking(|| Kairon::start_with(&["--no-runtime"])).await??;
+    // The store alone: no node agent or controllers write next to the measured traffic. Every
+    // watcher holds a long-lived connection of the bench's one token: the server's limit per
+    // token (32 by default, one more answers 429) is raised to what the run opens.
+    let most = (cli.watchers + 8).to_string();
+    let k = tokio::task::spawn_blocking(move || {
+        Kairon::start_with(&["--no-runtime", "--max-connections-per-subject", most.as_str()])
+    })
+    .await??;
     eprintln!("kairon up at {} (data dir {})", k.url, k.data_dir.path().display());
     let result = async {
         let server = ServerProc::find(&k)?;

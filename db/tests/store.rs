@@ -150,6 +150,40 @@ async fn write_all_is_one_transaction(pool: PgPool) {
     assert!(matches!(err, WriteError { index: 0, error: StoreError::AlreadyExists }), "{err:?}");
 }
 
+/// A label lookup finds exactly the objects of that namespace and resource with that label
+/// value, in name order, whatever else they carry.
+#[sqlx::test(migrations = "./migrations")]
+async fn labelled_finds_exactly_the_labelled_objects(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let with = |ns: &str, name: &str, labels: Value| {
+        let mut o = obj(ns, name, json!({}));
+        o["metadata"]["labels"] = labels;
+        o
+    };
+    for (ns, name, labels) in [
+        ("ns", "b", json!({"pool": "warm", "other": "x"})),
+        ("ns", "a", json!({"pool": "warm"})),
+        ("ns", "c", json!({"pool": "cold"})),
+        ("ns", "d", json!({})),
+        ("other", "e", json!({"pool": "warm"})),
+    ] {
+        store.create(oref(ns, name), with(ns, name, labels)).await.unwrap();
+    }
+    store
+        .create(
+            ObjectRef { group: G, resource: "pools", namespace: "ns", name: "f" },
+            with("ns", "f", json!({"pool": "warm"})),
+        )
+        .await
+        .unwrap();
+    let names =
+        |v: Vec<Value>| v.iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(store.labelled(G, R, "ns", "pool", "warm").await.unwrap()), ["a", "b"]);
+    assert_eq!(names(store.labelled(G, R, "ns", "pool", "cold").await.unwrap()), ["c"]);
+    assert!(store.labelled(G, R, "ns", "pool", "none").await.unwrap().is_empty());
+    assert!(store.labelled(G, R, "ns", "other\"", "x").await.unwrap().is_empty(), "a key is a key, not JSON");
+}
+
 #[sqlx::test(migrations = "./migrations")]
 async fn create_validates_and_fills_uid(pool: PgPool) {
     let store = Store::from_pool(pool).await.unwrap();

@@ -38,9 +38,6 @@ struct StoreBinding<'a> {
     claims: &'a Ctx<'a>,
     /// The claim and member as stored by the take that bound them.
     taken: std::sync::Mutex<Option<(Value, Value)>>,
-    /// The namespace's Machines, read once per binding: a member taken meanwhile by another
-    /// claim only fails its resourceVersion precondition, and the next is tried.
-    machines: tokio::sync::OnceCell<Vec<Value>>,
 }
 
 impl StoreBinding<'_> {
@@ -62,21 +59,10 @@ impl StoreBinding<'_> {
         })
     }
 
-    /// The Machines of `ns` with label `key` = `value`, decoded (only those: decoding is what
-    /// costs in a namespace of thousands).
+    /// The Machines of `ns` with label `key` = `value`.
     async fn labelled(&self, ns: &str, key: &str, value: &str) -> ApiResult<Vec<Machine>> {
-        let all = self
-            .machines
-            .get_or_try_init(|| async {
-                let page = self.st.store.list(kairon_model::GROUP, "machines", Some(ns), None, None).await?;
-                Ok::<_, ApiError>(page.items)
-            })
-            .await?;
-        Ok(all
-            .iter()
-            .filter(|v| v["metadata"]["labels"][key].as_str() == Some(value))
-            .filter_map(|v| serde_json::from_value(v.clone()).ok())
-            .collect())
+        let found = self.st.store.labelled(kairon_model::GROUP, "machines", ns, key, value).await?;
+        Ok(found.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect())
     }
 }
 
@@ -140,14 +126,7 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let claim: MachineClaim = serde_json::from_value(planned.new.clone())
         .map_err(|e| ApiError::internal(format!("an admitted claim does not read back: {e}")))?;
     let id = binder();
-    let store = StoreBinding {
-        st: c.st,
-        id: &id,
-        claim: &planned,
-        claims: c,
-        taken: Default::default(),
-        machines: Default::default(),
-    };
+    let store = StoreBinding { st: c.st, id: &id, claim: &planned, claims: c, taken: Default::default() };
     let ns = c.ns.as_str();
     let now = k8s_openapi::jiff::Timestamp::now();
     let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
