@@ -131,13 +131,17 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let now = k8s_openapi::jiff::Timestamp::now();
     let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
     let status = match binding::bind(&store, &claim, now.as_millisecond()).await {
-        Ok(Binding::Bound { machine, .. }) => {
+        Ok(Binding::Bound { machine, at }) => {
             let taken = store.taken.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let Some((stored, member)) = taken else {
-                return Err(ApiError::internal(format!("claim {name} bound {machine} without storing it")));
-            };
-            bound(c.st, &claim, member).await;
-            return Ok((stored, planned.warnings));
+            match taken {
+                Some((stored, member)) => {
+                    bound(c.st, &claim, member).await;
+                    return Ok((stored, planned.warnings));
+                }
+                // A live member already labelled for this name (no take was needed): the claim
+                // is stored bound to it.
+                None => Some(binding::bound_status(&claim, &machine, &at)),
+            }
         }
         Ok(Binding::PoolNotFound) => {
             pending(binding::POOL_NOT_FOUND, binding::pool_not_found_message(&claim.spec.pool_name, ns))
