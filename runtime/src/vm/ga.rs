@@ -25,6 +25,8 @@ type Result<T> = std::result::Result<T, GaError>;
 /// One connection to a VM's guest agent socket; reconnects on the next call after an error.
 pub struct GuestAgent {
     path: PathBuf,
+    /// The QEMU serving the socket: a refused connection says whether it is still there.
+    qemu_pid: u32,
     conn: Option<BufReader<UnixStream>>,
     next_id: u64,
 }
@@ -42,8 +44,22 @@ pub struct ExecStatus {
 }
 
 impl GuestAgent {
-    pub fn new(path: &Path) -> GuestAgent {
-        GuestAgent { path: path.to_path_buf(), conn: None, next_id: rand::random::<u32>() as u64 }
+    pub fn new(path: &Path, qemu_pid: u32) -> GuestAgent {
+        GuestAgent { path: path.to_path_buf(), qemu_pid, conn: None, next_id: rand::random::<u32>() as u64 }
+    }
+
+    /// Why a connection is refused for good: QEMU is gone (the guest powered off, or its
+    /// kernel panicked: `panic=-1` with `-no-reboot`), with the console's last lines.
+    fn refused(&self, e: std::io::Error) -> GaError {
+        let mut m = format!("connecting to {}: {e}", self.path.display());
+        if !crate::sandbox::pid_alive(self.qemu_pid) {
+            let console = self.path.with_file_name("console.log");
+            let text = std::fs::read_to_string(console).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(6).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            m.push_str(&format!("; QEMU (pid {}) has exited; console: {}", self.qemu_pid, tail.join(" | ")));
+        }
+        GaError::Unreachable(m)
     }
 
     pub fn reset(&mut self) {
@@ -63,13 +79,13 @@ impl GuestAgent {
             match UnixStream::connect(&self.path).await {
                 Ok(stream) => break stream,
                 Err(e)
-                    if e.kind() == std::io::ErrorKind::ConnectionRefused && tokio::time::Instant::now() < deadline =>
+                    if e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && tokio::time::Instant::now() < deadline
+                        && crate::sandbox::pid_alive(self.qemu_pid) =>
                 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Err(e) => {
-                    return Err(GaError::Unreachable(format!("connecting to {}: {e}", self.path.display())));
-                }
+                Err(e) => return Err(self.refused(e)),
             }
         };
         let mut conn = BufReader::new(stream);
