@@ -13,6 +13,7 @@
 //! row is also taken at the node runtime's API alone, which splits it into its hops: the API
 //! layer (kairon − runtime API), the runtime (runtime API − limit) and the agent (limit).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -155,6 +156,7 @@ async fn measure(cli: &Cli, k: &Kairon, report: &mut Report) -> Result<()> {
 
     eprintln!("hotpath: exec round trip ({n} samples each)");
     let exec = json!({"command": ["true"]});
+    let before = hops(&rest).await?;
     let mut kairon = samples(report, "exec round trip: kairon", n, || async {
         let r = rest.post(&format!("/api/v1/machines/{NS}/hot/exec"), exec.clone()).await;
         ensure!(r.status == 200 && r.body["exitCode"] == 0, "exec: {} {}", r.status, r.body);
@@ -162,6 +164,7 @@ async fn measure(cli: &Cli, k: &Kairon, report: &mut Report) -> Result<()> {
     })
     .await;
     report.latencies(S, "exec round trip: kairon", &mut kairon);
+    report_hops(report, "exec", &before, &hops(&rest).await?);
     // The hops between: the node runtime's API on its own (so kairon − runtime is the API
     // layer's share, runtime − limit the runtime's).
     let runtime = k.runtime()?;
@@ -192,10 +195,59 @@ async fn measure(cli: &Cli, k: &Kairon, report: &mut Report) -> Result<()> {
     .await;
     report.latencies(S, "thaw + exec: limit (freezer + agent)", &mut thaw_exec);
 
+    let before = hops(&rest).await?;
     claims(cli, k, &rest, &state, report, n).await?;
+    report_hops(report, "claim", &before, &hops(&rest).await?);
+    let before = hops(&rest).await?;
     wakes(k, &rest, report, n).await?;
+    report_hops(report, "wake", &before, &hops(&rest).await?);
     gets(cli, k, &rest, report)?;
     Ok(())
+}
+
+/// The server's hop counters (`kairon_hop_seconds_total` and `kairon_hop_count_total` on
+/// `/metrics`, from its `hop.*` tracing spans): hop → (seconds, count).
+async fn hops(rest: &Rest) -> Result<BTreeMap<String, (f64, f64)>> {
+    let m = rest.get("/metrics").await;
+    ensure!(m.status == 200, "/metrics: {} {}", m.status, m.body);
+    Ok(parse_hops(m.body.as_str().unwrap_or_default()))
+}
+
+fn parse_hops(text: &str) -> BTreeMap<String, (f64, f64)> {
+    let mut out = BTreeMap::<String, (f64, f64)>::new();
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        let (seconds, rest) = if let Some(r) = series.strip_prefix("kairon_hop_seconds_total{hop=\"") {
+            (true, r)
+        } else if let Some(r) = series.strip_prefix("kairon_hop_count_total{hop=\"") {
+            (false, r)
+        } else {
+            continue;
+        };
+        let Some(hop) = rest.strip_suffix("\"}") else { continue };
+        let e = out.entry(hop.to_string()).or_default();
+        if seconds { e.0 = value } else { e.1 = value }
+    }
+    out
+}
+
+/// Each hop's mean over the phase between two scrapes, and how often it ran. Background work
+/// of the same phase (the pool starting a replacement, the node agent's reconciles) runs the
+/// store's hops too: their counts say so.
+fn report_hops(
+    report: &mut Report,
+    phase: &str,
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
+) {
+    for (hop, (secs, count)) in after {
+        let (secs0, count0) = before.get(hop).copied().unwrap_or_default();
+        let runs = count - count0;
+        if runs > 0.0 {
+            report.add(S, format!("{phase} hops: {hop} mean ({runs} runs)"), (secs - secs0) / runs * 1000.0, "ms");
+        }
+    }
 }
 
 /// `n` timed runs of `f`; a failure is an anomaly and ends the row (so a lost sample shows).
@@ -474,6 +526,15 @@ fn wrk_ms(v: &str) -> Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_counters_are_read() {
+        let text = "# TYPE kairon_hop_count_total counter\nkairon_hop_count_total{hop=\"claim.bind\"} 4\n\
+                    kairon_hop_seconds_total{hop=\"claim.bind\"} 0.02\nkairon_lifecycle_actions_total{action=\"Pause\"} 1\n";
+        let hops = parse_hops(text);
+        assert_eq!(hops.len(), 1);
+        assert_eq!(hops["claim.bind"], (0.02, 4.0));
+    }
 
     #[test]
     fn wrk_output_is_read() {

@@ -17,6 +17,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::watch::{Filter, Hub, WatchState};
 
@@ -399,7 +400,8 @@ impl Store {
                 }
             }
         }
-        tx.commit().await.map_err(|e| at(0)(e.into()))?;
+        let commit = tx.commit().instrument(tracing::info_span!("hop.store.commit"));
+        commit.await.map_err(|e| at(0)(e.into()))?;
         Ok(stored)
     }
 

@@ -2,6 +2,7 @@
 
 mod api_cmd;
 mod controller_cmd;
+mod hops;
 mod limits_args;
 mod node_cmd;
 mod postgres;
@@ -14,6 +15,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use kairon_api::auth::{Role, TokenKeys};
 
@@ -90,12 +94,11 @@ fn main() -> Result<()> {
 async fn run() -> Result<()> {
     // One TLS provider for the whole process (kube-rs and the server both use rustls).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG")
-                .unwrap_or_else(|_| "info,sqlx=warn,tower_http=warn".into()),
-        )
-        .with_writer(std::io::stderr)
+    let log_filter = tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG")
+        .unwrap_or_else(|_| "info,sqlx=warn,tower_http=warn".into());
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
+        .with(hops::layer())
         .init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,

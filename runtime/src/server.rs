@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use tracing::Instrument;
 
 use crate::api::EgressCheckRequest;
 use crate::api::{
@@ -212,7 +213,8 @@ async fn power(
             RuntimeError::Invalid(format!("generation={g:?} is not a Machine generation: give a whole number"))
         })?),
     };
-    Ok(Json(st.rt.power_at(&id, action, paused, generation).await?).into_response())
+    let power = st.rt.power_at(&id, action, paused, generation).instrument(tracing::info_span!("hop.runtime.power"));
+    Ok(Json(power.await?).into_response())
 }
 
 async fn exec(
@@ -228,7 +230,8 @@ async fn exec(
             RuntimeError::Invalid(format!("maxOutputBytes={v:?} is not a byte count: give a whole number"))
         })?,
     };
-    Ok(Json(st.rt.exec_bounded(&id, &req, max_output).await?).into_response())
+    let run = st.rt.exec_bounded(&id, &req, max_output).instrument(tracing::info_span!("hop.runtime.exec"));
+    Ok(Json(run.await?).into_response())
 }
 
 async fn start_process(
