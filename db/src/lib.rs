@@ -400,7 +400,7 @@ impl Store {
                 }
             }
         }
-        let commit = tx.commit().instrument(tracing::info_span!("hop.store.commit"));
+        let commit = tx.commit().instrument(tracing::trace_span!("hop.store.commit"));
         commit.await.map_err(|e| at(0)(e.into()))?;
         Ok(stored)
     }

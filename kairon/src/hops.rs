@@ -3,6 +3,11 @@
 //! `kairon_hop_seconds_total{hop}` and `kairon_hop_count_total{hop}`, so a benchmark reads the
 //! mean of each hop from two scrapes. Only `hop.*` spans are built for this layer: the rest of
 //! the tracing stays as cheap as the log filter makes it.
+//!
+//! Hop spans are TRACE spans (`trace_span!("hop.…")`): the log layer's filter (`info` by
+//! default) then never takes them. Built at INFO, enabled for both layers, most of them were
+//! never closed in `kairon up` (measured: no `store.commit` at all after 100 claims), so
+//! nothing was counted.
 
 use std::time::Instant;
 
@@ -55,18 +60,17 @@ where
 #[cfg(test)]
 mod tests {
     use tracing::Instrument;
-    use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
 
     #[tokio::test]
     async fn a_hop_span_adds_its_wall_time_and_other_spans_add_nothing() {
-        let subscriber = tracing_subscriber::registry().with(layer());
-        let _guard = tracing::subscriber::set_default(subscriber);
+        // The subscriber `kairon` runs with, its log filter at the default.
+        let _guard = tracing::subscriber::set_default(crate::subscriber(crate::default_log_filter()));
         let m = kairon_reconciler::metrics::global();
         let before = (m.get(SECONDS, &[("hop", "test.sleep")]), m.get(COUNT, &[("hop", "test.sleep")]));
         async { tokio::time::sleep(std::time::Duration::from_millis(20)).await }
-            .instrument(tracing::info_span!("hop.test.sleep"))
+            .instrument(tracing::trace_span!("hop.test.sleep"))
             .await;
         async {}.instrument(tracing::info_span!("not.a.hop")).await;
         let after = (m.get(SECONDS, &[("hop", "test.sleep")]), m.get(COUNT, &[("hop", "test.sleep")]));

@@ -91,15 +91,22 @@ fn main() -> Result<()> {
     result
 }
 
-async fn run() -> Result<()> {
-    // One TLS provider for the whole process (kube-rs and the server both use rustls).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let log_filter = tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG")
-        .unwrap_or_else(|_| "info,sqlx=warn,tower_http=warn".into());
+fn default_log_filter() -> tracing_subscriber::EnvFilter {
+    "info,sqlx=warn,tower_http=warn".into()
+}
+
+/// The log on stderr (`KAIRON_LOG`, else [`default_log_filter`]) and the hop timings.
+fn subscriber(log_filter: tracing_subscriber::EnvFilter) -> impl tracing::Subscriber + Send + Sync {
     tracing_subscriber::registry()
         .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(log_filter))
         .with(hops::layer())
-        .init();
+}
+
+async fn run() -> Result<()> {
+    // One TLS provider for the whole process (kube-rs and the server both use rustls).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let log_filter = tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG").unwrap_or_else(|_| default_log_filter());
+    subscriber(log_filter).init();
     match Cli::parse().command {
         Command::Up(args) => up::run(args).await,
         Command::Api(args) => api_cmd::run(args).await,

@@ -213,7 +213,7 @@ async fn power(
             RuntimeError::Invalid(format!("generation={g:?} is not a Machine generation: give a whole number"))
         })?),
     };
-    let power = st.rt.power_at(&id, action, paused, generation).instrument(tracing::info_span!("hop.runtime.power"));
+    let power = st.rt.power_at(&id, action, paused, generation).instrument(tracing::trace_span!("hop.runtime.power"));
     Ok(Json(power.await?).into_response())
 }
 
@@ -230,7 +230,7 @@ async fn exec(
             RuntimeError::Invalid(format!("maxOutputBytes={v:?} is not a byte count: give a whole number"))
         })?,
     };
-    let run = st.rt.exec_bounded(&id, &req, max_output).instrument(tracing::info_span!("hop.runtime.exec"));
+    let run = st.rt.exec_bounded(&id, &req, max_output).instrument(tracing::trace_span!("hop.runtime.exec"));
     Ok(Json(run.await?).into_response())
 }
 

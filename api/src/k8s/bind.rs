@@ -9,7 +9,7 @@
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use serde_json::Value;
-use tracing::{Instrument, info_span};
+use tracing::{Instrument, trace_span};
 
 use kairon_model::binding::{self, Binding, BindingStore};
 use kairon_model::keys::{labels, reasons};
@@ -123,7 +123,7 @@ impl BindingStore for StoreBinding<'_> {
 /// in one transaction with the member's take; Pending with why not otherwise. The member is
 /// resumed before the reply, so the claimant's first call finds it running.
 pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Value, Vec<String>)> {
-    let planned = plan(c, name, &Change::Create(body)).instrument(info_span!("hop.claim.admit")).await?;
+    let planned = plan(c, name, &Change::Create(body)).instrument(trace_span!("hop.claim.admit")).await?;
     let claim: MachineClaim = serde_json::from_value(planned.new.clone())
         .map_err(|e| ApiError::internal(format!("an admitted claim does not read back: {e}")))?;
     let id = binder();
@@ -132,7 +132,7 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let now = k8s_openapi::jiff::Timestamp::now();
     let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
     let status = match binding::bind(&store, &claim, now.as_millisecond())
-        .instrument(info_span!("hop.claim.bind"))
+        .instrument(trace_span!("hop.claim.bind"))
         .await
     {
         Ok(Binding::Bound { machine, at }) => {
@@ -177,7 +177,7 @@ async fn bound(st: &AppState, claim: &MachineClaim, member: Value) {
     let Ok(member) = serde_json::from_value::<Machine>(member) else { return };
     let name = member.name_any();
     tracing::info!(claim = ?claim.metadata.name, machine = %name, "claim bound in its create request");
-    machines.claimed(&member).instrument(info_span!("hop.claim.resume")).await;
+    machines.claimed(&member).instrument(trace_span!("hop.claim.resume")).await;
     let (claim, note) = (claim.clone(), binding::bound_message(claim, &name));
     tokio::spawn(async move { machines.record(&claim, reasons::BOUND, note).await });
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
-use tracing::{Instrument, info_span};
+use tracing::{Instrument, trace_span};
 
 use kairon_model::keys::{annotations, labels, reasons};
 use kairon_model::{Machine, MachinePhase, PowerState};
@@ -228,7 +228,7 @@ impl Machines {
             });
             let woken = api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .instrument(info_span!("hop.wake.write"))
+                .instrument(trace_span!("hop.wake.write"))
                 .await?;
             // That write stamped last-activity: the session's first stamp is due an interval on.
             let _ = self.stamp_due(ns, name);
@@ -291,7 +291,7 @@ impl Machines {
     async fn thaw_now(&self, m: &Machine) -> Option<(RuntimeClient, InstanceId)> {
         let (rt, instance) = self.machine_runtime(m).await.ok()?;
         let resume = rt.power_at(&instance, PowerAction::Resume, false, m.metadata.generation);
-        match resume.instrument(info_span!("hop.thaw")).await {
+        match resume.instrument(trace_span!("hop.thaw")).await {
             Ok(vm) if vm.state == VmState::Running => {
                 if let (Some(uid), Some(generation)) = (m.metadata.uid.as_deref(), m.metadata.generation) {
                     self.note_resumed(uid, generation);
@@ -316,13 +316,13 @@ impl Machines {
         limits: &Limits,
         req: impl FnOnce() -> Result<ExecRequest>,
     ) -> Result<ExecResult> {
-        let m = self.authorize(id, ns, name, Needs::GuestAgent).instrument(info_span!("hop.exec.authorize")).await?;
+        let m = self.authorize(id, ns, name, Needs::GuestAgent).instrument(trace_span!("hop.exec.authorize")).await?;
         let mut req = req()?;
         check_command(&req)?;
         req.timeout_seconds = Some(exec_timeout(limits, req.timeout_seconds)?);
-        let s = self.connect(id, ns, name, m).instrument(info_span!("hop.exec.connect")).await?;
+        let s = self.connect(id, ns, name, m).instrument(trace_span!("hop.exec.connect")).await?;
         let run = s.runtime.exec_bounded(&s.id, &req, limits.max_exec_output_bytes);
-        Ok(run.instrument(info_span!("hop.exec.runtime")).await?)
+        Ok(run.instrument(trace_span!("hop.exec.runtime")).await?)
     }
 
     /// Starts a background process (the request read as for [`exec`](Self::exec)).
