@@ -352,7 +352,12 @@ impl Store {
     /// generated and written back when absent); `metadata.resourceVersion` is
     /// set to the allocated rv. Returns the stored object.
     pub async fn create(&self, r: ObjectRef<'_>, object: Value) -> Result<Value, StoreError> {
-        self.write_all(vec![Write::Create(r, object)]).await.map(one).map_err(|e| e.error)
+        self.create_with(r, object, Durability::Flushed).await
+    }
+
+    /// [`create`](Self::create) with the commit's [`Durability`].
+    pub async fn create_with(&self, r: ObjectRef<'_>, object: Value, d: Durability) -> Result<Value, StoreError> {
+        self.write_all_with(vec![Write::Create(r, object)], d).await.map(one).map_err(|e| e.error)
     }
 
     /// Replaces an existing object. With `precondition_rv`, fails with
@@ -363,12 +368,28 @@ impl Store {
         object: Value,
         precondition_rv: Option<i64>,
     ) -> Result<Value, StoreError> {
-        self.write_all(vec![Write::Update(r, object, precondition_rv)]).await.map(one).map_err(|e| e.error)
+        self.update_with(r, object, precondition_rv, Durability::Flushed).await
+    }
+
+    /// [`update`](Self::update) with the commit's [`Durability`].
+    pub async fn update_with(
+        &self,
+        r: ObjectRef<'_>,
+        object: Value,
+        precondition_rv: Option<i64>,
+        d: Durability,
+    ) -> Result<Value, StoreError> {
+        self.write_all_with(vec![Write::Update(r, object, precondition_rv)], d).await.map(one).map_err(|e| e.error)
     }
 
     /// Several writes in one transaction (one commit): all are stored, each with an rv of its
     /// own in the order given, or none is. Returns the stored objects in that order.
     pub async fn write_all(&self, writes: Vec<Write<'_>>) -> Result<Vec<Value>, WriteError> {
+        self.write_all_with(writes, Durability::Flushed).await
+    }
+
+    /// [`write_all`](Self::write_all) with the commit's [`Durability`].
+    pub async fn write_all_with(&self, writes: Vec<Write<'_>>, d: Durability) -> Result<Vec<Value>, WriteError> {
         let at = |index: usize| move |error: StoreError| WriteError { index, error };
         // Validate before taking the global lock.
         let mut prepared = Vec::with_capacity(writes.len());
@@ -385,6 +406,9 @@ impl Store {
             });
         }
         let mut tx = begin(self.pool(), None).await.map_err(|e| at(0)(e.into()))?;
+        if d == Durability::Relaxed {
+            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(|e| at(0)(e.into()))?;
+        }
         let mut stored = Vec::with_capacity(prepared.len());
         for (i, (r, object, uid, precondition)) in prepared.into_iter().enumerate() {
             let written = match uid {
@@ -504,6 +528,21 @@ impl Store {
             futures::stream::unfold(state, WatchState::next)
         }))
     }
+}
+
+/// When a write's commit answers. Every write takes the store's one revision counter, whose row
+/// lock a transaction holds until its commit is done, so a commit that waits for its WAL flush
+/// (an fsync, milliseconds) makes every other writer wait as long.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// After its WAL is on disk: nothing answered is lost, even if PostgreSQL's host crashes.
+    #[default]
+    Flushed,
+    /// Once it is visible, before its WAL is on disk (`synchronous_commit = off` for that
+    /// transaction; PostgreSQL's WAL writer flushes within `wal_writer_delay`, and the next
+    /// flushed commit carries it). For observations that their writers derive again (status,
+    /// Events): only a crash of PostgreSQL itself (not of Kairon) loses the last few of them.
+    Relaxed,
 }
 
 /// One write of a [`Store::write_all`] transaction.

@@ -4,7 +4,7 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kairon_db::{EventType, ObjectRef, Store, StoreError, WatchConfig, WatchEvent, Write, WriteError};
+use kairon_db::{Durability, EventType, ObjectRef, Store, StoreError, WatchConfig, WatchEvent, Write, WriteError};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 
@@ -148,6 +148,31 @@ async fn write_all_is_one_transaction(pool: PgPool) {
     let writes = vec![Write::Create(oref("ns", "claim"), obj("ns", "claim", json!({})))];
     let err = store.write_all(writes).await.unwrap_err();
     assert!(matches!(err, WriteError { index: 0, error: StoreError::AlreadyExists }), "{err:?}");
+}
+
+/// A write that does not wait for its WAL flush is stored, versioned, watched and refused
+/// exactly as a flushed one: only when its commit answers differs.
+#[sqlx::test(migrations = "./migrations")]
+async fn relaxed_writes_are_versioned_and_watched_like_flushed_ones(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let first = store.create(oref("ns", "a"), obj("ns", "a", json!({"n": 0}))).await.unwrap();
+    let mut watch = pin!(store.watch(G, R, Some("ns"), rv_of(&first)).await.unwrap());
+    let mut status = first.clone();
+    status["status"] = json!({"phase": "Running"});
+    let relaxed =
+        store.update_with(oref("ns", "a"), status.clone(), Some(rv_of(&first)), Durability::Relaxed).await.unwrap();
+    let created = store.create_with(oref("ns", "b"), obj("ns", "b", json!({})), Durability::Relaxed).await.unwrap();
+    let flushed = store.create(oref("ns", "c"), obj("ns", "c", json!({}))).await.unwrap();
+    assert_eq!((rv_of(&relaxed), rv_of(&created), rv_of(&flushed)), (2, 3, 4));
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap().unwrap()["status"]["phase"], "Running");
+    for (rv, name) in [(2, "a"), (3, "b"), (4, "c")] {
+        let e = next_event(&mut watch).await;
+        assert_eq!((e.rv, e.object["metadata"]["name"].as_str()), (rv, Some(name)));
+    }
+    // A stale precondition is refused the same way, and uses up no rv.
+    let err = store.update_with(oref("ns", "a"), status, Some(rv_of(&first)), Durability::Relaxed).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { current: 2 }), "{err:?}");
+    assert_eq!(store.current_rv().await.unwrap(), 4);
 }
 
 /// A label lookup finds exactly the objects of that namespace and resource with that label

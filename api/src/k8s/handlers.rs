@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use kairon_db::{EventType, ObjectRef, StoreError};
+use kairon_db::{Durability, EventType, ObjectRef, StoreError};
 
 use super::admit::{AdmitCtx, AdmitError};
 use super::registry::{ResourceType, View};
@@ -778,6 +778,15 @@ pub(super) async fn plan(c: &Ctx<'_>, name: &str, change: &Change) -> ApiResult<
     Ok(Planned { stored, new, precondition, warnings })
 }
 
+/// Status and Events are observations their writers make again (a node agent reports a phase
+/// at its next reconcile, a controller its conditions): their commits do not wait for the WAL
+/// flush, so they do not hold every other writer behind the revision counter for an fsync
+/// (a claim and its pool's replacement made ~27 such writes, each holding it ~2 ms). Every
+/// write of what someone asked for (spec, metadata, a claim's binding) is flushed.
+fn durability(c: &Ctx<'_>) -> Durability {
+    if c.status_sub || c.rt.plural == "events" { Durability::Relaxed } else { Durability::Flushed }
+}
+
 /// Applies `change` with optimistic concurrency: read, compute, admit, store; a concurrent
 /// write makes a patch retry, and an update that named a resourceVersion fail with 409.
 pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
@@ -787,9 +796,10 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
         if c.params.dry_run {
             return Ok((new, warnings));
         }
+        let durability = durability(c);
         let result = match &stored {
-            None => c.st.store.create(c.key(name), new).await,
-            Some(_) => c.st.store.update(c.key(name), new, precondition).await,
+            None => c.st.store.create_with(c.key(name), new, durability).await,
+            Some(_) => c.st.store.update_with(c.key(name), new, precondition, durability).await,
         };
         match result {
             Ok(stored) => {
