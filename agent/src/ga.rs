@@ -361,7 +361,7 @@ pub fn serve(port: &str) -> ! {
         let mut f = match std::fs::OpenOptions::new().read(true).write(true).open(port) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("kairon-agent: opening {port}: {e}");
+                warn!("kairon-agent: opening {port}: {e}");
                 std::thread::sleep(Duration::from_secs(1));
                 continue;
             }
@@ -378,7 +378,7 @@ pub fn serve(port: &str) -> ! {
                 }
                 Ok(n) => n,
                 Err(e) => {
-                    eprintln!("kairon-agent: reading {port}: {e}");
+                    warn!("kairon-agent: reading {port}: {e}");
                     std::thread::sleep(Duration::from_millis(200));
                     break;
                 }
@@ -391,10 +391,21 @@ pub fn serve(port: &str) -> ! {
                         if cmd.iter().all(u8::is_ascii_whitespace) {
                             continue;
                         }
-                        if let Some(answer) = agent.handle(&cmd)
+                        // A command that panics is answered as failed; the agent (PID 1 in a
+                        // VM) goes on serving.
+                        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| agent.handle(&cmd)))
+                            .unwrap_or_else(|panic| {
+                                let why = panic
+                                    .downcast_ref::<String>()
+                                    .map(String::as_str)
+                                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                                    .unwrap_or("a panic");
+                                Some(error_bytes(&format!("the guest agent failed: {why}")))
+                            });
+                        if let Some(answer) = handled
                             && let Err(e) = f.write_all(&answer)
                         {
-                            eprintln!("kairon-agent: writing {port}: {e}");
+                            warn!("kairon-agent: writing {port}: {e}");
                         }
                     }
                     _ => line.push(b),

@@ -17,7 +17,7 @@ fn mnt(src: &str, target: &str, fs: &str, flags: MountFlags, data: Option<&str>)
     if let Err(e) = mount(src, target, fs, flags, data.as_deref())
         && e != rustix::io::Errno::BUSY
     {
-        eprintln!("kairon-agent: mounting {fs} on {target}: {e}");
+        warn!("kairon-agent: mounting {fs} on {target}: {e}");
     }
 }
 
@@ -81,7 +81,7 @@ fn ip(args: &[&str]) {
         procs::run(BUSYBOX, &all)
     };
     if let Err(e) = r {
-        eprintln!("kairon-agent: ip {args:?}: {e}");
+        warn!("kairon-agent: ip {args:?}: {e}");
     }
 }
 
@@ -106,7 +106,7 @@ pub fn supervise(what: &'static str, make: impl Fn() -> Command + Send + 'static
                 Ok(child) => {
                     procs::wait(child.id(), None);
                 }
-                Err(e) => eprintln!("kairon-agent: starting {what}: {e}"),
+                Err(e) => warn!("kairon-agent: starting {what}: {e}"),
             }
             std::thread::sleep(Duration::from_secs(1));
         }

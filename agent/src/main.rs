@@ -14,6 +14,16 @@
 //! plus the one-round-trip `kairon-exec`, on the Unix socket the runtime passes as its standard
 //! input (see `sandbox`).
 
+/// One line on stderr, never panicking: as PID 1 the agent's stderr is the console, where a
+/// write can fail, and `eprintln!` then panics; a panic of PID 1 panics the guest's kernel and
+/// ends the VM (seen: a VM whose QEMU exited mid-test, `exitcode=0x00006500` on its console).
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod exec;
 mod ga;
 mod init;
@@ -59,7 +69,7 @@ fn main() {
     match port {
         Some(p) => ga::serve(&p),
         None => {
-            eprintln!("kairon-agent: no virtio-serial port named {PORT_NAME}");
+            warn!("kairon-agent: no virtio-serial port named {PORT_NAME}");
             if pid1 {
                 init::idle();
             }

@@ -26,7 +26,7 @@ pub fn serve() -> ! {
     let listener = match take_listener() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("kairon-agent: standard input is not the listening socket the runtime hands over: {e}");
+            warn!("kairon-agent: standard input is not the listening socket the runtime hands over: {e}");
             crate::init::idle();
         }
     };
@@ -38,7 +38,7 @@ pub fn serve() -> ! {
                 std::thread::spawn(move || serve_connection(conn, &agent));
             }
             Err(e) => {
-                eprintln!("kairon-agent: accepting a connection: {e}");
+                warn!("kairon-agent: accepting a connection: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
         }

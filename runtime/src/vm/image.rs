@@ -45,8 +45,9 @@ const MODULES: &[&str] = &[
 /// Extra packages of the root filesystem.
 const PACKAGES: &[&str] = &["python3-minimal", "dropbear-bin", "qemu-guest-agent", "util-linux"];
 /// The recipe's version, kept beside the image (`kairon-hw.version`): an image built by an older
-/// recipe is built again.
-pub const IMAGE_VERSION: &str = "2";
+/// recipe, or with an agent that needs replacing, is built again. 3: an agent that survives a
+/// panic of one command and a console it cannot write to (as PID 1 it once ended its VM so).
+pub const IMAGE_VERSION: &str = "3";
 /// Virtual size of the root disk (the qcow2 only holds what is used).
 const DISK_SIZE: &str = "2G";
 
