@@ -171,9 +171,9 @@ pub fn validate_machine_spec(
     let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
     if let Some(r) = &spec.resources {
         if let Some(cpu) = &r.cpu
-            && let Some(v) = quantity(&mut errs, &p("resources.cpu"), cpu)
+            && quantity(&mut errs, &p("resources.cpu"), cpu).is_some()
             && !spec.is_sandbox()
-            && v.fract() != 0.0
+            && cpu.is_whole() == Ok(false)
         {
             errs.invalid(p("resources.cpu"), &cpu.0, "a VM has whole vCPUs: write a whole number such as \"2\"");
         }
@@ -454,6 +454,10 @@ mod tests {
         m.resources = Some(Resources { cpu: Some("1500m".into()), memory: Some("lots".into()) });
         let errs = validate_machine_spec("spec", &m, None, Default::default());
         assert_eq!(fields(&errs), ["spec.resources.cpu", "spec.resources.memory"]);
+        // Past 2^52 a float has no halves: whole vCPUs are decided on the decimal text.
+        m.resources = Some(Resources { cpu: Some("4503599627370496.5".into()), memory: None });
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.resources.cpu"]);
     }
 
     #[test]
