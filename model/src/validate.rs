@@ -186,6 +186,11 @@ pub fn validate_machine_spec(
     {
         errs.invalid(p("image.path"), format!("{:?}", img.path), "must be an absolute path on the node");
     }
+    if let Some(k) = spec.runtime.as_ref().and_then(|r| r.kernel.as_ref())
+        && !k.path.starts_with('/')
+    {
+        errs.invalid(p("runtime.kernel.path"), format!("{:?}", k.path), "must be an absolute path on the node");
+    }
     match &spec.sandbox {
         Some(sb) => {
             if let Some(t) = &sb.template_name
@@ -454,6 +459,15 @@ mod tests {
         m.resources = Some(Resources { cpu: Some("1500m".into()), memory: Some("lots".into()) });
         let errs = validate_machine_spec("spec", &m, None, Default::default());
         assert_eq!(fields(&errs), ["spec.resources.cpu", "spec.resources.memory"]);
+        // A kernel to boot directly is a file on the node, named absolutely (the fuzz test's
+        // replace with an empty path was stored).
+        m = MachineSpec {
+            image: None,
+            runtime: Some(RuntimeSpec { kernel: Some(KernelSpec::default()), ..Default::default() }),
+            ..vm()
+        };
+        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.runtime.kernel.path"]);
+        m = vm();
         // Past 2^52 a float has no halves: whole vCPUs are decided on the decimal text.
         m.resources = Some(Resources { cpu: Some("4503599627370496.5".into()), memory: None });
         let errs = validate_machine_spec("spec", &m, None, Default::default());
