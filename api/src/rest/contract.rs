@@ -668,12 +668,13 @@ mod tests {
             cases.push(json!({"sandbox": template, "lifecycle": {"idleAction": action}}));
             cases.push(json!({"image": image, "lifecycle": {"idleAction": action}}));
         }
+        let positive = regex::Regex::new(POSITIVE_QUANTITY).unwrap();
         for cpu in [
             "2", "2.0", "2.000", "2.5", "1500m", "2000m", "1m", "1k", "1.5k", "1.5Ki", "1.125Ki", "1.1Ki", "1.001Gi",
             "100", "3.25",
         ] {
             // The single-field pattern takes it: what is left to decide is the rule's.
-            assert!(regex::Regex::new(POSITIVE_QUANTITY).unwrap().is_match(cpu), "{cpu}");
+            assert!(positive.is_match(cpu), "{cpu}");
             cases.push(json!({"image": image, "resources": {"cpu": cpu, "memory": "1Gi"}}));
             cases.push(json!({"sandbox": template, "resources": {"cpu": cpu}}));
             cases.push(json!({"sandbox": {}, "image": image, "resources": {"cpu": cpu}}));
