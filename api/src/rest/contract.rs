@@ -496,6 +496,7 @@ pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
 /// deleted by its name, and what a get answers is replaced, so a client (and the fuzz test's
 /// stateful phase) can follow one object through its life.
 fn link_object_routes(paths: &mut Map<String, Value>) {
+    const REST: &str = "/api/v1";
     for (plural, prefix) in
         [("machines", "machine"), ("machinepools", "machinepool"), ("machineclaims", "machineclaim")]
     {
@@ -513,8 +514,8 @@ fn link_object_routes(paths: &mut Map<String, Value>) {
         let mut from_get = Map::new();
         from_get.insert("Replace".into(), link("replace", "Replace the object read"));
         for (path, method, status, links) in [
-            (format!("/api/v1/{plural}/{{namespace}}"), "post", "201", from_create),
-            (format!("/api/v1/{plural}/{{namespace}}/{{name}}"), "get", "200", from_get),
+            (format!("{REST}/{plural}/{{namespace}}"), "post", "201", from_create),
+            (format!("{REST}/{plural}/{{namespace}}/{{name}}"), "get", "200", from_get),
         ] {
             if let Some(response) =
                 paths.get_mut(&path).and_then(|item| item.pointer_mut(&format!("/{method}/responses/{status}")))
