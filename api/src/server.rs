@@ -43,13 +43,14 @@ fn rest_router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
-    let doc = crate::rest::with_unrouted(doc);
+    let doc = crate::rest::contract::document(crate::rest::with_unrouted(doc));
     // MCP: the same bearer tokens; its tools call the Machines service as the caller.
     let mcp = Router::new()
         .nest_service("/mcp", crate::mcp::service(state.clone()))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate_rest))
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_rest));
-    let docs: Router<AppState> = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc).into();
+    let docs: Router<AppState> =
+        utoipa_swagger_ui::SwaggerUi::new("/docs").external_url_unchecked("/openapi.json", doc).into();
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))

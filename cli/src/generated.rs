@@ -789,6 +789,137 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
         }
     }
+    #[doc = "The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KindObjectMeta {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub annotations:
+            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
+        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub generation: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
+        pub name: KindObjectMetaName,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub namespace: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
+        pub owner_references:
+            ::std::option::Option<::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>>,
+        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub resource_version: ::std::option::Option<KindObjectMetaResourceVersion>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub uid: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`KindObjectMetaName`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KindObjectMetaName(::std::string::String);
+    impl ::std::ops::Deref for KindObjectMetaName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KindObjectMetaName> for ::std::string::String {
+        fn from(value: KindObjectMetaName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KindObjectMetaName {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 63usize {
+                return Err("longer than 63 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KindObjectMetaName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KindObjectMetaName {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KindObjectMetaName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`KindObjectMetaResourceVersion`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KindObjectMetaResourceVersion(::std::string::String);
+    impl ::std::ops::Deref for KindObjectMetaResourceVersion {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KindObjectMetaResourceVersion> for ::std::string::String {
+        fn from(value: KindObjectMetaResourceVersion) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KindObjectMetaResourceVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[0-9]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KindObjectMetaResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KindObjectMetaResourceVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KindObjectMetaResourceVersion {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
     #[doc = "`Lifecycle`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct Lifecycle {
@@ -829,7 +960,7 @@ pub mod types {
         #[doc = "`Machine` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachineKind>,
-        pub metadata: MachineMetadata,
+        pub metadata: KindObjectMeta,
         pub spec: MachineSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineStatus>,
@@ -879,7 +1010,7 @@ pub mod types {
         #[doc = "`MachineClaim` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachineClaimKind>,
-        pub metadata: MachineClaimMetadata,
+        pub metadata: KindObjectMeta,
         pub spec: MachineClaimSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachineClaimStatus>,
@@ -959,137 +1090,6 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachineClaimList {
         pub items: ::std::vec::Vec<MachineClaim>,
-    }
-    #[doc = "`MachineClaimMetadata`"]
-    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
-    pub struct MachineClaimMetadata {
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub annotations:
-            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub generation: ::std::option::Option<i64>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        pub name: MachineClaimMetadataName,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub namespace: ::std::option::Option<::std::string::String>,
-        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
-        pub owner_references:
-            ::std::option::Option<::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>>,
-        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub resource_version: ::std::option::Option<MachineClaimMetadataResourceVersion>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub uid: ::std::option::Option<::std::string::String>,
-    }
-    #[doc = "`MachineClaimMetadataName`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachineClaimMetadataName(::std::string::String);
-    impl ::std::ops::Deref for MachineClaimMetadataName {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachineClaimMetadataName> for ::std::string::String {
-        fn from(value: MachineClaimMetadataName) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachineClaimMetadataName {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 63usize {
-                return Err("longer than 63 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
-                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
-                    .unwrap()
-            });
-            if PATTERN.find(value).is_none() {
-                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataName {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
-    }
-    #[doc = "`MachineClaimMetadataResourceVersion`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachineClaimMetadataResourceVersion(::std::string::String);
-    impl ::std::ops::Deref for MachineClaimMetadataResourceVersion {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachineClaimMetadataResourceVersion> for ::std::string::String {
-        fn from(value: MachineClaimMetadataResourceVersion) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachineClaimMetadataResourceVersion {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
-            if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^[0-9]*$\"".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachineClaimMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachineClaimMetadataResourceVersion {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
     }
     #[doc = "Binds one warm member of a MachinePool; its usage accrues while bound."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -1206,137 +1206,6 @@ pub mod types {
     pub struct MachineList {
         pub items: ::std::vec::Vec<Machine>,
     }
-    #[doc = "`MachineMetadata`"]
-    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
-    pub struct MachineMetadata {
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub annotations:
-            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub generation: ::std::option::Option<i64>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        pub name: MachineMetadataName,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub namespace: ::std::option::Option<::std::string::String>,
-        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
-        pub owner_references:
-            ::std::option::Option<::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>>,
-        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub resource_version: ::std::option::Option<MachineMetadataResourceVersion>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub uid: ::std::option::Option<::std::string::String>,
-    }
-    #[doc = "`MachineMetadataName`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachineMetadataName(::std::string::String);
-    impl ::std::ops::Deref for MachineMetadataName {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachineMetadataName> for ::std::string::String {
-        fn from(value: MachineMetadataName) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachineMetadataName {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 63usize {
-                return Err("longer than 63 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
-                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
-                    .unwrap()
-            });
-            if PATTERN.find(value).is_none() {
-                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachineMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachineMetadataName {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
-    }
-    #[doc = "`MachineMetadataResourceVersion`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachineMetadataResourceVersion(::std::string::String);
-    impl ::std::ops::Deref for MachineMetadataResourceVersion {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachineMetadataResourceVersion> for ::std::string::String {
-        fn from(value: MachineMetadataResourceVersion) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachineMetadataResourceVersion {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
-            if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^[0-9]*$\"".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachineMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachineMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachineMetadataResourceVersion {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
-    }
     #[doc = "Where a Machine is in its life. Transitional phases (`Starting`, `Pausing`…) advance the\nusage clock without accruing."]
     #[derive(
         :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
@@ -1426,7 +1295,7 @@ pub mod types {
         #[doc = "`MachinePool` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub kind: ::std::option::Option<MachinePoolKind>,
-        pub metadata: MachinePoolMetadata,
+        pub metadata: KindObjectMeta,
         pub spec: MachinePoolSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<MachinePoolStatus>,
@@ -1506,137 +1375,6 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachinePoolList {
         pub items: ::std::vec::Vec<MachinePool>,
-    }
-    #[doc = "`MachinePoolMetadata`"]
-    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
-    pub struct MachinePoolMetadata {
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub annotations:
-            ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        #[serde(rename = "creationTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub creation_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(rename = "deletionTimestamp", skip_serializing_if = "::std::option::Option::is_none")]
-        pub deletion_timestamp: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub finalizers: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub generation: ::std::option::Option<i64>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub labels: ::std::option::Option<::std::collections::HashMap<::std::string::String, ::std::string::String>>,
-        pub name: MachinePoolMetadataName,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub namespace: ::std::option::Option<::std::string::String>,
-        #[serde(rename = "ownerReferences", skip_serializing_if = "::std::option::Option::is_none")]
-        pub owner_references:
-            ::std::option::Option<::std::vec::Vec<::serde_json::Map<::std::string::String, ::serde_json::Value>>>,
-        #[serde(rename = "resourceVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub resource_version: ::std::option::Option<MachinePoolMetadataResourceVersion>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub uid: ::std::option::Option<::std::string::String>,
-    }
-    #[doc = "`MachinePoolMetadataName`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachinePoolMetadataName(::std::string::String);
-    impl ::std::ops::Deref for MachinePoolMetadataName {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachinePoolMetadataName> for ::std::string::String {
-        fn from(value: MachinePoolMetadataName) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachinePoolMetadataName {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 63usize {
-                return Err("longer than 63 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
-            }
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
-                ::regress::Regex::new("(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)")
-                    .unwrap()
-            });
-            if PATTERN.find(value).is_none() {
-                return Err ("doesn't match pattern \"(?=^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$)(?=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$)\"" . into ()) ;
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataName {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataName {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
-    }
-    #[doc = "`MachinePoolMetadataResourceVersion`"]
-    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-    #[serde(transparent)]
-    pub struct MachinePoolMetadataResourceVersion(::std::string::String);
-    impl ::std::ops::Deref for MachinePoolMetadataResourceVersion {
-        type Target = ::std::string::String;
-        fn deref(&self) -> &::std::string::String {
-            &self.0
-        }
-    }
-    impl ::std::convert::From<MachinePoolMetadataResourceVersion> for ::std::string::String {
-        fn from(value: MachinePoolMetadataResourceVersion) -> Self {
-            value.0
-        }
-    }
-    impl ::std::str::FromStr for MachinePoolMetadataResourceVersion {
-        type Err = self::error::ConversionError;
-        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
-                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^[0-9]*$").unwrap());
-            if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^[0-9]*$\"".into());
-            }
-            Ok(Self(value.to_string()))
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for MachinePoolMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for MachinePoolMetadataResourceVersion {
-        type Error = self::error::ConversionError;
-        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl<'de> ::serde::Deserialize<'de> for MachinePoolMetadataResourceVersion {
-        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-        where
-            D: ::serde::Deserializer<'de>,
-        {
-            ::std::string::String::deserialize(deserializer)?
-                .parse()
-                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
-        }
     }
     #[doc = "Keeps `replicas` warm members, Running or Paused, for MachineClaims to take."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

@@ -136,7 +136,7 @@ async fn run() -> Result<()> {
             Ok(())
         }
         Command::Openapi => {
-            println!("{}", kairon_api::rest::openapi().to_pretty_json()?);
+            print!("{}", kairon_api::rest::openapi_text());
             Ok(())
         }
         Command::Migrate { database_url } => {

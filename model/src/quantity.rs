@@ -58,6 +58,58 @@ impl Quantity {
         Ok(n * mult)
     }
 
+    /// Whether the value is a whole number of base units (whole cores for CPU), decided on the
+    /// decimal text as written, not on a float: `"4503599627370496.5"` is not whole, though the
+    /// nearest `f64` is.
+    pub fn is_whole(&self) -> Result<bool, QuantityError> {
+        self.to_f64()?;
+        let s = self.0.trim();
+        let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+')).unwrap_or(s.len());
+        let (num, suffix) = s.split_at(split);
+        let num = num.trim_start_matches('+');
+        let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+        // The value is `digits × 10^ten × 2^two`, `digits` with no trailing zero.
+        let mut digits: String = format!("{int}{frac}").trim_start_matches('0').to_string();
+        let mut ten = -(frac.len() as i64);
+        while digits.ends_with('0') {
+            digits.pop();
+            ten += 1;
+        }
+        if digits.is_empty() {
+            return Ok(true);
+        }
+        let two: i64 = match suffix {
+            "" | "m" | "k" | "M" | "G" | "T" | "P" => 0,
+            "Ki" => 10,
+            "Mi" => 20,
+            "Gi" => 30,
+            "Ti" => 40,
+            "Pi" => 50,
+            _ => return Err(QuantityError(self.0.clone())),
+        };
+        ten += match suffix {
+            "m" => -3,
+            "k" => 3,
+            "M" => 6,
+            "G" => 9,
+            "T" => 12,
+            "P" => 15,
+            _ => 0,
+        };
+        if ten >= 0 {
+            return Ok(true);
+        }
+        // `digits / 10^-ten × 2^two` is whole when 2^-ten divides 2^two (digits ends in no zero,
+        // so it cannot hold a factor of 10) and 5^-ten divides digits.
+        let need = -ten;
+        if need > two || need > 55 {
+            return Ok(false);
+        }
+        let five = 5u128.pow(need as u32);
+        let rem = digits.bytes().fold(0u128, |r, d| (r * 10 + u128::from(d - b'0')) % five);
+        Ok(rem == 0)
+    }
+
     /// Whole bytes, for memory quantities.
     pub fn to_bytes(&self) -> Result<u64, QuantityError> {
         Ok(self.to_f64()?.ceil() as u64)
@@ -128,6 +180,18 @@ mod tests {
         assert_eq!(Quantity::from("2Gi").to_bytes(), Ok(2 * 1024 * 1024 * 1024));
         assert_eq!(Quantity::from("512Mi").to_bytes(), Ok(512 * 1024 * 1024));
         assert_eq!(Quantity::from("1G").to_bytes(), Ok(1_000_000_000));
+    }
+
+    #[test]
+    fn wholeness_is_decided_on_the_decimal_text() {
+        for whole in ["2", "+2", "2.0", "2000m", "0", "0.000", "1k", "1.5k", "0.5Ki", "0.25Ki", "2251799813685247"] {
+            assert_eq!(Quantity::from(whole).is_whole(), Ok(true), "{whole}");
+        }
+        // From 2^52 up an f64 has no halves left: a float calls the 4th and 5th whole.
+        for part in ["2.5", "1500m", "1m", "0.1", "9007199254740993.5", "4503599627370496.5", "0.1Ki", "1.0001k"] {
+            assert_eq!(Quantity::from(part).is_whole(), Ok(false), "{part}");
+        }
+        assert!(Quantity::from("two").is_whole().is_err());
     }
 
     #[test]

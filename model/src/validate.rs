@@ -171,9 +171,9 @@ pub fn validate_machine_spec(
     let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
     if let Some(r) = &spec.resources {
         if let Some(cpu) = &r.cpu
-            && let Some(v) = quantity(&mut errs, &p("resources.cpu"), cpu)
+            && quantity(&mut errs, &p("resources.cpu"), cpu).is_some()
             && !spec.is_sandbox()
-            && v.fract() != 0.0
+            && cpu.is_whole() == Ok(false)
         {
             errs.invalid(p("resources.cpu"), &cpu.0, "a VM has whole vCPUs: write a whole number such as \"2\"");
         }
@@ -185,6 +185,11 @@ pub fn validate_machine_spec(
         && !img.path.starts_with('/')
     {
         errs.invalid(p("image.path"), format!("{:?}", img.path), "must be an absolute path on the node");
+    }
+    if let Some(k) = spec.runtime.as_ref().and_then(|r| r.kernel.as_ref())
+        && !k.path.starts_with('/')
+    {
+        errs.invalid(p("runtime.kernel.path"), format!("{:?}", k.path), "must be an absolute path on the node");
     }
     match &spec.sandbox {
         Some(sb) => {
@@ -454,6 +459,19 @@ mod tests {
         m.resources = Some(Resources { cpu: Some("1500m".into()), memory: Some("lots".into()) });
         let errs = validate_machine_spec("spec", &m, None, Default::default());
         assert_eq!(fields(&errs), ["spec.resources.cpu", "spec.resources.memory"]);
+        // A kernel to boot directly is a file on the node, named absolutely (the fuzz test's
+        // replace with an empty path was stored).
+        m = MachineSpec {
+            image: None,
+            runtime: Some(RuntimeSpec { kernel: Some(KernelSpec::default()), ..Default::default() }),
+            ..vm()
+        };
+        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.runtime.kernel.path"]);
+        m = vm();
+        // Past 2^52 a float has no halves: whole vCPUs are decided on the decimal text.
+        m.resources = Some(Resources { cpu: Some("4503599627370496.5".into()), memory: None });
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.resources.cpu"]);
     }
 
     #[test]

@@ -1,14 +1,20 @@
 //! Schemathesis drives every operation of the committed OpenAPI document against a real
 //! `kairon up`, with valid and invalid input: no answer may be a 5xx, and every answer is one
-//! the document lists. (Routes that would write
-//! files on the host or pull images from the internet are left out.)
+//! the document lists. Its stateful phase follows the document's links from each create to the
+//! get, replace and delete of the object created, on Machines that never boot. (Routes that
+//! would write files on the host or pull images from the internet are left out.)
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use kairon_e2e::Kairon;
+
+/// The longest the whole schemathesis run may take.
+const CAP: Duration = Duration::from_secs(8 * 60);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer() {
@@ -19,10 +25,18 @@ async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer()
     rest.post("/api/v1/machines/default", m).await.ok();
     rest.get("/api/v1/machines/default/fuzzed/wait?phase=Running&timeoutSeconds=120").await.ok();
 
+    // The pool the stateful phase's claims name (tests/schemathesis/kairon_hooks.py): no warm
+    // member, and its template pinned to a node that is not there, so nothing it makes boots.
+    let pool = json!({"metadata": {"name": "stateful-pool"},
+                      "spec": {"replicas": 0, "template": {"spec": {"sandbox": {"templateName": "busybox"},
+                                                                     "nodeName": "no-such-node"}}}});
+    rest.post("/api/v1/machinepools/default", pool).await.ok();
+
     let report = k.data_dir.path().join("schemathesis");
+    let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemathesis/kairon_hooks.py");
     // Through the module, so it is found wherever pip put its scripts.
-    let out = Command::new("python3")
-        .args(["-m", "schemathesis.cli", "--config-file"])
+    let mut run = Command::new("python3");
+    run.args(["-m", "schemathesis.cli", "--config-file"])
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("schemathesis.toml"))
         .arg("run")
         .arg(format!("{}/openapi.json", k.url))
@@ -41,7 +55,9 @@ async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer()
         // reached on a loaded host) fails the next request at the TLS layer before it is sent:
         // the client's race, retried; an answer the server gives is never retried.
         .args(["--request-retries", "2"])
-        .args(["--phases", "examples,coverage,fuzzing"])
+        // The stateful phase follows the document's links from each create to the get, replace
+        // and delete of what it created (its creates made real by the hooks file).
+        .args(["--phases", "examples,coverage,fuzzing,stateful"])
         // Host files (snapshots) and image pulls from the internet are not fuzzed. Nor are the
         // long polls and relays, whose documented answers include 502 (nothing listens in the
         // guest) and 504 (a timeout): tests/rest.rs covers those.
@@ -51,16 +67,41 @@ async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer()
         .args(["--exclude-operation-id-regex", "^(sandbox_http_|.*_wait$|machine_console|machine_portforward)"])
         .arg("--report-dir")
         .arg(&report)
-        .env("SCHEMATHESIS_HOOKS", "")
+        .env("SCHEMATHESIS_HOOKS", &hooks)
         // Its cache of earlier failures (replayed first) stays with this run, not in the tree.
         .current_dir(k.data_dir.path())
-        .output()
-        .expect("schemathesis is installed by the README's test command");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = run.spawn().expect("schemathesis is installed by the README's test command");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            pipe.read_to_string(&mut text).ok();
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    // The whole run, every phase, within 8 minutes: past that it is stopped and the test fails.
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > CAP {
+            child.kill().ok();
+            child.wait().ok();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    println!("schemathesis ran {:.0?}:\n{stdout}", started.elapsed());
+    let Some(status) = status else { panic!("schemathesis took longer than {CAP:?}:\n{stdout}\n{stderr}") };
     assert!(
-        out.status.success(),
+        status.success(),
         "schemathesis found server errors:\n{stdout}\n{}\nserver log tail:\n{}",
-        String::from_utf8_lossy(&out.stderr),
+        stderr,
         k.logs().lines().rev().take(40).collect::<Vec<_>>().join("\n")
     );
     assert!(stdout.contains("passed") || stdout.contains("PASSED"), "{stdout}");

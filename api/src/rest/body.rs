@@ -166,4 +166,19 @@ mod tests {
         assert!(typed("").parse_optional().unwrap().is_none());
         assert!(typed(r#"{"name": "a", "size": 2}"#).parse_optional().unwrap().is_some());
     }
+
+    #[test]
+    fn numbers_are_read_exactly() {
+        // Without serde_json's float_roundtrip this was read as 2251799813685247.25, a fraction
+        // the body never had: the integer field refused it.
+        #[derive(serde::Deserialize, Debug)]
+        struct Req {
+            n: i64,
+            f: f64,
+        }
+        let typed =
+            |t: &str| JsonBody::<Req> { bytes: Bytes::from(t.to_string()), content_type: None, _of: PhantomData };
+        let r = typed(r#"{"n": 2251799813685247.0, "f": 2251799813685246.5}"#).parse().unwrap();
+        assert_eq!((r.n, r.f), (2_251_799_813_685_247, 2_251_799_813_685_246.5));
+    }
 }

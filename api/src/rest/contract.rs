@@ -171,14 +171,21 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
         meta["name"] = json!({"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": NAME_MAX});
     }
     // k8s/handlers.rs: the name of an object of these kinds is a DNS label, and a create (or a
-    // replace, machines/objects.rs `decode`) names it.
-    for kind in ["Machine", "MachinePool", "MachineClaim"] {
-        if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
-            props["metadata"] = json!({"allOf": [{"$ref": "#/components/schemas/ObjectMeta"}, {
+    // replace, machines/objects.rs `decode`) names it: one schema for the three kinds.
+    schemas.insert(
+        "KindObjectMeta".into(),
+        json!({
+            "description": "The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required",
+            "allOf": [{"$ref": "#/components/schemas/ObjectMeta"}, {
                 "type": "object",
                 "required": ["name"],
                 "properties": {"name": {"type": "string", "pattern": DNS_LABEL, "maxLength": 63}},
-            }]});
+            }]
+        }),
+    );
+    for kind in ["Machine", "MachinePool", "MachineClaim"] {
+        if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
+            props["metadata"] = json!({"$ref": "#/components/schemas/KindObjectMeta"});
         }
     }
     // model/src/validate.rs: a claim names its pool.
@@ -206,8 +213,10 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
     // What is stored holds no NUL character (PostgreSQL's jsonb: db `StoreError::Invalid`, a
     // 400), nor does a command line (guest.rs `check_command`): every string of what requests
     // send says so. Answers may carry one (a command's output), so only request schemas.
-    let mut requests: Vec<String> =
-        ["Machine", "MachinePool", "MachineClaim", "ExecRequest"].iter().map(|s| s.to_string()).collect();
+    let mut requests: Vec<String> = ["Machine", "MachinePool", "MachineClaim", "KindObjectMeta", "ExecRequest"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(name) = requests.pop() {
         if !seen.insert(name.clone()) {
@@ -272,11 +281,126 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     set("MachinePoolSpec", "/properties/replicas", "minimum", json!(0));
     set("MachinePoolSpec", "/properties/warmupSeconds", "minimum", json!(0));
     set("MachineClaimSpec", "/properties/ttlSeconds", "minimum", json!(1));
-    // Not said here: the rules between fields (a Machine boots an image or a kernel, or runs a
-    // sandbox; what a sandbox may not set; a VM's whole vCPUs; a pool template's ttlSeconds;
-    // a volume's size or path; a bridge's name). Written as anyOf/oneOf beside the objects,
-    // the client generators drop the kinds that carry them (openapi-python-client: "can't be
-    // merged"), so model/src/validate.rs and tests/tests/errors.rs keep them.
+}
+
+/// The extension that marks an `allOf` entry as a rule between fields. The client generators
+/// drop the kinds that carry such constructs (openapi-python-client: "can't be merged"), so
+/// their input is the document without them (`sdk-gen/rust/src/client_view.rs`).
+pub const CROSS_FIELD_RULE: &str = "x-kairon-cross-field-rule";
+
+/// A whole, positive quantity (a VM's vCPUs) in the forms [`POSITIVE_QUANTITY`] takes:
+/// `Quantity::is_whole` on them. A decimal suffix with at most three decimals is whole; `m`
+/// needs a multiple of 1000; a binary suffix needs a fraction times 2^10 whole: eighths.
+const WHOLE_QUANTITY: &str = "^([1-9][0-9]{0,8}(\\.0{1,3})?|[1-9][0-9]{0,5}000(\\.0{1,3})?m|[1-9][0-9]{0,8}(\\.[0-9]{1,3})?(k|M|G|T)|[1-9][0-9]{0,8}(\\.(0|5|00|25|50|75|000|125|250|375|500|625|750|875))?(Ki|Mi|Gi|Ti))$";
+
+/// `properties` of one field, as a schema.
+fn field(name: &str, schema: Value) -> Value {
+    json!({"properties": {name: schema}})
+}
+
+/// The field is there and not null.
+fn set(name: &str) -> Value {
+    json!({"required": [name], "properties": {name: {"not": {"type": "null"}}}})
+}
+
+/// The field is absent or null.
+fn unset(name: &str) -> Value {
+    field(name, json!({"type": "null"}))
+}
+
+/// A rule between fields, as an `allOf` entry.
+fn rule(name: &str, description: &str, mut schema: Value) -> Value {
+    schema[CROSS_FIELD_RULE] = json!(name);
+    schema["description"] = json!(description);
+    schema
+}
+
+/// `model/src/validate.rs`'s rules between the fields of a Machine spec (at create: the rules
+/// against the stored object are the replace's), as `allOf` entries of `MachineSpec`.
+pub fn machine_spec_cross_field_rules() -> Vec<Value> {
+    let template_sandbox = json!({"required": ["sandbox"], "properties": {"sandbox": {
+        "type": "object", "required": ["templateName"], "properties": {"templateName": {"type": "string"}}
+    }}});
+    let kernel = json!({"required": ["runtime"], "properties": {"runtime": {
+        "type": "object", "required": ["kernel"], "properties": {"kernel": {"type": "object"}}
+    }}});
+    vec![
+        rule(
+            "boot-source",
+            "A VM boots spec.image or spec.runtime.kernel; a sandbox runs spec.sandbox.templateName or spec.image",
+            json!({"anyOf": [
+                set("image"),
+                {"allOf": [unset("sandbox"), kernel]},
+                template_sandbox.clone(),
+            ]}),
+        ),
+        rule(
+            "sandbox-has-no-qemu-options",
+            "A sandbox sets no deviceClaims, numa, cpuSet or hugepages (the qemu backend's)",
+            json!({"anyOf": [
+                unset("sandbox"),
+                {"allOf": [field("deviceClaims", json!({"maxItems": 0})), unset("numa"), unset("cpuSet"), unset("hugepages")]},
+            ]}),
+        ),
+        rule(
+            "template-sandbox-power",
+            "A template sandbox runs under runc: it cannot hibernate or halt",
+            json!({"anyOf": [
+                {"not": template_sandbox},
+                {"allOf": [
+                    field("powerState", json!({"not": {"enum": ["Hibernated", "Halted"]}})),
+                    field("lifecycle", json!({"anyOf": [{"type": "null"}, field("idleAction", json!({"not": {"enum": ["Hibernate", "Halt"]}}))]})),
+                ]},
+            ]}),
+        ),
+        rule(
+            "vm-whole-vcpus",
+            "A VM has whole vCPUs",
+            json!({"anyOf": [
+                set("sandbox"),
+                field("resources", json!({"anyOf": [{"type": "null"}, field("cpu", json!({"pattern": WHOLE_QUANTITY}))]})),
+            ]}),
+        ),
+    ]
+}
+
+fn cross_field_rules(schemas: &mut Map<String, Value>) {
+    let mut add = |schema: &str, rules: Vec<Value>| {
+        if let Some(s) = schemas.get_mut(schema).and_then(Value::as_object_mut) {
+            let all = s.entry("allOf").or_insert_with(|| json!([]));
+            if let Some(all) = all.as_array_mut() {
+                all.extend(rules);
+            }
+        }
+    };
+    add("MachineSpec", machine_spec_cross_field_rules());
+    add(
+        "NetworkSpec",
+        vec![rule(
+            "bridge-named",
+            "Mode Bridge names a host bridge",
+            json!({"anyOf": [
+                field("mode", json!({"not": {"const": "Bridge"}})),
+                {"required": ["bridge"], "properties": {"bridge": {"type": "string", "minLength": 1}}},
+            ]}),
+        )],
+    );
+    add(
+        "Volume",
+        vec![rule(
+            "volume-size-or-path",
+            "A volume sets size (a new disk) or path (an existing one): exactly one",
+            json!({"oneOf": [set("size"), set("path")]}),
+        )],
+    );
+    add(
+        "MachinePoolSpec",
+        vec![rule(
+            "pool-template-no-ttl",
+            "A warm member must not expire before it is claimed: a pool's template sets no ttlSeconds",
+            field("template", field("spec", unset("ttlSeconds"))),
+        )],
+    );
 }
 
 /// Adds "no NUL character" to every string schema under `schema`.
@@ -310,6 +434,16 @@ fn no_nul_in_strings(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(no_nul_in_strings),
         _ => {}
     }
+}
+
+/// The document as served and committed: [`complete`], then the rules between fields, as JSON
+/// (utoipa's types cannot hold `not`, `const` or an `allOf` beside `properties`, and drop them).
+pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
+    let mut v = serde_json::to_value(complete(doc)).expect("the OpenAPI document serialises");
+    if let Some(schemas) = v.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
+        cross_field_rules(schemas);
+    }
+    v
 }
 
 /// Completes the document: every operation lists its refusals with the JSON error body, and
@@ -351,8 +485,45 @@ pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
             }
         }
     }
+    if let Some(paths) = v.get_mut("paths").and_then(Value::as_object_mut) {
+        link_object_routes(paths);
+    }
     serde_json::from_value(v)
         .unwrap_or_else(|e| panic!("the completed OpenAPI document no longer reads as utoipa's: {e}"))
+}
+
+/// OpenAPI links between an object's routes: what a create answers is then got, replaced and
+/// deleted by its name, and what a get answers is replaced, so a client (and the fuzz test's
+/// stateful phase) can follow one object through its life.
+fn link_object_routes(paths: &mut Map<String, Value>) {
+    const REST: &str = "/api/v1";
+    for (plural, prefix) in
+        [("machines", "machine"), ("machinepools", "machinepool"), ("machineclaims", "machineclaim")]
+    {
+        let the_object = json!({"namespace": "$request.path.namespace", "name": "$response.body#/metadata/name"});
+        let link = |op: &str, description: &str| json!({"operationId": format!("{prefix}_{op}"), "parameters": the_object, "description": description});
+        let mut from_create = Map::new();
+        from_create.insert("Get".into(), link("get", "The object created, as stored"));
+        from_create.insert("Replace".into(), link("replace", "Replace the object created"));
+        // A pool's delete waits on its members' finalizers and a claim's on its member's release,
+        // so a delete in the middle of a chain leaves an object that a later step of the same
+        // chain finds half gone: only Machines are chained to their delete.
+        if prefix == "machine" {
+            from_create.insert("Delete".into(), link("delete", "Delete the object created"));
+        }
+        let mut from_get = Map::new();
+        from_get.insert("Replace".into(), link("replace", "Replace the object read"));
+        for (path, method, status, links) in [
+            (format!("{REST}/{plural}/{{namespace}}"), "post", "201", from_create),
+            (format!("{REST}/{plural}/{{namespace}}/{{name}}"), "get", "200", from_get),
+        ] {
+            if let Some(response) =
+                paths.get_mut(&path).and_then(|item| item.pointer_mut(&format!("/{method}/responses/{status}")))
+            {
+                response["links"] = Value::Object(links);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -398,5 +569,153 @@ mod tests {
         }
         let ns = &v["paths"]["/api/v1/machines/{namespace}"]["get"]["parameters"][0]["schema"];
         assert_eq!(ns["pattern"], NAMESPACE_PATTERN);
+    }
+
+    /// Whether `v` fits `schema`, for the keywords the cross-field rules use (a test's own
+    /// reading of JSON Schema: no validator crate is in the workspace).
+    fn fits(schema: &Value, v: &Value) -> bool {
+        let Some(s) = schema.as_object() else { return true };
+        let of = |key: &str| s.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+        let type_ok = match s.get("type").and_then(Value::as_str) {
+            None => true,
+            Some("null") => v.is_null(),
+            Some("object") => v.is_object(),
+            Some("string") => v.is_string(),
+            Some("array") => v.is_array(),
+            Some(t) => panic!("type {t} not read here"),
+        };
+        let required = of("required").iter().all(|k| v.as_object().is_none_or(|o| o.contains_key(k.as_str().unwrap())));
+        let properties = s.get("properties").and_then(Value::as_object).is_none_or(|ps| {
+            ps.iter().all(|(k, ps)| v.as_object().and_then(|o| o.get(k)).is_none_or(|fv| fits(ps, fv)))
+        });
+        let not = s.get("not").is_none_or(|n| !fits(n, v));
+        let enum_ok = s.get("enum").and_then(Value::as_array).is_none_or(|e| e.contains(v));
+        let const_ok = s.get("const").is_none_or(|c| c == v);
+        let all = of("allOf").iter().all(|a| fits(a, v));
+        let any = s.get("anyOf").is_none() || of("anyOf").iter().any(|a| fits(a, v));
+        let one = s.get("oneOf").is_none() || of("oneOf").iter().filter(|a| fits(a, v)).count() == 1;
+        let pattern = match (s.get("pattern").and_then(Value::as_str), v.as_str()) {
+            (Some(p), Some(text)) => regex::Regex::new(p).unwrap().is_match(text),
+            _ => true,
+        };
+        let min_length = match (s.get("minLength").and_then(Value::as_u64), v.as_str()) {
+            (Some(n), Some(text)) => text.chars().count() as u64 >= n,
+            _ => true,
+        };
+        let max_items = match (s.get("maxItems").and_then(Value::as_u64), v.as_array()) {
+            (Some(n), Some(items)) => items.len() as u64 <= n,
+            _ => true,
+        };
+        type_ok
+            && required
+            && properties
+            && not
+            && enum_ok
+            && const_ok
+            && all
+            && any
+            && one
+            && pattern
+            && min_length
+            && max_items
+    }
+
+    #[test]
+    fn the_documents_rules_between_fields_are_validate_rs() {
+        use kairon_model::MachineSpec;
+        use kairon_model::validate::validate_machine_spec;
+        let rules = json!({"allOf": machine_spec_cross_field_rules()});
+        let mut schemas = Map::new();
+        for kind in ["NetworkSpec", "Volume", "MachinePoolSpec"] {
+            schemas.insert(kind.into(), json!({}));
+        }
+        cross_field_rules(&mut schemas);
+        let network = &schemas["NetworkSpec"];
+        let volume = &schemas["Volume"];
+        let image = json!({"path": "/images/a.qcow2"});
+        let kernel = json!({"kernel": {"path": "/boot/vmlinuz"}});
+        let template = json!({"templateName": "busybox"});
+        let mut cases = vec![
+            json!({}),
+            json!({"image": image}),
+            json!({"image": null}),
+            json!({"runtime": kernel}),
+            json!({"runtime": {"backend": "qemu"}}),
+            json!({"runtime": null, "image": image}),
+            json!({"sandbox": {}}),
+            json!({"sandbox": {"templateName": null}}),
+            json!({"sandbox": {}, "image": image}),
+            json!({"sandbox": template}),
+            json!({"sandbox": null, "runtime": kernel}),
+            json!({"sandbox": {}, "runtime": kernel}),
+            json!({"sandbox": template, "deviceClaims": [{"name": "gpu", "resourceName": "nvidia.com/gpu"}]}),
+            json!({"sandbox": template, "deviceClaims": []}),
+            json!({"image": image, "deviceClaims": [{"name": "gpu", "resourceName": "nvidia.com/gpu"}]}),
+            json!({"sandbox": template, "numa": {"node": 0}}),
+            json!({"sandbox": template, "numa": null, "cpuSet": null, "hugepages": null}),
+            json!({"sandbox": template, "cpuSet": "0-1"}),
+            json!({"sandbox": template, "hugepages": {"pageSize": "2Mi"}}),
+            json!({"image": image, "cpuSet": "0-1", "hugepages": {"pageSize": "2Mi"}}),
+            json!({"sandbox": {}, "image": image, "numa": {"node": 0}}),
+            json!({"sandbox": template, "powerState": null, "lifecycle": null}),
+            json!({"sandbox": template, "lifecycle": {}}),
+            json!({"sandbox": {}, "image": image, "powerState": "Hibernated", "lifecycle": {"idleAction": "Halt"}}),
+        ];
+        for ps in kairon_model::PowerState::ALL {
+            cases.push(json!({"sandbox": template, "powerState": ps}));
+            cases.push(json!({"image": image, "powerState": ps}));
+        }
+        for action in kairon_model::IdleAction::ALL {
+            cases.push(json!({"sandbox": template, "lifecycle": {"idleAction": action}}));
+            cases.push(json!({"image": image, "lifecycle": {"idleAction": action}}));
+        }
+        let positive = regex::Regex::new(POSITIVE_QUANTITY).unwrap();
+        for cpu in [
+            "2", "2.0", "2.000", "2.5", "1500m", "2000m", "1m", "1k", "1.5k", "1.5Ki", "1.125Ki", "1.1Ki", "1.001Gi",
+            "100", "3.25",
+        ] {
+            // The single-field pattern takes it: what is left to decide is the rule's.
+            assert!(positive.is_match(cpu), "{cpu}");
+            cases.push(json!({"image": image, "resources": {"cpu": cpu, "memory": "1Gi"}}));
+            cases.push(json!({"sandbox": template, "resources": {"cpu": cpu}}));
+            cases.push(json!({"sandbox": {}, "image": image, "resources": {"cpu": cpu}}));
+        }
+        cases.push(json!({"image": image, "resources": null}));
+        cases.push(json!({"image": image, "resources": {"cpu": null}}));
+        for mode in ["User", "Tap", "Bridge", "None"] {
+            for bridge in [json!(null), json!(""), json!("br0")] {
+                cases.push(json!({"image": image, "network": {"mode": mode, "bridge": bridge}}));
+            }
+            cases.push(json!({"image": image, "network": {"mode": mode}}));
+        }
+        cases.push(json!({"image": image, "network": {"bridge": "br0"}}));
+        for (size, path) in [
+            (json!(null), json!(null)),
+            (json!("1Gi"), json!(null)),
+            (json!(null), json!("/d.img")),
+            (json!("1Gi"), json!("/d.img")),
+        ] {
+            cases.push(json!({"image": image, "volumes": [{"name": "data", "size": size, "path": path}]}));
+        }
+        cases.push(json!({"image": image, "volumes": [{"name": "data", "path": "/d.img"}]}));
+        cases.push(json!({"image": image, "volumes": [{"name": "data"}]}));
+        for case in cases {
+            let spec: MachineSpec = serde_json::from_value(case.clone()).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let by_server = validate_machine_spec("spec", &spec, None, Default::default()).is_empty();
+            let network_ok = case.get("network").is_none_or(|n| fits(network, n));
+            let volumes_ok =
+                case.get("volumes").and_then(Value::as_array).is_none_or(|vs| vs.iter().all(|v| fits(volume, v)));
+            let by_document = fits(&rules, &case) && network_ok && volumes_ok;
+            assert_eq!(by_document, by_server, "{case}: document {by_document}, validate.rs {by_server}");
+        }
+        // A pool's template: no ttlSeconds.
+        let pool = &schemas["MachinePoolSpec"];
+        for (ttl, ok) in [(json!(null), true), (json!(60), false)] {
+            let spec = json!({"replicas": 1, "template": {"spec": {"image": image, "ttlSeconds": ttl}}});
+            let typed: kairon_model::MachinePoolSpec = serde_json::from_value(spec.clone()).unwrap();
+            assert_eq!(kairon_model::validate::validate_pool_spec(&typed, Default::default()).is_empty(), ok, "{spec}");
+            assert_eq!(fits(pool, &spec), ok, "{spec}");
+        }
+        assert!(fits(pool, &json!({"replicas": 1, "template": {"spec": {"image": image}}})));
     }
 }

@@ -120,6 +120,11 @@ pub fn with_unrouted(mut doc: utoipa::openapi::OpenApi) -> utoipa::openapi::Open
 }
 
 /// The OpenAPI document of the REST API (what `openapi/openapi.json` holds).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    with_unrouted(routes().split_for_parts().1)
+pub fn openapi() -> serde_json::Value {
+    contract::document(with_unrouted(routes().split_for_parts().1))
+}
+
+/// The document as `openapi/openapi.json` holds it.
+pub fn openapi_text() -> String {
+    format!("{}\n", serde_json::to_string_pretty(&openapi()).expect("the OpenAPI document serialises"))
 }

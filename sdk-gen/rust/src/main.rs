@@ -1,19 +1,31 @@
 //! `kairon-sdk-gen IN.json OUT.rs [OUT-3.0.json]`: down-converts the OpenAPI 3.1 document utoipa
 //! writes to the 3.0 that progenitor reads, and writes progenitor's client (unformatted; the
-//! caller runs rustfmt). `sdk-gen/generate` runs it.
+//! caller runs rustfmt). `kairon-sdk-gen --client-view IN.json OUT.json` writes the document the
+//! generators read (`client_view`). `sdk-gen/generate` runs both.
 
+mod client_view;
 mod downconvert;
 
 use anyhow::{Context, Result};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, input, output] = args.as_slice()
+        && flag == "--client-view"
+    {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(input).with_context(|| format!("reading {input}"))?)?;
+        let view = client_view::client_view(doc);
+        std::fs::write(output, serde_json::to_string_pretty(&view)? + "\n")
+            .with_context(|| format!("writing {output}"))?;
+        return Ok(());
+    }
     let [_, input, output, rest @ ..] = args.as_slice() else {
         anyhow::bail!("usage: kairon-sdk-gen IN.json OUT.rs [OUT-3.0.json]");
     };
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(input).with_context(|| format!("reading {input}"))?)?;
-    let v30 = downconvert::to_openapi_30(doc);
+    let v30 = downconvert::to_openapi_30(client_view::client_view(doc));
     if let Some(path) = rest.first() {
         std::fs::write(path, serde_json::to_string_pretty(&v30)? + "\n")?;
     }

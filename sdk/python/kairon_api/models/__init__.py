@@ -35,6 +35,7 @@ from .kairon_node_list import KaironNodeList
 from .kairon_node_spec import KaironNodeSpec
 from .kairon_node_status import KaironNodeStatus
 from .kernel_spec import KernelSpec
+from .kind_object_meta import KindObjectMeta
 from .lifecycle import Lifecycle
 from .lifecycle_status import LifecycleStatus
 from .machine import Machine
@@ -43,7 +44,6 @@ from .machine_claim import MachineClaim
 from .machine_claim_api_version import MachineClaimApiVersion
 from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
-from .machine_claim_metadata import MachineClaimMetadata
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_status import MachineClaimStatus
 from .machine_create_dry_run import MachineCreateDryRun
@@ -52,7 +52,6 @@ from .machine_halt_dry_run import MachineHaltDryRun
 from .machine_hibernate_dry_run import MachineHibernateDryRun
 from .machine_kind import MachineKind
 from .machine_list import MachineList
-from .machine_metadata import MachineMetadata
 from .machine_migrate_dry_run import MachineMigrateDryRun
 from .machine_pause_dry_run import MachinePauseDryRun
 from .machine_phase import MachinePhase
@@ -60,7 +59,6 @@ from .machine_pool import MachinePool
 from .machine_pool_api_version import MachinePoolApiVersion
 from .machine_pool_kind import MachinePoolKind
 from .machine_pool_list import MachinePoolList
-from .machine_pool_metadata import MachinePoolMetadata
 from .machine_pool_spec import MachinePoolSpec
 from .machine_pool_status import MachinePoolStatus
 from .machine_replace_dry_run import MachineReplaceDryRun
@@ -154,6 +152,7 @@ __all__ = (
     "KaironNodeSpec",
     "KaironNodeStatus",
     "KernelSpec",
+    "KindObjectMeta",
     "Lifecycle",
     "LifecycleStatus",
     "Machine",
@@ -162,7 +161,6 @@ __all__ = (
     "MachineClaimApiVersion",
     "MachineClaimKind",
     "MachineClaimList",
-    "MachineClaimMetadata",
     "MachineClaimSpec",
     "MachineClaimStatus",
     "MachineCreateDryRun",
@@ -171,7 +169,6 @@ __all__ = (
     "MachineHibernateDryRun",
     "MachineKind",
     "MachineList",
-    "MachineMetadata",
     "MachineMigrateDryRun",
     "MachinePauseDryRun",
     "MachinePhase",
@@ -179,7 +176,6 @@ __all__ = (
     "MachinePoolApiVersion",
     "MachinePoolKind",
     "MachinePoolList",
-    "MachinePoolMetadata",
     "MachinePoolSpec",
     "MachinePoolStatus",
     "MachineReplaceDryRun",

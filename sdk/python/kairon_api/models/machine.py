@@ -11,7 +11,7 @@ from ..models.machine_kind import MachineKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.machine_metadata import MachineMetadata
+    from ..models.kind_object_meta import KindObjectMeta
     from ..models.machine_spec import MachineSpec
     from ..models.machine_status import MachineStatus
 
@@ -23,14 +23,15 @@ T = TypeVar("T", bound="Machine")
 class Machine:
     """
     Attributes:
-        metadata (MachineMetadata):
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
+            required
         spec (MachineSpec): A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`).
         api_version (MachineApiVersion | Unset): Filled in when omitted.
         kind (MachineKind | Unset): `Machine` (filled in when omitted).
         status (MachineStatus | None | Unset):
     """
 
-    metadata: MachineMetadata
+    metadata: KindObjectMeta
     spec: MachineSpec
     api_version: MachineApiVersion | Unset = UNSET
     kind: MachineKind | Unset = UNSET
@@ -79,12 +80,12 @@ class Machine:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
-        from ..models.machine_metadata import MachineMetadata
+        from ..models.kind_object_meta import KindObjectMeta
         from ..models.machine_spec import MachineSpec
         from ..models.machine_status import MachineStatus
 
         d = dict(src_dict)
-        metadata = MachineMetadata.from_dict(d.pop("metadata"))
+        metadata = KindObjectMeta.from_dict(d.pop("metadata"))
 
         spec = MachineSpec.from_dict(d.pop("spec"))
 

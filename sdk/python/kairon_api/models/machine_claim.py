@@ -11,7 +11,7 @@ from ..models.machine_claim_kind import MachineClaimKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.machine_claim_metadata import MachineClaimMetadata
+    from ..models.kind_object_meta import KindObjectMeta
     from ..models.machine_claim_spec import MachineClaimSpec
     from ..models.machine_claim_status import MachineClaimStatus
 
@@ -23,14 +23,15 @@ T = TypeVar("T", bound="MachineClaim")
 class MachineClaim:
     """
     Attributes:
-        metadata (MachineClaimMetadata):
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
+            required
         spec (MachineClaimSpec): Binds one warm member of a MachinePool; its usage accrues while bound.
         api_version (MachineClaimApiVersion | Unset): Filled in when omitted.
         kind (MachineClaimKind | Unset): `MachineClaim` (filled in when omitted).
         status (MachineClaimStatus | None | Unset):
     """
 
-    metadata: MachineClaimMetadata
+    metadata: KindObjectMeta
     spec: MachineClaimSpec
     api_version: MachineClaimApiVersion | Unset = UNSET
     kind: MachineClaimKind | Unset = UNSET
@@ -79,12 +80,12 @@ class MachineClaim:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
-        from ..models.machine_claim_metadata import MachineClaimMetadata
+        from ..models.kind_object_meta import KindObjectMeta
         from ..models.machine_claim_spec import MachineClaimSpec
         from ..models.machine_claim_status import MachineClaimStatus
 
         d = dict(src_dict)
-        metadata = MachineClaimMetadata.from_dict(d.pop("metadata"))
+        metadata = KindObjectMeta.from_dict(d.pop("metadata"))
 
         spec = MachineClaimSpec.from_dict(d.pop("spec"))
 

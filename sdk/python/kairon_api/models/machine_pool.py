@@ -11,7 +11,7 @@ from ..models.machine_pool_kind import MachinePoolKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.machine_pool_metadata import MachinePoolMetadata
+    from ..models.kind_object_meta import KindObjectMeta
     from ..models.machine_pool_spec import MachinePoolSpec
     from ..models.machine_pool_status import MachinePoolStatus
 
@@ -23,14 +23,15 @@ T = TypeVar("T", bound="MachinePool")
 class MachinePool:
     """
     Attributes:
-        metadata (MachinePoolMetadata):
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
+            required
         spec (MachinePoolSpec): Keeps `replicas` warm members, Running or Paused, for MachineClaims to take.
         api_version (MachinePoolApiVersion | Unset): Filled in when omitted.
         kind (MachinePoolKind | Unset): `MachinePool` (filled in when omitted).
         status (MachinePoolStatus | None | Unset):
     """
 
-    metadata: MachinePoolMetadata
+    metadata: KindObjectMeta
     spec: MachinePoolSpec
     api_version: MachinePoolApiVersion | Unset = UNSET
     kind: MachinePoolKind | Unset = UNSET
@@ -79,12 +80,12 @@ class MachinePool:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
-        from ..models.machine_pool_metadata import MachinePoolMetadata
+        from ..models.kind_object_meta import KindObjectMeta
         from ..models.machine_pool_spec import MachinePoolSpec
         from ..models.machine_pool_status import MachinePoolStatus
 
         d = dict(src_dict)
-        metadata = MachinePoolMetadata.from_dict(d.pop("metadata"))
+        metadata = KindObjectMeta.from_dict(d.pop("metadata"))
 
         spec = MachinePoolSpec.from_dict(d.pop("spec"))
 

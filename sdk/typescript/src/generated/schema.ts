@@ -1188,6 +1188,10 @@ export interface components {
             /** @description Kernel image path on the node. */
             path: string;
         };
+        /** @description The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required */
+        KindObjectMeta: components["schemas"]["ObjectMeta"] & {
+            name: string;
+        };
         Lifecycle: {
             /** @description What to do when idle. */
             idleAction?: components["schemas"]["IdleAction"];
@@ -1237,9 +1241,7 @@ export interface components {
              * @enum {string}
              */
             kind?: "Machine";
-            metadata: components["schemas"]["ObjectMeta"] & {
-                name: string;
-            };
+            metadata: components["schemas"]["KindObjectMeta"];
             spec: components["schemas"]["MachineSpec"];
             readonly status?: components["schemas"]["MachineStatus"] | null;
         };
@@ -1254,9 +1256,7 @@ export interface components {
              * @enum {string}
              */
             kind?: "MachineClaim";
-            metadata: components["schemas"]["ObjectMeta"] & {
-                name: string;
-            };
+            metadata: components["schemas"]["KindObjectMeta"];
             spec: components["schemas"]["MachineClaimSpec"];
             readonly status?: components["schemas"]["MachineClaimStatus"] | null;
         };
@@ -1301,9 +1301,7 @@ export interface components {
              * @enum {string}
              */
             kind?: "MachinePool";
-            metadata: components["schemas"]["ObjectMeta"] & {
-                name: string;
-            };
+            metadata: components["schemas"]["KindObjectMeta"];
             spec: components["schemas"]["MachinePoolSpec"];
             readonly status?: components["schemas"]["MachinePoolStatus"] | null;
         };

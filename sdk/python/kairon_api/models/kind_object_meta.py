@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     )
 
 
-T = TypeVar("T", bound="MachineMetadata")
+T = TypeVar("T", bound="KindObjectMeta")
 
 
 @_attrs_define
-class MachineMetadata:
-    """
+class KindObjectMeta:
+    """The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required
+
     Attributes:
         name (str):
         annotations (None | ObjectMetaAnnotationsType0 | Unset):
@@ -331,7 +332,7 @@ class MachineMetadata:
 
         uid = _parse_uid(d.pop("uid", UNSET))
 
-        machine_metadata = cls(
+        kind_object_meta = cls(
             name=name,
             annotations=annotations,
             creation_timestamp=creation_timestamp,
@@ -345,8 +346,8 @@ class MachineMetadata:
             uid=uid,
         )
 
-        machine_metadata.additional_properties = d
-        return machine_metadata
+        kind_object_meta.additional_properties = d
+        return kind_object_meta
 
     @property
     def additional_keys(self) -> list[str]:
