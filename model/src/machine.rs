@@ -448,8 +448,36 @@ impl Machine {
     }
 }
 
+/// The node runtime's name for a Machine's instance, a DNS name the runtime accepts for every
+/// namespace and Machine name (each a DNS label of at most 63 characters):
+/// `kairon-<namespace>-<name>` while that is one label (every instance that ran before, so
+/// they are still found by it), else `<name>.<namespace>.kairon`, three labels, which the first
+/// form (no dot) can never equal. The first form alone refused long names (a 55-character
+/// Machine in `default` never ran).
 pub fn runtime_name(namespace: &str, name: &str) -> String {
-    format!("kairon-{namespace}-{name}")
+    let label = format!("kairon-{namespace}-{name}");
+    if label.len() <= 63 { label } else { format!("{name}.{namespace}.kairon") }
+}
+
+#[cfg(test)]
+mod runtime_name_tests {
+    use super::runtime_name;
+    use crate::validate::{is_dns_label, is_dns_subdomain};
+
+    #[test]
+    fn every_namespace_and_name_has_a_runtime_name_the_runtime_accepts() {
+        assert_eq!(runtime_name("default", "web"), "kairon-default-web");
+        let long = "n".repeat(63);
+        for (ns, name) in [("default", long.as_str()), (long.as_str(), long.as_str()), (long.as_str(), "a")] {
+            let r = runtime_name(ns, name);
+            assert!(is_dns_subdomain(&r), "{r}");
+            assert_eq!(r, format!("{name}.{ns}.kairon"));
+        }
+        // The longest that stays one label, and the shortest that does not.
+        let fits = "m".repeat(63 - "kairon-default-".len());
+        assert!(is_dns_label(&runtime_name("default", &fits)));
+        assert_eq!(runtime_name("default", &format!("{fits}m")), format!("{fits}m.default.kairon"));
+    }
 }
 
 #[cfg(test)]

@@ -394,6 +394,17 @@ async fn power_operations_follow_through_and_dry_run_stores_nothing() {
     assert_eq!((again.status, again.reason()), (409, "AlreadyExists"));
     let sandboxes = rt.list_sandboxes().await.unwrap();
     assert_eq!(sandboxes.iter().filter(|v| v.name == "kairon-agents-sb-fork").count(), 1);
+
+    // A Machine name as long as a name may be (63): `kairon-agents-<name>` is no DNS label then,
+    // and the copy is named `<name>.agents.kairon` on the node instead of being refused (422).
+    let long = format!("long-{}", "x".repeat(58));
+    let fork = rest.post(&format!("{base}/fork"), json!({ "name": long })).await;
+    assert_eq!(fork.status, 201, "{fork:?}");
+    let forked = rest.running("agents", &long).await;
+    let copy = rt.find_by_name(&format!("{long}.agents.kairon")).await.unwrap().unwrap();
+    assert_eq!(forked["status"]["runtimeID"].as_str(), Some(copy.id.as_str()));
+    let mark = rest.post(&format!("/api/v1/machines/agents/{long}/exec"), sh("cat /root/mark")).await.ok();
+    assert_eq!(mark["stdout"], "original\n");
 }
 
 #[tokio::test(flavor = "multi_thread")]
