@@ -22,18 +22,12 @@ pub enum GaError {
 
 type Result<T> = std::result::Result<T, GaError>;
 
-/// One connection to a VM's guest agent socket. A call that timed out leaves its answer to
-/// come: the next call resynchronises on the same connection (`guest-sync-delimited` skips
-/// the stale bytes) rather than reconnecting, because QEMU's chardev takes one client at a
-/// time and, under TCG on a loaded host, was seen to refuse a new one for many seconds after
-/// the old one went. Only a broken connection is dropped and made again.
+/// One connection to a VM's guest agent socket; reconnects on the next call after an error.
 pub struct GuestAgent {
     path: PathBuf,
     /// The QEMU serving the socket: a refused connection says whether it is still there.
     qemu_pid: u32,
     conn: Option<BufReader<UnixStream>>,
-    /// Whether `conn` is at a command boundary (false after a timeout, until resynchronised).
-    synced: bool,
     next_id: u64,
 }
 
@@ -51,13 +45,7 @@ pub struct ExecStatus {
 
 impl GuestAgent {
     pub fn new(path: &Path, qemu_pid: u32) -> GuestAgent {
-        GuestAgent {
-            path: path.to_path_buf(),
-            qemu_pid,
-            conn: None,
-            synced: false,
-            next_id: rand::random::<u32>() as u64,
-        }
+        GuestAgent { path: path.to_path_buf(), qemu_pid, conn: None, next_id: rand::random::<u32>() as u64 }
     }
 
     /// Why a connection is refused for good: QEMU is gone (the guest powered off, or its
@@ -82,24 +70,14 @@ impl GuestAgent {
         self.conn = None;
     }
 
-    /// A connection at a command boundary: opened if there is none, resynchronised if the last
-    /// call on it timed out.
     async fn connect(&mut self, timeout: Duration) -> Result<()> {
-        if self.conn.is_none() {
-            self.conn = Some(self.open(timeout).await?);
-            self.synced = false;
+        if self.conn.is_some() {
+            return Ok(());
         }
-        if !self.synced {
-            self.sync(timeout).await?;
-        }
-        Ok(())
-    }
-
-    async fn open(&self, timeout: Duration) -> Result<BufReader<UnixStream>> {
         // QEMU's chardev server takes one client at a time and listens again only once it has
-        // seen the previous one go: right after a broken connection a connect is refused for a
-        // moment (under TCG on a loaded host, seen to pass 3 s), so the call's own timeout
-        // bounds the retries, up to 15 s, while QEMU lives.
+        // seen the previous one go: right after a dropped connection (a call that timed out) a
+        // connect is refused for a moment: under TCG on a loaded host (five VMs on two cores)
+        // that moment was seen to pass 3 s, so the call's own timeout bounds it, up to 15 s.
         let deadline = tokio::time::Instant::now() + timeout.min(Duration::from_secs(15));
         let stream = loop {
             match UnixStream::connect(&self.path).await {
@@ -114,23 +92,17 @@ impl GuestAgent {
                 Err(e) => return Err(self.refused(e)),
             }
         };
-        Ok(BufReader::new(stream))
-    }
-
-    /// A raw 0xFF byte (not UTF-8: the agent drops whatever it had half-read), then
-    /// `guest-sync-delimited`, whose answer comes after a 0xFF of its own: everything before it
-    /// (the answer of a call that timed out) is skipped.
-    async fn sync(&mut self, timeout: Duration) -> Result<()> {
+        let mut conn = BufReader::new(stream);
         self.next_id += 1;
         let id = self.next_id;
-        let conn = self.conn.as_mut().expect("opened by connect");
+        // A raw 0xFF byte first (not UTF-8): the agent drops whatever it had half-read.
         let mut bytes = vec![0xFFu8];
         bytes.extend_from_slice(
             json!({"execute": "guest-sync-delimited", "arguments": {"id": id}}).to_string().as_bytes(),
         );
         bytes.push(b'\n');
+        conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()))?;
         let synced = tokio::time::timeout(timeout, async {
-            conn.get_mut().write_all(&bytes).await?;
             loop {
                 // Skip to the delimiter, then read the answer line.
                 let mut b = [0u8; 1];
@@ -152,20 +124,24 @@ impl GuestAgent {
         .await;
         match synced {
             Ok(Ok(())) => {
-                self.synced = true;
+                self.conn = Some(conn);
                 Ok(())
             }
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(GaError::Unreachable(format!("synchronising: {e}")))
-            }
-            // Still busy with an earlier command: the next call tries again on this connection.
+            Ok(Err(e)) => Err(GaError::Unreachable(format!("synchronising: {e}"))),
             Err(_) => Err(GaError::Unreachable(format!("no answer to guest-sync within {timeout:?}"))),
         }
     }
 
     /// Runs one command and returns its `return` value.
     pub async fn call(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
+        let r = self.call_inner(command, args, timeout).await;
+        if matches!(r, Err(GaError::Unreachable(_))) {
+            self.conn = None;
+        }
+        r
+    }
+
+    async fn call_inner(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
         self.connect(timeout).await?;
         let conn = self.conn.as_mut().expect("connected above");
         let mut msg = json!({"execute": command});
@@ -174,32 +150,17 @@ impl GuestAgent {
         }
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(b'\n');
-        // Until the answer is read the connection is mid-command: a timeout or a cancelled
-        // call leaves it to the next call's resynchronisation.
-        self.synced = false;
-        let exchange = tokio::time::timeout(timeout, async {
-            conn.get_mut().write_all(&bytes).await?;
-            let mut line = String::new();
-            conn.read_line(&mut line).await.map(|n| (n, line))
-        })
-        .await;
-        let line = match exchange {
-            Ok(Ok((0, _))) => {
-                self.conn = None;
-                return Err(GaError::Unreachable("the guest agent closed the connection".into()));
-            }
-            Ok(Ok((_, line))) => line,
-            Ok(Err(e)) => {
-                self.conn = None;
-                return Err(GaError::Unreachable(e.to_string()));
-            }
+        conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()))?;
+        let mut line = String::new();
+        let read = tokio::time::timeout(timeout, conn.read_line(&mut line)).await;
+        match read {
+            Ok(Ok(0)) => return Err(GaError::Unreachable("the guest agent closed the connection".into())),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(GaError::Unreachable(e.to_string())),
             Err(_) => return Err(GaError::Unreachable(format!("no answer to {command} within {timeout:?}"))),
-        };
-        self.synced = true;
-        let v: Value = serde_json::from_str(line.trim_start_matches('\u{ff}')).map_err(|e| {
-            self.synced = false;
-            GaError::Unreachable(format!("bad answer {line:?}: {e}"))
-        })?;
+        }
+        let v: Value = serde_json::from_str(line.trim_start_matches('\u{ff}'))
+            .map_err(|e| GaError::Unreachable(format!("bad answer {line:?}: {e}")))?;
         if let Some(e) = v.get("error") {
             return Err(GaError::Command {
                 command: command.into(),
@@ -285,62 +246,5 @@ impl GuestAgent {
         self.call("guest-file-write", json!({"handle": handle, "buf-b64": B64.encode(data)}), Duration::from_secs(60))
             .await
             .map(|_| ())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::net::UnixListener;
-
-    use super::*;
-
-    /// A guest agent on the far side of a chardev socket: answers `guest-sync-delimited` and
-    /// `guest-ping` at once and `slow` after 500 ms, one command at a time, as kairon-agent does.
-    async fn serve(listener: UnixListener, accepts: Arc<AtomicUsize>) {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else { return };
-            accepts.fetch_add(1, Ordering::SeqCst);
-            let (read, mut write) = stream.into_split();
-            let mut lines = BufReader::new(read);
-            let mut line = Vec::new();
-            while lines.read_until(b'\n', &mut line).await.is_ok_and(|n| n > 0) {
-                let text: Vec<u8> = line.drain(..).filter(|b| *b != 0xFF).collect();
-                let Ok(v) = serde_json::from_slice::<Value>(&text) else { continue };
-                let answer = match v["execute"].as_str() {
-                    Some("guest-sync-delimited") => {
-                        let mut a = vec![0xFF];
-                        a.extend(json!({"return": v["arguments"]["id"]}).to_string().bytes());
-                        a
-                    }
-                    Some("slow") => {
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        json!({"return": "late"}).to_string().into_bytes()
-                    }
-                    _ => json!({"return": {}}).to_string().into_bytes(),
-                };
-                if write.write_all(&[answer, b"\n".to_vec()].concat()).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_call_that_times_out_is_followed_on_the_same_connection_past_its_late_answer() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("ga.sock");
-        let accepts = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(serve(UnixListener::bind(&path).unwrap(), accepts.clone()));
-        let mut ga = GuestAgent::new(&path, std::process::id());
-
-        let late = ga.call("slow", Value::Null, Duration::from_millis(100)).await;
-        assert!(matches!(late, Err(GaError::Unreachable(_))), "{late:?}");
-        // The late answer ("late") is skipped: the ping gets its own answer.
-        assert_eq!(ga.call("guest-ping", Value::Null, Duration::from_secs(5)).await.unwrap(), json!({}));
-        assert_eq!(ga.call("guest-ping", Value::Null, Duration::from_secs(5)).await.unwrap(), json!({}));
-        assert_eq!(accepts.load(Ordering::SeqCst), 1, "a timeout does not reconnect");
     }
 }
