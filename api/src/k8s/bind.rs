@@ -177,7 +177,7 @@ async fn bound(st: &AppState, claim: &MachineClaim, member: Value) {
     let Ok(member) = serde_json::from_value::<Machine>(member) else { return };
     let name = member.name_any();
     tracing::info!(claim = ?claim.metadata.name, machine = %name, "claim bound in its create request");
-    machines.claimed(&member).instrument(trace_span!("hop.claim.resume")).await;
+    machines.claimed(&member);
     let (claim, note) = (claim.clone(), binding::bound_message(claim, &name));
     tokio::spawn(async move { machines.record(&claim, reasons::BOUND, note).await });
 }

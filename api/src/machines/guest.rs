@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -16,7 +17,7 @@ use kairon_model::{Machine, MachinePhase, PowerState};
 use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, PowerAction, Process, VmState};
 use kairon_runtime_api::{InstanceId, Pid, RuntimeClient};
 
-use super::{Error, Machines, Reason, Result, allowed, check_name};
+use super::{Error, Machines, Reason, Result, Resuming, allowed, check_name};
 use crate::auth::{self, GuestTarget, Identity};
 use crate::limits::Limits;
 
@@ -189,6 +190,12 @@ impl Machines {
         // reconcile, unless this server just did (the claim that bound it).
         if desired == PowerState::Running && phase(&m) == Some(MachinePhase::Paused) {
             let (uid, generation) = (m.metadata.uid.as_deref().unwrap_or_default(), m.metadata.generation);
+            // The resume the claim that took this member started, still under way: joined.
+            if let Some(resume) = generation.and_then(|g| self.resuming(uid, g))
+                && resume.await
+            {
+                return Ok((m, None));
+            }
             if generation.is_some_and(|g| self.resumed_lately(uid, g)) {
                 return Ok((m, None));
             }
@@ -275,13 +282,29 @@ impl Machines {
     }
 
     /// A pool member just taken by a claim: resumed at once (what the node agent would do at its
-    /// next reconcile), and its activity counted as stamped (the take wrote last-activity), so
-    /// the claimant's first call finds it running and writes nothing.
-    pub(crate) async fn claimed(&self, m: &Machine) {
+    /// next reconcile), beside the claim's reply rather than before it: the claimant's first
+    /// guest call joins the resume if it is still under way. Its activity counts as stamped
+    /// (the take wrote last-activity), so that call writes nothing.
+    pub(crate) fn claimed(self: &Arc<Self>, m: &Machine) {
         let _ = self.stamp_due(&m.namespace().unwrap_or_default(), &m.name_any());
-        if phase(m) == Some(MachinePhase::Paused) {
-            self.thaw_now(m).await;
+        let (Some(uid), Some(generation)) = (m.metadata.uid.clone(), m.metadata.generation) else { return };
+        if phase(m) != Some(MachinePhase::Paused) {
+            return;
         }
+        let (this, member) = (self.clone(), m.clone());
+        let resume: Resuming = async move { this.thaw_now(&member).await.is_some() }
+            .instrument(trace_span!("hop.claim.resume"))
+            .boxed()
+            .shared();
+        self.resuming.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.clone(), (generation, resume.clone()));
+        let this = self.clone();
+        tokio::spawn(async move {
+            resume.await;
+            let mut resuming = this.resuming.lock().unwrap_or_else(|p| p.into_inner());
+            if resuming.get(&uid).is_some_and(|(g, _)| *g == generation) {
+                resuming.remove(&uid);
+            }
+        });
     }
 
     /// Resumes a Paused instance whose Machine asks for Running, on behalf of the Machine's

@@ -49,7 +49,13 @@ pub struct Machines {
     /// Instances this server resumed itself, by Machine UID: the generation resumed, and when.
     /// Until the node agent reports the phase, a guest call need not resume them again.
     resumed: Mutex<HashMap<String, (i64, Instant)>>,
+    /// Resumes under way for members a claim just took, by Machine UID: the generation and the
+    /// resume (true once the instance runs), which the claimant's first guest call joins.
+    resuming: Mutex<HashMap<String, (i64, Resuming)>>,
 }
+
+/// A resume that several callers may await: true once the instance runs.
+pub(crate) type Resuming = futures::future::Shared<futures::future::BoxFuture<'static, bool>>;
 
 /// How long a node's runtime endpoint is reused. A stale one can only send a request to where
 /// the node was: the owner every guest request names (`machine_runtime`) still decides what is
@@ -74,6 +80,7 @@ impl Machines {
             runtimes: tokio::sync::OnceCell::new(),
             endpoints: Mutex::new(HashMap::new()),
             resumed: Mutex::new(HashMap::new()),
+            resuming: Mutex::new(HashMap::new()),
         }
     }
 
@@ -153,6 +160,12 @@ impl Machines {
             resumed.retain(|_, (_, at)| at.elapsed() < RESUMED_TTL);
         }
         resumed.insert(uid.to_string(), (generation, Instant::now()));
+    }
+
+    /// The resume under way for Machine `uid` at `generation`, if this server started one.
+    pub(crate) fn resuming(&self, uid: &str, generation: i64) -> Option<Resuming> {
+        let resuming = self.resuming.lock().unwrap_or_else(|p| p.into_inner());
+        resuming.get(uid).filter(|(g, _)| *g == generation).map(|(_, r)| r.clone())
     }
 
     /// True when this server resumed Machine `uid`'s instance at `generation` moments ago: any
