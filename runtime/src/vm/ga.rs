@@ -28,6 +28,8 @@ pub struct GuestAgent {
     /// The QEMU serving the socket: a refused connection says whether it is still there.
     qemu_pid: u32,
     conn: Option<BufReader<UnixStream>>,
+    /// Why the last connection was dropped: a refused reconnect names it.
+    dropped: Option<String>,
     next_id: u64,
 }
 
@@ -45,29 +47,36 @@ pub struct ExecStatus {
 
 impl GuestAgent {
     pub fn new(path: &Path, qemu_pid: u32) -> GuestAgent {
-        GuestAgent { path: path.to_path_buf(), qemu_pid, conn: None, next_id: rand::random::<u32>() as u64 }
+        GuestAgent {
+            path: path.to_path_buf(),
+            qemu_pid,
+            conn: None,
+            dropped: None,
+            next_id: rand::random::<u32>() as u64,
+        }
     }
 
-    /// Why a connection is refused for good: QEMU is gone (the guest powered off, or its
-    /// kernel panicked: `panic=-1` with `-no-reboot`), with the console's last lines.
+    /// Why a connection is refused for good, with the console's last telling lines: QEMU is
+    /// gone (the guest powered off, or its kernel panicked: `panic=-1` with `-no-reboot`), or it
+    /// still runs but no longer listens (it is shutting down).
     fn refused(&self, e: std::io::Error) -> GaError {
         let mut m = format!("connecting to {}: {e}", self.path.display());
-        if !crate::sandbox::pid_alive(self.qemu_pid) {
-            let console = self.path.with_file_name("console.log");
-            let text = std::fs::read_to_string(console).unwrap_or_default();
-            // What ended it (the agent's panic, the kernel's), not the register dump after it.
-            let telling = |l: &&str| {
-                ["panicked at", "Kernel panic", "kairon-agent", "Attempted to kill"].iter().any(|k| l.contains(k))
-            };
-            let mut lines: Vec<&str> = text.lines().rev().filter(telling).take(6).collect();
-            lines.reverse();
-            m.push_str(&format!("; QEMU (pid {}) has exited; console: {}", self.qemu_pid, lines.join(" | ")));
+        let console = self.path.with_file_name("console.log");
+        let text = std::fs::read_to_string(console).unwrap_or_default();
+        // What ended it (the agent's panic, the kernel's), not the register dump after it.
+        let telling = |l: &&str| {
+            ["panicked at", "Kernel panic", "kairon-agent", "Attempted to kill", "reboot", "Power down"]
+                .iter()
+                .any(|k| l.contains(k))
+        };
+        let mut lines: Vec<&str> = text.lines().rev().filter(telling).take(6).collect();
+        lines.reverse();
+        let state = if crate::sandbox::pid_alive(self.qemu_pid) { "still runs" } else { "has exited" };
+        m.push_str(&format!("; QEMU (pid {}) {state}; console: {}", self.qemu_pid, lines.join(" | ")));
+        if let Some(why) = &self.dropped {
+            m.push_str(&format!("; the previous connection was dropped: {why}"));
         }
         GaError::Unreachable(m)
-    }
-
-    pub fn reset(&mut self) {
-        self.conn = None;
     }
 
     async fn connect(&mut self, timeout: Duration) -> Result<()> {
@@ -135,8 +144,11 @@ impl GuestAgent {
     /// Runs one command and returns its `return` value.
     pub async fn call(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
         let r = self.call_inner(command, args, timeout).await;
-        if matches!(r, Err(GaError::Unreachable(_))) {
-            self.conn = None;
+        if let Err(GaError::Unreachable(why)) = &r
+            && self.conn.take().is_some()
+        {
+            tracing::warn!(socket = %self.path.display(), command, %why, "dropping the guest agent connection");
+            self.dropped = Some(format!("{command}: {why}"));
         }
         r
     }
