@@ -38,7 +38,7 @@ struct Cli {
     /// Bearer token, overriding the kubeconfig.
     #[arg(long, global = true, env = "KAIRON_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Output: table (default), json or yaml.
+    /// Output: table (default), wide (more columns), name (`kind/name` lines), json or yaml.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
     #[command(subcommand)]
@@ -49,10 +49,12 @@ struct Cli {
 enum Cmd {
     /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
     Create(Box<CreateArgs>),
-    /// List machines, machinepools, machineclaims; or, with --node, templates, sandboxes, pools.
+    /// List machines (m), machinepools (mp), machineclaims (mc), nodes; or, with --node, templates, sandboxes, pools.
+    #[command(
+        after_help = "Examples:\n  kaironctl get m\n  kaironctl get machines -l team=a -o name\n  kaironctl get mp -o wide --show-labels\n  kaironctl get templates --node local"
+    )]
     Get {
-        #[arg(value_parser = ["machines", "machine", "machinepools", "machinepool", "machineclaims", "machineclaim", "templates", "sandboxes", "pools", "nodes"])]
-        kind: String,
+        kind: GetKind,
         name: Option<String>,
         /// The node, for templates, sandboxes and pools.
         #[arg(long)]
@@ -63,23 +65,45 @@ enum Cmd {
         /// Only objects with these labels (`k=v,k2=v2`).
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// A LABELS column.
+        #[arg(long)]
+        show_labels: bool,
     },
-    /// Show one machine (with its Lifecycle line) or machineclaim (with its usage).
-    Describe {
-        #[arg(value_parser = ["machine", "machineclaim"])]
-        kind: String,
-        name: String,
-    },
-    /// Delete a machine, machinepool or machineclaim.
+    /// Show one machine (with its Lifecycle line), machinepool (with its members) or machineclaim (with its usage).
+    Describe { kind: Kind, name: String },
+    /// Delete a machine, machinepool or machineclaim: by NAME, by label (-l) or every one in the namespace (--all).
+    #[command(
+        after_help = "Examples:\n  kaironctl delete m agent-42 --wait\n  kaironctl delete machines -l team=a\n  kaironctl delete mc --all"
+    )]
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["name", "selector", "all"])))]
     Delete {
-        #[arg(value_parser = ["machine", "machinepool", "machineclaim"])]
-        kind: String,
-        name: String,
+        kind: Kind,
+        name: Option<String>,
+        /// Every object with these labels (`k=v,k2=v2`).
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
+        /// Every object of the kind in the namespace.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         dry: DryRun,
         /// Wait until it is gone.
         #[arg(long)]
         wait: bool,
+    },
+    /// Wait until a machine, machinepool or machineclaim reaches a phase, has a condition, or is gone.
+    #[command(
+        after_help = "Examples:\n  kaironctl wait m agent-42 --for phase=Running\n  kaironctl wait machine agent-42 --for condition=Ready --timeout 2m\n  kaironctl wait mc my-claim --for delete\n\nExit codes: 0 reached, 1 timed out or refused (e.g. NotFound), 2 usage error, 3 server unreachable."
+    )]
+    Wait {
+        kind: Kind,
+        name: String,
+        /// `phase=PHASE`, `condition=TYPE` (its status True) or `delete`.
+        #[arg(long = "for", value_parser = WaitFor::parse)]
+        until: WaitFor,
+        /// How long to wait (e.g. 90s, 5m).
+        #[arg(long, value_parser = duration::parse, default_value = "5m")]
+        timeout: Duration,
     },
     /// Start a Machine (`--paused` boots it and pauses it at once).
     Start {
@@ -204,6 +228,90 @@ impl DryRun {
     }
 }
 
+/// The kinds `describe`, `delete` and `wait` take, by kubectl's names: singular, plural or short.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Kind {
+    #[value(aliases = ["machines", "m"])]
+    Machine,
+    #[value(aliases = ["machinepools", "mp"])]
+    Machinepool,
+    #[value(aliases = ["machineclaims", "mc"])]
+    Machineclaim,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Machine => "machine",
+            Kind::Machinepool => "machinepool",
+            Kind::Machineclaim => "machineclaim",
+        }
+    }
+}
+
+/// What `get` lists: the three kinds and what a node holds.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum GetKind {
+    #[value(aliases = ["machine", "m"])]
+    Machines,
+    #[value(aliases = ["machinepool", "mp"])]
+    Machinepools,
+    #[value(aliases = ["machineclaim", "mc"])]
+    Machineclaims,
+    #[value(alias = "node")]
+    Nodes,
+    #[value(alias = "template")]
+    Templates,
+    #[value(alias = "sandbox")]
+    Sandboxes,
+    #[value(alias = "pool")]
+    Pools,
+}
+
+impl GetKind {
+    fn name(self) -> &'static str {
+        match self {
+            GetKind::Machines => "machines",
+            GetKind::Machinepools => "machinepools",
+            GetKind::Machineclaims => "machineclaims",
+            GetKind::Nodes => "nodes",
+            GetKind::Templates => "templates",
+            GetKind::Sandboxes => "sandboxes",
+            GetKind::Pools => "pools",
+        }
+    }
+}
+
+/// `wait --for`: what the server's `…/wait` waits for.
+#[derive(Clone, PartialEq, Eq, Debug)]
+enum WaitFor {
+    Phase(String),
+    Condition(String),
+    Delete,
+}
+
+/// What was reached: `phase Running`, `condition Ready`, `deleted`.
+impl std::fmt::Display for WaitFor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitFor::Phase(p) => write!(f, "phase {p}"),
+            WaitFor::Condition(c) => write!(f, "condition {c}"),
+            WaitFor::Delete => f.write_str("deleted"),
+        }
+    }
+}
+
+impl WaitFor {
+    fn parse(s: &str) -> std::result::Result<WaitFor, String> {
+        match s.split_once('=') {
+            Some(("phase", p)) if !p.is_empty() => Ok(WaitFor::Phase(p.into())),
+            Some(("condition", c)) if !c.is_empty() => Ok(WaitFor::Condition(c.into())),
+            None if s == "delete" => Ok(WaitFor::Delete),
+            _ => Err(format!("{s:?}: use phase=PHASE, condition=TYPE or delete")),
+        }
+    }
+}
+
 #[derive(Args)]
 struct PowerArgs {
     name: String,
@@ -251,6 +359,9 @@ struct CreateArgs {
     /// Label the Machine kairon.zyvor.dev/sandbox=true and enable the guest agent.
     #[arg(long)]
     sandbox: bool,
+    /// A label `KEY=VALUE` on the Machine (a pool's: on its members); repeat for more.
+    #[arg(short = 'L', long = "label", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
     /// Pool size.
     #[arg(long)]
     replicas: Option<i64>,
@@ -354,29 +465,45 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Completion { .. } => unreachable!("handled before connecting"),
         Cmd::Create(a) => create(&c, &ns, fmt, *a).await,
-        Cmd::Get { kind, name, node, all_namespaces, selector } => {
-            get(&c, &ns, fmt, &kind, name.as_deref(), node.as_deref(), all_namespaces, selector.as_deref()).await
+        Cmd::Get { kind, name, node, all_namespaces, selector, show_labels } => {
+            let list =
+                GetArgs { node: node.as_deref(), all: all_namespaces, selector: selector.as_deref(), show_labels };
+            get(&c, &ns, fmt, kind, name.as_deref(), list).await
         }
-        Cmd::Describe { kind, name } => describe(&c, &ns, fmt, &kind, &name).await,
-        Cmd::Delete { kind, name, dry, wait } => {
-            let v = match kind.as_str() {
-                "machine" => to_value(&c.machine_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner()),
-                "machinepool" => {
-                    to_value(&c.machinepool_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner())
-                }
-                _ => to_value(&c.machineclaim_delete(&ns, &name, dry.param()).await.map_err(fail)?.into_inner()),
+        Cmd::Describe { kind, name } => describe(&c, &ns, fmt, kind, &name).await,
+        Cmd::Delete { kind, name, selector, all: _, dry, wait } => {
+            let names = match name {
+                Some(n) => vec![n],
+                // -l or --all: the namespace's objects of the kind, by label when -l gives them.
+                None => list(&c, &ns, kind, false, selector.as_deref())
+                    .await?
+                    .iter()
+                    .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+                    .collect(),
             };
-            if wait && !dry.dry_run {
-                let timeout = Some(600);
-                match kind.as_str() {
-                    "machine" => drop(c.machine_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail)),
-                    "machinepool" => {
-                        drop(c.machinepool_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail))
-                    }
-                    _ => drop(c.machineclaim_wait(&ns, &name, None, Some(true), None, timeout).await.map_err(fail)),
+            if names.is_empty() && fmt.is_table() {
+                eprintln!("no {}s found in namespace {ns}", kind.name());
+            }
+            for name in names {
+                let v = delete(&c, &ns, kind, &name, dry.param()).await?;
+                if wait && !dry.dry_run {
+                    wait_until(&c, &ns, kind, &name, &WaitFor::Delete, Duration::from_secs(600)).await?;
+                }
+                if fmt == Format::Name {
+                    println!("{}/{name}", kind.name());
+                } else {
+                    output::done(fmt, &v, &format!("{} {name} deleted{}", kind.name(), dry_note(dry.dry_run)))?;
                 }
             }
-            output::done(fmt, &v, &format!("{kind} {name} deleted{}", dry_note(dry.dry_run)))
+            Ok(())
+        }
+        Cmd::Wait { kind, name, until, timeout } => {
+            let v = wait_until(&c, &ns, kind, &name, &until, timeout).await?;
+            if fmt == Format::Name {
+                println!("{}/{name}", kind.name());
+                return Ok(());
+            }
+            output::done(fmt, &v, &format!("{}/{name} {until}", kind.name()))
         }
         Cmd::Start { name, paused, dry } => {
             let m = c.machine_start(&ns, &name, dry.param(), paused.then_some(true)).await.map_err(fail)?.into_inner();
@@ -455,7 +582,7 @@ async fn run(cli: Cli) -> Result<()> {
                 user: None,
             };
             let r = c.machine_exec(&ns, &name, &req).await.map_err(fail)?.into_inner();
-            if fmt != Format::Table {
+            if !fmt.is_table() {
                 return output::print(fmt, &to_value(&r));
             }
             print!("{}", r.stdout);
@@ -491,7 +618,7 @@ async fn run(cli: Cli) -> Result<()> {
                 return Ok(());
             }
             let l = c.process_logs(&ns, &name, &pid, None, None).await.map_err(fail)?.into_inner();
-            if fmt != Format::Table {
+            if !fmt.is_table() {
                 return output::print(fmt, &to_value(&l));
             }
             print!("{}", if stderr { &l.stderr } else { &l.stdout });
@@ -500,7 +627,7 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Usage { from, to, group_by, claim } => {
             if let Some(uid) = claim {
                 let h = c.usage_claim(&uid).await.map_err(fail)?.into_inner();
-                return output::print(if fmt == Format::Table { Format::Yaml } else { fmt }, &to_value(&h));
+                return output::print(if fmt.is_table() { Format::Yaml } else { fmt }, &to_value(&h));
             }
             let ns_filter = cli.namespace.as_deref();
             let r = c
@@ -509,7 +636,7 @@ async fn run(cli: Cli) -> Result<()> {
                 .map_err(fail)?
                 .into_inner();
             let v = to_value(&r);
-            if fmt != Format::Table {
+            if !fmt.is_table() {
                 return output::print(fmt, &v);
             }
             output::usage_table(&v);
@@ -529,7 +656,7 @@ async fn run(cli: Cli) -> Result<()> {
                 host.parse().map_err(|_| anyhow::anyhow!("host {host:?} names no host, e.g. api.github.com"))?;
             let r = c.egress_check(&node, &types::EgressCheckBody { host: host_arg }).await.map_err(fail)?.into_inner();
             let v = to_value(&r);
-            if fmt != Format::Table {
+            if !fmt.is_table() {
                 return output::print(fmt, &v);
             }
             println!("{} {}: {}", if r.allow { "ALLOW" } else { "DENY" }, host, v["reason"].as_str().unwrap_or(""));
@@ -569,8 +696,8 @@ async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> 
             template.as_object_mut().map(|o| o.remove("powerState"));
             let mut spec =
                 json!({ "replicas": a.replicas.unwrap_or(1), "template": { "metadata": {}, "spec": template } });
-            if a.sandbox {
-                spec["template"]["metadata"] = json!({ "labels": { "kairon.zyvor.dev/sandbox": "true" } });
+            if let Some(labels) = labels(&a) {
+                spec["template"]["metadata"] = json!({ "labels": labels });
             }
             if let Some(w) = &a.warm_power_state {
                 spec["warmPowerState"] = json!(w);
@@ -592,13 +719,30 @@ async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> 
             }
             let spec = machine_spec(&a)?;
             let mut meta = json!({ "name": name, "namespace": ns });
-            if a.sandbox {
-                meta["labels"] = json!({ "kairon.zyvor.dev/sandbox": "true" });
+            if let Some(labels) = labels(&a) {
+                meta["labels"] = labels;
             }
             let body: types::Machine = manifest(json!({ "metadata": meta, "spec": spec }))?;
             let m = c.machine_create(ns, a.dry.param(), &body).await.map_err(fail)?.into_inner();
             output::done(fmt, &to_value(&m), &format!("machine {name} created{}", dry_note(a.dry.dry_run)))
         }
+    }
+}
+
+/// The labels a created Machine (or a pool's members) carries: `--label`s and `--sandbox`'s.
+fn labels(a: &CreateArgs) -> Option<Value> {
+    let mut l: serde_json::Map<String, Value> = a.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    if a.sandbox {
+        l.insert("kairon.zyvor.dev/sandbox".into(), json!("true"));
+    }
+    (!l.is_empty()).then_some(Value::Object(l))
+}
+
+/// `--label KEY=VALUE`.
+fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.into(), v.into())),
+        _ => Err(format!("{s:?}: write a label as KEY=VALUE")),
     }
 }
 
@@ -652,123 +796,192 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     Ok(spec)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn get(
-    c: &Client,
-    ns: &str,
-    fmt: Format,
-    kind: &str,
-    name: Option<&str>,
-    node: Option<&str>,
+/// The label the pool controller puts on a pool's members (kairon-model's `keys::POOL`).
+const POOL_LABEL: &str = "kairon.zyvor.dev/pool";
+
+/// `get`'s flags beside the kind and name.
+struct GetArgs<'a> {
+    node: Option<&'a str>,
     all: bool,
-    sel: Option<&str>,
-) -> Result<()> {
+    selector: Option<&'a str>,
+    show_labels: bool,
+}
+
+fn items(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a,
+        mut v => v["items"].as_array_mut().map(std::mem::take).unwrap_or_default(),
+    }
+}
+
+/// The objects of a kind in `ns` (every namespace with `all`), by label with `sel`.
+async fn list(c: &Client, ns: &str, kind: Kind, all: bool, sel: Option<&str>) -> Result<Vec<Value>> {
+    let v = match (kind, all) {
+        (Kind::Machine, true) => to_value(&c.machine_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machine, false) => to_value(&c.machine_list(ns, sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machinepool, true) => to_value(&c.machinepool_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machinepool, false) => to_value(&c.machinepool_list(ns, sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machineclaim, true) => to_value(&c.machineclaim_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machineclaim, false) => to_value(&c.machineclaim_list(ns, sel).await.map_err(fail)?.into_inner()),
+    };
+    Ok(items(v))
+}
+
+async fn get_one(c: &Client, ns: &str, kind: Kind, name: &str) -> Result<Value> {
+    Ok(match kind {
+        Kind::Machine => to_value(&c.machine_get(ns, name).await.map_err(fail)?.into_inner()),
+        Kind::Machinepool => to_value(&c.machinepool_get(ns, name).await.map_err(fail)?.into_inner()),
+        Kind::Machineclaim => to_value(&c.machineclaim_get(ns, name).await.map_err(fail)?.into_inner()),
+    })
+}
+
+async fn delete(c: &Client, ns: &str, kind: Kind, name: &str, dry: Option<&str>) -> Result<Value> {
+    Ok(match kind {
+        Kind::Machine => to_value(&c.machine_delete(ns, name, dry).await.map_err(fail)?.into_inner()),
+        Kind::Machinepool => to_value(&c.machinepool_delete(ns, name, dry).await.map_err(fail)?.into_inner()),
+        Kind::Machineclaim => to_value(&c.machineclaim_delete(ns, name, dry).await.map_err(fail)?.into_inner()),
+    })
+}
+
+/// Waits through the server's `…/wait` (at most a minute a request, its 504 asked again) until
+/// `until` holds or `timeout` has passed; the object as it was then (the last one seen, for a
+/// delete).
+async fn wait_until(c: &Client, ns: &str, kind: Kind, name: &str, until: &WaitFor, timeout: Duration) -> Result<Value> {
+    let (phase, condition, deleted) = match until {
+        WaitFor::Phase(p) => (Some(p.as_str()), None, None),
+        WaitFor::Condition(c) => (None, Some(c.as_str()), None),
+        WaitFor::Delete => (None, None, Some(true)),
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let secs = Some(left.as_secs().clamp(1, 60));
+        let r = match kind {
+            Kind::Machine => {
+                c.machine_wait(ns, name, condition, deleted, phase, secs).await.map(|v| to_value(&v.into_inner()))
+            }
+            Kind::Machinepool => {
+                c.machinepool_wait(ns, name, condition, deleted, phase, secs).await.map(|v| to_value(&v.into_inner()))
+            }
+            Kind::Machineclaim => {
+                c.machineclaim_wait(ns, name, condition, deleted, phase, secs).await.map(|v| to_value(&v.into_inner()))
+            }
+        };
+        match r {
+            Ok(v) => return Ok(v),
+            // Already gone is what a wait for the delete wanted.
+            Err(Error::ErrorResponse(r)) if r.status().as_u16() == 404 && *until == WaitFor::Delete => {
+                return Ok(json!({ "kind": kind_title(kind), "metadata": { "name": name, "namespace": ns } }));
+            }
+            Err(Error::ErrorResponse(r)) if r.status().as_u16() == 504 => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(anyhow::Error::new(Failure::Refused(format!(
+                        "timed out after {} waiting for {} {name} ({until})",
+                        duration::human(timeout.as_secs() as i64),
+                        kind.name()
+                    ))));
+                }
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
+}
+
+fn kind_title(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Machine => "Machine",
+        Kind::Machinepool => "MachinePool",
+        Kind::Machineclaim => "MachineClaim",
+    }
+}
+
+async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str>, a: GetArgs<'_>) -> Result<()> {
     let node_of = || {
-        node.ok_or_else(|| {
+        a.node.ok_or_else(|| {
             anyhow::Error::new(Failure::Refused(format!(
-                "get {kind} needs --node NODE (kaironctl get nodes lists them)"
+                "get {} needs --node NODE (kaironctl get nodes lists them)",
+                kind.name()
             )))
         })
     };
-    let (rows, items) = match kind {
-        "machines" | "machine" => {
-            let items = match (name, all) {
-                (Some(n), _) => vec![to_value(&c.machine_get(ns, n).await.map_err(fail)?.into_inner())],
-                (None, true) => to_value(&c.machine_list_all(sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-                (None, false) => to_value(&c.machine_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            };
-            (output::Table::Machines, items)
-        }
-        "machinepools" | "machinepool" => {
-            let items = match (name, all) {
-                (Some(n), _) => vec![to_value(&c.machinepool_get(ns, n).await.map_err(fail)?.into_inner())],
-                (None, true) => to_value(&c.machinepool_list_all(sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-                (None, false) => to_value(&c.machinepool_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            };
-            (output::Table::Pools, items)
-        }
-        "machineclaims" | "machineclaim" => {
-            let items = match (name, all) {
-                (Some(n), _) => vec![to_value(&c.machineclaim_get(ns, n).await.map_err(fail)?.into_inner())],
-                (None, true) => to_value(&c.machineclaim_list_all(sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-                (None, false) => to_value(&c.machineclaim_list(ns, sel).await.map_err(fail)?.into_inner())["items"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            };
-            (output::Table::Claims, items)
-        }
-        "nodes" => (
-            output::Table::Nodes,
-            to_value(&c.node_list().await.map_err(fail)?.into_inner())["items"].as_array().cloned().unwrap_or_default(),
-        ),
-        "templates" => {
-            let n = node_of()?;
+    let object = |k: Kind, t: output::Table| (k, t);
+    let objects = match kind {
+        GetKind::Machines => Some(object(Kind::Machine, output::Table::Machines)),
+        GetKind::Machinepools => Some(object(Kind::Machinepool, output::Table::Pools)),
+        GetKind::Machineclaims => Some(object(Kind::Machineclaim, output::Table::Claims)),
+        _ => None,
+    };
+    let (rows, items) = match objects {
+        Some((k, table)) => {
             let items = match name {
-                Some(t) => vec![to_value(&c.template_get(n, t).await.map_err(fail)?.into_inner())],
-                None => to_value(&c.template_list(n).await.map_err(fail)?.into_inner())
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
+                Some(n) => vec![get_one(c, ns, k, n).await?],
+                None => list(c, ns, k, a.all, a.selector).await?,
             };
-            (output::Table::Templates, items)
+            (table, items)
         }
-        "sandboxes" => {
-            let n = node_of()?;
-            (
-                output::Table::Sandboxes,
-                to_value(&c.sandbox_list(n).await.map_err(fail)?.into_inner()).as_array().cloned().unwrap_or_default(),
-            )
+        None => match kind {
+            GetKind::Nodes => (output::Table::Nodes, items(to_value(&c.node_list().await.map_err(fail)?.into_inner()))),
+            GetKind::Templates => {
+                let n = node_of()?;
+                let items = match name {
+                    Some(t) => vec![to_value(&c.template_get(n, t).await.map_err(fail)?.into_inner())],
+                    None => items(to_value(&c.template_list(n).await.map_err(fail)?.into_inner())),
+                };
+                (output::Table::Templates, items)
+            }
+            GetKind::Sandboxes => {
+                let n = node_of()?;
+                (output::Table::Sandboxes, items(to_value(&c.sandbox_list(n).await.map_err(fail)?.into_inner())))
+            }
+            _ => {
+                let n = node_of()?;
+                let items = match name {
+                    Some(p) => vec![to_value(&c.pool_get(n, p).await.map_err(fail)?.into_inner())],
+                    None => items(to_value(&c.pool_list(n).await.map_err(fail)?.into_inner())),
+                };
+                (output::Table::NodePools, items)
+            }
+        },
+    };
+    match fmt {
+        _ if fmt.is_table() => {
+            let view = output::View { all_ns: a.all, wide: fmt == Format::Wide, labels: a.show_labels };
+            output::table(rows, &items, view);
+            Ok(())
+        }
+        Format::Name => {
+            for it in &items {
+                println!("{}", output::name_of(rows.kind(), it));
+            }
+            Ok(())
         }
         _ => {
-            let n = node_of()?;
-            let items = match name {
-                Some(p) => vec![to_value(&c.pool_get(n, p).await.map_err(fail)?.into_inner())],
-                None => {
-                    to_value(&c.pool_list(n).await.map_err(fail)?.into_inner()).as_array().cloned().unwrap_or_default()
-                }
-            };
-            (output::Table::NodePools, items)
+            let v = if name.is_some() && items.len() == 1 { items[0].clone() } else { json!({ "items": items }) };
+            output::print(fmt, &v)
         }
-    };
-    if fmt != Format::Table {
-        let v = if name.is_some() && items.len() == 1 { items[0].clone() } else { json!({ "items": items }) };
-        return output::print(fmt, &v);
     }
-    output::table(rows, &items, all);
-    Ok(())
 }
 
-async fn describe(c: &Client, ns: &str, fmt: Format, kind: &str, name: &str) -> Result<()> {
-    if kind == "machine" {
-        let m = to_value(&c.machine_get(ns, name).await.map_err(fail)?.into_inner());
-        if fmt != Format::Table {
-            return output::print(fmt, &m);
+async fn describe(c: &Client, ns: &str, fmt: Format, kind: Kind, name: &str) -> Result<()> {
+    let v = get_one(c, ns, kind, name).await?;
+    if !fmt.is_table() {
+        return output::print(fmt, &v);
+    }
+    match kind {
+        Kind::Machine => {
+            let events = c.machine_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
+            print!("{}", output::describe_machine(&v, &events, chrono::Utc::now()));
         }
-        let events = c.machine_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
-        print!("{}", output::describe_machine(&m, &events, chrono::Utc::now()));
-    } else {
-        let cl = to_value(&c.machineclaim_get(ns, name).await.map_err(fail)?.into_inner());
-        if fmt != Format::Table {
-            return output::print(fmt, &cl);
+        Kind::Machinepool => {
+            let sel = format!("{POOL_LABEL}={name}");
+            let members = list(c, ns, Kind::Machine, false, Some(&sel)).await?;
+            print!("{}", output::describe_pool(&v, &members));
         }
-        let events = c.machineclaim_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
-        print!("{}", output::describe_claim(&cl, &events));
+        Kind::Machineclaim => {
+            let events =
+                c.machineclaim_events(ns, name).await.map(|e| to_value(&e.into_inner())).unwrap_or(Value::Null);
+            print!("{}", output::describe_claim(&v, &events));
+        }
     }
     Ok(())
 }
@@ -790,7 +1003,7 @@ async fn claim(
     let body: types::MachineClaim = manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
     let mut cl = c.machineclaim_create(ns, None, &body).await.map_err(fail)?.into_inner();
     if !no_wait {
-        if fmt == Format::Table {
+        if fmt.is_table() {
             eprintln!("waiting for claim {name} to bind a member of {pool}...");
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
@@ -801,7 +1014,7 @@ async fn claim(
                     break;
                 }
                 Err(Error::ErrorResponse(r)) if r.status().as_u16() == 504 && std::time::Instant::now() < deadline => {
-                    if fmt == Format::Table {
+                    if fmt.is_table() {
                         eprintln!("still waiting for claim {name}...");
                     }
                 }
@@ -880,4 +1093,44 @@ fn copy_name(name: &str) -> Result<types::CopyRequestName> {
             "{name:?} cannot name a Machine ({e}): use at most 63 lowercase letters, digits and '-'"
         )))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_for_takes_a_phase_a_condition_or_delete() {
+        assert_eq!(WaitFor::parse("phase=Running"), Ok(WaitFor::Phase("Running".into())));
+        assert_eq!(WaitFor::parse("condition=Ready"), Ok(WaitFor::Condition("Ready".into())));
+        assert_eq!(WaitFor::parse("delete"), Ok(WaitFor::Delete));
+        for bad in ["phase=", "ready", "delete=true", "status=Running", ""] {
+            assert!(WaitFor::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(WaitFor::Phase("Bound".into()).to_string(), "phase Bound");
+    }
+
+    #[test]
+    fn kinds_answer_to_kubectls_names() {
+        for (name, kind) in
+            [("m", Kind::Machine), ("machines", Kind::Machine), ("mp", Kind::Machinepool), ("mc", Kind::Machineclaim)]
+        {
+            assert!(<Kind as clap::ValueEnum>::from_str(name, false) == Ok(kind), "{name}");
+        }
+        assert!(<GetKind as clap::ValueEnum>::from_str("machineclaim", false) == Ok(GetKind::Machineclaims));
+        assert!(<Kind as clap::ValueEnum>::from_str("widgets", false).is_err());
+    }
+
+    #[test]
+    fn labels_are_key_value() {
+        assert_eq!(parse_label("team=a"), Ok(("team".into(), "a".into())));
+        assert_eq!(parse_label("empty="), Ok(("empty".into(), String::new())));
+        assert!(parse_label("novalue").is_err());
+        assert!(parse_label("=x").is_err());
+        assert_eq!(
+            output::name_of(None, &json!({"kind": "MachinePool", "metadata": {"name": "web"}})),
+            "machinepool/web"
+        );
+        assert_eq!(output::name_of(Some("template"), &json!({"name": "busybox"})), "template/busybox");
+    }
 }

@@ -8,26 +8,67 @@ use crate::duration::human;
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Table,
+    /// The table with more columns.
+    Wide,
+    /// `kind/name`, one object a line (what kubectl takes back: `kubectl get machine/NAME`).
+    Name,
     Json,
     Yaml,
 }
 
+impl Format {
+    /// A table or `wide`: text for a person, not a program.
+    pub fn is_table(self) -> bool {
+        matches!(self, Format::Table | Format::Wide)
+    }
+}
+
+/// An object (or a list's `items`) as `-o` asks; `name` and the tables print JSON for what has
+/// no name.
 pub fn print(fmt: Format, v: &Value) -> anyhow::Result<()> {
     match fmt {
         Format::Yaml => print!("{}", serde_yaml::to_string(v)?),
+        Format::Name if v["metadata"]["name"].is_string() => println!("{}", name_of(None, v)),
+        Format::Name if v["items"].is_array() => {
+            for it in v["items"].as_array().into_iter().flatten() {
+                println!("{}", name_of(None, it));
+            }
+        }
         _ => println!("{}", serde_json::to_string_pretty(v)?),
     }
     Ok(())
 }
 
-/// A mutating verb's answer: the object with -o, else one line saying what happened.
+/// A mutating verb's answer: one line saying what happened (the tables), `kind/name`, or the
+/// object.
 pub fn done(fmt: Format, v: &Value, line: &str) -> anyhow::Result<()> {
-    if fmt == Format::Table {
+    if fmt.is_table() {
         println!("{line}");
         Ok(())
     } else {
         print(fmt, v)
     }
+}
+
+/// `machine/NAME`: the object's kind (its `kind`, else `kind`) in lower case and its name.
+pub fn name_of(kind: Option<&str>, v: &Value) -> String {
+    let k = v["kind"].as_str().map(str::to_lowercase).or(kind.map(String::from)).unwrap_or_else(|| "object".into());
+    let name = v["metadata"]["name"].as_str().or(v["name"].as_str()).or(v["id"].as_str()).unwrap_or("");
+    format!("{k}/{name}")
+}
+
+/// A row's cells of extra columns.
+type Cells = fn(&Value) -> Vec<String>;
+
+/// What a table shows beside its columns.
+#[derive(Clone, Copy, Default)]
+pub struct View {
+    /// A NAMESPACE column first.
+    pub all_ns: bool,
+    /// `-o wide`: the kind's extra columns.
+    pub wide: bool,
+    /// `--show-labels`: a LABELS column last.
+    pub labels: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -39,6 +80,39 @@ pub enum Table {
     Templates,
     Sandboxes,
     NodePools,
+}
+
+impl Table {
+    /// The kind `-o name` prints for rows that carry no `kind`.
+    pub fn kind(self) -> Option<&'static str> {
+        Some(match self {
+            Table::Machines => "machine",
+            Table::Pools => "machinepool",
+            Table::Claims => "machineclaim",
+            Table::Nodes => "kaironnode",
+            Table::Templates => "template",
+            Table::Sandboxes => "sandbox",
+            Table::NodePools => "pool",
+        })
+    }
+}
+
+/// Where a Machine (or a pool's template) boots from: `template NAME` or `image PATH`.
+fn source(spec: &Value) -> String {
+    spec["sandbox"]["templateName"]
+        .as_str()
+        .map(|t| format!("template:{t}"))
+        .or_else(|| spec["image"]["path"].as_str().map(|p| format!("image:{p}")))
+        .or_else(|| spec["runtime"]["kernel"]["path"].as_str().map(|p| format!("kernel:{p}")))
+        .unwrap_or_else(|| "<none>".into())
+}
+
+fn labels_text(v: &Value) -> String {
+    let labels: Vec<String> = v["metadata"]["labels"]
+        .as_object()
+        .map(|l| l.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect())
+        .unwrap_or_default();
+    if labels.is_empty() { "<none>".into() } else { labels.join(",") }
 }
 
 fn s(v: &Value, path: &[&str]) -> String {
@@ -65,7 +139,7 @@ fn age(v: &Value) -> String {
         .unwrap_or_else(|| "<none>".into())
 }
 
-pub fn table(kind: Table, items: &[Value], all_ns: bool) {
+pub fn table(kind: Table, items: &[Value], view: View) {
     let (mut head, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
         Table::Machines => (
             vec!["NAME", "PHASE", "POWER", "NODE", "IP", "AGE"],
@@ -177,7 +251,38 @@ pub fn table(kind: Table, items: &[Value], all_ns: bool) {
         ),
     };
     let mut rows = rows;
-    if all_ns && matches!(kind, Table::Machines | Table::Pools | Table::Claims) {
+    let objects = matches!(kind, Table::Machines | Table::Pools | Table::Claims);
+    if view.wide {
+        let (extra, cells): (Vec<&str>, Cells) = match kind {
+            Table::Machines => (vec!["SOURCE", "RUNTIME-ID", "POOL", "CLAIM"], |m| {
+                vec![
+                    source(&m["spec"]),
+                    s(m, &["status", "runtimeID"]),
+                    s(m, &["metadata", "labels", "kairon.zyvor.dev/pool"]),
+                    s(m, &["metadata", "labels", "kairon.zyvor.dev/claim"]),
+                ]
+            }),
+            Table::Pools => {
+                (vec!["SOURCE", "READY"], |p| vec![source(&p["spec"]["template"]["spec"]), s(p, &["status", "ready"])])
+            }
+            Table::Claims => (vec!["BOUND", "TTL"], |c| {
+                let ttl = c["spec"]["ttlSeconds"].as_i64().map(human).unwrap_or_else(|| "<none>".into());
+                vec![s(c, &["status", "boundTime"]), ttl]
+            }),
+            _ => (vec![], |_| vec![]),
+        };
+        head.extend(extra);
+        for (r, item) in rows.iter_mut().zip(items) {
+            r.extend(cells(item));
+        }
+    }
+    if view.labels && objects {
+        head.push("LABELS");
+        for (r, item) in rows.iter_mut().zip(items) {
+            r.push(labels_text(item));
+        }
+    }
+    if view.all_ns && objects {
         head.insert(0, "NAMESPACE");
         for (r, item) in rows.iter_mut().zip(items) {
             r.insert(0, s(item, &["metadata", "namespace"]));
@@ -304,6 +409,40 @@ pub fn describe_machine(m: &Value, events: &Value, now: DateTime<Utc>) -> String
         );
     }
     out + &events_text(events)
+}
+
+pub fn describe_pool(p: &Value, members: &[Value]) -> String {
+    let mut out = String::new();
+    let row = |k: &str, v: String| format!("{:<19}{}\n", format!("{k}:"), v);
+    out += &row("Name", s(p, &["metadata", "name"]));
+    out += &row("Namespace", s(p, &["metadata", "namespace"]));
+    out += &row("Source", source(&p["spec"]["template"]["spec"]));
+    out += &row("Replicas", s(p, &["spec", "replicas"]));
+    out += &row("Warm power state", p["spec"]["warmPowerState"].as_str().unwrap_or("Running").to_string());
+    if let Some(w) = p["spec"]["warmupSeconds"].as_i64() {
+        out += &row("Warm-up", human(w));
+    }
+    let st = &p["status"];
+    let n = |k: &str| st[k].as_i64().unwrap_or(0);
+    out += &row(
+        "Status",
+        format!("{} members, {} ready, {} warm, {} claimed", n("replicas"), n("ready"), n("warm"), n("claimed")),
+    );
+    out += "Members:\n";
+    if members.is_empty() {
+        out += "  <none>\n";
+    }
+    for m in members {
+        let claim = m["metadata"]["labels"]["kairon.zyvor.dev/claim"].as_str().map(|c| format!("claimed by {c}"));
+        out += &format!(
+            "  {:<24} {:<12} {:<8} {}\n",
+            s(m, &["metadata", "name"]),
+            s(m, &["status", "phase"]),
+            m["spec"]["powerState"].as_str().unwrap_or("Running"),
+            claim.unwrap_or_else(|| "warm".into())
+        );
+    }
+    out
 }
 
 pub fn describe_claim(c: &Value, events: &Value) -> String {

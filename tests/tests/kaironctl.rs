@@ -318,6 +318,80 @@ fn kaironctl_pools_and_claims_with_their_columns() {
     assert!(ctl.fails(1, &["get", "machinepool", "agents"]).contains("NotFound"));
 }
 
+/// What a kubectl user reaches for: short names (m, mp, mc), `wait --for`, labels with `-l`,
+/// `--show-labels`, `-o name|wide`, `describe machinepool`, and `delete -l` / `--all`.
+#[test]
+fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
+    let k = Kairon::start().expect("kairon up");
+    let ctl = Ctl { k: &k, ns: "ctl-kubectl" };
+    for (name, team) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
+        let label = format!("team={team}");
+        let out = ctl.ok(&["create", name, "--sandbox-template", "busybox", "--label", &label, "-L", "tier=web"]);
+        assert_eq!(out.trim(), format!("machine {name} created"));
+    }
+    assert!(
+        ctl.fails(2, &["create", "x", "--sandbox-template", "busybox", "--label", "novalue"]).contains("KEY=VALUE")
+    );
+
+    // wait: a phase, a condition, each by the server's watch; a timeout and a missing object
+    // are refusals (exit 1); a --for that is neither is a usage error (exit 2).
+    assert_eq!(
+        ctl.ok(&["wait", "m", "a1", "--for", "phase=Running", "--timeout", "3m"]).trim(),
+        "machine/a1 phase Running"
+    );
+    ctl.ok(&["wait", "machine", "a2", "--for", "condition=Ready", "--timeout", "3m"]);
+    ctl.ok(&["wait", "machines", "b1", "--for", "phase=Running", "--timeout", "3m"]);
+    let err = ctl.fails(1, &["wait", "m", "a1", "--for", "phase=Hibernated", "--timeout", "2s"]);
+    assert!(err.contains("timed out after 2s waiting for machine a1"), "{err}");
+    assert!(ctl.fails(1, &["wait", "m", "nope", "--for", "phase=Running", "--timeout", "5s"]).contains("NotFound"));
+    assert!(ctl.fails(2, &["wait", "m", "a1", "--for", "ready"]).contains("phase=PHASE"));
+    let v: Value = serde_json::from_str(&ctl.ok(&["wait", "m", "a1", "--for", "phase=Running", "-o", "json"])).unwrap();
+    assert_eq!(v["metadata"]["labels"]["team"], "a");
+
+    // Lists by label, as names kubectl takes back, with labels and wide columns.
+    assert_eq!(ctl.ok(&["get", "m", "-l", "team=a", "-o", "name"]), "machine/a1\nmachine/a2\n");
+    assert_eq!(ctl.ok(&["get", "machine", "b1", "-o", "name"]), "machine/b1\n");
+    let t = ctl.ok(&["get", "machines", "--show-labels", "-l", "team=b"]);
+    assert_eq!(header(&t), ["NAME", "PHASE", "POWER", "NODE", "IP", "AGE", "LABELS"]);
+    assert!(t.lines().nth(1).is_some_and(|l| l.starts_with("b1 ") && l.ends_with("team=b,tier=web")), "{t}");
+    let t = ctl.ok(&["get", "m", "-o", "wide"]);
+    assert_eq!(header(&t), ["NAME", "PHASE", "POWER", "NODE", "IP", "AGE", "SOURCE", "RUNTIME-ID", "POOL", "CLAIM"]);
+    assert_eq!(t.lines().filter(|l| l.contains("template:busybox")).count(), 3, "{t}");
+
+    // A pool by its short name; describe lists its members.
+    ctl.ok(&["create", "machinepool", "web", "--sandbox-template", "busybox", "--replicas", "1", "-L", "team=c"]);
+    let member = wait_for_sync("the pool's member", Duration::from_secs(180), Duration::from_millis(300), || {
+        let names = ctl.ok(&["get", "m", "-l", "team=c", "-o", "name"]);
+        names.lines().next().map(|n| n.trim_start_matches("machine/").to_string()).ok_or(names)
+    });
+    assert_eq!(ctl.ok(&["get", "mp", "-o", "name"]), "machinepool/web\n");
+    let t = ctl.ok(&["get", "mp", "-o", "wide"]);
+    assert_eq!(header(&t), ["NAME", "REPLICAS", "WARM", "CLAIMED", "WARM-STATE", "AGE", "SOURCE", "READY"]);
+    let d = ctl.ok(&["describe", "mp", "web"]);
+    let field = |key: &str| d.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).unwrap_or_default().to_string();
+    assert_eq!(
+        (field("Name:"), field("Source:"), field("Replicas:")),
+        ("web".into(), "template:busybox".into(), "1".into()),
+        "{d}"
+    );
+    assert!(d.contains("Members:") && d.lines().any(|l| l.trim_start().starts_with(&member)), "{d}");
+    assert!(ctl.ok(&["get", "mc"]).starts_with("NAME"));
+
+    // delete by label, then --all; neither a name, -l nor --all is a usage error.
+    assert!(ctl.fails(2, &["delete", "m"]).contains("--all"));
+    assert!(ctl.fails(2, &["delete", "m", "a1", "--all"]).contains("--all"));
+    assert!(ctl.ok(&["delete", "m", "-l", "team=a", "--dry-run"]).contains("dry run"));
+    assert_eq!(ctl.ok(&["get", "m", "-l", "team=a", "-o", "name"]).lines().count(), 2);
+    let out = ctl.ok(&["delete", "machines", "-l", "team=a", "--wait"]);
+    assert_eq!(out, "machine a1 deleted\nmachine a2 deleted\n");
+    assert_eq!(ctl.ok(&["get", "m", "-l", "team=a", "-o", "name"]), "");
+    ctl.ok(&["delete", "mp", "--all", "--wait"]);
+    ctl.ok(&["wait", "m", &member, "--for", "delete", "--timeout", "2m"]);
+    assert_eq!(ctl.ok(&["delete", "m", "--all", "-o", "name"]), "machine/b1\n");
+    assert_eq!(ctl.ok(&["wait", "m", "b1", "--for", "delete", "--timeout", "2m"]).trim(), "machine/b1 deleted");
+    assert_eq!(ctl.ok(&["get", "m", "-o", "name"]), "");
+}
+
 /// The spec's CLI example verbatim on a real QEMU VM, then the verbs a VM adds: freeze and
 /// unfreeze (the node confirms), halt and start, hibernate and resume.
 #[test]
