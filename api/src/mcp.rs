@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
 use http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
@@ -77,7 +79,24 @@ pub struct RunArgs {
     pub command: String,
     /// Sent to the command's standard input.
     pub stdin: Option<String>,
+    /// Stop the command after this many seconds (the server's default and limit apply).
     pub timeout_seconds: Option<i64>,
+    /// The working directory (absolute path in the sandbox).
+    pub cwd: Option<String>,
+    /// Environment variables of the command.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+/// How a file's bytes travel in a tool's text.
+#[derive(Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    /// As text (UTF-8).
+    #[default]
+    Text,
+    /// Base64 (any bytes).
+    Base64,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -86,6 +105,9 @@ pub struct ReadArgs {
     pub name: String,
     /// Absolute path in the sandbox.
     pub path: String,
+    /// `base64` always answers `{"encoding": "base64", "content": ...}`; by default a file that
+    /// is UTF-8 text is answered as it is, and any other in that base64 form.
+    pub encoding: Option<Encoding>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -94,8 +116,10 @@ pub struct WriteArgs {
     pub name: String,
     /// Absolute path in the sandbox.
     pub path: String,
-    /// The file's new contents (text).
+    /// The file's new contents: text, or base64 with `encoding: base64`.
     pub content: String,
+    #[serde(default)]
+    pub encoding: Encoding,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -164,7 +188,13 @@ impl KaironMcp {
     }
 
     /// Create a sandbox Machine (labelled kairon.zyvor.dev/sandbox=true, guest agent on) and wait until it runs.
-    #[tool]
+    #[tool(annotations(
+        title = "Create a sandbox",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
     async fn create_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
@@ -197,7 +227,13 @@ impl KaironMcp {
     }
 
     /// Claim a warm member of a MachinePool and wait until the claim is bound and the Machine runs.
-    #[tool]
+    #[tool(annotations(
+        title = "Claim a warm sandbox",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
     async fn claim_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
@@ -217,8 +253,15 @@ impl KaironMcp {
         Ok(Self::pretty(&json!({ "namespace": a.namespace, "claim": claim, "name": machine, "phase": "Running" })))
     }
 
-    /// Run a shell command in a sandbox to completion: its stdout, stderr and exit code.
-    #[tool]
+    /// Run a shell command in a sandbox to completion: its stdout, stderr and exit code
+    /// (`timedOut` when it was stopped, `truncated` when its output passed the server's limit).
+    #[tool(annotations(
+        title = "Run a command",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
     async fn run_command(
         &self,
         Extension(parts): Extension<Parts>,
@@ -235,15 +278,17 @@ impl KaironMcp {
                 command: vec!["/bin/sh".into(), "-c".into(), a.command.clone()],
                 stdin: a.stdin.clone(),
                 timeout_seconds,
-                ..Default::default()
+                cwd: a.cwd.clone(),
+                env: a.env.clone(),
+                user: None,
             })
         };
         let done = machines.exec(&id, &a.namespace, &a.name, &self.state.limits, request).await.map_err(failed)?;
         Ok(Self::pretty(&done))
     }
 
-    /// Read a text file from a sandbox.
-    #[tool]
+    /// Read a file from a sandbox: its text, or `{"encoding": "base64", "content"}` for bytes that are not UTF-8.
+    #[tool(annotations(title = "Read a file", read_only_hint = true, open_world_hint = false))]
     async fn read_file(
         &self,
         Extension(parts): Extension<Parts>,
@@ -251,24 +296,49 @@ impl KaironMcp {
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
         let bytes = machines.read_file(&id, &a.namespace, &a.name, &a.path).await.map_err(failed)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+        match (a.encoding, String::from_utf8(bytes)) {
+            (None | Some(Encoding::Text), Ok(text)) => Ok(text),
+            (Some(Encoding::Text), Err(_)) => {
+                Err(format!("{} is not UTF-8 text: read it with encoding \"base64\"", a.path))
+            }
+            (_, r) => {
+                let bytes = r.map(String::into_bytes).unwrap_or_else(|e| e.into_bytes());
+                Ok(Self::pretty(&json!({ "path": a.path, "encoding": "base64", "content": B64.encode(bytes) })))
+            }
+        }
     }
 
-    /// Write a text file in a sandbox, replacing what is there.
-    #[tool]
+    /// Write a file in a sandbox, replacing what is there (text, or any bytes as base64).
+    #[tool(annotations(
+        title = "Write a file",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn write_file(
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(a): Parameters<WriteArgs>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
-        let n = a.content.len();
-        machines.write_file(&id, &a.namespace, &a.name, &a.path, None, a.content.into_bytes()).await.map_err(failed)?;
+        let bytes = match a.encoding {
+            Encoding::Text => a.content.into_bytes(),
+            Encoding::Base64 => B64.decode(a.content.trim()).map_err(|e| format!("content is not base64: {e}"))?,
+        };
+        let n = bytes.len();
+        machines.write_file(&id, &a.namespace, &a.name, &a.path, None, bytes).await.map_err(failed)?;
         Ok(format!("wrote {n} bytes to {}", a.path))
     }
 
     /// Pause a sandbox: it keeps its memory and uses no CPU.
-    #[tool]
+    #[tool(annotations(
+        title = "Pause a sandbox",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn pause(
         &self,
         Extension(parts): Extension<Parts>,
@@ -281,7 +351,13 @@ impl KaironMcp {
     }
 
     /// Resume a paused sandbox.
-    #[tool]
+    #[tool(annotations(
+        title = "Resume a sandbox",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn resume(
         &self,
         Extension(parts): Extension<Parts>,
@@ -294,7 +370,13 @@ impl KaironMcp {
     }
 
     /// Close a sandbox: delete the Machine (`name`) or release the claim (`claim`).
-    #[tool]
+    #[tool(annotations(
+        title = "Close a sandbox",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn close_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
@@ -316,7 +398,7 @@ impl KaironMcp {
 
     /// A MachineClaim with its usage: phase, Machine, status.usage (active and suspended seconds,
     /// vCPU-seconds, GiB-seconds) and the accrual history.
-    #[tool]
+    #[tool(annotations(title = "Describe a claim and its usage", read_only_hint = true, open_world_hint = false))]
     async fn describe_claim(
         &self,
         Extension(parts): Extension<Parts>,

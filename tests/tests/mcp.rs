@@ -132,6 +132,25 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     ] {
         assert!(names.contains(&want), "tools/list lacks {want}: {names:?}");
     }
+    // Each tool says what it does to the sandbox, so a client can ask before the destructive
+    // ones and run the read-only ones freely.
+    let hints = |name: &str| {
+        let t = tools["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap().clone();
+        let a = &t["annotations"];
+        assert!(a["title"].is_string(), "{name} has no title: {t}");
+        (a["readOnlyHint"].as_bool(), a["destructiveHint"].as_bool(), a["idempotentHint"].as_bool())
+    };
+    for name in ["read_file", "describe_claim"] {
+        assert_eq!(hints(name).0, Some(true), "{name} is read-only");
+    }
+    for name in ["run_command", "write_file", "close_sandbox"] {
+        assert_eq!(hints(name).0.zip(hints(name).1), Some((false, true)), "{name} is destructive");
+    }
+    for name in ["create_sandbox", "claim_sandbox", "pause", "resume"] {
+        assert_eq!(hints(name).0.zip(hints(name).1), Some((false, false)), "{name} only adds or changes state");
+    }
+    assert_eq!(hints("pause").2, Some(true), "pausing twice is pausing once");
+    assert_eq!(hints("create_sandbox").2, Some(false), "each create makes a new sandbox");
 
     let claimed: Value = serde_json::from_str(
         &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),
@@ -146,6 +165,20 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     .expect("run_command answers JSON");
     assert!(ran["stdout"].as_str().unwrap_or_default().starts_with("hello from"), "{ran}");
     assert_eq!(ran["exitCode"], 4);
+    // cwd, env and a timeout: the command runs where and with what it is told, and is stopped.
+    let ran: Value = serde_json::from_str(&mcp.ok(
+        "run_command",
+        json!({ "namespace": "mcp", "name": machine, "command": "pwd; echo \"$GREETING\"",
+                "cwd": "/tmp", "env": { "GREETING": "hi there" } }),
+    ))
+    .unwrap();
+    assert_eq!(ran["stdout"], "/tmp\nhi there\n", "{ran}");
+    let ran: Value = serde_json::from_str(&mcp.ok(
+        "run_command",
+        json!({ "namespace": "mcp", "name": machine, "command": "sleep 30", "timeout_seconds": 1 }),
+    ))
+    .unwrap();
+    assert_eq!(ran["timedOut"], true, "{ran}");
 
     mcp.ok(
         "write_file",
@@ -155,6 +188,25 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/note.txt" })),
         "remember"
     );
+    // Bytes that are not UTF-8 travel as base64, both ways.
+    let wrote = mcp.ok(
+        "write_file",
+        json!({ "namespace": "mcp", "name": machine, "path": "/tmp/blob", "content": "AP8BAg==", "encoding": "base64" }),
+    );
+    assert!(wrote.contains("wrote 4 bytes"), "{wrote}");
+    let read: Value =
+        serde_json::from_str(&mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/blob" })))
+            .expect("bytes that are not UTF-8 come back as JSON");
+    assert_eq!((read["encoding"].as_str(), read["content"].as_str()), (Some("base64"), Some("AP8BAg==")), "{read}");
+    let (err, text) =
+        mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/blob", "encoding": "text" }));
+    assert!(err && text.contains("not UTF-8"), "{text}");
+    let read: Value = serde_json::from_str(&mcp.ok(
+        "read_file",
+        json!({ "namespace": "mcp", "name": machine, "path": "/tmp/note.txt", "encoding": "base64" }),
+    ))
+    .unwrap();
+    assert_eq!(read["content"], "cmVtZW1iZXI=", "{read}");
     let (err, text) = mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
     assert!(err && text.contains("NotFound"), "a missing file is a tool error with the reason: {text}");
 
