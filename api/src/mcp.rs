@@ -12,6 +12,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use http::request::Parts;
+use kube::ResourceExt;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
@@ -22,11 +23,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use kairon_model::keys;
 use kairon_model::{Machine, MachineClaim, PowerState};
 use kairon_runtime_api::types::ExecRequest;
 
 use crate::auth::Identity;
-use crate::machines::objects::{Mirrored, WaitFor};
+use crate::machines::objects::{List, Mirrored, WaitFor};
+use crate::machines::power::Copy;
 use crate::machines::{Error, Machines, Reason};
 use crate::state::AppState;
 
@@ -129,6 +132,51 @@ pub struct CloseArgs {
     pub name: Option<String>,
     /// The claim to release (a sandbox from claim_sandbox).
     pub claim: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct NamespaceArgs {
+    pub namespace: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct StartArgs {
+    pub namespace: String,
+    pub name: String,
+    /// A shell command line, run in the background with `/bin/sh -c`.
+    pub command: String,
+    /// The working directory (absolute path in the sandbox).
+    pub cwd: Option<String>,
+    /// Environment variables of the process.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ProcessArgs {
+    pub namespace: String,
+    pub name: String,
+    /// The process id start_process answered.
+    pub pid: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct KillArgs {
+    pub namespace: String,
+    pub name: String,
+    /// The process id start_process answered.
+    pub pid: String,
+    /// `TERM` (default), `KILL`, `INT`, `HUP`…
+    pub signal: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub struct ForkArgs {
+    pub namespace: String,
+    /// The sandbox to fork.
+    pub name: String,
+    /// The new sandbox's name.
+    pub new_name: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -394,6 +442,114 @@ impl KaironMcp {
             }
             (None, None) => Err("give name (a Machine) or claim (a MachineClaim)".into()),
         }
+    }
+
+    /// The sandboxes of a namespace (Machines labelled kairon.zyvor.dev/sandbox=true): name, phase, power state, claim.
+    #[tool(annotations(title = "List sandboxes", read_only_hint = true, open_world_hint = false))]
+    async fn list_sandboxes(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<NamespaceArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
+        let sel = format!("{}=true", keys::labels::SANDBOX);
+        let list: List<Machine> = machines.list(&id, &a.namespace, Some(&sel)).await.map_err(failed)?;
+        let rows: Vec<Value> = list
+            .items
+            .iter()
+            .map(|m| {
+                json!({
+                    "name": m.metadata.name,
+                    "phase": m.status.as_ref().and_then(|s| s.phase),
+                    "powerState": m.spec.power_state,
+                    "claim": m.labels().get(keys::labels::CLAIM),
+                    "pool": m.labels().get(keys::labels::POOL),
+                })
+            })
+            .collect();
+        Ok(Self::pretty(&json!({ "namespace": a.namespace, "sandboxes": rows })))
+    }
+
+    /// Start a shell command in the background in a sandbox: its process id, for read_process and kill_process.
+    #[tool(annotations(
+        title = "Start a process",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn start_process(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<StartArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
+        let request = || {
+            Ok(ExecRequest {
+                command: vec!["/bin/sh".into(), "-c".into(), a.command.clone()],
+                cwd: a.cwd.clone(),
+                env: a.env.clone(),
+                ..Default::default()
+            })
+        };
+        let p = machines.start_process(&id, &a.namespace, &a.name, request).await.map_err(failed)?;
+        Ok(Self::pretty(&p))
+    }
+
+    /// A background process's state, exit code and output so far.
+    #[tool(annotations(title = "Read a process", read_only_hint = true, open_world_hint = false))]
+    async fn read_process(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ProcessArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
+        let p = machines.process(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
+        let (stdout, stderr) = machines.process_logs(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
+        Ok(Self::pretty(&json!({
+            "pid": p.id, "state": p.state, "exitCode": p.exit_code, "stdout": stdout, "stderr": stderr,
+        })))
+    }
+
+    /// Send a signal (TERM by default) to a background process.
+    #[tool(annotations(
+        title = "Kill a process",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
+    async fn kill_process(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<KillArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
+        let signal = a.signal.as_deref().unwrap_or("TERM");
+        machines.kill_process(&id, &a.namespace, &a.name, &a.pid, signal).await.map_err(failed)?;
+        Ok(format!("sent {signal} to process {}", a.pid))
+    }
+
+    /// Fork a running sandbox into a new one (live, memory and processes, on a VM; the filesystem of a sandbox) and wait until it runs.
+    #[tool(annotations(
+        title = "Fork a sandbox",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn fork_sandbox(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(a): Parameters<ForkArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller(&parts)?;
+        let new_name = a.new_name.clone();
+        let r = machines.copy(&id, &a.namespace, &a.name, Copy::Fork, || Ok(new_name)).await.map_err(failed)?;
+        self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.new_name, "Running").await?;
+        Ok(Self::pretty(
+            &json!({ "namespace": a.namespace, "name": a.new_name, "from": a.name, "live": r.live, "phase": "Running" }),
+        ))
     }
 
     /// A MachineClaim with its usage: phase, Machine, status.usage (active and suspended seconds,

@@ -129,6 +129,11 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         "resume",
         "close_sandbox",
         "describe_claim",
+        "list_sandboxes",
+        "start_process",
+        "read_process",
+        "kill_process",
+        "fork_sandbox",
     ] {
         assert!(names.contains(&want), "tools/list lacks {want}: {names:?}");
     }
@@ -140,13 +145,13 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         assert!(a["title"].is_string(), "{name} has no title: {t}");
         (a["readOnlyHint"].as_bool(), a["destructiveHint"].as_bool(), a["idempotentHint"].as_bool())
     };
-    for name in ["read_file", "describe_claim"] {
+    for name in ["read_file", "describe_claim", "list_sandboxes", "read_process"] {
         assert_eq!(hints(name).0, Some(true), "{name} is read-only");
     }
-    for name in ["run_command", "write_file", "close_sandbox"] {
+    for name in ["run_command", "write_file", "close_sandbox", "start_process", "kill_process"] {
         assert_eq!(hints(name).0.zip(hints(name).1), Some((false, true)), "{name} is destructive");
     }
-    for name in ["create_sandbox", "claim_sandbox", "pause", "resume"] {
+    for name in ["create_sandbox", "claim_sandbox", "pause", "resume", "fork_sandbox"] {
         assert_eq!(hints(name).0.zip(hints(name).1), Some((false, false)), "{name} only adds or changes state");
     }
     assert_eq!(hints("pause").2, Some(true), "pausing twice is pausing once");
@@ -209,6 +214,61 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert_eq!(read["content"], "cmVtZW1iZXI=", "{read}");
     let (err, text) = mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
     assert!(err && text.contains("NotFound"), "a missing file is a tool error with the reason: {text}");
+
+    // The namespace's sandboxes, with the claim that holds this one.
+    let listed: Value = serde_json::from_str(&mcp.ok("list_sandboxes", json!({ "namespace": "mcp" }))).unwrap();
+    let row = listed["sandboxes"].as_array().unwrap().iter().find(|r| r["name"] == machine.as_str()).cloned();
+    assert_eq!(row.as_ref().map(|r| r["claim"].clone()), Some(json!("job-1")), "{listed}");
+    assert_eq!(row.map(|r| r["pool"].clone()), Some(json!("agents")), "{listed}");
+
+    // Background processes: started, read while and after they run, killed.
+    let started: Value = serde_json::from_str(&mcp.ok(
+        "start_process",
+        json!({ "namespace": "mcp", "name": machine, "command": "for i in 1 2 3; do echo line $i; done; echo oops >&2; exit 3" }),
+    ))
+    .unwrap();
+    let pid = started["id"].as_str().expect("a process id").to_string();
+    let done = wait_for_sync("the process to exit", Duration::from_secs(60), Duration::from_millis(200), || {
+        let p: Value =
+            serde_json::from_str(&mcp.ok("read_process", json!({ "namespace": "mcp", "name": machine, "pid": pid })))
+                .unwrap();
+        if p["state"] == "exited" { Ok(p) } else { Err(p) }
+    });
+    assert_eq!(
+        (done["exitCode"].clone(), done["stdout"].clone()),
+        (json!(3), json!("line 1\nline 2\nline 3\n")),
+        "{done}"
+    );
+    assert_eq!(done["stderr"], "oops\n", "{done}");
+    let sleeper: Value = serde_json::from_str(
+        &mcp.ok("start_process", json!({ "namespace": "mcp", "name": machine, "command": "sleep 300" })),
+    )
+    .unwrap();
+    let pid = sleeper["id"].as_str().unwrap().to_string();
+    assert!(
+        mcp.ok("kill_process", json!({ "namespace": "mcp", "name": machine, "pid": pid, "signal": "KILL" }))
+            .contains("KILL")
+    );
+    wait_for_sync("the killed process to exit", Duration::from_secs(60), Duration::from_millis(200), || {
+        let p: Value =
+            serde_json::from_str(&mcp.ok("read_process", json!({ "namespace": "mcp", "name": machine, "pid": pid })))
+                .unwrap();
+        if p["state"] == "exited" { Ok(()) } else { Err(p) }
+    });
+    let (err, text) = mcp.call("read_process", json!({ "namespace": "mcp", "name": machine, "pid": "999999" }));
+    assert!(err && text.contains("NotFound"), "{text}");
+
+    // A fork carries the sandbox's filesystem into a new sandbox.
+    let forked: Value = serde_json::from_str(
+        &mcp.ok("fork_sandbox", json!({ "namespace": "mcp", "name": machine, "new_name": "job-1-fork" })),
+    )
+    .unwrap();
+    assert_eq!(forked["phase"], "Running", "{forked}");
+    assert_eq!(
+        mcp.ok("read_file", json!({ "namespace": "mcp", "name": "job-1-fork", "path": "/tmp/note.txt" })),
+        "remember"
+    );
+    assert!(mcp.ok("close_sandbox", json!({ "namespace": "mcp", "name": "job-1-fork" })).contains("deleted"));
 
     assert!(mcp.ok("pause", json!({ "namespace": "mcp", "name": machine })).contains("Paused"));
     assert!(mcp.ok("resume", json!({ "namespace": "mcp", "name": machine })).contains("Running"));
