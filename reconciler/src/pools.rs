@@ -249,12 +249,14 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
     for (name, state) in &p.power {
-        // A resourceVersion precondition: a claim binding this member at the same time wins.
-        let Some(m) = machines.iter().find(|m| &m.name_any() == name) else { continue };
-        let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": {"powerState": state}});
-        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        // A claim binding this member at the same time wins: the patch holds only while the
+        // member has no claim label (a failed test is 422). Not a resourceVersion precondition:
+        // a busy member's status and activity stamps change it every second, and on a loaded
+        // host every pause of a 50-member pool then lost that race, so none ever became warm.
+        let patch = power_patch(*state);
+        match api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 || e.code == 422 => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -274,6 +276,16 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
         Some(ms) => Action::requeue(Duration::from_millis(ms.max(0) as u64 + 20)),
         None => Action::await_change(),
     })
+}
+
+/// Sets a member's powerState unless a claim has bound it since the pool looked.
+fn power_patch(state: PowerState) -> json_patch::Patch {
+    let claim = format!("/metadata/labels/{}", labels::CLAIM.replace('~', "~0").replace('/', "~1"));
+    serde_json::from_value(json!([
+        {"op": "test", "path": claim, "value": null},
+        {"op": "add", "path": "/spec/powerState", "value": state},
+    ]))
+    .expect("a well-formed JSON patch")
 }
 
 fn error_policy(pool: Arc<MachinePool>, e: &PoolError, _: Arc<Ctx>) -> Action {
@@ -302,6 +314,23 @@ pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig, shutdown: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_holds_only_while_no_claim_label_is_there() {
+        let patch = serde_json::to_value(power_patch(PowerState::Paused)).unwrap();
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/labels/kairon.zyvor.dev~1claim", "value": null},
+                {"op": "add", "path": "/spec/powerState", "value": "Paused"},
+            ])
+        );
+        // A member a claim bound meanwhile fails the test, and nothing changes.
+        let mut claimed =
+            json!({"metadata": {"labels": {"kairon.zyvor.dev/claim": "c1"}}, "spec": {"powerState": "Running"}});
+        assert!(json_patch::patch(&mut claimed, &power_patch(PowerState::Paused)).is_err());
+        assert_eq!(claimed["spec"]["powerState"], "Running");
+    }
 
     const T0: i64 = 1_000_000;
 
