@@ -11,14 +11,15 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use kairon_model::binding::{self, Binding, BindingStore};
 use kairon_model::keys::{finalizers, labels, reasons};
-use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePool};
+use kairon_model::warm::MemberView;
+use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePhase, MachinePool};
 
 use crate::pools;
 
@@ -329,15 +330,36 @@ fn raced(e: &ClaimError) -> bool {
     }
 }
 
-/// Pending claims of `pool` in `ns`.
-fn pending_of(store: &Store<MachineClaim>, ns: &str, pool: &str) -> Vec<ObjectRef<MachineClaim>> {
-    store
-        .state()
-        .into_iter()
+/// The pending claims of `pool` in `ns` that a change of the pool or of one of its members
+/// should wake, oldest first: every one still told that its pool is missing, and the `n` oldest
+/// of the others (a warm member serves one claim). Waking every pending claim on every member
+/// update had 200 claims re-read a 50-member pool on each status write and activity stamp, and
+/// the store's connections ran out; a claim not woken still retries on its own (NoWarmMember
+/// requeues it).
+fn to_wake(claims: &[Arc<MachineClaim>], ns: &str, pool: &str, n: usize) -> Vec<ObjectRef<MachineClaim>> {
+    let mut pending: Vec<&Arc<MachineClaim>> = claims
+        .iter()
         .filter(|c| c.namespace().as_deref() == Some(ns) && c.spec.pool_name == pool)
         .filter(|c| c.status.as_ref().and_then(|s| s.phase) != Some(ClaimPhase::Bound))
-        .map(|c| ObjectRef::from_obj(&*c))
-        .collect()
+        .collect();
+    pending.sort_by_key(|c| (c.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()), c.name_any()));
+    let pool_missing = |c: &MachineClaim| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|x| x.type_ == BOUND_CONDITION && x.reason == POOL_NOT_FOUND))
+    };
+    let (missing, waiting): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| pool_missing(c));
+    missing.into_iter().chain(waiting.into_iter().take(n)).map(|c| ObjectRef::from_obj(&**c)).collect()
+}
+
+/// Whether a change of this member may let a claim bind it: unclaimed, staying, past its
+/// warm-up stamp and up (whether it is in the pool's warm phase the claim's bind decides).
+fn may_serve_a_claim(m: &Machine) -> bool {
+    let v = MemberView::of(m);
+    !v.claimed
+        && !v.deleting
+        && v.warm_since_ms.is_some()
+        && matches!(v.phase, Some(MachinePhase::Running | MachinePhase::Paused))
 }
 
 pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
@@ -352,12 +374,15 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: t
         Arc::new(Ctx { client: client.clone(), recorder: Recorder::new(client, reporter), store: cfg.store.clone() });
     controller
         .watches(pools_api, watcher::Config::default(), move |p: MachinePool| {
-            pending_of(&by_pool, &p.namespace().unwrap_or_default(), &p.name_any())
+            let warm = p.status.as_ref().map_or(0, |s| s.warm.max(0) as usize);
+            to_wake(&by_pool.state(), &p.namespace().unwrap_or_default(), &p.name_any(), warm)
         })
         .watches(machines, watcher::Config::default().labels(labels::POOL), move |m: Machine| {
             match m.labels().get(labels::POOL) {
-                Some(pool) => pending_of(&by_member, &m.namespace().unwrap_or_default(), pool),
-                None => Vec::new(),
+                Some(pool) if may_serve_a_claim(&m) => {
+                    to_wake(&by_member.state(), &m.namespace().unwrap_or_default(), pool, 1)
+                }
+                _ => Vec::new(),
             }
         })
         .graceful_shutdown_on(shutdown.cancelled_owned())
@@ -369,6 +394,65 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: t
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn claim(name: &str, created: &str, pool: &str, phase: Option<&str>, reason: Option<&str>) -> Arc<MachineClaim> {
+        let mut status = serde_json::json!({});
+        if let Some(p) = phase {
+            status["phase"] = serde_json::json!(p);
+        }
+        if let Some(r) = reason {
+            status["conditions"] = serde_json::json!([{"type": BOUND_CONDITION, "status": "False", "reason": r,
+                                                       "message": "", "lastTransitionTime": created}]);
+        }
+        Arc::new(
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+                "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                "spec": {"poolName": pool}, "status": status,
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_pool_change_wakes_as_many_pending_claims_as_it_has_warm_members_oldest_first() {
+        let claims = [
+            claim("c3", "2026-01-01T00:00:03Z", "p", Some("Pending"), Some(NO_WARM_MEMBER)),
+            claim("c1", "2026-01-01T00:00:01Z", "p", Some("Pending"), Some(NO_WARM_MEMBER)),
+            claim("bound", "2026-01-01T00:00:00Z", "p", Some("Bound"), None),
+            claim("other-pool", "2026-01-01T00:00:00Z", "q", Some("Pending"), Some(NO_WARM_MEMBER)),
+            claim("c2", "2026-01-01T00:00:02Z", "p", None, None),
+            claim("lost", "2026-01-01T00:00:09Z", "p", Some("Pending"), Some(POOL_NOT_FOUND)),
+        ];
+        let names = |n| to_wake(&claims, "ns", "p", n).into_iter().map(|r| r.name).collect::<Vec<_>>();
+        assert_eq!(names(0), ["lost"], "a claim told its pool is missing always hears of the pool");
+        assert_eq!(names(1), ["lost", "c1"]);
+        assert_eq!(names(2), ["lost", "c1", "c2"]);
+        assert_eq!(names(10), ["lost", "c1", "c2", "c3"], "never a Bound claim, nor another pool's");
+        assert!(to_wake(&claims, "other", "p", 10).is_empty());
+    }
+
+    #[test]
+    fn only_a_member_that_may_be_bound_wakes_a_claim() {
+        let member = |labels: serde_json::Value, warm: bool, phase: &str| -> Machine {
+            let mut m = serde_json::json!({
+                "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+                "metadata": {"name": "m", "namespace": "ns", "labels": labels},
+                "spec": {"sandbox": {"templateName": "busybox"}}, "status": {"phase": phase},
+            });
+            if warm {
+                m["metadata"]["annotations"] = serde_json::json!({pools::WARM_SINCE: "2026-01-01T00:00:00Z"});
+            }
+            serde_json::from_value(m).unwrap()
+        };
+        let pool = serde_json::json!({labels::POOL: "p"});
+        assert!(may_serve_a_claim(&member(pool.clone(), true, "Paused")));
+        assert!(may_serve_a_claim(&member(pool.clone(), true, "Running")));
+        assert!(!may_serve_a_claim(&member(pool.clone(), false, "Running")), "not yet stamped warm");
+        assert!(!may_serve_a_claim(&member(pool.clone(), true, "Provisioning")));
+        let claimed = serde_json::json!({labels::POOL: "p", labels::CLAIM: "c1"});
+        assert!(!may_serve_a_claim(&member(claimed, true, "Running")), "a claimed member serves no other claim");
+    }
 
     #[test]
     fn pending_claims_bind_and_bound_ones_wait_for_their_ttl() {
