@@ -166,6 +166,12 @@ enum Cmd {
         cwd: Option<String>,
         #[arg(long, value_parser = duration::parse)]
         timeout: Option<Duration>,
+        /// An environment variable `KEY=VALUE` of the command; repeat for more.
+        #[arg(short = 'e', long = "env", value_parser = parse_key_value)]
+        env: Vec<(String, String)>,
+        /// Run as `uid[:gid]` instead of root.
+        #[arg(short = 'u', long)]
+        user: Option<String>,
     },
     /// Copy a file: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout).
     Cp {
@@ -360,7 +366,7 @@ struct CreateArgs {
     #[arg(long)]
     sandbox: bool,
     /// A label `KEY=VALUE` on the Machine (a pool's: on its members); repeat for more.
-    #[arg(short = 'L', long = "label", value_parser = parse_label)]
+    #[arg(short = 'L', long = "label", value_parser = parse_key_value)]
     labels: Vec<(String, String)>,
     /// Pool size.
     #[arg(long)]
@@ -571,15 +577,15 @@ async fn run(cli: Cli) -> Result<()> {
             output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
         }
         Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
-        Cmd::Exec { name, command, cwd, timeout } => {
+        Cmd::Exec { name, command, cwd, timeout, env, user } => {
             // Arguments from the command line carry no NUL byte (the server refuses one).
             let req = types::ExecRequest {
                 command,
                 cwd,
-                env: Default::default(),
+                env: env.into_iter().collect(),
                 stdin: None,
                 timeout_seconds: timeout.map(|d| d.as_secs() as i64),
-                user: None,
+                user,
             };
             let r = c.machine_exec(&ns, &name, &req).await.map_err(fail)?.into_inner();
             if !fmt.is_table() {
@@ -738,11 +744,11 @@ fn labels(a: &CreateArgs) -> Option<Value> {
     (!l.is_empty()).then_some(Value::Object(l))
 }
 
-/// `--label KEY=VALUE`.
-fn parse_label(s: &str) -> std::result::Result<(String, String), String> {
+/// `--label` and `--env`: `KEY=VALUE`, the key not empty.
+fn parse_key_value(s: &str) -> std::result::Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.into(), v.into())),
-        _ => Err(format!("{s:?}: write a label as KEY=VALUE")),
+        _ => Err(format!("{s:?}: write it as KEY=VALUE")),
     }
 }
 
@@ -1123,10 +1129,10 @@ mod tests {
 
     #[test]
     fn labels_are_key_value() {
-        assert_eq!(parse_label("team=a"), Ok(("team".into(), "a".into())));
-        assert_eq!(parse_label("empty="), Ok(("empty".into(), String::new())));
-        assert!(parse_label("novalue").is_err());
-        assert!(parse_label("=x").is_err());
+        assert_eq!(parse_key_value("team=a"), Ok(("team".into(), "a".into())));
+        assert_eq!(parse_key_value("empty="), Ok(("empty".into(), String::new())));
+        assert!(parse_key_value("novalue").is_err());
+        assert!(parse_key_value("=x").is_err());
         assert_eq!(
             output::name_of(None, &json!({"kind": "MachinePool", "metadata": {"name": "web"}})),
             "machinepool/web"

@@ -326,7 +326,12 @@ fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
     let ctl = Ctl { k: &k, ns: "ctl-kubectl" };
     for (name, team) in [("a1", "a"), ("a2", "a"), ("b1", "b")] {
         let label = format!("team={team}");
-        let out = ctl.ok(&["create", name, "--sandbox-template", "busybox", "--label", &label, "-L", "tier=web"]);
+        let mut args = vec!["create", name, "--sandbox-template", "busybox", "--label", &label, "-L", "tier=web"];
+        // a1 takes exec (its guest agent on).
+        if name == "a1" {
+            args.push("--sandbox");
+        }
+        let out = ctl.ok(&args);
         assert_eq!(out.trim(), format!("machine {name} created"));
     }
     assert!(
@@ -347,6 +352,23 @@ fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
     assert!(ctl.fails(2, &["wait", "m", "a1", "--for", "ready"]).contains("phase=PHASE"));
     let v: Value = serde_json::from_str(&ctl.ok(&["wait", "m", "a1", "--for", "phase=Running", "-o", "json"])).unwrap();
     assert_eq!(v["metadata"]["labels"]["team"], "a");
+
+    // exec with its environment and user.
+    let out = ctl.ok(&[
+        "exec",
+        "a1",
+        "-e",
+        "GREETING=hi there",
+        "--env",
+        "EMPTY=",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$GREETING|$EMPTY|\"; id -u",
+    ]);
+    assert_eq!(out, "hi there||\n0\n");
+    assert_eq!(ctl.ok(&["exec", "a1", "--user", "1000", "--", "id", "-u"]), "1000\n");
+    assert!(ctl.fails(2, &["exec", "a1", "--env", "NOEQUALS", "--", "true"]).contains("KEY=VALUE"));
 
     // Lists by label, as names kubectl takes back, with labels and wide columns.
     assert_eq!(ctl.ok(&["get", "m", "-l", "team=a", "-o", "name"]), "machine/a1\nmachine/a2\n");
