@@ -224,6 +224,24 @@ impl KaironMcp {
         Err(format!("{} {ns}/{name} did not reach {phase} within {} s", K::kind(&()), WAIT_SECONDS * 5))
     }
 
+    /// A deleted claim as its usage history tells it; `gone` (NotFound) when none is recorded.
+    async fn released_claim(&self, id: &Identity, a: &ClaimRef, gone: Error) -> Result<String, String> {
+        let uid = kairon_db::usage::latest_claim_uid(self.state.store.pool(), &a.namespace, &a.name)
+            .await
+            .map_err(|e| format!("reading the usage history: {e}"))?
+            .ok_or_else(|| failed(gone))?;
+        let h = crate::rest::usage::claim_history(&self.state.store, id, &uid.to_string()).await.map_err(failed)?;
+        Ok(Self::pretty(&json!({
+            "name": a.name,
+            "namespace": a.namespace,
+            "uid": uid,
+            "phase": "Released",
+            "deleted": true,
+            "usage": h.total,
+            "history": h,
+        })))
+    }
+
     fn pretty(v: &impl serde::Serialize) -> String {
         serde_json::to_string_pretty(v).unwrap_or_default()
     }
@@ -561,7 +579,14 @@ impl KaironMcp {
         Parameters(a): Parameters<ClaimRef>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
-        let claim: MachineClaim = machines.get(&id, &a.namespace, &a.name).await.map_err(failed)?;
+        let claim: MachineClaim = match machines.get(&id, &a.namespace, &a.name).await {
+            Ok(c) => c,
+            // Released and gone: its final usage is in the history, under the same namespace
+            // rule (the lookup is by this namespace, which the caller may read: the get said
+            // NotFound, not Forbidden).
+            Err(e) if e.reason == Reason::NotFound => return self.released_claim(&id, &a, e).await,
+            Err(e) => return Err(failed(e)),
+        };
         let c = serde_json::to_value(&claim).unwrap_or_default();
         let uid = claim.metadata.uid.clone().unwrap_or_default();
         let history = crate::rest::usage::claim_history(&self.state.store, &id, &uid)

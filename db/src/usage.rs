@@ -168,6 +168,20 @@ pub async fn claim_history_totals(pool: &PgPool, claim_uid: Uuid) -> Result<Opti
     Ok(until.map(|accrued_until| ClaimHistory { totals: totals((a, s, v, m)), accrued_until }))
 }
 
+/// The uid of the newest claim named `claim_name` in `namespace` that has usage recorded (a
+/// claim deleted since; a name used again names the newest).
+pub async fn latest_claim_uid(pool: &PgPool, namespace: &str, claim_name: &str) -> Result<Option<Uuid>, sqlx::Error> {
+    let row: Option<(Uuid,)> = sqlx::query_as(
+        "SELECT claim_uid FROM claim_usage_intervals WHERE namespace = $1 AND claim_name = $2 \
+         ORDER BY interval_end DESC LIMIT 1",
+    )
+    .bind(namespace)
+    .bind(claim_name)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(uid,)| uid))
+}
+
 /// One claim's intervals, oldest first.
 pub async fn claim_history(pool: &PgPool, claim_uid: Uuid) -> Result<Vec<UsageInterval>, sqlx::Error> {
     #[allow(clippy::type_complexity)]

@@ -145,3 +145,16 @@ async fn a_month_of_ten_thousand_claims_totals_in_well_under_a_second(pool: PgPo
     println!("all-namespace monthly totals over 13,000 claims x 30 days: {:?}", started.elapsed());
     assert_eq!(all.len(), 31);
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn a_deleted_claim_is_found_by_its_namespace_and_name_the_newest_first(pool: PgPool) {
+    let (old, new, elsewhere) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    usage::record(&pool, &active(old, "agents", "job-1", "2026-03-01T10:00:00Z", 30)).await.unwrap();
+    usage::record(&pool, &suspended(old, "agents", "job-1", "2026-03-01T10:00:30Z", 30)).await.unwrap();
+    // The name used again later, and the same name in another namespace.
+    usage::record(&pool, &active(new, "agents", "job-1", "2026-03-02T09:00:00Z", 10)).await.unwrap();
+    usage::record(&pool, &active(elsewhere, "others", "job-1", "2026-03-05T09:00:00Z", 10)).await.unwrap();
+    assert_eq!(usage::latest_claim_uid(&pool, "agents", "job-1").await.unwrap(), Some(new));
+    assert_eq!(usage::latest_claim_uid(&pool, "others", "job-1").await.unwrap(), Some(elsewhere));
+    assert_eq!(usage::latest_claim_uid(&pool, "agents", "job-2").await.unwrap(), None);
+}

@@ -288,7 +288,28 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert!(described["history"].is_object(), "the accrual history: {described}");
 
     assert!(mcp.ok("close_sandbox", json!({ "namespace": "mcp", "claim": "job-1" })).contains("released"));
-    let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
-    // Released: gone, or on its way out with the final usage.
-    assert!(err && text.contains("NotFound") || text.contains("Released") || text.contains("Bound"), "{text}");
+    // Once it is gone, describe_claim answers from the usage history: the final usage.
+    let gone =
+        wait_for_sync("the released claim to be gone", Duration::from_secs(120), Duration::from_millis(500), || {
+            let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
+            assert!(!err, "a released claim is described from its history: {text}");
+            let d: Value = serde_json::from_str(&text).expect("describe_claim answers JSON");
+            if d["deleted"] == true { Ok(d) } else { Err(d) }
+        });
+    assert_eq!((gone["phase"].as_str(), gone["uid"].as_str()), (Some("Released"), described["uid"].as_str()), "{gone}");
+    let final_active = gone["usage"]["activeSeconds"].as_i64().unwrap_or(0);
+    assert!(final_active >= described["usage"]["activeSeconds"].as_i64().unwrap(), "{gone}");
+    assert!(gone["history"]["intervals"].as_array().is_some_and(|i| !i.is_empty()), "{gone}");
+    // Under the namespace rule: an operator of another namespace learns nothing of it.
+    let other = k.token("other-team", "operator", &["elsewhere"]).unwrap();
+    let mut outsider = Mcp { k: &k, token: Some(other), session: None, next_id: 0 };
+    outsider.request(
+        "initialize",
+        json!({ "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": { "name": "e2e", "version": "1" } }),
+    );
+    outsider.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let (err, text) = outsider.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
+    assert!(err && !text.contains("activeSeconds"), "{text}");
+    let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "never-was" }));
+    assert!(err && text.contains("NotFound"), "{text}");
 }
