@@ -544,6 +544,12 @@ async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n:
             json!({"namespace": ns, "claim": claim})
         }
         "describe_claim" => json!({"namespace": ns, "name": "claim"}),
+        "list_sandboxes" => json!({"namespace": ns}),
+        "start_process" => json!({"namespace": ns, "name": target, "command": "true"}),
+        // No such process: past authorization it is a NotFound, and nothing is signalled.
+        "read_process" | "kill_process" => json!({"namespace": ns, "name": target, "pid": "999999"}),
+        // As machine_fork: from the VM Machine into a name already taken (409 once authorized).
+        "fork_sandbox" => json!({"namespace": ns, "name": "vm", "new_name": "plain"}),
         other => json!({"namespace": ns, "name": other}),
     };
     // curl is blocking: run it off the async worker.
