@@ -555,4 +555,8 @@ async fn a_request_for_one_machine_reaches_only_that_machines_instance() {
     // An unowned instance is nobody's: a request for any Machine is refused.
     let free = c.create(&sandbox("kairon-default-iso-free", "busybox")).await.unwrap();
     refused("an unowned instance", c.for_owner("uid-b").exec(&free.id, &sh("true")).await.unwrap_err());
+    // Sandboxes outlive their runtime (a restarted one adopts them): remove both, or they run on
+    // after the test (seen after every CI run).
+    a.delete(&vm.id).await.unwrap();
+    c.delete(&free.id).await.unwrap();
 }
