@@ -512,12 +512,13 @@ async fn freeze_step(
         }
         _ => {
             if confirmed {
-                if running {
-                    match ctx.runtime.thaw(&vm.id).await {
-                        Ok(_) => {}
-                        Err(e) if matches!(&e, ClientError::Api { status, .. } if *status < 500) => {}
-                        Err(e) => return Err(e.into()),
-                    }
+                if running && let Err(e) = ctx.runtime.thaw(&vm.id).await {
+                    // The guest stays frozen until a thaw succeeds: keep the confirmation and try
+                    // again shortly (a guest agent that did not answer this once, say), instead
+                    // of reporting Thawed over a guest still frozen.
+                    let why = format!("thawing failed, retrying: {e}");
+                    conditions.push(condition("FilesystemFrozen", true, "ThawFailed", &why));
+                    return Ok(Some(Duration::from_secs(2)));
                 }
                 set_frozen_annotation(m, ctx, None).await?;
                 let why = if until.is_some() {

@@ -149,8 +149,19 @@ impl Runtime {
                 let current = lock(&rt.inner.freezes).get(id.as_str()).map(|f| f.generation);
                 if current == Some(generation) {
                     lock(&rt.inner.freezes).remove(id.as_str());
-                    if let Err(e) = rt.backend(&vm).thaw(&vm).await {
-                        tracing::warn!(instance = %id, error = %e, "thawing at the freeze deadline failed");
+                    // A guest agent that does not answer once must not leave the guest frozen:
+                    // try again for a minute, unless a new freeze has been asked for meanwhile.
+                    for attempt in 1..=30 {
+                        match rt.backend(&vm).thaw(&vm).await {
+                            Ok(_) => break,
+                            Err(e) => {
+                                tracing::warn!(instance = %id, error = %e, attempt, "thawing at the freeze deadline failed");
+                            }
+                        }
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        if lock(&rt.inner.freezes).contains_key(id.as_str()) {
+                            break;
+                        }
                     }
                 }
             });
