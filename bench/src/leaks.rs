@@ -201,58 +201,6 @@ where
     }
 }
 
-/// The kernel's per-user key quota, raised for a run that holds many sandboxes of one template.
-///
-/// runc gives every container a new session keyring, charged to the container's root as a host
-/// uid, and every sandbox of one template runs with the same host ids
-/// (runtime/src/sandbox/idmap.rs): with the default `kernel.keys.maxkeys` of 200, the 201st
-/// sandbox of a template on a node fails to start ("unable to join session keyring: disk quota
-/// exceeded"). An operator running that many raises the quota; so does this bench (it runs as
-/// root), and it puts the old values back when the run ends.
-pub struct KeyQuota {
-    old: Option<(u64, u64)>,
-}
-
-const MAXKEYS: &str = "/proc/sys/kernel/keys/maxkeys";
-const MAXBYTES: &str = "/proc/sys/kernel/keys/maxbytes";
-
-fn read_u64(path: &str) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-impl KeyQuota {
-    /// Makes room for `sandboxes` session keyrings of one uid (and some to spare).
-    pub fn ensure(sandboxes: usize) -> Result<KeyQuota> {
-        let (Some(keys), Some(bytes)) = (read_u64(MAXKEYS), read_u64(MAXBYTES)) else {
-            return Ok(KeyQuota { old: None });
-        };
-        let want_keys = sandboxes as u64 * 2 + 64;
-        // A session keyring's description ("_ses") costs ~42 bytes of the quota here.
-        let want_bytes = want_keys * 100;
-        if keys >= want_keys && bytes >= want_bytes {
-            return Ok(KeyQuota { old: None });
-        }
-        eprintln!(
-            "raising kernel.keys.maxkeys {keys} -> {} and maxbytes {bytes} -> {} for the run (a template's \
-             sandboxes share one uid's key quota)",
-            keys.max(want_keys),
-            bytes.max(want_bytes)
-        );
-        std::fs::write(MAXKEYS, keys.max(want_keys).to_string()).with_context(|| format!("writing {MAXKEYS}"))?;
-        std::fs::write(MAXBYTES, bytes.max(want_bytes).to_string()).with_context(|| format!("writing {MAXBYTES}"))?;
-        Ok(KeyQuota { old: Some((keys, bytes)) })
-    }
-}
-
-impl Drop for KeyQuota {
-    fn drop(&mut self) {
-        if let Some((keys, bytes)) = self.old {
-            let _ = std::fs::write(MAXKEYS, keys.to_string());
-            let _ = std::fs::write(MAXBYTES, bytes.to_string());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,6 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let tick = 2u64;
     // Its own node name: the cgroup parent (kairon-<node>) is then this run's alone.
     let node_name = format!("bench-node-{}", std::process::id());
-    let _quota = leaks::KeyQuota::ensure(n + extra + cli.claims)?;
     let k = tokio::task::spawn_blocking(|| Kairon::start_with(&["--no-runtime"])).await??;
     let state = tempfile::Builder::new().prefix("kairon-bench-node-").tempdir()?;
     let footprint = NodeFootprint::new(state.path(), &node_name);

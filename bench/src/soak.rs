@@ -65,7 +65,6 @@ fn current_rv(db: &str) -> Result<i64> {
 pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let m = cli.soak_machines.max(1);
     let node_name = format!("bench-soak-{}", std::process::id());
-    let _quota = leaks::KeyQuota::ensure(m + (m / 4).max(2))?;
     // Room for every claimed Machine and the pool's refills (the scheduler counts 64 MiB and
     // 100m a template sandbox; a 2-core host would otherwise offer 20 slots).
     let memory = format!("{}Mi", ((2 * m + 64) * 64).max(64 << 10));

@@ -560,3 +560,37 @@ async fn a_request_for_one_machine_reaches_only_that_machines_instance() {
     a.delete(&vm.id).await.unwrap();
     c.delete(&free.id).await.unwrap();
 }
+
+/// Keys the kernel has charged to a host uid (`/proc/key-users`), 0 when it has none.
+fn keys_charged_to(uid: u32) -> u64 {
+    let users = std::fs::read_to_string("/proc/key-users").unwrap();
+    users
+        .lines()
+        .find(|l| l.split(':').next().map(str::trim) == Some(&*uid.to_string()))
+        .map(|l| l.split_whitespace().nth(2).unwrap().split('/').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Every sandbox of a template runs as the same host uids, and the kernel allows one uid 200 keys
+/// (`kernel.keys.maxkeys`): a session keyring per sandbox, charged to that uid, refused the 201st
+/// sandbox of a template on a node. Sandboxes take no key of their uid's quota.
+#[tokio::test(flavor = "multi_thread")]
+async fn sandboxes_take_no_key_of_their_templates_uid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rt, c, _) = common::serve(dir.path(), "iso-keys", Default::default()).await;
+    let first = c.create(&sandbox("kairon-default-iso-keys-0", "busybox")).await.unwrap();
+    let base = host_uid_of(first.pid.unwrap());
+    let before = keys_charged_to(base);
+    let mut ids = vec![first.id];
+    for i in 1..4 {
+        ids.push(c.create(&sandbox(&format!("kairon-default-iso-keys-{i}"), "busybox")).await.unwrap().id);
+    }
+    for id in &ids {
+        assert_eq!(ok(&c, id, "echo up").await, "up\n");
+    }
+    let after = keys_charged_to(base);
+    assert!(after <= before, "3 more sandboxes took {} keys of uid {base}'s quota", after - before);
+    for id in &ids {
+        c.delete(id).await.unwrap();
+    }
+}

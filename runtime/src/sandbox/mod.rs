@@ -448,9 +448,14 @@ impl SandboxHost {
         // container its own stdio, and the socket's path stays on the host.
         let stdin =
             if with_agent { Stdio::from(std::os::fd::OwnedFd::from(agent::listen(&socket)?)) } else { Stdio::null() };
-        let status = self
-            .runc_with_log(id, &runc_log)
-            .args(["run", "-d", "--pid-file"])
+        let mut run = self.runc_with_log(id, &runc_log);
+        // runc would give the container a new session keyring charged to the container's root,
+        // a host uid every sandbox of the template shares: the kernel's quota of 200 keys per
+        // uid then refused the 201st sandbox of a template on a node. The container keeps the
+        // runtime's session keyring instead, which the guest cannot use (seccomp refuses keyctl,
+        // add_key and request_key; /proc/keys is masked).
+        let status = run
+            .args(["run", "--no-new-keyring", "-d", "--pid-file"])
             .arg(&pid_file)
             .arg("-b")
             .arg(&dir)
