@@ -1,0 +1,214 @@
+// The dashboard in a real browser (Debian's Chromium, driven by playwright-core) against a real
+// `kairon up` with runc sandboxes. Run by tests/tests/web.rs, which starts Kairon and passes:
+//   KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN (a viewer of namespace `web`), OUT_DIR (screenshots),
+//   MACHINE (`web/<name>`, a running sandbox labelled kairon.zyvor.dev/sandbox=true with an idle timeout).
+// Exits non-zero with the reason on the first failed expectation.
+
+import { chromium } from "playwright-core";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+
+const { KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE } = process.env;
+for (const [k, v] of Object.entries({ KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE })) {
+  if (!v) throw new Error(`${k} is not set`);
+}
+mkdirSync(OUT_DIR, { recursive: true });
+const [NS, NAME] = MACHINE.split("/");
+const T = 60_000;
+
+const log = (...a) => console.log(new Date().toISOString(), ...a);
+const fail = (m) => {
+  throw new Error(m);
+};
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage"],
+});
+
+/** A fresh signed-out page that records every request it makes. */
+async function newPage() {
+  const context = await browser.newContext({ ignoreHTTPSErrors: true, acceptDownloads: true, viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  const requests = [];
+  page.on("request", (r) => requests.push({ url: r.url(), at: Date.now(), method: r.method() }));
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
+  return { context, page, requests, errors };
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(OUT_DIR, `${name}.png`), fullPage: true });
+  log("screenshot", name);
+}
+
+async function signIn(page, token) {
+  await page.goto(`${KAIRON_URL}/ui/`);
+  await page.getByLabel("Bearer token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+async function nav(page, view) {
+  await page.getByRole("navigation", { name: "Views" }).getByRole("button", { name: view, exact: true }).click();
+  await page.getByRole("heading", { level: 2, name: view }).waitFor({ timeout: T });
+}
+
+const row = (page) => page.locator(`[data-machine="${MACHINE}"]`);
+
+/** Requests of a quiet view over `ms`: the same URL twice is polling. */
+async function noPolling(page, requests, view, ms = 6000) {
+  await page.waitForTimeout(1500);
+  const from = Date.now();
+  await page.waitForTimeout(ms);
+  const seen = requests.filter((r) => r.at >= from && r.url.includes("/api/"));
+  const counts = new Map();
+  for (const r of seen) counts.set(`${r.method} ${r.url}`, (counts.get(`${r.method} ${r.url}`) ?? 0) + 1);
+  const repeated = [...counts].filter(([, n]) => n > 1);
+  if (repeated.length) fail(`the ${view} view polls: ${JSON.stringify(repeated)}`);
+  log(`${view}: ${seen.length} API requests in ${ms} ms, none repeated`);
+}
+
+// 1. A bad token says so clearly.
+{
+  const { page, context } = await newPage();
+  await signIn(page, "not-a-token");
+  const msg = page.locator("#signin-error");
+  await msg.waitFor({ timeout: T });
+  const text = await msg.innerText();
+  if (!text.includes("This token was refused")) fail(`bad token message: ${text}`);
+  if (page.url().includes("not-a-token")) fail("the token went into the URL");
+  await shot(page, "signin-bad-token");
+  await context.close();
+}
+
+// 2. The admin: Machines live, countdown, pause/resume, terminal, files, pools, claims, usage, nodes.
+const { page, requests, errors } = await newPage();
+await signIn(page, ADMIN_TOKEN);
+await page.getByTestId("whoami").filter({ hasText: "admin" }).waitFor({ timeout: T });
+for (const r of requests) if (r.url.includes(ADMIN_TOKEN)) fail(`a token in a URL: ${r.url}`);
+
+await row(page).getByTestId("phase").filter({ hasText: /^Running$/ }).waitFor({ timeout: T });
+await row(page).click();
+const lifecycle = page.getByTestId("lifecycle");
+const before = await lifecycle.innerText();
+if (!/^idle \S+ of 10m0s/.test(before)) fail(`lifecycle line: ${before}`);
+await page.waitForTimeout(2500);
+const after = await lifecycle.innerText();
+if (after === before) fail(`the idle countdown does not move: ${after}`);
+log("countdown", before, "→", after);
+await shot(page, "machines");
+
+// Pause and resume: the phase changes without a reload.
+const navigations = [];
+page.on("framenavigated", (f) => f === page.mainFrame() && navigations.push(f.url()));
+await page.getByTestId("actions").getByRole("button", { name: "pause", exact: true }).click();
+await row(page).getByTestId("phase").filter({ hasText: /^Paused$/ }).waitFor({ timeout: T });
+await page.getByTestId("actions").getByRole("button", { name: "resume", exact: true }).click();
+await row(page).getByTestId("phase").filter({ hasText: /^Running$/ }).waitFor({ timeout: T });
+if (navigations.length) fail(`the page reloaded: ${navigations}`);
+// A refusal is shown verbatim: hibernate is refused for a runc sandbox.
+await page.getByTestId("actions").getByRole("button", { name: "hibernate", exact: true }).click();
+const refused = page.getByTestId("msg-error");
+await refused.waitFor({ timeout: T });
+log("refusal:", await refused.innerText());
+await shot(page, "machine-refusal");
+
+// The terminal: echo hi.
+await page.getByRole("tab", { name: "Terminal" }).click();
+await page.getByTestId("terminal-state").filter({ hasText: "connected" }).waitFor({ timeout: T });
+await page.getByTestId("terminal").click();
+await page.keyboard.type("echo hi");
+await page.keyboard.press("Enter");
+await page.waitForFunction(
+  () => [...document.querySelectorAll(".xterm-rows > div")].some((d) => d.textContent?.trim() === "hi"),
+  null,
+  { timeout: T },
+);
+await shot(page, "terminal");
+
+// Files: upload (with progress), list, download, delete.
+await page.getByRole("tab", { name: "Files" }).click();
+await page.getByTestId("files-upload").setInputFiles({ name: "hello.txt", mimeType: "text/plain", buffer: Buffer.from("hello from the browser\n") });
+await page.getByTestId("msg-ok").filter({ hasText: "uploaded hello.txt" }).waitFor({ timeout: T });
+const fileRow = page.locator('[data-file="hello.txt"]');
+await fileRow.waitFor({ timeout: T });
+const [dl] = await Promise.all([page.waitForEvent("download"), fileRow.getByRole("button", { name: "download" }).click()]);
+const got = await readFile(await dl.path(), "utf8");
+if (got !== "hello from the browser\n") fail(`downloaded ${JSON.stringify(got)}`);
+await shot(page, "files");
+await fileRow.getByRole("button", { name: "delete" }).click();
+await fileRow.waitFor({ state: "detached", timeout: T });
+
+// Pools: create one, wait for a warm member, claim it.
+await nav(page, "Pools");
+const form = page.getByRole("form", { name: "New pool" });
+await form.getByLabel("Name").fill("agents");
+await form.getByLabel("Namespace").fill(NS);
+await form.getByLabel("Template").fill("busybox");
+await form.getByLabel("Replicas").fill("1");
+await form.getByRole("button", { name: "Create pool" }).click();
+const pool = page.locator(`[data-pool="${NS}/agents"]`);
+await pool.getByTestId("warm").filter({ hasText: /^1$/ }).waitFor({ timeout: 2 * T });
+await shot(page, "pools");
+await pool.getByRole("button", { name: "Claim" }).click();
+await pool.getByTestId("claimed").filter({ hasText: /^1$/ }).waitFor({ timeout: T });
+
+// Claims: bound, usage growing as accrual runs.
+await nav(page, "Claims");
+const claim = page.locator("[data-claim]").first();
+await claim.getByTestId("claim-phase").filter({ hasText: "Bound" }).waitFor({ timeout: T });
+const active0 = await claim.getByTestId("active").innerText();
+await page.waitForFunction(
+  (a0) => {
+    const el = document.querySelector('[data-claim] [data-testid="active"]');
+    return el && el.textContent !== a0;
+  },
+  active0,
+  { timeout: T },
+);
+log("usage grows:", active0, "→", await claim.getByTestId("active").innerText());
+await shot(page, "claims");
+
+// Usage: charts and CSV.
+await nav(page, "Usage");
+const [csv] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Export CSV" }).click()]);
+const csvText = await readFile(await csv.path(), "utf8");
+if (!csvText.startsWith("day,namespace,")) fail(`CSV: ${csvText.slice(0, 80)}`);
+await shot(page, "usage");
+
+// Nodes.
+await nav(page, "Nodes");
+await page.locator('[data-node="local"]').waitFor({ timeout: T });
+await shot(page, "nodes");
+
+// No view polls: each view, left alone, sends no request twice.
+for (const view of ["Machines", "Pools", "Claims", "Usage", "Nodes"]) {
+  await nav(page, view);
+  await noPolling(page, requests, view);
+}
+const serious = errors.filter((e) => !e.includes("favicon"));
+if (serious.length) fail(`errors in the page: ${serious.join("; ")}`);
+
+// 3. A viewer sees no action buttons.
+{
+  const { page, context } = await newPage();
+  await signIn(page, VIEWER_TOKEN);
+  await page.getByTestId("whoami").filter({ hasText: "viewer" }).waitFor({ timeout: T });
+  await row(page).click();
+  await page.getByTestId("lifecycle").waitFor({ timeout: T });
+  if (await page.getByTestId("actions").count()) fail("a viewer sees the actions");
+  if (await page.getByRole("tab", { name: "Terminal" }).count()) fail("a viewer sees the terminal");
+  await nav(page, "Pools");
+  await page.locator(`[data-pool="${NS}/agents"]`).waitFor({ timeout: T });
+  if (await page.getByRole("button", { name: "Claim" }).count()) fail("a viewer sees the claim button");
+  if (await page.getByRole("form", { name: "New pool" }).count()) fail("a viewer sees the pool form");
+  await shot(page, "viewer");
+  await context.close();
+}
+
+writeFileSync(join(OUT_DIR, "requests.json"), JSON.stringify(requests.map((r) => `${r.method} ${r.url}`), null, 1));
+await browser.close();
+log("dashboard: every check passed");
