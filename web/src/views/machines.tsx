@@ -107,6 +107,10 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
   const [dry, setDry] = useState(false);
   const [copyName, setCopyName] = useState(`${name}-copy`);
   const [tab, setTab] = useState<"events" | "terminal" | "files">("events");
+  const [shellOpened, setShellOpened] = useState(false);
+  useEffect(() => {
+    if (tab === "terminal") setShellOpened(true);
+  }, [tab]);
   const writer = mayWrite(who, ns);
   const guest = mayUseGuest(who, m);
   const rv = m.metadata.resourceVersion;
@@ -218,7 +222,12 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
           ))}
         </ul>
       )}
-      {tab === "terminal" && guest && <Terminal m={m} />}
+      {/* The shell stays open while another tab is shown. */}
+      {guest && shellOpened && (
+        <div hidden={tab !== "terminal"}>
+          <Terminal m={m} />
+        </div>
+      )}
       {tab === "files" && guest && <Files m={m} />}
     </section>
   );

@@ -55,7 +55,11 @@ export function Terminal({ m }: { m: Machine }) {
       closed = true;
       sub.dispose();
       ws?.close();
-      term.dispose();
+      try {
+        term.dispose();
+      } catch {
+        /* already gone */
+      }
     };
   }, [m.metadata.namespace, m.metadata.name]);
   return (
