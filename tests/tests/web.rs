@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use futures::StreamExt;
 use serde_json::json;
 
 use kairon_e2e::{Flags, Kairon};
@@ -113,6 +114,21 @@ async fn the_dashboard_in_a_browser() {
     });
     admin.post("/api/v1/machines/web", machine).await.ok();
     admin.running("web", "web-1").await;
+    // 1,000 Machines pinned to a node with no agent: stored and watched, nothing boots.
+    const MANY: usize = 1000;
+    let created: Vec<u16> = futures::stream::iter(0..MANY)
+        .map(|i| {
+            let admin = admin.clone();
+            async move {
+                let m = json!({"metadata": {"name": format!("bulk-{i:04}")},
+                               "spec": {"nodeName": "nowhere", "sandbox": {"templateName": "busybox"}}});
+                admin.post("/api/v1/machines/bulk", m).await.status
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(created.iter().all(|s| *s == 201), "{:?}", created.iter().find(|s| **s != 201));
     let viewer = k.token("vic", "viewer", &["web"]).unwrap();
     let out = out_dir();
     let result = tokio::task::spawn_blocking({
@@ -126,6 +142,7 @@ async fn the_dashboard_in_a_browser() {
                 .env("VIEWER_TOKEN", viewer)
                 .env("OUT_DIR", out)
                 .env("MACHINE", "web/web-1")
+                .env("MANY", MANY.to_string())
                 .output()
                 .expect("node runs")
         }
@@ -142,7 +159,18 @@ async fn the_dashboard_in_a_browser() {
         out.display(),
         k.logs().lines().rev().take(40).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     );
-    for view in ["machines", "terminal", "files", "pools", "claims", "usage", "nodes", "viewer", "signin-bad-token"] {
+    for view in [
+        "machines",
+        "machines-1000",
+        "terminal",
+        "files",
+        "pools",
+        "claims",
+        "usage",
+        "nodes",
+        "viewer",
+        "signin-bad-token",
+    ] {
         assert!(out.join(format!("{view}.png")).exists(), "no screenshot of {view}");
     }
     // Clean up the sandboxes this test started.

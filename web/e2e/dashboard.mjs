@@ -101,6 +101,9 @@ try {
 await signIn(page, ADMIN_TOKEN);
 await page.getByTestId("whoami").filter({ hasText: "admin" }).waitFor({ timeout: T });
 for (const r of requests) if (r.url.includes(ADMIN_TOKEN)) fail(`a token in a URL: ${r.url}`);
+// The namespace filter (there may be many other Machines).
+await page.getByRole("option", { name: NS, exact: true }).waitFor({ state: "attached", timeout: T });
+await page.getByLabel("Namespace").selectOption(NS);
 
 await row(page).getByTestId("phase").filter({ hasText: /^Running$/ }).waitFor({ timeout: T });
 await row(page).click();
@@ -194,7 +197,49 @@ await shot(page, "usage");
 // Nodes.
 await nav(page, "Nodes");
 await page.locator('[data-node="local"]').waitFor({ timeout: T });
+await page.locator('[data-node="local"]').getByRole("button", { name: "Templates" }).click();
+await page.locator(".templates li").filter({ hasText: "busybox" }).first().waitFor({ timeout: T });
 await shot(page, "nodes");
+
+// 1,000 Machines (pinned to a node with no agent): few rows in the DOM, smooth scrolling.
+if (process.env.MANY) {
+  await nav(page, "Machines");
+  const want = Number(process.env.MANY) + 1;
+  await page.waitForFunction(
+    (n) => {
+      const m = /^(\d+) of (\d+)$/.exec(document.querySelector('[data-testid="machine-count"]')?.textContent ?? "");
+      return m && Number(m[1]) >= n && m[1] === m[2];
+    },
+    want,
+    { timeout: 2 * T },
+  );
+  const frames = await page.evaluate(async () => {
+    const el = document.querySelector('[data-testid="machine-scroll"]');
+    const deltas = [];
+    let last = performance.now();
+    let running = true;
+    const tick = (t) => {
+      deltas.push(t - last);
+      last = t;
+      if (running) requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+    let most = 0;
+    for (let i = 0; i < 150; i++) {
+      el.scrollTop += 220;
+      await new Promise((r) => requestAnimationFrame(r));
+      most = Math.max(most, document.querySelectorAll("[data-machine]").length);
+    }
+    running = false;
+    return { deltas: deltas.slice(1), most };
+  });
+  const sorted = [...frames.deltas].sort((a, b) => a - b);
+  const p95 = sorted[Math.floor(sorted.length * 0.95)];
+  log(`${await page.getByTestId("machine-count").innerText()} Machines: at most ${frames.most} rows in the DOM, p95 frame ${p95.toFixed(1)} ms over ${sorted.length} frames`);
+  if (frames.most >= 200) fail(`${frames.most} rows in the DOM`);
+  if (p95 >= 50) fail(`p95 frame time ${p95} ms while scrolling`);
+  await shot(page, "machines-1000");
+}
 
 // No view polls: each view, left alone, sends no request twice.
 for (const view of ["Machines", "Pools", "Claims", "Usage", "Nodes"]) {

@@ -116,7 +116,7 @@ export function App() {
         {view === "pools" && <Pools who={who} live={live} />}
         {view === "claims" && <Claims who={who} live={live} />}
         {view === "usage" && <Usage live={live} />}
-        {view === "nodes" && <Nodes live={live} />}
+        {view === "nodes" && <Nodes who={who} live={live} />}
       </main>
     </div>
   );

@@ -48,7 +48,7 @@ export function Machines({ who, live }: { who: Whoami; live: Live }) {
           Labels{" "}
           <input value={labels} placeholder="k=v,k2=v2" onInput={(e) => setLabels(e.currentTarget.value)} />
         </label>
-        <span>{live.machines ? `${rows.length} of ${all.length}` : "loading…"}</span>
+        <span data-testid="machine-count">{live.machines ? `${rows.length} of ${all.length}` : "loading…"}</span>
       </div>
       <div class="table" role="table" aria-label="Machines" aria-rowcount={rows.length + 1}>
         <div class="row head" role="row">

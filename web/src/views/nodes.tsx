@@ -1,9 +1,12 @@
-import { useMemo } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
+import type { Whoami } from "../api";
+import { Templates } from "./templates";
 import { ageSeconds, human } from "../logic";
 import { type Live, useNow } from "../store";
 
-export function Nodes({ live }: { live: Live }) {
+export function Nodes({ who, live }: { who: Whoami; live: Live }) {
   const now = useNow();
+  const [open, setOpen] = useState<string>();
   const nodes = useMemo(() => [...(live.nodes?.values() ?? [])], [live.nodes]);
   const allocated = (node: string) =>
     [...(live.machines?.values() ?? [])].filter((m) => (m.status?.nodeName ?? m.spec.nodeName) === node).length;
@@ -13,7 +16,7 @@ export function Nodes({ live }: { live: Live }) {
       <table>
         <thead>
           <tr>
-            {["Node", "CPU", "Memory", "Machines (allocated / capacity)", "Backends", "Acceleration", "Heartbeat"].map((h) => (
+            {["Node", "CPU", "Memory", "Machines (allocated / capacity)", "Backends", "Acceleration", "Heartbeat", ""].map((h) => (
               <th scope="col">{h}</th>
             ))}
           </tr>
@@ -21,7 +24,7 @@ export function Nodes({ live }: { live: Live }) {
         <tbody>
           {nodes.length === 0 && (
             <tr>
-              <td colSpan={7}>{live.nodes ? "no nodes" : "loading…"}</td>
+              <td colSpan={8}>{live.nodes ? "no nodes" : "loading…"}</td>
             </tr>
           )}
           {nodes.map((n) => {
@@ -37,11 +40,17 @@ export function Nodes({ live }: { live: Live }) {
                 <td>{(n.spec.backends ?? []).join(", ")}</td>
                 <td>{n.spec.acceleration ? JSON.stringify(n.spec.acceleration) : "—"}</td>
                 <td>{hb === undefined ? "never" : `${human(hb)} ago`}</td>
+                <td>
+                  <button type="button" onClick={() => setOpen(open === n.metadata.name ? undefined : (n.metadata.name ?? undefined))}>
+                    Templates
+                  </button>
+                </td>
               </tr>
             );
           })}
         </tbody>
       </table>
+      {open && <Templates key={open} who={who} node={open} />}
     </section>
   );
 }
