@@ -5,9 +5,13 @@
 // Exits non-zero with the reason on the first failed expectation.
 
 import { chromium } from "playwright-core";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { createRequire } from "node:module";
+
+// axe-core runs in the page through the DevTools protocol (which the page's CSP does not govern).
+const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
 const { KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE } = process.env;
 for (const [k, v] of Object.entries({ KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE })) {
@@ -69,6 +73,19 @@ async function selectTab(page, name) {
 
 const row = (page) => page.locator(`[data-machine="${MACHINE}"]`);
 
+/** axe-core finds no serious or critical issue on the page as it is now. */
+async function accessible(page, view) {
+  if (!(await page.evaluate(() => typeof window.axe !== "undefined"))) await page.evaluate(AXE);
+  const found = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ["violations"] });
+    return r.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(" ")).join(", ")}`);
+  });
+  if (found.length) fail(`accessibility of ${view}: ${found.join("; ")}`);
+  log(`${view}: axe-core finds no serious or critical issue`);
+}
+
 /** Requests of a quiet view over `ms`: the same URL twice is polling. */
 async function noPolling(page, requests, view, ms = 6000) {
   await page.waitForTimeout(1500);
@@ -92,6 +109,7 @@ async function noPolling(page, requests, view, ms = 6000) {
   if (!text.includes("This token was refused")) fail(`bad token message: ${text}`);
   if (page.url().includes("not-a-token")) fail("the token went into the URL");
   await shot(page, "signin-bad-token");
+  await accessible(page, "sign-in");
   await context.close();
 }
 
@@ -115,6 +133,7 @@ const after = await lifecycle.innerText();
 if (after === before) fail(`the idle countdown does not move: ${after}`);
 log("countdown", before, "→", after);
 await shot(page, "machines");
+await accessible(page, "a Machine's details");
 
 // Pause and resume: the phase changes without a reload.
 const navigations = [];
@@ -245,6 +264,7 @@ if (process.env.MANY) {
 for (const view of ["Machines", "Pools", "Claims", "Usage", "Nodes"]) {
   await nav(page, view);
   await noPolling(page, requests, view);
+  await accessible(page, view);
 }
 // Refusals (401, 403, 409) are answers the page shows, not errors of the page.
 const serious = errors.filter((e) => !e.includes("favicon") && !e.startsWith("Failed to load resource"));

@@ -53,7 +53,7 @@ export function Templates({ who, node }: { who: Whoami; node: string }) {
   };
   const pct = (t?: Template) => (t?.bytesTotal ? ` ${Math.round((100 * t.bytesDone) / t.bytesTotal)}%` : "");
   return (
-    <div class="templates" aria-label={`Templates of ${node}`}>
+    <section class="templates" aria-label={`Templates of ${node}`}>
       <Msg kind="error" text={err} />
       <ul>
         {items.map((t) => (
@@ -81,6 +81,6 @@ export function Templates({ who, node }: { who: Whoami; node: string }) {
           {progress?.bytesTotal ? <progress max={progress.bytesTotal} value={progress.bytesDone} aria-label="Build progress" /> : null}
         </p>
       )}
-    </div>
+    </section>
   );
 }

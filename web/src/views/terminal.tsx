@@ -67,7 +67,7 @@ export function Terminal({ m }: { m: Machine }) {
       <p role="status" data-testid="terminal-state">
         Terminal: {state}
       </p>
-      <div ref={el} class="terminal" data-testid="terminal" aria-label="Terminal" />
+      <div ref={el} class="terminal" data-testid="terminal" />
     </div>
   );
 }
