@@ -157,11 +157,24 @@ await page.getByTestId("terminal").click();
 await page.keyboard.type("echo hi");
 await page.keyboard.press("Enter");
 await page.waitForFunction(
-  () => [...document.querySelectorAll(".xterm-rows > div")].some((d) => d.textContent?.trim() === "hi"),
+  () => [...document.querySelectorAll('[data-testid="terminal"] .xterm-rows > div')].some((d) => d.textContent?.trim() === "hi"),
   null,
   { timeout: T },
 );
 await shot(page, "terminal");
+
+// The console WebSocket, in the same terminal.
+await selectTab(page, "Console");
+await page.getByTestId("console-state").filter({ hasText: "connected" }).waitFor({ timeout: T });
+await page.getByTestId("console").click();
+await page.keyboard.type("echo from-the-console");
+await page.keyboard.press("Enter");
+await page.waitForFunction(
+  () => [...document.querySelectorAll('[data-testid="console"] .xterm-rows > div')].some((d) => d.textContent?.trim() === "from-the-console"),
+  null,
+  { timeout: T },
+);
+await shot(page, "console");
 
 // Files: upload (with progress), list, download, delete.
 await selectTab(page, "Files");

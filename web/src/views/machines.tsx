@@ -106,10 +106,12 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
   const [err, setErr] = useState<string>();
   const [dry, setDry] = useState(false);
   const [copyName, setCopyName] = useState(`${name}-copy`);
-  const [tab, setTab] = useState<"events" | "terminal" | "files">("events");
+  const [tab, setTab] = useState<"events" | "terminal" | "console" | "files">("events");
   const [shellOpened, setShellOpened] = useState(false);
+  const [consoleOpened, setConsoleOpened] = useState(false);
   useEffect(() => {
     if (tab === "terminal") setShellOpened(true);
+    if (tab === "console") setConsoleOpened(true);
   }, [tab]);
   const writer = mayWrite(who, ns);
   const guest = mayUseGuest(who, m);
@@ -207,6 +209,11 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
           </button>
         )}
         {guest && (
+          <button type="button" role="tab" aria-selected={tab === "console"} onClick={() => setTab("console")}>
+            Console
+          </button>
+        )}
+        {guest && (
           <button type="button" role="tab" aria-selected={tab === "files"} onClick={() => setTab("files")}>
             Files
           </button>
@@ -226,6 +233,11 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
       {guest && shellOpened && (
         <div hidden={tab !== "terminal"}>
           <Terminal m={m} />
+        </div>
+      )}
+      {guest && consoleOpened && (
+        <div hidden={tab !== "console"}>
+          <Terminal m={m} kind="console" />
         </div>
       )}
       {tab === "files" && guest && <Files m={m} />}

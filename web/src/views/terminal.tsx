@@ -3,10 +3,11 @@ import { Terminal as XTerm } from "@xterm/xterm";
 import { type Machine, seg, wsUrl } from "../api";
 
 /**
- * A shell in the Machine on the exec-stream WebSocket (opened with a single-use ticket). The
- * stream has no terminal device, so the line is edited here and sent on Enter.
+ * A shell in the Machine on the exec-stream WebSocket, or its console on the console WebSocket;
+ * each opened with a single-use ticket. Neither stream has a terminal device here, so the line
+ * is edited in the page and sent on Enter.
  */
-export function Terminal({ m }: { m: Machine }) {
+export function Terminal({ m, kind = "shell" }: { m: Machine; kind?: "shell" | "console" }) {
   const el = useRef<HTMLDivElement>(null);
   const [state, setState] = useState("connecting…");
   useEffect(() => {
@@ -16,8 +17,10 @@ export function Terminal({ m }: { m: Machine }) {
     let line = "";
     let closed = false;
     const enc = new TextEncoder();
-    const path = `/api/v1/machines/${seg(m.metadata.namespace ?? "")}/${seg(m.metadata.name)}/exec/stream`;
-    void wsUrl(path, { command: JSON.stringify(["sh", "-i"]) })
+    const base = `/api/v1/machines/${seg(m.metadata.namespace ?? "")}/${seg(m.metadata.name)}`;
+    const opened =
+      kind === "shell" ? wsUrl(`${base}/exec/stream`, { command: JSON.stringify(["sh", "-i"]) }) : wsUrl(`${base}/console`, {});
+    void opened
       .then((url) => {
         if (closed) return;
         ws = new WebSocket(url);
@@ -61,13 +64,13 @@ export function Terminal({ m }: { m: Machine }) {
         /* already gone */
       }
     };
-  }, [m.metadata.namespace, m.metadata.name]);
+  }, [m.metadata.namespace, m.metadata.name, kind]);
   return (
     <div>
-      <p role="status" data-testid="terminal-state">
-        Terminal: {state}
+      <p role="status" data-testid={kind === "shell" ? "terminal-state" : "console-state"}>
+        {kind === "shell" ? "Terminal" : "Console"}: {state}
       </p>
-      <div ref={el} class="terminal" data-testid="terminal" />
+      <div ref={el} class="terminal" data-testid={kind === "shell" ? "terminal" : "console"} />
     </div>
   );
 }
