@@ -11,6 +11,8 @@ pub mod mcp;
 pub mod rest;
 pub mod server;
 pub mod state;
+pub mod tickets;
+pub mod ui;
 
 pub use server::{cluster_router, router};
 pub use state::AppState;

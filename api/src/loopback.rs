@@ -25,6 +25,12 @@ impl RouterSlot {
     }
 }
 
+/// Marks a request the in-process client made (a request extension, which no remote client can
+/// set): such requests serve a remote caller who already holds a connection slot of their own,
+/// so they take no per-subject slot of the server's token.
+#[derive(Clone, Copy, Debug)]
+pub struct InProcessRequest;
+
 /// A client acting with `token`, served by whatever router `slot` is given.
 pub fn client(slot: &RouterSlot, token: &str) -> Result<kube::Client, header::InvalidHeaderValue> {
     let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))?;
@@ -50,6 +56,7 @@ impl Service<Request<kube::client::Body>> for InProcess {
     fn call(&mut self, req: Request<kube::client::Body>) -> Self::Future {
         let mut req = req.map(Body::new);
         req.headers_mut().insert(header::AUTHORIZATION, self.auth.clone());
+        req.extensions_mut().insert(InProcessRequest);
         let router = self.router.get().cloned();
         Box::pin(async move {
             match router {

@@ -56,6 +56,7 @@ fn rest_router(state: AppState) -> Router {
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(docs)
+        .merge(crate::ui::router())
         .merge(mcp)
         .merge(rest)
         .layer(TraceLayer::new_for_http())
@@ -255,13 +256,74 @@ async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) 
     }
 }
 
-/// The same for the REST paths, answering in the REST error shape.
+/// The subprotocol prefix a WebSocket client (a browser) carries its token in, as Kubernetes has it.
+const BEARER_PROTOCOL: &str = "base64url.bearer.authorization.k8s.io.";
+
+/// The query parameters a token must never ride in.
+const TOKEN_PARAMS: [&str; 3] = ["token", "access_token", "bearer"];
+
+/// A query parameter's raw value.
+fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
+    req.uri().query()?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == name).then_some(v)
+    })
+}
+
+fn is_websocket(req: &Request) -> bool {
+    req.headers()
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The token a WebSocket client sent as the subprotocol `base64url.bearer.authorization.k8s.io.<token>`.
+fn protocol_token(req: &Request) -> Option<String> {
+    use base64::Engine as _;
+    let offered = req.headers().get_all(axum::http::header::SEC_WEBSOCKET_PROTOCOL);
+    offered.iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).find_map(|p| {
+        let encoded = p.trim().strip_prefix(BEARER_PROTOCOL)?;
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(encoded.trim_end_matches('=')).ok()?;
+        String::from_utf8(raw).ok()
+    })
+}
+
+/// The same for the REST paths, answering in the REST error shape. A WebSocket may instead
+/// carry a single-use ticket (`?ticket=`, from `POST /api/v1/tickets`) or its token in the
+/// Kubernetes bearer subprotocol; a token in the URL is always refused.
 async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let unauthorized = |m: String| Error::new(Reason::Unauthorized, m).into_response();
-    let Some(token) = bearer(&req) else {
-        return unauthorized(NO_TOKEN.into());
+    if TOKEN_PARAMS.iter().any(|p| query_param(&req, p).is_some()) {
+        return unauthorized(
+            "a token never goes in a URL (it would be logged and kept in history): send it as Authorization: \
+             Bearer <token>, or for a WebSocket mint a single-use ticket with POST /api/v1/tickets and give ?ticket="
+                .into(),
+        );
+    }
+    let token = match bearer(&req) {
+        Some(token) => token.to_string(),
+        None if is_websocket(&req) => {
+            if let Some(ticket) = query_param(&req, "ticket") {
+                return match st.tickets.redeem(ticket) {
+                    Some(id) => {
+                        req.extensions_mut().insert(id);
+                        next.run(req).await
+                    }
+                    None => unauthorized(
+                        "this ticket is unknown, used or expired: a ticket opens one WebSocket within 30 s of \
+                         POST /api/v1/tickets; mint another"
+                            .into(),
+                    ),
+                };
+            }
+            match protocol_token(&req) {
+                Some(token) => token,
+                None => return unauthorized(NO_TOKEN.into()),
+            }
+        }
+        None => return unauthorized(NO_TOKEN.into()),
     };
-    match identify(&st, token) {
+    match identify(&st, &token) {
         Ok(id) => {
             req.extensions_mut().insert(id);
             next.run(req).await

@@ -28,6 +28,8 @@ pub struct AppState {
     /// Cancelled when the server starts to drain: long polls then leave their answer to the
     /// connection's end rather than answer a failure of their own making.
     pub stopping: tokio_util::sync::CancellationToken,
+    /// Single-use WebSocket tickets (`POST /api/v1/tickets`).
+    pub tickets: Arc<crate::tickets::Tickets>,
 }
 
 impl AppState {
@@ -43,6 +45,7 @@ impl AppState {
             limits: Arc::new(crate::limits::Limits::default()),
             connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
             stopping: tokio_util::sync::CancellationToken::new(),
+            tickets: Arc::new(crate::tickets::Tickets::default()),
         }
     }
 

@@ -731,6 +731,13 @@ pub mod types {
         #[serde(rename = "heartbeatTime", skip_serializing_if = "::std::option::Option::is_none")]
         pub heartbeat_time: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
     }
+    #[doc = "`KaironNodeWatchEvent`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KaironNodeWatchEvent {
+        pub object: KaironNode,
+        #[serde(rename = "type")]
+        pub type_: WatchEventType,
+    }
     #[doc = "`KernelSpec`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct KernelSpec {
@@ -1166,6 +1173,13 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<ClaimUsage>,
     }
+    #[doc = "`MachineClaimWatchEvent`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineClaimWatchEvent {
+        pub object: MachineClaim,
+        #[serde(rename = "type")]
+        pub type_: WatchEventType,
+    }
     #[doc = "`Machine` (filled in when omitted)."]
     #[derive(
         :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
@@ -1408,6 +1422,13 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub warm: ::std::option::Option<i32>,
     }
+    #[doc = "`MachinePoolWatchEvent`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachinePoolWatchEvent {
+        pub object: MachinePool,
+        #[serde(rename = "type")]
+        pub type_: WatchEventType,
+    }
     #[doc = "A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`)."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct MachineSpec {
@@ -1584,6 +1605,13 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<TemplateMeta>,
         pub spec: MachineSpec,
+    }
+    #[doc = "`MachineWatchEvent`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineWatchEvent {
+        pub object: Machine,
+        #[serde(rename = "type")]
+        pub type_: WatchEventType,
     }
     #[doc = "How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge` give\nthe guest an address the sandbox HTTP proxy can dial."]
     #[derive(
@@ -2515,6 +2543,15 @@ pub mod types {
             value.parse()
         }
     }
+    #[doc = "A single-use ticket for a WebSocket."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct Ticket {
+        #[doc = "How long it stays valid, from now."]
+        #[serde(rename = "expiresInSeconds")]
+        pub expires_in_seconds: i64,
+        #[doc = "Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);\nit works once."]
+        pub ticket: ::std::string::String,
+    }
     #[doc = "Summed usage."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct Totals {
@@ -2807,6 +2844,124 @@ pub mod types {
             value.parse()
         }
     }
+    #[doc = "What changed in a watch: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` (only a version), or\n`ERROR` (the object is then a `Status`; code 410: the version is too old, watch again without one)."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum WatchEventType {
+        #[serde(rename = "ADDED")]
+        Added,
+        #[serde(rename = "MODIFIED")]
+        Modified,
+        #[serde(rename = "DELETED")]
+        Deleted,
+        #[serde(rename = "BOOKMARK")]
+        Bookmark,
+        #[serde(rename = "ERROR")]
+        Error,
+    }
+    impl ::std::fmt::Display for WatchEventType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Added => f.write_str("ADDED"),
+                Self::Modified => f.write_str("MODIFIED"),
+                Self::Deleted => f.write_str("DELETED"),
+                Self::Bookmark => f.write_str("BOOKMARK"),
+                Self::Error => f.write_str("ERROR"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for WatchEventType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "ADDED" => Ok(Self::Added),
+                "MODIFIED" => Ok(Self::Modified),
+                "DELETED" => Ok(Self::Deleted),
+                "BOOKMARK" => Ok(Self::Bookmark),
+                "ERROR" => Ok(Self::Error),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WatchEventType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WatchEventType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "Who the caller's token says they are, and what the server lets such a caller do."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct Whoami {
+        #[doc = "The legacy shared token (an operator with no identity, no guest access)."]
+        pub legacy: bool,
+        #[doc = "The namespaces the token may use; `*` is every namespace."]
+        pub namespaces: ::std::vec::Vec<::std::string::String>,
+        #[doc = "Whether this server lets operators use the guest routes (exec, files, terminal) on\nMachines labelled `kairon.zyvor.dev/sandbox=true` (`KAIRON_UI_SANDBOX_OPERATOR_EXEC`).\nAdmins always may; viewers never."]
+        #[serde(rename = "operatorExec")]
+        pub operator_exec: bool,
+        pub role: WhoamiRole,
+        #[doc = "The token's subject."]
+        pub subject: ::std::string::String,
+    }
+    #[doc = "A token's role."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum WhoamiRole {
+        #[serde(rename = "admin")]
+        Admin,
+        #[serde(rename = "operator")]
+        Operator,
+        #[serde(rename = "viewer")]
+        Viewer,
+        #[serde(rename = "node")]
+        Node,
+        #[serde(rename = "controller")]
+        Controller,
+    }
+    impl ::std::fmt::Display for WhoamiRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Admin => f.write_str("admin"),
+                Self::Operator => f.write_str("operator"),
+                Self::Viewer => f.write_str("viewer"),
+                Self::Node => f.write_str("node"),
+                Self::Controller => f.write_str("controller"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for WhoamiRole {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "admin" => Ok(Self::Admin),
+                "operator" => Ok(Self::Operator),
+                "viewer" => Ok(Self::Viewer),
+                "node" => Ok(Self::Node),
+                "controller" => Ok(Self::Controller),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for WhoamiRole {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for WhoamiRole {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     #[doc = " Error types."]
     pub mod error {
         #[doc = r" Error from a `TryFrom` or `FromStr` implementation."]
@@ -2883,10 +3038,12 @@ impl ClientInfo<()> for Client {
 impl ClientHooks<()> for &Client {}
 #[allow(clippy::all)]
 impl Client {
-    #[doc = "Sends a `GET` request to `/api/v1/machineclaims`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n"]
+    #[doc = "Sends a `GET` request to `/api/v1/machineclaims`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n- `resource_version`: With `watch=true`: send only the changes after this version.\n- `watch`: `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)\ninstead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each\nchange as it happens, in the caller's namespaces only. The stream ends after about five\nminutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying\ncode 410 means that version is too old: watch again without one.\n"]
     pub async fn machineclaim_list_all<'a>(
         &'a self,
         label_selector: Option<&'a str>,
+        resource_version: Option<&'a str>,
+        watch: Option<bool>,
     ) -> Result<ResponseValue<types::MachineClaimList>, Error<types::ErrorBody>> {
         let url = format!("{}/api/v1/machineclaims", self.baseurl,);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -2900,6 +3057,8 @@ impl Client {
             .get(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
             .query(&progenitor_client::QueryParam::new("labelSelector", &label_selector))
+            .query(&progenitor_client::QueryParam::new("resourceVersion", &resource_version))
+            .query(&progenitor_client::QueryParam::new("watch", &watch))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "machineclaim_list_all" };
@@ -2911,6 +3070,7 @@ impl Client {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -3206,10 +3366,12 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Sends a `GET` request to `/api/v1/machinepools`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n"]
+    #[doc = "Sends a `GET` request to `/api/v1/machinepools`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n- `resource_version`: With `watch=true`: send only the changes after this version.\n- `watch`: `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)\ninstead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each\nchange as it happens, in the caller's namespaces only. The stream ends after about five\nminutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying\ncode 410 means that version is too old: watch again without one.\n"]
     pub async fn machinepool_list_all<'a>(
         &'a self,
         label_selector: Option<&'a str>,
+        resource_version: Option<&'a str>,
+        watch: Option<bool>,
     ) -> Result<ResponseValue<types::MachinePoolList>, Error<types::ErrorBody>> {
         let url = format!("{}/api/v1/machinepools", self.baseurl,);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -3223,6 +3385,8 @@ impl Client {
             .get(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
             .query(&progenitor_client::QueryParam::new("labelSelector", &label_selector))
+            .query(&progenitor_client::QueryParam::new("resourceVersion", &resource_version))
+            .query(&progenitor_client::QueryParam::new("watch", &watch))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "machinepool_list_all" };
@@ -3234,6 +3398,7 @@ impl Client {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -3529,10 +3694,12 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Sends a `GET` request to `/api/v1/machines`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n"]
+    #[doc = "Sends a `GET` request to `/api/v1/machines`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n- `resource_version`: With `watch=true`: send only the changes after this version.\n- `watch`: `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)\ninstead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each\nchange as it happens, in the caller's namespaces only. The stream ends after about five\nminutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying\ncode 410 means that version is too old: watch again without one.\n"]
     pub async fn machine_list_all<'a>(
         &'a self,
         label_selector: Option<&'a str>,
+        resource_version: Option<&'a str>,
+        watch: Option<bool>,
     ) -> Result<ResponseValue<types::MachineList>, Error<types::ErrorBody>> {
         let url = format!("{}/api/v1/machines", self.baseurl,);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
@@ -3546,6 +3713,8 @@ impl Client {
             .get(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
             .query(&progenitor_client::QueryParam::new("labelSelector", &label_selector))
+            .query(&progenitor_client::QueryParam::new("resourceVersion", &resource_version))
+            .query(&progenitor_client::QueryParam::new("watch", &watch))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "machine_list_all" };
@@ -3557,6 +3726,7 @@ impl Client {
             200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -5426,8 +5596,12 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat\n\nSends a `GET` request to `/api/v1/nodes`\n\n"]
-    pub async fn node_list<'a>(&'a self) -> Result<ResponseValue<types::KaironNodeList>, Error<types::ErrorBody>> {
+    #[doc = "The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a\nwatch of them (`watch=true`)\n\nSends a `GET` request to `/api/v1/nodes`\n\nArguments:\n- `resource_version`: With `watch=true`: send only the changes after this version.\n- `watch`: `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)\ninstead of a list, as on `GET /api/v1/machines?watch=true`.\n"]
+    pub async fn node_list<'a>(
+        &'a self,
+        resource_version: Option<&'a str>,
+        watch: Option<bool>,
+    ) -> Result<ResponseValue<types::KaironNodeList>, Error<types::ErrorBody>> {
         let url = format!("{}/api/v1/nodes", self.baseurl,);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
         header_map.append(
@@ -5439,6 +5613,8 @@ impl Client {
             .client
             .get(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("resourceVersion", &resource_version))
+            .query(&progenitor_client::QueryParam::new("watch", &watch))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "node_list" };
@@ -5448,7 +5624,9 @@ impl Client {
         let response = result?;
         match response.status().as_u16() {
             200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
@@ -5885,6 +6063,34 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
+    #[doc = "Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a\nbrowser sends instead of a token, which never goes in a URL\n\nSends a `POST` request to `/api/v1/tickets`\n\n"]
+    pub async fn ticket_create<'a>(&'a self) -> Result<ResponseValue<types::Ticket>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/tickets", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "ticket_create" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            201u16 => ResponseValue::from_response(response).await,
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
     #[doc = "Usage totals over a range of UTC days, by namespace, claim or day\n\nSends a `GET` request to `/api/v1/usage`\n\nArguments:\n- `from`: First UTC day, `YYYY-MM-DD` (default: the first of this month).\n- `group_by`: `namespace` (default), `claim` or `day`.\n- `namespace`: Only this namespace.\n- `to`: Day after the last, `YYYY-MM-DD` (default: tomorrow).\n"]
     pub async fn usage_report<'a>(
         &'a self,
@@ -5953,6 +6159,34 @@ impl Client {
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Who the caller is: subject, role, namespaces, and the server's operator-exec flag\n\nSends a `GET` request to `/api/v1/whoami`\n\n"]
+    pub async fn whoami<'a>(&'a self) -> Result<ResponseValue<types::Whoami>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/whoami", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "whoami" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }

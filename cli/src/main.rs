@@ -823,11 +823,15 @@ fn items(v: Value) -> Vec<Value> {
 /// The objects of a kind in `ns` (every namespace with `all`), by label with `sel`.
 async fn list(c: &Client, ns: &str, kind: Kind, all: bool, sel: Option<&str>) -> Result<Vec<Value>> {
     let v = match (kind, all) {
-        (Kind::Machine, true) => to_value(&c.machine_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machine, true) => to_value(&c.machine_list_all(sel, None, None).await.map_err(fail)?.into_inner()),
         (Kind::Machine, false) => to_value(&c.machine_list(ns, sel).await.map_err(fail)?.into_inner()),
-        (Kind::Machinepool, true) => to_value(&c.machinepool_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machinepool, true) => {
+            to_value(&c.machinepool_list_all(sel, None, None).await.map_err(fail)?.into_inner())
+        }
         (Kind::Machinepool, false) => to_value(&c.machinepool_list(ns, sel).await.map_err(fail)?.into_inner()),
-        (Kind::Machineclaim, true) => to_value(&c.machineclaim_list_all(sel).await.map_err(fail)?.into_inner()),
+        (Kind::Machineclaim, true) => {
+            to_value(&c.machineclaim_list_all(sel, None, None).await.map_err(fail)?.into_inner())
+        }
         (Kind::Machineclaim, false) => to_value(&c.machineclaim_list(ns, sel).await.map_err(fail)?.into_inner()),
     };
     Ok(items(v))
@@ -926,7 +930,9 @@ async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str
             (table, items)
         }
         None => match kind {
-            GetKind::Nodes => (output::Table::Nodes, items(to_value(&c.node_list().await.map_err(fail)?.into_inner()))),
+            GetKind::Nodes => {
+                (output::Table::Nodes, items(to_value(&c.node_list(None, None).await.map_err(fail)?.into_inner())))
+            }
             GetKind::Templates => {
                 let n = node_of()?;
                 let items = match name {

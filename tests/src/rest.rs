@@ -107,10 +107,28 @@ impl Rest {
         path: &str,
     ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, String>
     {
+        let bearer = format!("Bearer {}", self.token);
+        self.websocket_with(path, &[("authorization", bearer.as_str())]).await
+    }
+
+    /// A WebSocket to a relay route with exactly these headers (none: no Authorization), as a
+    /// browser opens one (a ticket in the query, or the token in a subprotocol).
+    pub async fn websocket_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>, String>
+    {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
         let url = self.url(path).replacen("https", "wss", 1);
         let mut req = url.into_client_request().map_err(|e| e.to_string())?;
-        req.headers_mut().insert("authorization", format!("Bearer {}", self.token).parse().map_err(|_| "token")?);
+        for (k, v) in headers {
+            req.headers_mut().insert(
+                HeaderName::from_bytes(k.as_bytes()).map_err(|e| e.to_string())?,
+                HeaderValue::from_str(v).map_err(|e| e.to_string())?,
+            );
+        }
         let connector = tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(self.tls_config()));
         match tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector)).await {
             Ok((ws, _)) => Ok(ws),

@@ -57,6 +57,7 @@ impl StoreBinding<'_> {
             id: self.id,
             params,
             status_sub: false,
+            in_process: false,
         })
     }
 

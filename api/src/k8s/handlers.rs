@@ -24,9 +24,12 @@ use crate::state::AppState;
 /// How many times a patch or an unconditional update retries on a concurrent write.
 const MAX_RETRIES: usize = 16;
 
+// The request's parts, each a different extractor of the router; one call per request.
+#[allow(clippy::too_many_arguments)]
 pub async fn handle(
     st: &AppState,
     id: &Identity,
+    in_process: bool,
     method: Method,
     headers: &HeaderMap,
     q: &HashMap<String, String>,
@@ -81,7 +84,7 @@ pub async fn handle(
         guard::may_write_status(id, kind_of(rt)).map_err(ApiError::forbidden)?;
     }
     let ns = t.namespace.clone().unwrap_or_default();
-    let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub };
+    let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub, in_process };
 
     match (method, t.name) {
         (Method::GET, None) if ctx.params.watch => watch(&ctx, headers).await,
@@ -118,6 +121,8 @@ pub(super) struct Ctx<'a> {
     pub(super) id: &'a Identity,
     pub(super) params: Params,
     pub(super) status_sub: bool,
+    /// Made by the in-process client for a caller who holds their own connection slot.
+    pub(super) in_process: bool,
 }
 
 impl Ctx<'_> {
@@ -390,10 +395,15 @@ fn watch_event(type_: &str, object: Value) -> Bytes {
 }
 
 async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
-    // Held as long as the stream: the client closing it frees the slot.
-    let slot = c.st.connections.acquire_for(c.id).map_err(|e| {
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, crate::limits::TooManyConnections::REASON, e.message())
-    })?;
+    // Held as long as the stream: the client closing it frees the slot. An in-process watch
+    // serves a REST caller who holds a slot of their own (the server's token takes none).
+    let slot = if c.in_process {
+        None
+    } else {
+        c.st.connections.acquire_for(c.id).map_err(|e| {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, crate::limits::TooManyConnections::REASON, e.message())
+        })?
+    };
     let sel = Selection::parse(&c.params)?;
     let (group, resource) = c.rt.store_key();
     let ns = (!c.ns.is_empty()).then(|| c.ns.clone());
@@ -1056,6 +1066,7 @@ async fn delete_collection(c: &Ctx<'_>) -> ApiResult<Response> {
             id: c.id,
             params: Params { dry_run: c.params.dry_run, ..Default::default() },
             status_sub: false,
+            in_process: c.in_process,
         };
         match delete(&sub, &name, &Bytes::new()).await {
             Ok(_) => deleted.push(c.present(obj)),

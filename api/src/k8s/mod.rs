@@ -149,11 +149,17 @@ fn parse_target(group: &str, version: &str, rest: &[&str]) -> Option<Target> {
     })
 }
 
-type Req = (State<AppState>, axum::Extension<Identity>, Method, HeaderMap, Query<HashMap<String, String>>);
+type Req = (State<AppState>, axum::Extension<Identity>, Method, HeaderMap, Query<HashMap<String, String>>, bool);
 
+/// Whether the in-process client made this request ([`crate::loopback::InProcessRequest`]).
+type InProcess = Option<axum::Extension<crate::loopback::InProcessRequest>>;
+
+// One parameter per extractor (axum hands each in).
+#[allow(clippy::too_many_arguments)]
 async fn core(
     State(st): State<AppState>,
     axum::Extension(id): axum::Extension<Identity>,
+    in_process: InProcess,
     method: Method,
     uri: axum::http::Uri,
     headers: HeaderMap,
@@ -168,12 +174,14 @@ async fn core(
         ["namespaces", name] => parse_target("", "v1", &["namespaces", name]),
         _ => parse_target("", "v1", &segs),
     };
-    serve((State(st), axum::Extension(id), method, headers, Query(q)), target, body).await
+    serve((State(st), axum::Extension(id), method, headers, Query(q), in_process.is_some()), target, body).await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn apis(
     State(st): State<AppState>,
     axum::Extension(id): axum::Extension<Identity>,
+    in_process: InProcess,
     method: Method,
     Path(rest): Path<String>,
     headers: HeaderMap,
@@ -195,21 +203,31 @@ async fn apis(
         [g, v, "watch", ref tail @ ..] => {
             let mut q = q;
             q.insert("watch".into(), "true".into());
-            serve((State(st), axum::Extension(id), method, headers, Query(q)), parse_target(g, v, tail), body).await
+            serve(
+                (State(st), axum::Extension(id), method, headers, Query(q), in_process.is_some()),
+                parse_target(g, v, tail),
+                body,
+            )
+            .await
         }
         [g, v, ref tail @ ..] => {
-            serve((State(st), axum::Extension(id), method, headers, Query(q)), parse_target(g, v, tail), body).await
+            serve(
+                (State(st), axum::Extension(id), method, headers, Query(q), in_process.is_some()),
+                parse_target(g, v, tail),
+                body,
+            )
+            .await
         }
         _ => ApiError::no_route("the server could not find the requested resource").into_response(),
     }
 }
 
 async fn serve(req: Req, target: Option<Target>, body: Bytes) -> Response {
-    let (State(st), axum::Extension(id), method, headers, Query(q)) = req;
+    let (State(st), axum::Extension(id), method, headers, Query(q), in_process) = req;
     let Some(target) = target else {
         return ApiError::no_route("the server could not find the requested resource").into_response();
     };
-    match handlers::handle(&st, &id, method, &headers, &q, target, body).await {
+    match handlers::handle(&st, &id, in_process, method, &headers, &q, target, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }

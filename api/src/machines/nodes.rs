@@ -77,6 +77,16 @@ impl Machines {
         self.runtime(node).await
     }
 
+    /// A watch of the nodes (see [`Machines::watch_all`]).
+    pub async fn watch_nodes(
+        &self,
+        resource_version: Option<&str>,
+        timeout: std::time::Duration,
+    ) -> Result<futures::stream::BoxStream<'static, bytes::Bytes>> {
+        super::objects::watch_apis(vec![Api::<KaironNode>::all(self.kube.clone())], None, resource_version, timeout)
+            .await
+    }
+
     pub async fn nodes(&self) -> Result<List<KaironNode>> {
         let nodes: Api<KaironNode> = Api::all(self.kube.clone());
         Ok(List { items: nodes.list(&Default::default()).await?.items })

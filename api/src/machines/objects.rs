@@ -47,6 +47,59 @@ pub fn check_namespace(ns: &str) -> Result<()> {
     Ok(())
 }
 
+/// The watches of `apis` merged into one stream of NDJSON lines (see [`Machines::watch_all`]).
+pub async fn watch_apis<K>(
+    apis: Vec<Api<K>>,
+    labels: Option<&str>,
+    resource_version: Option<&str>,
+    timeout: Duration,
+) -> Result<futures::stream::BoxStream<'static, bytes::Bytes>>
+where
+    K: Resource + Clone + Debug + Serialize + DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt;
+    let rv = match resource_version {
+        None | Some("") => "0",
+        Some(v) if v.bytes().all(|b| b.is_ascii_digit()) && v.len() <= 19 => v,
+        Some(v) => {
+            return Err(Error::bad_request(format!(
+                "resourceVersion={v:?} is not a resource version: give the metadata.resourceVersion of an object \
+                 the watch sent, or none to start with every object"
+            )));
+        }
+    };
+    let secs = u32::try_from(timeout.as_secs().clamp(1, 290)).unwrap_or(290);
+    let mut wp = kube::api::WatchParams::default().timeout(secs);
+    if let Some(sel) = labels {
+        wp = wp.labels(sel);
+    }
+    let mut streams = Vec::new();
+    for api in apis {
+        let events = api.watch(&wp, rv).await?;
+        streams.push(events.map(|ev| watch_line(&ev)).boxed());
+    }
+    Ok(futures::stream::select_all(streams).boxed())
+}
+
+/// One line of a REST watch.
+fn watch_line<K: Serialize>(ev: &kube::Result<kube::api::WatchEvent<K>>) -> bytes::Bytes {
+    use kube::api::WatchEvent as W;
+    let (kind, object) = match ev {
+        Ok(W::Added(o)) => ("ADDED", serde_json::to_value(o)),
+        Ok(W::Modified(o)) => ("MODIFIED", serde_json::to_value(o)),
+        Ok(W::Deleted(o)) => ("DELETED", serde_json::to_value(o)),
+        Ok(W::Bookmark(b)) => ("BOOKMARK", serde_json::to_value(b)),
+        Ok(W::Error(status)) => ("ERROR", serde_json::to_value(status)),
+        Err(e) => {
+            ("ERROR", Ok(serde_json::json!({"reason": "InternalError", "message": format!("watch failed: {e}")})))
+        }
+    };
+    let object = object.unwrap_or_else(|e| serde_json::json!({"reason": "InternalError", "message": e.to_string()}));
+    let mut line = serde_json::to_vec(&serde_json::json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    bytes::Bytes::from(line)
+}
+
 /// The kinds mirrored here.
 pub trait Mirrored:
     Resource<Scope = NamespaceResourceScope, DynamicType = ()>
@@ -238,6 +291,27 @@ impl Machines {
             items.extend(self.list_in::<K>(Some(ns), labels).await?);
         }
         Ok(List { items })
+    }
+
+    /// A watch of the objects in every namespace the caller may read, as newline-delimited JSON
+    /// lines `{"type": "ADDED"|"MODIFIED"|"DELETED"|"ERROR", "object": …}`: with no
+    /// `resource_version`, every object first as ADDED, then each change; from a version, the
+    /// changes after it (an ERROR line with a 410 `Status` when it is too old: list again).
+    /// It reads through kube-rs, so it is the Kubernetes API's own watch (embedded or a cluster);
+    /// the stream ends after `timeout`, and the client resumes from the last version it saw.
+    pub async fn watch_all<K: Mirrored + Send + 'static>(
+        &self,
+        id: &Identity,
+        labels: Option<&str>,
+        resource_version: Option<&str>,
+        timeout: Duration,
+    ) -> Result<futures::stream::BoxStream<'static, bytes::Bytes>> {
+        let apis: Vec<Api<K>> = if id.all_namespaces() {
+            vec![Api::all(self.kube.clone())]
+        } else {
+            id.namespaces.iter().map(|ns| Api::namespaced(self.kube.clone(), ns)).collect()
+        };
+        watch_apis(apis, labels, resource_version, timeout).await
     }
 
     /// The objects in one namespace.

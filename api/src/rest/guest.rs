@@ -441,8 +441,13 @@ async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgr
     let slot = c.connection_slot()?;
     let s = c.open(&p, Needs::Instance).await?;
     let upstream = connect_upstream(&s, Relay::Console).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
+    Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
+
+/// The subprotocol the WebSocket routes answer with when a client offers it: a browser that
+/// carries its token as `base64url.bearer.authorization.k8s.io.<token>` offers this one too, since
+/// a server must choose one of the protocols offered.
+pub const WS_PROTOCOL: &str = "kairon.v1";
 
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -477,7 +482,7 @@ async fn machine_exec_stream(
         ));
     }
     let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command }).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
+    Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 /// The VM's display over WebSocket: QEMU's VNC server (RFB), raw bytes both ways.
@@ -492,7 +497,7 @@ async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade)
         return Err(Error::conflict(Reason::VncUnsupported, "a template sandbox has no display: VNC needs a VM"));
     }
     let upstream = connect_upstream(&s, Relay::Vnc).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
+    Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 #[derive(Deserialize, IntoParams)]
@@ -516,7 +521,7 @@ async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUp
     }
     let s = c.open(&ObjectPath { namespace: p.namespace.clone(), name: p.name.clone() }, Needs::Instance).await?;
     let upstream = connect_upstream(&s, Relay::Tunnel(p.port)).await?;
-    Ok(ws.on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
+    Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {

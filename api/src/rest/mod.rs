@@ -5,6 +5,7 @@
 
 pub mod body;
 pub mod contract;
+mod dashboard;
 pub mod error;
 pub mod guest;
 mod nodes;
@@ -86,6 +87,7 @@ impl Caller {
         (name = "Guest", description = "Exec, processes, files and relays into a Machine's guest"),
         (name = "Nodes", description = "Nodes and their runtime: templates, sandboxes, pools, egress"),
         (name = "Usage", description = "Claim usage for billing"),
+        (name = "Session", description = "Who the caller is, and WebSocket tickets for browsers"),
     )
 )]
 struct ApiDoc;
@@ -110,6 +112,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(guest::routes())
         .merge(nodes::routes())
         .merge(usage::routes())
+        .merge(dashboard::routes())
 }
 
 /// Adds the operations whose axum routes are not made from the route list (the sandbox proxy's

@@ -16,7 +16,6 @@ use kairon_runtime_api::types::{CreatePoolRequest, CreateTemplateRequest, Pool, 
 use super::{Caller, ErrorBody, JsonBody, schema};
 use crate::machines::Result;
 use crate::machines::nodes::{PoolClaim, PoolClaimRequest, SandboxItem};
-use crate::machines::objects::List;
 use crate::state::AppState;
 
 #[derive(Deserialize, IntoParams)]
@@ -34,11 +33,39 @@ pub struct NodeItemPath {
     pub item: String,
 }
 
-/// The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
-#[utoipa::path(get, path = "/api/v1/nodes", tag = "Nodes",
-    responses((status = 200, description = "The nodes", body = schema::KaironNodeList)))]
-async fn node_list(c: Caller) -> Result<Json<List<KaironNode>>> {
-    Ok(Json(c.machines.nodes().await?))
+/// A list of nodes, or with `watch=true` a watch of them.
+#[derive(serde::Deserialize, utoipa::IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeListQuery {
+    /// `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+    /// instead of a list, as on `GET /api/v1/machines?watch=true`.
+    pub watch: Option<bool>,
+    /// With `watch=true`: send only the changes after this version.
+    pub resource_version: Option<String>,
+}
+
+/// The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+/// watch of them (`watch=true`).
+#[utoipa::path(get, path = "/api/v1/nodes", tag = "Nodes", params(NodeListQuery),
+    responses((status = 200, description = "The nodes; with `watch=true`, a stream of watch events, one a line",
+               content((schema::KaironNodeList = "application/json"), (schema::KaironNodeWatchEvent = "application/x-ndjson"))),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody),
+              (status = 429, description = "The caller holds as many long-lived connections as it may", body = ErrorBody)))]
+async fn node_list(
+    c: Caller,
+    axum::extract::Query(q): axum::extract::Query<NodeListQuery>,
+) -> Result<axum::response::Response> {
+    use axum::response::IntoResponse;
+    if q.watch == Some(true) {
+        let slot = c.connection_slot()?;
+        let lines = c
+            .machines
+            .watch_nodes(q.resource_version.as_deref(), std::time::Duration::from_secs(super::objects::WATCH_SECONDS))
+            .await?;
+        return super::objects::stream_response(&c, lines, slot);
+    }
+    Ok(Json(c.machines.nodes().await?).into_response())
 }
 
 /// One node.

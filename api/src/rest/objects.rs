@@ -44,6 +44,66 @@ pub struct ListQuery {
     pub label_selector: Option<String>,
 }
 
+/// A list across namespaces, or with `watch=true` a watch of it.
+#[derive(Deserialize, IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct ListAllQuery {
+    /// A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.
+    pub label_selector: Option<String>,
+    /// `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+    /// instead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each
+    /// change as it happens, in the caller's namespaces only. The stream ends after about five
+    /// minutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying
+    /// code 410 means that version is too old: watch again without one.
+    pub watch: Option<bool>,
+    /// With `watch=true`: send only the changes after this version.
+    pub resource_version: Option<String>,
+}
+
+/// How long one REST watch stream lasts before the client resumes it.
+pub(super) const WATCH_SECONDS: u64 = 290;
+
+/// A watch of `K` in the caller's namespaces, as a streamed NDJSON answer; it holds one of the
+/// caller's connection slots while it lasts.
+async fn watch_response<K: crate::machines::objects::Mirrored + Send + 'static>(
+    c: Caller,
+    q: &ListAllQuery,
+) -> Result<axum::response::Response> {
+    let slot = c.connection_slot()?;
+    let lines = c
+        .machines
+        .watch_all::<K>(
+            &c.id,
+            q.label_selector.as_deref(),
+            q.resource_version.as_deref(),
+            Duration::from_secs(WATCH_SECONDS),
+        )
+        .await?;
+    stream_response(&c, lines, slot)
+}
+
+/// A streamed NDJSON answer of watch `lines`, holding the caller's connection `slot`; it ends
+/// when the server drains.
+pub(super) fn stream_response(
+    c: &Caller,
+    lines: futures::stream::BoxStream<'static, bytes::Bytes>,
+    slot: Option<crate::limits::ConnectionGuard>,
+) -> Result<axum::response::Response> {
+    use futures::StreamExt;
+    let stream = lines.take_until(c.stopping.clone().cancelled_owned()).map(move |line| {
+        let _held = &slot;
+        Ok::<_, std::io::Error>(line)
+    });
+    axum::response::Response::builder()
+        .status(axum::http::StatusCode::OK)
+        .header(axum::http::header::CONTENT_TYPE, "application/x-ndjson")
+        .header(axum::http::header::CACHE_CONTROL, "no-store")
+        .header("x-content-type-options", "nosniff")
+        .body(axum::body::Body::from_stream(stream))
+        .map_err(|e| Error::internal(e.to_string()))
+}
+
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
@@ -85,19 +145,26 @@ impl WaitQuery {
 /// The same eight routes for each kind.
 macro_rules! kind_routes {
     (
-        $K:ty, $doc:ty, $list_doc:ty, $tag:literal, $kind:literal,
+        $K:ty, $doc:ty, $list_doc:ty, $watch_doc:ty, $tag:literal, $kind:literal,
         $list_all:ident = $p_all:literal,
         $list:ident, $create:ident = $p_ns:literal,
         $get:ident, $replace:ident, $delete:ident = $p_one:literal,
         $wait:ident = $p_wait:literal,
         $events:ident = $p_events:literal
     ) => {
-        #[doc = concat!("List ", $kind, "s in every namespace the caller may read.")]
-        #[utoipa::path(get, path = $p_all, tag = $tag, params(ListQuery),
-            responses((status = 200, description = "The objects", body = $list_doc),
-                      (status = 401, description = "No or a bad token", body = super::ErrorBody)))]
-        async fn $list_all(c: Caller, Query(q): Query<ListQuery>) -> Result<Json<List<$K>>> {
-            Ok(Json(c.machines.list_all(&c.id, q.label_selector.as_deref()).await?))
+        #[doc = concat!("List ", $kind, "s in every namespace the caller may read, or watch them (`watch=true`).")]
+        #[utoipa::path(get, path = $p_all, tag = $tag, params(ListAllQuery),
+            responses((status = 200, description = "The objects; with `watch=true`, a stream of watch events, one a line",
+                       content(($list_doc = "application/json"), ($watch_doc = "application/x-ndjson"))),
+                      (status = 400, description = "A parameter is invalid", body = super::ErrorBody),
+                      (status = 401, description = "No or a bad token", body = super::ErrorBody),
+                      (status = 429, description = "The caller holds as many long-lived connections as it may", body = super::ErrorBody)))]
+        async fn $list_all(c: Caller, Query(q): Query<ListAllQuery>) -> Result<axum::response::Response> {
+            use axum::response::IntoResponse;
+            if q.watch == Some(true) {
+                return watch_response::<$K>(c, &q).await;
+            }
+            Ok(Json(c.machines.list_all::<$K>(&c.id, q.label_selector.as_deref()).await?).into_response())
         }
 
         #[doc = concat!("List ", $kind, "s in a namespace.")]
@@ -174,6 +241,7 @@ kind_routes!(
     Machine,
     schema::Machine,
     schema::MachineList,
+    schema::MachineWatchEvent,
     "Machines",
     "Machine",
     machine_list_all = "/api/v1/machines",
@@ -189,6 +257,7 @@ kind_routes!(
     MachinePool,
     schema::MachinePool,
     schema::MachinePoolList,
+    schema::MachinePoolWatchEvent,
     "MachinePools",
     "MachinePool",
     machinepool_list_all = "/api/v1/machinepools",
@@ -204,6 +273,7 @@ kind_routes!(
     MachineClaim,
     schema::MachineClaim,
     schema::MachineClaimList,
+    schema::MachineClaimWatchEvent,
     "MachineClaims",
     "MachineClaim",
     machineclaim_list_all = "/api/v1/machineclaims",

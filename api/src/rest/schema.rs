@@ -31,6 +31,50 @@ pub struct ObjectMeta {
     pub owner_references: Option<Vec<serde_json::Value>>,
 }
 
+/// What changed in a watch: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` (only a version), or
+/// `ERROR` (the object is then a `Status`; code 410: the version is too old, watch again without one).
+#[derive(Serialize, ToSchema)]
+pub enum WatchEventType {
+    #[serde(rename = "ADDED")]
+    Added,
+    #[serde(rename = "MODIFIED")]
+    Modified,
+    #[serde(rename = "DELETED")]
+    Deleted,
+    #[serde(rename = "BOOKMARK")]
+    Bookmark,
+    #[serde(rename = "ERROR")]
+    Error,
+}
+
+macro_rules! watch_event_schema {
+    ($event:ident, $doc:ident, $name:literal) => {
+        #[derive(Serialize, ToSchema)]
+        #[doc = concat!("One line of a watch of ", $name, "s (`application/x-ndjson`).")]
+        pub struct $event {
+            #[serde(rename = "type")]
+            pub type_: WatchEventType,
+            #[doc = concat!("The ", $name, " as it is now (as it was last, for `DELETED`).")]
+            pub object: $doc,
+        }
+    };
+}
+
+macro_rules! paste_watch {
+    (Machine, $name:literal) => {
+        watch_event_schema!(MachineWatchEvent, Machine, $name);
+    };
+    (MachinePool, $name:literal) => {
+        watch_event_schema!(MachinePoolWatchEvent, MachinePool, $name);
+    };
+    (MachineClaim, $name:literal) => {
+        watch_event_schema!(MachineClaimWatchEvent, MachineClaim, $name);
+    };
+    (KaironNode, $name:literal) => {
+        watch_event_schema!(KaironNodeWatchEvent, KaironNode, $name);
+    };
+}
+
 macro_rules! object_schema {
     ($doc:ident, $name:literal, $spec:ty, $status:ty, $list:ident, $list_name:literal) => {
         #[derive(Serialize, ToSchema)]
@@ -46,6 +90,8 @@ macro_rules! object_schema {
             pub spec: $spec,
             pub status: Option<$status>,
         }
+
+        paste_watch!($doc, $name);
 
         #[derive(Serialize, ToSchema)]
         #[doc = concat!("A list of ", $name, "s.")]

@@ -34,6 +34,7 @@ from .kairon_node import KaironNode
 from .kairon_node_list import KaironNodeList
 from .kairon_node_spec import KaironNodeSpec
 from .kairon_node_status import KaironNodeStatus
+from .kairon_node_watch_event import KaironNodeWatchEvent
 from .kernel_spec import KernelSpec
 from .kind_object_meta import KindObjectMeta
 from .lifecycle import Lifecycle
@@ -46,6 +47,7 @@ from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_status import MachineClaimStatus
+from .machine_claim_watch_event import MachineClaimWatchEvent
 from .machine_create_dry_run import MachineCreateDryRun
 from .machine_delete_dry_run import MachineDeleteDryRun
 from .machine_halt_dry_run import MachineHaltDryRun
@@ -61,6 +63,7 @@ from .machine_pool_kind import MachinePoolKind
 from .machine_pool_list import MachinePoolList
 from .machine_pool_spec import MachinePoolSpec
 from .machine_pool_status import MachinePoolStatus
+from .machine_pool_watch_event import MachinePoolWatchEvent
 from .machine_replace_dry_run import MachineReplaceDryRun
 from .machine_restart_dry_run import MachineRestartDryRun
 from .machine_resume_dry_run import MachineResumeDryRun
@@ -69,6 +72,7 @@ from .machine_start_dry_run import MachineStartDryRun
 from .machine_status import MachineStatus
 from .machine_stop_dry_run import MachineStopDryRun
 from .machine_template import MachineTemplate
+from .machine_watch_event import MachineWatchEvent
 from .machineclaim_create_dry_run import MachineclaimCreateDryRun
 from .machineclaim_delete_dry_run import MachineclaimDeleteDryRun
 from .machineclaim_replace_dry_run import MachineclaimReplaceDryRun
@@ -106,6 +110,7 @@ from .template_meta import TemplateMeta
 from .template_meta_annotations import TemplateMetaAnnotations
 from .template_meta_labels import TemplateMetaLabels
 from .template_state import TemplateState
+from .ticket import Ticket
 from .totals import Totals
 from .usage_interval_row import UsageIntervalRow
 from .usage_report import UsageReport
@@ -115,6 +120,9 @@ from .vm import Vm
 from .vm_state import VmState
 from .volume import Volume
 from .warm_power_state import WarmPowerState
+from .watch_event_type import WatchEventType
+from .whoami import Whoami
+from .whoami_role import WhoamiRole
 
 __all__ = (
     "Acceleration",
@@ -151,6 +159,7 @@ __all__ = (
     "KaironNodeList",
     "KaironNodeSpec",
     "KaironNodeStatus",
+    "KaironNodeWatchEvent",
     "KernelSpec",
     "KindObjectMeta",
     "Lifecycle",
@@ -163,6 +172,7 @@ __all__ = (
     "MachineClaimList",
     "MachineClaimSpec",
     "MachineClaimStatus",
+    "MachineClaimWatchEvent",
     "MachineCreateDryRun",
     "MachineDeleteDryRun",
     "MachineHaltDryRun",
@@ -178,6 +188,7 @@ __all__ = (
     "MachinePoolList",
     "MachinePoolSpec",
     "MachinePoolStatus",
+    "MachinePoolWatchEvent",
     "MachineReplaceDryRun",
     "MachineRestartDryRun",
     "MachineResumeDryRun",
@@ -186,6 +197,7 @@ __all__ = (
     "MachineStatus",
     "MachineStopDryRun",
     "MachineTemplate",
+    "MachineWatchEvent",
     "MachineclaimCreateDryRun",
     "MachineclaimDeleteDryRun",
     "MachineclaimReplaceDryRun",
@@ -223,6 +235,7 @@ __all__ = (
     "TemplateMetaAnnotations",
     "TemplateMetaLabels",
     "TemplateState",
+    "Ticket",
     "Totals",
     "UsageIntervalRow",
     "UsageReport",
@@ -232,4 +245,7 @@ __all__ = (
     "VmState",
     "Volume",
     "WarmPowerState",
+    "WatchEventType",
+    "Whoami",
+    "WhoamiRole",
 )

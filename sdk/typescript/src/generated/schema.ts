@@ -729,7 +729,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat. */
+        /**
+         * The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+         *     watch of them (`watch=true`).
+         */
         get: operations["node_list"];
         put?: never;
         post?: never;
@@ -892,6 +895,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tickets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
+         *     browser sends instead of a token, which never goes in a URL.
+         */
+        post: operations["ticket_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/usage": {
         parameters: {
             query?: never;
@@ -918,6 +941,23 @@ export interface paths {
         };
         /** One claim's accrual intervals and their sum. */
         get: operations["usage_claim"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/whoami": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Who the caller is: subject, role, namespaces, and the server's operator-exec flag. */
+        get: operations["whoami"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1182,6 +1222,10 @@ export interface components {
             /** Format: date-time */
             heartbeatTime?: string | null;
         };
+        KaironNodeWatchEvent: {
+            object: components["schemas"]["KaironNode"];
+            type: components["schemas"]["WatchEventType"];
+        };
         KernelSpec: {
             cmdline?: string | null;
             initrd?: string | null;
@@ -1281,6 +1325,10 @@ export interface components {
             phase?: components["schemas"]["ClaimPhase"] | null;
             usage?: components["schemas"]["ClaimUsage"] | null;
         };
+        MachineClaimWatchEvent: {
+            object: components["schemas"]["MachineClaim"];
+            type: components["schemas"]["WatchEventType"];
+        };
         MachineList: {
             items: components["schemas"]["Machine"][];
         };
@@ -1350,6 +1398,10 @@ export interface components {
              */
             warm?: number;
         };
+        MachinePoolWatchEvent: {
+            object: components["schemas"]["MachinePool"];
+            type: components["schemas"]["WatchEventType"];
+        };
         /** @description A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`). */
         MachineSpec: {
             /** @description Host CPUs to pin vCPUs to, e.g. `0-3,6` (admin-only, QEMU backend). */
@@ -1391,6 +1443,10 @@ export interface components {
         MachineTemplate: {
             metadata?: components["schemas"]["TemplateMeta"] | null;
             spec: components["schemas"]["MachineSpec"];
+        };
+        MachineWatchEvent: {
+            object: components["schemas"]["Machine"];
+            type: components["schemas"]["WatchEventType"];
         };
         /**
          * @description How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge` give
@@ -1582,6 +1638,19 @@ export interface components {
         };
         /** @enum {string} */
         TemplateState: "Pending" | "Building" | "Ready" | "Failed";
+        /** @description A single-use ticket for a WebSocket. */
+        Ticket: {
+            /**
+             * Format: int64
+             * @description How long it stays valid, from now.
+             */
+            expiresInSeconds: number;
+            /**
+             * @description Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);
+             *     it works once.
+             */
+            ticket: string;
+        };
         /** @description Summed usage. */
         Totals: {
             /** Format: int64 */
@@ -1667,6 +1736,33 @@ export interface components {
         };
         /** @enum {string} */
         WarmPowerState: "Running" | "Paused";
+        /**
+         * @description What changed in a watch: `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` (only a version), or
+         *     `ERROR` (the object is then a `Status`; code 410: the version is too old, watch again without one).
+         * @enum {string}
+         */
+        WatchEventType: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+        /** @description Who the caller's token says they are, and what the server lets such a caller do. */
+        Whoami: {
+            /** @description The legacy shared token (an operator with no identity, no guest access). */
+            legacy: boolean;
+            /** @description The namespaces the token may use; `*` is every namespace. */
+            namespaces: string[];
+            /**
+             * @description Whether this server lets operators use the guest routes (exec, files, terminal) on
+             *     Machines labelled `kairon.zyvor.dev/sandbox=true` (`KAIRON_UI_SANDBOX_OPERATOR_EXEC`).
+             *     Admins always may; viewers never.
+             */
+            operatorExec: boolean;
+            role: components["schemas"]["WhoamiRole"];
+            /** @description The token's subject. */
+            subject: string;
+        };
+        /**
+         * @description A token's role.
+         * @enum {string}
+         */
+        WhoamiRole: "admin" | "operator" | "viewer" | "node" | "controller";
     };
     responses: never;
     parameters: never;
@@ -1681,6 +1777,16 @@ export interface operations {
             query?: {
                 /** @description A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`. */
                 labelSelector?: string;
+                /**
+                 * @description `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+                 *     instead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each
+                 *     change as it happens, in the caller's namespaces only. The stream ends after about five
+                 *     minutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying
+                 *     code 410 means that version is too old: watch again without one.
+                 */
+                watch?: boolean;
+                /** @description With `watch=true`: send only the changes after this version. */
+                resourceVersion?: string;
             };
             header?: never;
             path?: never;
@@ -1688,16 +1794,17 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The objects */
+            /** @description The objects; with `watch=true`, a stream of watch events, one a line */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["MachineClaimList"];
+                    "application/x-ndjson": components["schemas"]["MachineClaimWatchEvent"];
                 };
             };
-            /** @description A parameter or the body is invalid: the message says which and how */
+            /** @description A parameter is invalid */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1708,6 +1815,15 @@ export interface operations {
             };
             /** @description No or a bad token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller holds as many long-lived connections as it may */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2336,6 +2452,16 @@ export interface operations {
             query?: {
                 /** @description A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`. */
                 labelSelector?: string;
+                /**
+                 * @description `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+                 *     instead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each
+                 *     change as it happens, in the caller's namespaces only. The stream ends after about five
+                 *     minutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying
+                 *     code 410 means that version is too old: watch again without one.
+                 */
+                watch?: boolean;
+                /** @description With `watch=true`: send only the changes after this version. */
+                resourceVersion?: string;
             };
             header?: never;
             path?: never;
@@ -2343,16 +2469,17 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The objects */
+            /** @description The objects; with `watch=true`, a stream of watch events, one a line */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["MachinePoolList"];
+                    "application/x-ndjson": components["schemas"]["MachinePoolWatchEvent"];
                 };
             };
-            /** @description A parameter or the body is invalid: the message says which and how */
+            /** @description A parameter is invalid */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2363,6 +2490,15 @@ export interface operations {
             };
             /** @description No or a bad token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller holds as many long-lived connections as it may */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2991,6 +3127,16 @@ export interface operations {
             query?: {
                 /** @description A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`. */
                 labelSelector?: string;
+                /**
+                 * @description `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+                 *     instead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each
+                 *     change as it happens, in the caller's namespaces only. The stream ends after about five
+                 *     minutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying
+                 *     code 410 means that version is too old: watch again without one.
+                 */
+                watch?: boolean;
+                /** @description With `watch=true`: send only the changes after this version. */
+                resourceVersion?: string;
             };
             header?: never;
             path?: never;
@@ -2998,16 +3144,17 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The objects */
+            /** @description The objects; with `watch=true`, a stream of watch events, one a line */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["MachineList"];
+                    "application/x-ndjson": components["schemas"]["MachineWatchEvent"];
                 };
             };
-            /** @description A parameter or the body is invalid: the message says which and how */
+            /** @description A parameter is invalid */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3018,6 +3165,15 @@ export interface operations {
             };
             /** @description No or a bad token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller holds as many long-lived connections as it may */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7408,24 +7564,51 @@ export interface operations {
     };
     node_list: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)
+                 *     instead of a list, as on `GET /api/v1/machines?watch=true`.
+                 */
+                watch?: boolean;
+                /** @description With `watch=true`: send only the changes after this version. */
+                resourceVersion?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description The nodes */
+            /** @description The nodes; with `watch=true`, a stream of watch events, one a line */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["KaironNodeList"];
+                    "application/x-ndjson": components["schemas"]["KaironNodeWatchEvent"];
+                };
+            };
+            /** @description A parameter is invalid */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No bearer token, or one that is expired, not yet valid or not this server's */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller holds as many long-lived connections as it may */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8543,6 +8726,53 @@ export interface operations {
             };
         };
     };
+    ticket_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ticket */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description No or a bad token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     usage_report: {
         parameters: {
             query?: {
@@ -8658,6 +8888,53 @@ export interface operations {
             };
             /** @description Nothing recorded for this claim */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    whoami: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Whoami"];
+                };
+            };
+            /** @description No or a bad token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -13,11 +13,17 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     label_selector: str | Unset = UNSET,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
     params["labelSelector"] = label_selector
+
+    params["watch"] = watch
+
+    params["resourceVersion"] = resource_version
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -48,6 +54,11 @@ def _parse_response(
 
         return response_401
 
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
+
     if response.status_code == 503:
         response_503 = ErrorBody.from_dict(response.json())
 
@@ -74,10 +85,14 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     label_selector: str | Unset = UNSET,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> Response[ErrorBody | MachineList]:
     """
     Args:
         label_selector (str | Unset):
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -89,6 +104,8 @@ def sync_detailed(
 
     kwargs = _get_kwargs(
         label_selector=label_selector,
+        watch=watch,
+        resource_version=resource_version,
     )
 
     response = client.get_httpx_client().request(
@@ -102,10 +119,14 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     label_selector: str | Unset = UNSET,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> ErrorBody | MachineList | None:
     """
     Args:
         label_selector (str | Unset):
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -118,6 +139,8 @@ def sync(
     return sync_detailed(
         client=client,
         label_selector=label_selector,
+        watch=watch,
+        resource_version=resource_version,
     ).parsed
 
 
@@ -125,10 +148,14 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     label_selector: str | Unset = UNSET,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> Response[ErrorBody | MachineList]:
     """
     Args:
         label_selector (str | Unset):
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -140,6 +167,8 @@ async def asyncio_detailed(
 
     kwargs = _get_kwargs(
         label_selector=label_selector,
+        watch=watch,
+        resource_version=resource_version,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -151,10 +180,14 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     label_selector: str | Unset = UNSET,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> ErrorBody | MachineList | None:
     """
     Args:
         label_selector (str | Unset):
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -168,5 +201,7 @@ async def asyncio(
         await asyncio_detailed(
             client=client,
             label_selector=label_selector,
+            watch=watch,
+            resource_version=resource_version,
         )
     ).parsed

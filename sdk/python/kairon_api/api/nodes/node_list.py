@@ -7,14 +7,27 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.kairon_node_list import KaironNodeList
-from ...types import Response
+from ...types import UNSET, Response, Unset
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["watch"] = watch
+
+    params["resourceVersion"] = resource_version
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
     _kwargs: dict[str, Any] = {
         "method": "get",
         "url": "/api/v1/nodes",
+        "params": params,
     }
 
     return _kwargs
@@ -28,10 +41,20 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
     if response.status_code == 401:
         response_401 = ErrorBody.from_dict(response.json())
 
         return response_401
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
 
     if response.status_code == 503:
         response_503 = ErrorBody.from_dict(response.json())
@@ -58,8 +81,15 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> Response[ErrorBody | KaironNodeList]:
-    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
+    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+    watch of them (`watch=true`).
+
+    Args:
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -69,7 +99,10 @@ def sync_detailed(
         Response[ErrorBody | KaironNodeList]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        watch=watch,
+        resource_version=resource_version,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -81,8 +114,15 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> ErrorBody | KaironNodeList | None:
-    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
+    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+    watch of them (`watch=true`).
+
+    Args:
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -94,14 +134,23 @@ def sync(
 
     return sync_detailed(
         client=client,
+        watch=watch,
+        resource_version=resource_version,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> Response[ErrorBody | KaironNodeList]:
-    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
+    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+    watch of them (`watch=true`).
+
+    Args:
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -111,7 +160,10 @@ async def asyncio_detailed(
         Response[ErrorBody | KaironNodeList]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        watch=watch,
+        resource_version=resource_version,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -121,8 +173,15 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
+    watch: bool | Unset = UNSET,
+    resource_version: str | Unset = UNSET,
 ) -> ErrorBody | KaironNodeList | None:
-    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat.
+    """The registered nodes: runtime endpoint, capacity, backends, acceleration, heartbeat; or a
+    watch of them (`watch=true`).
+
+    Args:
+        watch (bool | Unset):
+        resource_version (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,5 +194,7 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            watch=watch,
+            resource_version=resource_version,
         )
     ).parsed

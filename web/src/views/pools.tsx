@@ -1,0 +1,125 @@
+import { useMemo, useState } from "preact/hooks";
+import { api, type Whoami } from "../api";
+import { LABEL_CLAIM, LABEL_POOL, mayWrite, refusal } from "../logic";
+import type { Live } from "../store";
+import { Msg } from "./common";
+
+export function Pools({ who, live }: { who: Whoami; live: Live }) {
+  const [ok, setOk] = useState<string>();
+  const [err, setErr] = useState<string>();
+  const pools = useMemo(() => [...(live.pools?.values() ?? [])], [live.pools]);
+  const members = (ns: string, pool: string) =>
+    [...(live.machines?.values() ?? [])].filter(
+      (m) => m.metadata.namespace === ns && (m.metadata.labels ?? {})[LABEL_POOL] === pool,
+    );
+
+  const claim = async (ns: string, pool: string) => {
+    const name = `${pool}-${Date.now().toString(36)}`;
+    const { error, response } = await api.POST("/api/v1/machineclaims/{namespace}", {
+      params: { path: { namespace: ns } },
+      body: { metadata: { name }, spec: { poolName: pool, ttlSeconds: 3600 } },
+    });
+    if (error) {
+      setOk(undefined);
+      setErr(`claim: ${refusal(response.status, error)}`);
+    } else {
+      setErr(undefined);
+      setOk(`claim ${ns}/${name} created`);
+    }
+  };
+
+  return (
+    <section aria-labelledby="pools-h">
+      <h2 id="pools-h">Pools</h2>
+      <Msg kind="ok" text={ok} />
+      <Msg kind="error" text={err} />
+      {mayWrite(who, who.namespaces.includes("*") ? "default" : who.namespaces[0]) && (
+        <NewPool who={who} onDone={(t, e) => (e ? setErr(e) : setOk(t))} />
+      )}
+      <table>
+        <thead>
+          <tr>
+            {["Pool", "Namespace", "Replicas", "Ready", "Warm", "Claimed", "Warm power", "Members", ""].map((h) => (
+              <th scope="col">{h}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {pools.length === 0 && (
+            <tr>
+              <td colSpan={9}>{live.pools ? "no pools" : "loading…"}</td>
+            </tr>
+          )}
+          {pools.map((p) => {
+            const ns = p.metadata.namespace ?? "";
+            const ms = members(ns, p.metadata.name);
+            return (
+              <tr data-pool={`${ns}/${p.metadata.name}`}>
+                <td>{p.metadata.name}</td>
+                <td>{ns}</td>
+                <td>{p.spec.replicas}</td>
+                <td data-testid="ready">{p.status?.ready ?? 0}</td>
+                <td data-testid="warm">{p.status?.warm ?? 0}</td>
+                <td data-testid="claimed">{p.status?.claimed ?? 0}</td>
+                <td>{p.spec.warmPowerState ?? "Paused"}</td>
+                <td>
+                  {ms
+                    .map((m) => `${m.metadata.name} (${m.status?.phase ?? "—"}${(m.metadata.labels ?? {})[LABEL_CLAIM] ? ", claimed" : ""})`)
+                    .join(", ")}
+                </td>
+                <td>
+                  {mayWrite(who, ns) && (
+                    <button type="button" onClick={() => claim(ns, p.metadata.name)}>
+                      Claim
+                    </button>
+                  )}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: string) => void }) {
+  const [name, setName] = useState("agents");
+  const [ns, setNs] = useState(who.namespaces.includes("*") ? "default" : who.namespaces[0]);
+  const [template, setTemplate] = useState("busybox");
+  const [replicas, setReplicas] = useState(1);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const { error, response } = await api.POST("/api/v1/machinepools/{namespace}", {
+      params: { path: { namespace: ns } },
+      body: {
+        metadata: { name },
+        spec: {
+          replicas,
+          warmPowerState: "Paused",
+          template: { spec: { sandbox: { templateName: template } } },
+        },
+      } as never,
+    });
+    if (error) onDone(undefined, `create pool: ${refusal(response.status, error)}`);
+    else onDone(`pool ${ns}/${name} created`);
+  };
+  return (
+    <form class="inline" onSubmit={submit} aria-label="New pool">
+      <label>
+        Name <input value={name} onInput={(e) => setName(e.currentTarget.value)} required />
+      </label>
+      <label>
+        Namespace <input value={ns} onInput={(e) => setNs(e.currentTarget.value)} required />
+      </label>
+      <label>
+        Template <input value={template} onInput={(e) => setTemplate(e.currentTarget.value)} required />
+      </label>
+      <label>
+        Replicas{" "}
+        <input type="number" min={0} value={replicas} onInput={(e) => setReplicas(Number(e.currentTarget.value))} />
+      </label>
+      <button type="submit">Create pool</button>
+    </form>
+  );
+}
