@@ -16,6 +16,10 @@ pub const TICKET_TTL: Duration = Duration::from_secs(30);
 /// The most unredeemed tickets kept at once (older ones are dropped first when it is reached).
 const MAX_TICKETS: usize = 10_000;
 
+/// The most unredeemed tickets one subject holds: its own oldest is dropped past it, so one
+/// tenant minting in a loop drops its own tickets, never another tenant's.
+const MAX_TICKETS_PER_SUBJECT: usize = 32;
+
 pub struct Tickets {
     open: Mutex<HashMap<String, (Identity, Instant)>>,
     ttl: Duration,
@@ -44,10 +48,18 @@ impl Tickets {
         let now = Instant::now();
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         open.retain(|_, (_, at)| now.duration_since(*at) < self.ttl);
-        if open.len() >= MAX_TICKETS
-            && let Some(oldest) = open.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone())
-        {
-            open.remove(&oldest);
+        // Past the subject's own limit its oldest ticket goes; past the global one, the oldest.
+        let own = open.values().filter(|(holder, _)| holder.sub == id.sub).count();
+        let evict_own = own >= MAX_TICKETS_PER_SUBJECT;
+        if evict_own || open.len() >= MAX_TICKETS {
+            let oldest = open
+                .iter()
+                .filter(|(_, (holder, _))| !evict_own || holder.sub == id.sub)
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                open.remove(&oldest);
+            }
         }
         open.insert(ticket.clone(), (id.clone(), now));
         ticket
@@ -78,6 +90,18 @@ mod tests {
         assert_eq!(t.redeem(&ticket).map(|i| i.sub), Some("v".into()));
         assert!(t.redeem(&ticket).is_none());
         assert!(t.redeem("nope").is_none());
+    }
+
+    #[test]
+    fn a_subject_minting_in_a_loop_drops_only_its_own_tickets() {
+        let t = Tickets::default();
+        let other = Identity { sub: "w".into(), ..viewer() };
+        let kept = t.mint(&other);
+        let first = t.mint(&viewer());
+        let rest: Vec<String> = (0..MAX_TICKETS_PER_SUBJECT * 4).map(|_| t.mint(&viewer())).collect();
+        assert!(t.redeem(&first).is_none(), "its oldest went first");
+        assert!(t.redeem(rest.last().unwrap()).is_some(), "its newest works");
+        assert_eq!(t.redeem(&kept).map(|i| i.sub), Some("w".into()), "another subject's ticket stays");
     }
 
     #[test]
