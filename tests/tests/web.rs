@@ -114,6 +114,11 @@ async fn the_dashboard_in_a_browser() {
     });
     admin.post("/api/v1/machines/web", machine).await.ok();
     admin.running("web", "web-1").await;
+    // A runtime pool on the node, which the Nodes view shows beside the node's templates.
+    let node_pool =
+        json!({"name": "web-warm", "size": 1, "template": {"name": "x", "sandbox": {"templateName": "busybox"}}});
+    let created = admin.post("/api/v1/nodes/local/pools", node_pool).await;
+    assert_eq!(created.status, 201, "{created:?}");
     // 1,000 Machines pinned to a node with no agent: stored and watched, nothing boots.
     const MANY: usize = 1000;
     let created: Vec<u16> = futures::stream::iter(0..MANY)
@@ -142,6 +147,7 @@ async fn the_dashboard_in_a_browser() {
                 .env("VIEWER_TOKEN", viewer)
                 .env("OUT_DIR", out)
                 .env("MACHINE", "web/web-1")
+                .env("NODE_POOL", "web-warm")
                 .env("MANY", MANY.to_string())
                 .output()
                 .expect("node runs")
@@ -176,4 +182,5 @@ async fn the_dashboard_in_a_browser() {
     // Clean up the sandboxes this test started.
     let _ = admin.delete("/api/v1/machinepools/web/agents").await;
     let _ = admin.delete("/api/v1/machines/web/web-1").await;
+    let _ = admin.delete("/api/v1/nodes/local/pools/web-warm").await;
 }

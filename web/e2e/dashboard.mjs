@@ -1,7 +1,8 @@
 // The dashboard in a real browser (Debian's Chromium, driven by playwright-core) against a real
 // `kairon up` with runc sandboxes. Run by tests/tests/web.rs, which starts Kairon and passes:
 //   KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN (a viewer of namespace `web`), OUT_DIR (screenshots),
-//   MACHINE (`web/<name>`, a running sandbox labelled kairon.zyvor.dev/sandbox=true with an idle timeout).
+//   MACHINE (`web/<name>`, a running sandbox labelled kairon.zyvor.dev/sandbox=true with an idle timeout),
+//   NODE_POOL (a runtime pool of one busybox member on node `local`).
 // Exits non-zero with the reason on the first failed expectation.
 
 import { chromium } from "playwright-core";
@@ -13,8 +14,8 @@ import { createRequire } from "node:module";
 // axe-core runs in the page through the DevTools protocol (which the page's CSP does not govern).
 const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 
-const { KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE } = process.env;
-for (const [k, v] of Object.entries({ KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE })) {
+const { KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE, NODE_POOL } = process.env;
+for (const [k, v] of Object.entries({ KAIRON_URL, ADMIN_TOKEN, VIEWER_TOKEN, OUT_DIR, MACHINE, NODE_POOL })) {
   if (!v) throw new Error(`${k} is not set`);
 }
 mkdirSync(OUT_DIR, { recursive: true });
@@ -229,8 +230,25 @@ await shot(page, "usage");
 // Nodes.
 await nav(page, "Nodes");
 await page.locator('[data-node="local"]').waitFor({ timeout: T });
-await page.locator('[data-node="local"]').getByRole("button", { name: "Templates" }).click();
+await page.locator('[data-node="local"]').getByRole("button", { name: "Templates and pools" }).click();
 await page.locator(".templates li").filter({ hasText: "busybox" }).first().waitFor({ timeout: T });
+// The node's runtime pool (NODE_POOL, made by web.rs), read again on each change of the watched
+// node (its heartbeat), so its member shows Ready without a reload.
+const nodePool = page.getByRole("region", { name: "Pools of local" }).locator(`[data-node-pool="${NODE_POOL}"]`);
+await nodePool.waitFor({ timeout: T });
+await nodePool.getByTestId("size").filter({ hasText: /^1$/ }).waitFor({ timeout: T });
+await nodePool.getByTestId("ready").filter({ hasText: /^1$/ }).waitFor({ timeout: 2 * T });
+// A claim made elsewhere shows on the next change of the node, with no reload or timer.
+const claimed = await page.evaluate(async (pool) => {
+  const r = await fetch(`/api/v1/nodes/local/pools/${pool}/claim`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${sessionStorage.getItem("kairon.token")}`, "Content-Type": "application/json" },
+    body: "{}",
+  });
+  return r.status;
+}, NODE_POOL);
+if (claimed !== 200) fail(`claiming from the node pool: HTTP ${claimed}`);
+await nodePool.getByTestId("claimed").filter({ hasText: /^1$/ }).waitFor({ timeout: T });
 await shot(page, "nodes");
 
 // 1,000 Machines (pinned to a node with no agent): few rows in the DOM, smooth scrolling.

@@ -207,3 +207,14 @@ export function refusal(status: number, body: unknown): string {
   }
   return `HTTP ${status}`;
 }
+
+/** A node pool's members by state. */
+export function nodePoolCounts(p: { members: { state: "Booting" | "Ready" | "Claimed" }[] }) {
+  const c = { ready: 0, booting: 0, claimed: 0 };
+  for (const m of p.members) {
+    if (m.state === "Ready") c.ready++;
+    else if (m.state === "Booting") c.booting++;
+    else c.claimed++;
+  }
+  return c;
+}

@@ -5,6 +5,7 @@ import {
   lifecycleLine,
   matchesLabels,
   mayUseGuest,
+  nodePoolCounts,
   perNamespacePerDay,
   toCsv,
   topClaims,
@@ -139,5 +140,13 @@ describe("usage aggregation", () => {
     const r = visibleRange(1000, 34, 34 * 500, 600);
     expect(r.end - r.start).toBeLessThan(200);
     expect(r.start).toBe(492);
+  });
+});
+
+describe("nodePoolCounts", () => {
+  it("counts a node pool's members by state", () => {
+    const members = (["Ready", "Booting", "Claimed", "Ready"] as const).map((state, i) => ({ id: `${i}`, name: `m${i}`, state }));
+    expect(nodePoolCounts({ members })).toEqual({ ready: 2, booting: 1, claimed: 1 });
+    expect(nodePoolCounts({ members: [] })).toEqual({ ready: 0, booting: 0, claimed: 0 });
   });
 });

@@ -1,5 +1,6 @@
 import { useMemo, useState } from "preact/hooks";
 import type { Whoami } from "../api";
+import { NodePools } from "./nodepools";
 import { Templates } from "./templates";
 import { ageSeconds, human } from "../logic";
 import { type Live, useNow } from "../store";
@@ -41,8 +42,8 @@ export function Nodes({ who, live }: { who: Whoami; live: Live }) {
                 <td>{n.spec.acceleration ? JSON.stringify(n.spec.acceleration) : "—"}</td>
                 <td>{hb === undefined ? "never" : `${human(hb)} ago`}</td>
                 <td>
-                  <button type="button" onClick={() => setOpen(open === n.metadata.name ? undefined : (n.metadata.name ?? undefined))}>
-                    Templates
+                  <button type="button" aria-expanded={open === n.metadata.name} onClick={() => setOpen(open === n.metadata.name ? undefined : (n.metadata.name ?? undefined))}>
+                    Templates and pools
                   </button>
                 </td>
               </tr>
@@ -50,7 +51,12 @@ export function Nodes({ who, live }: { who: Whoami; live: Live }) {
           })}
         </tbody>
       </table>
-      {open && <Templates key={open} who={who} node={open} />}
+      {open && (
+        <div class="node-details">
+          <Templates key={`t-${open}`} who={who} node={open} />
+          <NodePools key={`p-${open}`} node={open} version={live.nodes?.get(`/${open}`)?.metadata.resourceVersion} />
+        </div>
+      )}
     </section>
   );
 }

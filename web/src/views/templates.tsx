@@ -8,7 +8,8 @@ type Template = components["schemas"]["Template"];
 
 /**
  * A node's templates, read when the panel opens; admins build one from an image reference. A
- * template has no watch: while a build runs, its progress is read once a second, and only then.
+ * template has no watch, and its build answers at once (202) with neither a progress stream nor a
+ * wait route: while a build runs, its progress is read once a second, and only then.
  */
 export function Templates({ who, node }: { who: Whoami; node: string }) {
   const [items, setItems] = useState<Template[]>([]);
@@ -54,6 +55,7 @@ export function Templates({ who, node }: { who: Whoami; node: string }) {
   const pct = (t?: Template) => (t?.bytesTotal ? ` ${Math.round((100 * t.bytesDone) / t.bytesTotal)}%` : "");
   return (
     <section class="templates" aria-label={`Templates of ${node}`}>
+      <h3>Templates</h3>
       <Msg kind="error" text={err} />
       <ul>
         {items.map((t) => (
