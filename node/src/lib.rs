@@ -70,6 +70,10 @@ pub enum NodeError {
     Runtime(#[from] ClientError),
     #[error("finalizer: {0}")]
     Finalizer(String),
+    /// Another writer changed the Machine's finalizers since this agent's cache saw it (the
+    /// finalizer helper's JSON patch `test` fails with 422, or a 409): the retry reads it anew.
+    #[error("finalizer raced another writer: {0}")]
+    FinalizerRaced(String),
     #[error("kubeconfig {0}")]
     Config(String),
 }
@@ -195,6 +199,16 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationTo
 }
 
 fn error_policy(m: Arc<Machine>, e: &NodeError, _: Arc<Ctx>) -> Action {
+    let raced = match e {
+        NodeError::FinalizerRaced(_) => true,
+        NodeError::Kube(kube::Error::Api(s)) => s.code == 409,
+        _ => false,
+    };
+    if raced {
+        // Expected while claims and pools write the same Machine: not a failure to report.
+        tracing::debug!(machine = %m.name_any(), error = %e, "reconcile raced another writer; retrying");
+        return Action::requeue(Duration::from_millis(500));
+    }
     tracing::warn!(machine = %m.name_any(), error = %e, "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
@@ -211,6 +225,12 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
     .await
     .map_err(|e| match e {
         kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(s))
+        | kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
+            if s.code == 409 || s.code == 422 =>
+        {
+            NodeError::FinalizerRaced(s.to_string())
+        }
         other => NodeError::Finalizer(other.to_string()),
     })
 }
