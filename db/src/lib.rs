@@ -79,7 +79,16 @@ pub struct WatchEvent {
     pub namespace: String,
     pub name: String,
     pub event_type: EventType,
-    pub object: Value,
+    /// The object as JSON text, shared by every watcher: kept as text, not a parsed `Value`
+    /// (several times larger), because the feed keeps thousands of recent events in memory.
+    pub object_json: Arc<str>,
+}
+
+impl WatchEvent {
+    /// The object. Its text came from a `jsonb` column, so it parses.
+    pub fn object(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_str(&self.object_json)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -141,17 +150,26 @@ pub fn holds_nul(v: &Value) -> bool {
 /// Tuning of the watch machinery; the defaults suit production.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchConfig {
-    /// Live events buffered per watcher before it lags and re-reads from the database.
+    /// Live events buffered for watchers; one that falls further behind resyncs from the ring
+    /// (or the database). The channel holds on to this many events whatever their size.
     pub broadcast_capacity: usize,
-    /// Recent events kept in memory so new watchers rarely need the database.
+    /// Recent events kept in memory so new watchers rarely need the database...
     pub ring_capacity: usize,
+    /// ...and at most this many bytes of their objects' JSON, so memory stays bounded whatever
+    /// the objects weigh.
+    pub ring_bytes: usize,
     /// How often the listener checks for writes whose notification was lost.
     pub poll_interval: Duration,
 }
 
 impl Default for WatchConfig {
     fn default() -> Self {
-        WatchConfig { broadcast_capacity: 16 * 1024, ring_capacity: 10_000, poll_interval: Duration::from_secs(1) }
+        WatchConfig {
+            broadcast_capacity: 1024,
+            ring_capacity: 10_000,
+            ring_bytes: 16 << 20,
+            poll_interval: Duration::from_secs(1),
+        }
     }
 }
 

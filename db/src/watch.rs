@@ -36,7 +36,8 @@ struct RevisionRow {
     namespace: String,
     name: String,
     event_type: String,
-    object: serde_json::Value,
+    /// `object::text`: the feed keeps the text, not a parsed value.
+    object: String,
 }
 
 impl TryFrom<RevisionRow> for WatchEvent {
@@ -53,7 +54,7 @@ impl TryFrom<RevisionRow> for WatchEvent {
             namespace: row.namespace,
             name: row.name,
             event_type,
-            object: row.object,
+            object_json: row.object.into(),
         })
     }
 }
@@ -76,6 +77,7 @@ impl Filter {
 pub(crate) struct Hub {
     state: Mutex<HubState>,
     ring_capacity: usize,
+    ring_bytes: usize,
     broadcast_capacity: usize,
 }
 
@@ -84,6 +86,8 @@ struct HubState {
     tx: Option<broadcast::Sender<Arc<WatchEvent>>>,
     /// Contiguous run of the most recent events, ending at `last`.
     ring: VecDeque<Arc<WatchEvent>>,
+    /// Bytes of object JSON in `ring`.
+    ring_size: usize,
     /// Highest rv published; every rv <= last is committed.
     last: i64,
 }
@@ -106,10 +110,12 @@ impl Hub {
         Hub {
             state: Mutex::new(HubState {
                 tx: Some(broadcast::channel(broadcast_capacity).0),
-                ring: VecDeque::with_capacity(config.ring_capacity.min(16 * 1024)),
+                ring: VecDeque::new(),
+                ring_size: 0,
                 last,
             }),
             ring_capacity: config.ring_capacity,
+            ring_bytes: config.ring_bytes,
             broadcast_capacity,
         }
     }
@@ -140,16 +146,23 @@ impl Hub {
                     "revisions compacted before the listener read them; restarting watches"
                 );
                 st.ring.clear();
+                st.ring_size = 0;
                 if st.tx.is_some() {
                     st.tx = Some(broadcast::channel(self.broadcast_capacity).0);
                 }
             }
             let ev = Arc::new(ev);
-            if self.ring_capacity > 0 {
-                if st.ring.len() >= self.ring_capacity {
-                    st.ring.pop_front();
-                }
+            if self.ring_capacity > 0 && ev.object_json.len() <= self.ring_bytes {
+                st.ring_size += ev.object_json.len();
                 st.ring.push_back(Arc::clone(&ev));
+                while st.ring.len() > self.ring_capacity || st.ring_size > self.ring_bytes {
+                    let old = st.ring.pop_front().expect("the ring holds what it counts");
+                    st.ring_size -= old.object_json.len();
+                }
+            } else {
+                // Too big to keep: the ring must stay contiguous, so it starts again after it.
+                st.ring.clear();
+                st.ring_size = 0;
             }
             st.last = ev.rv;
             if let Some(tx) = &st.tx {
@@ -269,7 +282,7 @@ impl WatchState {
     async fn load_page(&mut self) -> Result<(), StoreError> {
         let pool = self.store.pool().clone();
         let rows: Vec<RevisionRow> = sqlx::query_as(
-            "SELECT rv, api_group, resource, namespace, name, event_type, object \
+            "SELECT rv, api_group, resource, namespace, name, event_type, object::text AS object \
              FROM revisions \
              WHERE api_group = $1 AND resource = $2 AND ($3::text IS NULL OR namespace = $3) \
                AND rv > $4 AND rv <= $5 \
@@ -312,7 +325,7 @@ pub(crate) async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
 async fn pump(pool: &PgPool, hub: &Hub) -> Result<(), sqlx::Error> {
     loop {
         let rows: Vec<RevisionRow> = sqlx::query_as(
-            "SELECT rv, api_group, resource, namespace, name, event_type, object \
+            "SELECT rv, api_group, resource, namespace, name, event_type, object::text AS object \
              FROM revisions WHERE rv > $1 ORDER BY rv LIMIT $2",
         )
         .bind(hub.last())

@@ -502,22 +502,28 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                 // Objects that stop matching a selector leave the client's view as DELETED.
                 let stream = events.filter_map(move |ev| {
                     let line = match ev {
-                        Ok(ev) => {
-                            let obj = present(ev.object);
-                            let key = key_of(&obj);
-                            if !may_see(&obj) {
-                                None
-                            } else if sel.is_empty() {
-                                Some(watch_event(ev.event_type.as_str(), render(obj)))
-                            } else if ev.event_type == EventType::Deleted {
-                                seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
-                            } else if sel.matches(&obj) {
-                                let kind = if seen.insert(key) { "ADDED" } else { "MODIFIED" };
-                                Some(watch_event(kind, render(obj)))
-                            } else {
-                                seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
+                        Ok(ev) => match ev.object() {
+                            Err(e) => {
+                                tracing::warn!(rv = ev.rv, error = %e, "a stored object is not JSON");
+                                Some(watch_event("ERROR", ApiError::internal(format!("watch failed: {e}")).status()))
                             }
-                        }
+                            Ok(obj) => {
+                                let obj = present(obj);
+                                let key = key_of(&obj);
+                                if !may_see(&obj) {
+                                    None
+                                } else if sel.is_empty() {
+                                    Some(watch_event(ev.event_type.as_str(), render(obj)))
+                                } else if ev.event_type == EventType::Deleted {
+                                    seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
+                                } else if sel.matches(&obj) {
+                                    let kind = if seen.insert(key) { "ADDED" } else { "MODIFIED" };
+                                    Some(watch_event(kind, render(obj)))
+                                } else {
+                                    seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
+                                }
+                            }
+                        },
                         Err(StoreError::Gone { compacted }) => Some(gone_event(compacted)),
                         Err(e) => {
                             tracing::warn!(error = %e, "watch stream failed");
