@@ -309,11 +309,11 @@ async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: N
                         req.extensions_mut().insert(id);
                         next.run(req).await
                     }
-                    None => unauthorized(
-                        "this ticket is unknown, used or expired: a ticket opens one WebSocket within 30 s of \
-                         POST /api/v1/tickets; mint another"
-                            .into(),
-                    ),
+                    None => unauthorized(format!(
+                        "this ticket is unknown, used or expired: a ticket opens one WebSocket within {:?} of \
+                         POST /api/v1/tickets; mint another",
+                        st.tickets.ttl()
+                    )),
                 };
             }
             match protocol_token(&req) {
