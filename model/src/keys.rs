@@ -34,6 +34,20 @@ pub mod finalizers {
     pub const MACHINE: &str = "kairon.zyvor.dev/machine";
     /// The controller records final usage and releases the Machine before the claim goes.
     pub const CLAIM: &str = "kairon.zyvor.dev/claim";
+
+    /// Whether adding or removing a finalizer was refused because another writer changed the
+    /// object first: a 409 conflict, or 422 when the helper's JSON patch `test` finds a list the
+    /// cache has not caught up with. Expected while claims, pools and nodes write the same
+    /// Machines; the retry reads the new object.
+    pub fn raced<E: std::error::Error + 'static>(e: &kube::runtime::finalizer::Error<E>) -> bool {
+        use kube::runtime::finalizer::Error as F;
+        match e {
+            F::AddFinalizer(kube::Error::Api(s)) | F::RemoveFinalizer(kube::Error::Api(s)) => {
+                s.code == 409 || s.code == 422
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Event reasons.

@@ -225,12 +225,7 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
     .await
     .map_err(|e| match e {
         kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(s))
-        | kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s))
-            if s.code == 409 || s.code == 422 =>
-        {
-            NodeError::FinalizerRaced(s.to_string())
-        }
+        other if finalizers::raced(&other) => NodeError::FinalizerRaced(other.to_string()),
         other => NodeError::Finalizer(other.to_string()),
     })
 }

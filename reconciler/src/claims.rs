@@ -317,15 +317,9 @@ fn error_policy(claim: Arc<MachineClaim>, e: &ClaimError, _: Arc<Ctx>) -> Action
 /// the finalizer helper's JSON patch `test` failing with 422 when a finalizer it just added
 /// has not reached the cache yet). Expected when claims race; the retry reads the new object.
 fn raced(e: &ClaimError) -> bool {
-    use kube::runtime::finalizer::Error as F;
     match e {
         ClaimError::Kube(kube::Error::Api(s)) => s.code == 409,
-        ClaimError::Finalizer(f) => match f.as_ref() {
-            F::AddFinalizer(kube::Error::Api(s)) | F::RemoveFinalizer(kube::Error::Api(s)) => {
-                s.code == 409 || s.code == 422
-            }
-            _ => false,
-        },
+        ClaimError::Finalizer(f) => finalizers::raced(f.as_ref()),
         ClaimError::Kube(_) => false,
     }
 }
