@@ -506,7 +506,9 @@ async fn freeze_step(
             let frozen = ctx.runtime.freeze_status(&vm.id).await.map(|s| s.status == "frozen").unwrap_or(false);
             if !frozen {
                 match ctx.runtime.freeze(&vm.id, Some(left.max(Duration::from_secs(1)))).await {
-                    Ok(_) => {}
+                    Ok(r) => {
+                        tracing::info!(machine = %m.name_any(), filesystems = ?r.frozen, until = ?until, "froze the guest's filesystems");
+                    }
                     Err(ClientError::Api { status: code, message, .. }) if code < 500 => {
                         if old.conditions.iter().all(|c| c.reason != "FreezeFailed") {
                             warn(ctx, m, "FreezeFailed", message.clone()).await;
@@ -526,16 +528,28 @@ async fn freeze_step(
             Ok(Some(left + Duration::from_millis(200)))
         }
         _ => {
-            if confirmed {
-                if running && let Err(e) = ctx.runtime.thaw(&vm.id).await {
+            // The confirmation goes only after a thaw succeeded, and the Thawed condition is
+            // written after it: a reconcile that failed between the two (a status write refused
+            // under load, say) finds the confirmation gone and the condition still True, and
+            // must finish the report instead of leaving "Frozen" on a thawed guest.
+            let reported_frozen = old.conditions.iter().any(|c| c.type_ == "FilesystemFrozen" && c.status == "True");
+            if confirmed || reported_frozen {
+                if confirmed
+                    && running
+                    && let Err(e) = ctx.runtime.thaw(&vm.id).await
+                {
                     // The guest stays frozen until a thaw succeeds: keep the confirmation and try
                     // again shortly (a guest agent that did not answer this once, say), instead
                     // of reporting Thawed over a guest still frozen.
                     let why = format!("thawing failed, retrying: {e}");
+                    tracing::warn!(machine = %m.name_any(), error = %e, "thawing the guest's filesystems failed; retrying");
                     conditions.push(condition("FilesystemFrozen", true, "ThawFailed", &why));
                     return Ok(Some(Duration::from_secs(2)));
                 }
-                set_frozen_annotation(m, ctx, None).await?;
+                if confirmed {
+                    set_frozen_annotation(m, ctx, None).await?;
+                    tracing::info!(machine = %m.name_any(), "thawed the guest's filesystems");
+                }
                 let why = if until.is_some() {
                     "the freeze deadline has passed"
                 } else {

@@ -9,7 +9,9 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Flags, Kairon, MINUTE, Process, SandboxCleanup, during, eventually, hold, phase, wait_phase};
+use kairon_e2e::{
+    Flags, Kairon, MINUTE, Process, SandboxCleanup, during, eventually, hold, phase, wait_for_and_report, wait_phase,
+};
 use kairon_model::{Machine, MachinePhase};
 use kairon_runtime_api::types::{ExecRequest, VmState};
 
@@ -365,37 +367,58 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
     let rt = k.runtime().unwrap();
     assert_eq!(rt.get(&id).await.unwrap().backend, "qemu");
     assert_eq!(rt.freeze_status(&id).await.unwrap().status, "thawed");
-    let frozen = |want: bool| {
+    // What a wait saw: the confirmation, the guest's own answer and the FilesystemFrozen
+    // condition. The guest agent is asked only once the Machine looks right, so the waits do not
+    // queue ten guest agent calls a second ahead of the node agent's own freeze and thaw (TCG).
+    let frozen = |want: bool, reason: Option<&'static str>| {
         let (api, rt, id) = (api.clone(), rt.clone(), id.clone());
         async move {
-            let m = api.get("frozen-vm").await.ok()?;
+            let m = api.get("frozen-vm").await.map_err(|e| format!("get: {e}"))?;
             let confirmed = m.annotations().contains_key("kairon.zyvor.dev/fs-frozen");
-            let status = rt.freeze_status(&id).await.ok()?.status;
-            (confirmed == want && status == if want { "frozen" } else { "thawed" }).then_some(m)
+            let cond = condition(&m, "FilesystemFrozen").map(|c| format!("{} {}: {}", c.status, c.reason, c.message));
+            let looks_right = confirmed == want
+                && reason.is_none_or(|r| condition(&m, "FilesystemFrozen").is_some_and(|c| c.reason == r));
+            if !looks_right {
+                return Err(format!("confirmed={confirmed} condition={cond:?}"));
+            }
+            let status = rt.freeze_status(&id).await.map(|s| s.status).map_err(|e| format!("freeze status: {e}"))?;
+            if status != if want { "frozen" } else { "thawed" } {
+                return Err(format!("confirmed={confirmed} condition={cond:?} guest={status}"));
+            }
+            Ok(m)
         }
+    };
+    let log = || {
+        let lines = k.logs();
+        let lines: Vec<&str> = lines
+            .lines()
+            .filter(|l| ["freez", "thaw", "frozen", "guest agent"].iter().any(|w| l.contains(w)))
+            .collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
     };
 
     // Frozen until a deadline: confirmed, then thawed at the deadline with the confirmation gone.
     let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(45)}}});
     api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    let m = eventually("the freeze to be confirmed", Duration::from_secs(40), || async {
-        frozen(true).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Frozen"))
-    })
+    let m = wait_for_and_report(
+        "the freeze to be confirmed",
+        Duration::from_secs(40),
+        || frozen(true, Some("Frozen")),
+        log,
+    )
     .await;
     assert_eq!(condition(&m, "FilesystemFrozen").unwrap().status, "True");
     // The confirmation goes first, the condition follows in the status write after it.
-    eventually("the thaw at the deadline", Duration::from_secs(90), || async {
-        frozen(false).await.filter(|m| condition(m, "FilesystemFrozen").is_some_and(|c| c.reason == "Thawed"))
-    })
-    .await;
+    wait_for_and_report("the thaw at the deadline", Duration::from_secs(90), || frozen(false, Some("Thawed")), log)
+        .await;
 
     // Frozen far out, then the annotation removed: thawed at once.
     let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": in_secs(3600)}}});
     api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    eventually("the second freeze", Duration::from_secs(60), || frozen(true)).await;
+    wait_for_and_report("the second freeze", Duration::from_secs(60), || frozen(true, None), log).await;
     let patch = json!({"metadata": {"annotations": {"kairon.zyvor.dev/fs-frozen-until": null}}});
     api.patch("frozen-vm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    eventually("the thaw on removal", Duration::from_secs(60), || frozen(false)).await;
+    wait_for_and_report("the thaw on removal", Duration::from_secs(60), || frozen(false, None), log).await;
 
     api.delete("frozen-vm", &DeleteParams::default()).await.unwrap();
     eventually("the VM to go", Duration::from_secs(90), || async {

@@ -153,7 +153,10 @@ impl Runtime {
                     // try again for a minute, unless a new freeze has been asked for meanwhile.
                     for attempt in 1..=30 {
                         match rt.backend(&vm).thaw(&vm).await {
-                            Ok(_) => break,
+                            Ok(n) => {
+                                tracing::info!(instance = %id, filesystems = n, attempt, "thawed at the freeze deadline");
+                                break;
+                            }
                             Err(e) => {
                                 tracing::warn!(instance = %id, error = %e, attempt, "thawing at the freeze deadline failed");
                             }
