@@ -48,6 +48,13 @@ pub mod finalizers {
             _ => false,
         }
     }
+
+    /// Whether removing a finalizer found the object gone: a cleanup run again from a cache that
+    /// had not seen the deletion yet, after an earlier run removed the finalizer. Nothing is left
+    /// to do.
+    pub fn gone<E: std::error::Error + 'static>(e: &kube::runtime::finalizer::Error<E>) -> bool {
+        matches!(e, kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s)) if s.code == 404)
+    }
 }
 
 /// Event reasons.

@@ -223,10 +223,12 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, NodeError> 
         }
     })
     .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other if finalizers::raced(&other) => NodeError::FinalizerRaced(other.to_string()),
-        other => NodeError::Finalizer(other.to_string()),
+    .or_else(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => Err(e),
+        // A cleanup run again from a cache that had not yet seen the Machine go: done already.
+        other if finalizers::gone(&other) => Ok(Action::await_change()),
+        other if finalizers::raced(&other) => Err(NodeError::FinalizerRaced(other.to_string())),
+        other => Err(NodeError::Finalizer(other.to_string())),
     })
 }
 

@@ -301,7 +301,10 @@ async fn reconcile(claim: Arc<MachineClaim>, ctx: Arc<Ctx>) -> Result<Action, Cl
         }
     })
     .await
-    .map_err(|e| ClaimError::Finalizer(Box::new(e)))
+    .or_else(|e| {
+        // A cleanup run again from a cache that had not yet seen the claim go: done already.
+        if finalizers::gone(&e) { Ok(Action::await_change()) } else { Err(ClaimError::Finalizer(Box::new(e))) }
+    })
 }
 
 fn error_policy(claim: Arc<MachineClaim>, e: &ClaimError, _: Arc<Ctx>) -> Action {
