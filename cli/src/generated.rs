@@ -927,6 +927,44 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
         }
     }
+    #[doc = "How a claim was served."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum LaunchType {
+        Warm,
+        Cold,
+    }
+    impl ::std::fmt::Display for LaunchType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Warm => f.write_str("Warm"),
+                Self::Cold => f.write_str("Cold"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for LaunchType {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "Warm" => Ok(Self::Warm),
+                "Cold" => Ok(Self::Cold),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LaunchType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LaunchType {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     #[doc = "`Lifecycle`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct Lifecycle {
@@ -1166,12 +1204,18 @@ pub mod types {
         pub bound_time: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub conditions: ::std::vec::Vec<Condition>,
+        #[doc = "How the claim was served: `Warm` when a warm member was there when it arrived, `Cold`\nwhen it had to wait for one (or for its pool). Also the claim's\n`kairon.zyvor.dev/launch-type` label."]
+        #[serde(rename = "launchType", skip_serializing_if = "::std::option::Option::is_none")]
+        pub launch_type: ::std::option::Option<LaunchType>,
         #[serde(rename = "machineName", skip_serializing_if = "::std::option::Option::is_none")]
         pub machine_name: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub phase: ::std::option::Option<ClaimPhase>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<ClaimUsage>,
+        #[doc = "Seconds from the claim's creation to its binding."]
+        #[serde(rename = "waitSeconds", skip_serializing_if = "::std::option::Option::is_none")]
+        pub wait_seconds: ::std::option::Option<f64>,
     }
     #[doc = "`MachineClaimWatchEvent`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

@@ -176,7 +176,7 @@ pub fn table(kind: Table, items: &[Value], view: View) {
                 .collect(),
         ),
         Table::Claims => (
-            vec!["NAME", "POOL", "PHASE", "MACHINE", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"],
+            vec!["NAME", "POOL", "PHASE", "MACHINE", "LAUNCH", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"],
             items
                 .iter()
                 .map(|c| {
@@ -188,6 +188,7 @@ pub fn table(kind: Table, items: &[Value], view: View) {
                         s(c, &["spec", "poolName"]),
                         s(c, &["status", "phase"]),
                         s(c, &["status", "machineName"]),
+                        s(c, &["status", "launchType"]),
                         secs("activeSeconds"),
                         secs("suspendedSeconds"),
                         vcpu,

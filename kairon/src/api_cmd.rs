@@ -46,6 +46,8 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     state.machines = Some(std::sync::Arc::new(args.rest.machines(kube, args.runtime_token.clone())));
     args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();
+    // The claims this API binds in their create requests are counted here.
+    state.metrics = std::sync::Arc::new(|| kairon_model::metrics::global().render());
 
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     listener.set_nonblocking(true)?;

@@ -11,9 +11,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use crate::keys::{annotations, labels, reasons};
+use crate::keys::{annotations, labels, metrics, reasons};
 use crate::warm::{MemberView, is_warm, rfc3339, template_paused, warm_phase};
-use crate::{ClaimPhase, Machine, MachineClaim, MachinePool};
+use crate::{ClaimPhase, LaunchType, Machine, MachineClaim, MachinePool};
 
 /// The condition a claim reports its binding in.
 pub const BOUND_CONDITION: &str = "Bound";
@@ -140,6 +140,50 @@ fn with_bound_condition(claim: &MachineClaim, bound: Value) -> Vec<Value> {
     conditions
 }
 
+/// How `claim`, binding now, was served: Cold when it was ever told to wait (no warm member,
+/// or no pool), Warm otherwise. Decided from the claim's own status, which only the API and the
+/// controllers write, so a restart or another binder decides the same.
+pub fn launch_type(claim: &MachineClaim) -> LaunchType {
+    let waited = claim.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == BOUND_CONDITION && (c.reason == NO_WARM_MEMBER || c.reason == POOL_NOT_FOUND))
+    });
+    if waited { LaunchType::Cold } else { LaunchType::Warm }
+}
+
+/// Seconds from the claim's creation to `at_ms`.
+pub fn wait_seconds(claim: &MachineClaim, at_ms: i64) -> f64 {
+    let created = claim.metadata.creation_timestamp.as_ref().map_or(at_ms, |t| t.0.as_millisecond());
+    (at_ms - created).max(0) as f64 / 1000.0
+}
+
+/// Upper bounds of the claim wait histogram, in seconds: a warm claim takes milliseconds, a
+/// cold one a member's boot (seconds for a sandbox, a minute or more for a VM under TCG).
+const WAIT_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+/// Stamps a claim stored with a bound status ([`bound_status`]) with the launch-type label.
+pub fn label_launch_type(claim: &mut Value) {
+    if let Some(launch) = claim["status"]["launchType"].as_str().map(str::to_string) {
+        claim["metadata"]["labels"][labels::LAUNCH_TYPE] = Value::String(launch);
+    }
+}
+
+/// Counts a claim whose bound status ([`bound_status`]) was just stored.
+pub fn record_bound_status(pool: &str, status: &Value) {
+    let launch = if status["launchType"] == "Cold" { LaunchType::Cold } else { LaunchType::Warm };
+    record_bound(pool, launch, status["waitSeconds"].as_f64().unwrap_or_default());
+}
+
+/// Counts a claim bound from `pool` (wherever it was bound: the API or the controller).
+pub fn record_bound(pool: &str, launch: LaunchType, wait_seconds: f64) {
+    let m = crate::metrics::global();
+    m.describe(metrics::POOL_CLAIMS_TOTAL, "Claims bound, by pool and launch type (Warm: a member was ready).");
+    m.describe(metrics::POOL_CLAIM_WAIT_SECONDS, "Seconds from a claim's creation to its binding, by pool.");
+    m.add(metrics::POOL_CLAIMS_TOTAL, &[("pool", pool), ("launch_type", launch.as_str())], 1.0);
+    m.observe(metrics::POOL_CLAIM_WAIT_SECONDS, &[("pool", pool)], WAIT_BUCKETS, wait_seconds);
+}
+
 /// The status of `claim` bound to `machine` at `at`.
 pub fn bound_status(claim: &MachineClaim, machine: &str, at: &str) -> Value {
     let conditions = with_bound_condition(
@@ -150,7 +194,11 @@ pub fn bound_status(claim: &MachineClaim, machine: &str, at: &str) -> Value {
             "lastTransitionTime": at, "observedGeneration": claim.metadata.generation,
         }),
     );
-    json!({"phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions})
+    let at_ms = crate::warm::parse_ms(at).unwrap_or_default();
+    json!({
+        "phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions,
+        "launchType": launch_type(claim), "waitSeconds": wait_seconds(claim, at_ms),
+    })
 }
 
 /// The status of `claim` waiting for `reason` since `now`, or None when it says so already.
@@ -223,5 +271,30 @@ mod tests {
         let s = claim.status.as_ref().unwrap();
         assert_eq!((s.phase, s.machine_name.as_deref()), (Some(ClaimPhase::Bound), Some("m")));
         assert_eq!(s.conditions.iter().filter(|c| c.type_ == BOUND_CONDITION).count(), 1);
+    }
+
+    #[test]
+    fn a_claim_that_was_told_to_wait_is_cold_and_says_how_long() {
+        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ttl_seconds: None });
+        let created = "2026-01-01T00:00:00Z";
+        claim.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created.parse().unwrap()));
+        let status = |claim: &MachineClaim, at: &str| -> crate::MachineClaimStatus {
+            serde_json::from_value(bound_status(claim, "m", at)).unwrap()
+        };
+        let warm = status(&claim, "2026-01-01T00:00:00.012Z");
+        assert_eq!((warm.launch_type, warm.wait_seconds), (Some(LaunchType::Warm), Some(0.012)));
+        // The API's own "Binding" while it binds in the create request is not a wait.
+        claim.status = Some(
+            serde_json::from_value(pending_status(&claim, BINDING, binding_message("p"), created).unwrap()).unwrap(),
+        );
+        assert_eq!(status(&claim, "2026-01-01T00:00:00.020Z").launch_type, Some(LaunchType::Warm));
+        for reason in [NO_WARM_MEMBER, POOL_NOT_FOUND] {
+            let pending = pending_status(&claim, reason, "wait".into(), created).unwrap();
+            let mut waited = claim.clone();
+            waited.status = Some(serde_json::from_value(pending).unwrap());
+            let cold = status(&waited, "2026-01-01T00:00:07.5Z");
+            assert_eq!((cold.launch_type, cold.wait_seconds), (Some(LaunchType::Cold), Some(7.5)), "{reason}");
+        }
     }
 }

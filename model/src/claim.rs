@@ -22,6 +22,7 @@ use crate::meta::Condition;
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.poolName"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Machine", type_ = "string", json_path = ".status.machineName"),
+    printcolumn(name = "Launch", type_ = "string", json_path = ".status.launchType"),
     printcolumn(name = "Active", type_ = "integer", json_path = ".status.usage.activeSeconds"),
     printcolumn(name = "Suspended", type_ = "integer", json_path = ".status.usage.suspendedSeconds"),
     printcolumn(name = "VCPU-S", type_ = "number", json_path = ".status.usage.vcpuSeconds"),
@@ -54,10 +55,36 @@ pub struct MachineClaimStatus {
     #[schema(value_type = Option<String>, format = DateTime)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_time: Option<Time>,
+    /// How the claim was served: `Warm` when a warm member was there when it arrived, `Cold`
+    /// when it had to wait for one (or for its pool). Also the claim's
+    /// `kairon.zyvor.dev/launch-type` label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_type: Option<LaunchType>,
+    /// Seconds from the claim's creation to its binding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<ClaimUsage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// How a claim was served.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum LaunchType {
+    /// A warm member was ready when the claim arrived.
+    Warm,
+    /// The claim waited for a member to become warm (or for its pool to exist).
+    Cold,
+}
+
+impl LaunchType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchType::Warm => "Warm",
+            LaunchType::Cold => "Cold",
+        }
+    }
 }
 
 /// What a claim used. Seconds are whole; the accrual clock carries fractions forward.

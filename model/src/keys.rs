@@ -23,6 +23,8 @@ pub mod labels {
     pub const POOL: &str = "kairon.zyvor.dev/pool";
     /// The MachineClaim a pool member is bound to.
     pub const CLAIM: &str = "kairon.zyvor.dev/claim";
+    /// On a bound MachineClaim: `Warm` or `Cold`, as its `status.launchType`.
+    pub const LAUNCH_TYPE: &str = "kairon.zyvor.dev/launch-type";
     /// On a runtime create request (not on Machines): the Machine's namespace, which picks the
     /// runtime's `volumes/<namespace>/` directory.
     pub const RUNTIME_NAMESPACE: &str = "kairon.zyvor.dev/namespace";
@@ -74,6 +76,8 @@ pub mod metrics {
     pub const CLAIM_USAGE_SECONDS_TOTAL: &str = "kairon_claim_usage_seconds_total";
     pub const CLAIM_USAGE_VCPU_SECONDS_TOTAL: &str = "kairon_claim_usage_vcpu_seconds_total";
     pub const CLAIM_USAGE_MEMORY_GIB_SECONDS_TOTAL: &str = "kairon_claim_usage_memory_gib_seconds_total";
+    pub const POOL_CLAIMS_TOTAL: &str = "kairon_pool_claims_total";
+    pub const POOL_CLAIM_WAIT_SECONDS: &str = "kairon_pool_claim_wait_seconds";
 }
 
 /// Environment variables the product documents name.

@@ -11,6 +11,7 @@ pub mod duration;
 pub mod keys;
 pub mod machine;
 pub mod meta;
+pub mod metrics;
 pub mod node;
 pub mod pool;
 pub mod power;
@@ -18,7 +19,7 @@ pub mod quantity;
 pub mod validate;
 pub mod warm;
 
-pub use claim::{ClaimPhase, ClaimUsage, MachineClaim, MachineClaimSpec, MachineClaimStatus};
+pub use claim::{ClaimPhase, ClaimUsage, LaunchType, MachineClaim, MachineClaimSpec, MachineClaimStatus};
 pub use machine::{
     Backend, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus, Machine, MachinePhase,
     MachineSpec, MachineStatus, NetworkMode, NetworkSpec, PowerState, Resources, RuntimeSpec, SandboxSpec, Volume,

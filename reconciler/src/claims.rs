@@ -130,8 +130,10 @@ async fn bound(
     machine: &str,
     at: &str,
 ) -> Result<Action, ClaimError> {
-    let patch = json!({"status": binding::bound_status(claim, machine, at)});
-    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let status = binding::bound_status(claim, machine, at);
+    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": &status}))).await?;
+    binding::record_bound_status(&claim.spec.pool_name, &status);
+    label_launch_type(api, claim, status["launchType"].as_str()).await?;
     // The Event is for people reading history: the claimant is not kept waiting for it.
     let (recorder, reference) = (ctx.recorder.clone(), claim.object_ref(&()));
     let message = binding::bound_message(claim, machine);
@@ -154,6 +156,22 @@ async fn bound(
         Step::Expire => Action::requeue(Duration::from_millis(10)),
         _ => Action::await_change(),
     })
+}
+
+/// Puts the claim's launch type (its status's) in its label, unless the label says so already
+/// (a tenant may remove or change a label on its claim; the status stays the record).
+async fn label_launch_type(
+    api: &Api<MachineClaim>,
+    claim: &MachineClaim,
+    launch: Option<&str>,
+) -> Result<(), ClaimError> {
+    let Some(launch) = launch else { return Ok(()) };
+    if claim.labels().get(labels::LAUNCH_TYPE).map(String::as_str) == Some(launch) {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"labels": {labels::LAUNCH_TYPE: launch}}});
+    api.patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    Ok(())
 }
 
 /// Binding through the Kubernetes API, as this controller sees it.
@@ -199,6 +217,9 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
     let status = claim.status.clone().unwrap_or_default();
     let now = pools::now_ms();
     let api_binding = binding::binding_until(&claim);
+    if status.phase == Some(ClaimPhase::Bound) {
+        label_launch_type(&api, &claim, status.launch_type.map(|l| l.as_str())).await?;
+    }
     match step(status.phase, status.machine_name.as_deref(), bound_ms(&claim), claim.spec.ttl_seconds, api_binding, now)
     {
         Step::Expire => {

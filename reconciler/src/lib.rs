@@ -4,7 +4,8 @@
 pub mod claims;
 pub mod leader;
 pub mod lifecycle;
-pub mod metrics;
+/// The process's Prometheus registry, shared with the API (which binds claims too).
+pub use kairon_model::metrics;
 pub mod pools;
 pub mod scheduler;
 pub mod usage;

@@ -297,8 +297,15 @@ fn kaironctl_pools_and_claims_with_their_columns() {
     assert_eq!(c["status"]["phase"], "Bound");
     let machine = c["status"]["machineName"].as_str().expect("bound machine").to_string();
     let t = ctl.ok(&["get", "machineclaims"]);
-    assert_eq!(header(&t), ["NAME", "POOL", "PHASE", "MACHINE", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"]);
-    assert!(t.lines().any(|l| l.starts_with("job-42 ") && l.contains(&machine) && l.contains("Bound")), "{t}");
+    assert_eq!(header(&t), ["NAME", "POOL", "PHASE", "MACHINE", "LAUNCH", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"]);
+    // Warm or Cold depends on whether the member had warmed up (2 s) when the claim came.
+    let launch = c["status"]["launchType"].as_str().expect("a bound claim's launch type");
+    assert!(["Warm", "Cold"].contains(&launch), "{c}");
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("job-42 ") && l.contains(&machine) && l.contains("Bound") && l.contains(launch)),
+        "{t}"
+    );
     let d = ctl.ok(&["describe", "machineclaim", "job-42"]);
     for want in [
         "Pool:         agents",

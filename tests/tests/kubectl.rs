@@ -325,7 +325,11 @@ async fn pools_and_claims_show_their_printer_columns() {
 
     let claims = k.kubectl_ok(&["get", "machineclaims", "-n", "agents"]);
     let header: Vec<&str> = claims.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "POOL", "PHASE", "MACHINE", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"], "{claims}");
+    assert_eq!(
+        header,
+        ["NAME", "POOL", "PHASE", "MACHINE", "LAUNCH", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"],
+        "{claims}"
+    );
     assert_eq!(cell(&claims, "job-42", "POOL"), "agents");
     assert_eq!(cell(&claims, "job-42", "ACTIVE"), "", "{claims}");
 
@@ -335,16 +339,21 @@ async fn pools_and_claims_show_their_printer_columns() {
         "job-42",
         &PatchParams::default(),
         &Patch::Merge(json!({"status": {
-            "phase": "Bound", "machineName": "agents-7x2kq",
+            "phase": "Bound", "machineName": "agents-7x2kq", "launchType": "Cold", "waitSeconds": 2.5,
             "usage": {"activeSeconds": 1234, "suspendedSeconds": 56, "vcpuSeconds": 2468.5, "memoryGiBSeconds": 2468.0}
         }})),
     )
     .await
     .unwrap();
     let claims = k.kubectl_ok(&["get", "machineclaims", "-n", "agents"]);
-    for (column, want) in
-        [("PHASE", "Bound"), ("MACHINE", "agents-7x2kq"), ("ACTIVE", "1234"), ("SUSPENDED", "56"), ("VCPU-S", "2468.5")]
-    {
+    for (column, want) in [
+        ("PHASE", "Bound"),
+        ("MACHINE", "agents-7x2kq"),
+        ("LAUNCH", "Cold"),
+        ("ACTIVE", "1234"),
+        ("SUSPENDED", "56"),
+        ("VCPU-S", "2468.5"),
+    ] {
         assert_eq!(cell(&claims, "job-42", column), want, "{column} in:\n{claims}");
     }
     // A later accrual shows too, through the watch kubectl's -w uses as well as a plain get.

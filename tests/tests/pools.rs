@@ -1,6 +1,7 @@
 //! Warm pools and claims under `kairon up`, with real runc: a Paused pool warms its members up
 //! and pauses them, many claims racing bind each member exactly once, surplus trimming takes
 //! non-warm members first, a Running pool hands out Running members, and a claim's TTL releases it.
+//! Each bound claim says whether it was served warm or waited (cold), and for how long.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kairon_e2e::{Flags, Kairon, MINUTE, during, eventually, hold, phase, wait_for_object, wait_gone, wait_phase};
-use kairon_model::{ClaimPhase, Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
+use kairon_model::{ClaimPhase, LaunchType, Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
 
 fn fast() -> Flags<'static> {
     Flags::fast_activity("1s").usage_interval("1s")
@@ -20,6 +21,7 @@ fn fast() -> Flags<'static> {
 const NS: &str = "agents";
 const POOL: &str = "kairon.zyvor.dev/pool";
 const CLAIM: &str = "kairon.zyvor.dev/claim";
+const LAUNCH_TYPE: &str = "kairon.zyvor.dev/launch-type";
 
 fn pool(name: &str, replicas: i32, warm: &str, warmup: i64) -> MachinePool {
     serde_json::from_value(json!({
@@ -164,6 +166,44 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
         (names.len() == 20 && cs.len() == 20).then_some(())
     })
     .await;
+    // How each was served: the claims bound to the five members warm when they arrived are
+    // Warm, the fifteen that waited for a refill are Cold, in status, label and /metrics alike.
+    eventually("every claim labelled with its launch type", MINUTE, || async {
+        let cs = claims.list(&ListParams::default()).await.ok()?.items;
+        cs.iter().all(|c| c.labels().contains_key(LAUNCH_TYPE)).then_some(())
+    })
+    .await;
+    let (mut warm, mut cold) = (Vec::new(), Vec::new());
+    for c in claims.list(&ListParams::default()).await.unwrap().items {
+        let s = c.status.as_ref().unwrap();
+        let machine = s.machine_name.clone().unwrap();
+        let want = if distinct.contains(&machine) { LaunchType::Warm } else { LaunchType::Cold };
+        assert_eq!(s.launch_type, Some(want), "{c:?}");
+        assert_eq!(c.labels().get(LAUNCH_TYPE).map(String::as_str), Some(want.as_str()), "{c:?}");
+        let wait = s.wait_seconds.expect("a bound claim says how long it waited");
+        if want == LaunchType::Warm {
+            warm.push(wait)
+        } else {
+            cold.push(wait)
+        }
+        if bound_in_reply.contains(&machine) {
+            assert_eq!(want, LaunchType::Warm, "bound in its create request: {c:?}");
+        }
+    }
+    assert_eq!((warm.len(), cold.len()), (5, 15));
+    assert!(warm.iter().all(|w| *w < 5.0), "warm claims bind at once: {warm:?}");
+    // A refill is created, started and warmed up (warmupSeconds 1) before it serves a claim.
+    assert!(cold.iter().all(|w| *w >= 1.0), "cold claims waited for a refill: {cold:?}");
+    let metrics = k.kubectl_ok(&["get", "--raw", "/metrics"]);
+    for line in [
+        "kairon_pool_claims_total{launch_type=\"Warm\",pool=\"agents\"} 5",
+        "kairon_pool_claims_total{launch_type=\"Cold\",pool=\"agents\"} 15",
+        "kairon_pool_claim_wait_seconds_count{pool=\"agents\"} 20",
+        "kairon_pool_claim_wait_seconds_bucket{pool=\"agents\",le=\"+Inf\"} 20",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in /metrics:\n{metrics}");
+    }
+
     let ms = members(&machines, "agents").await;
     let mut by_claim: BTreeSet<String> = BTreeSet::new();
     for m in ms.iter().filter(|m| m.labels().contains_key(CLAIM)) {

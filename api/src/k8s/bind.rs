@@ -99,6 +99,7 @@ impl BindingStore for StoreBinding<'_> {
         let claim_name = self.claim.new["metadata"]["name"].as_str().unwrap_or_default();
         let mut claim = self.claim.new.clone();
         claim["status"] = bound.clone();
+        binding::label_launch_type(&mut claim);
         let writes = vec![
             Write::Create(self.claims.key(claim_name), claim),
             Write::Update(members.key(name), member.new, member.precondition),
@@ -140,6 +141,7 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
             let taken = store.taken.lock().unwrap_or_else(|p| p.into_inner()).take();
             match taken {
                 Some((stored, member)) => {
+                    binding::record_bound_status(&claim.spec.pool_name, &stored["status"]);
                     bound(c.st, &claim, member).await;
                     return Ok((stored, planned.warnings));
                 }
@@ -165,9 +167,13 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let mut new = planned.new;
     if let Some(status) = status {
         new["status"] = status;
+        binding::label_launch_type(&mut new);
     }
     let stored =
         c.st.store.create(c.key(name), new).await.map_err(|e| ApiError::from_store(e, &c.rt.qualified(), name))?;
+    if stored["status"]["phase"] == "Bound" {
+        binding::record_bound_status(&claim.spec.pool_name, &stored["status"]);
+    }
     Ok((stored, planned.warnings))
 }
 

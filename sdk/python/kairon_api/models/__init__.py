@@ -37,6 +37,7 @@ from .kairon_node_status import KaironNodeStatus
 from .kairon_node_watch_event import KaironNodeWatchEvent
 from .kernel_spec import KernelSpec
 from .kind_object_meta import KindObjectMeta
+from .launch_type import LaunchType
 from .lifecycle import Lifecycle
 from .lifecycle_status import LifecycleStatus
 from .machine import Machine
@@ -162,6 +163,7 @@ __all__ = (
     "KaironNodeWatchEvent",
     "KernelSpec",
     "KindObjectMeta",
+    "LaunchType",
     "Lifecycle",
     "LifecycleStatus",
     "Machine",

@@ -8,6 +8,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.claim_phase import ClaimPhase
+from ..models.launch_type import LaunchType
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -24,16 +25,20 @@ class MachineClaimStatus:
     Attributes:
         bound_time (datetime.datetime | None | Unset):
         conditions (list[Condition] | Unset):
+        launch_type (LaunchType | None | Unset):
         machine_name (None | str | Unset):
         phase (ClaimPhase | None | Unset):
         usage (ClaimUsage | None | Unset):
+        wait_seconds (float | None | Unset): Seconds from the claim's creation to its binding.
     """
 
     bound_time: datetime.datetime | None | Unset = UNSET
     conditions: list[Condition] | Unset = UNSET
+    launch_type: LaunchType | None | Unset = UNSET
     machine_name: None | str | Unset = UNSET
     phase: ClaimPhase | None | Unset = UNSET
     usage: ClaimUsage | None | Unset = UNSET
+    wait_seconds: float | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -53,6 +58,14 @@ class MachineClaimStatus:
             for conditions_item_data in self.conditions:
                 conditions_item = conditions_item_data.to_dict()
                 conditions.append(conditions_item)
+
+        launch_type: None | str | Unset
+        if isinstance(self.launch_type, Unset):
+            launch_type = UNSET
+        elif isinstance(self.launch_type, LaunchType):
+            launch_type = self.launch_type.value
+        else:
+            launch_type = self.launch_type
 
         machine_name: None | str | Unset
         if isinstance(self.machine_name, Unset):
@@ -76,6 +89,12 @@ class MachineClaimStatus:
         else:
             usage = self.usage
 
+        wait_seconds: float | None | Unset
+        if isinstance(self.wait_seconds, Unset):
+            wait_seconds = UNSET
+        else:
+            wait_seconds = self.wait_seconds
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update({})
@@ -83,12 +102,16 @@ class MachineClaimStatus:
             field_dict["boundTime"] = bound_time
         if conditions is not UNSET:
             field_dict["conditions"] = conditions
+        if launch_type is not UNSET:
+            field_dict["launchType"] = launch_type
         if machine_name is not UNSET:
             field_dict["machineName"] = machine_name
         if phase is not UNSET:
             field_dict["phase"] = phase
         if usage is not UNSET:
             field_dict["usage"] = usage
+        if wait_seconds is not UNSET:
+            field_dict["waitSeconds"] = wait_seconds
 
         return field_dict
 
@@ -124,6 +147,23 @@ class MachineClaimStatus:
                 conditions_item = Condition.from_dict(conditions_item_data)
 
                 conditions.append(conditions_item)
+
+        def _parse_launch_type(data: object) -> LaunchType | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                launch_type_type_0 = LaunchType(data)
+
+                return launch_type_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(LaunchType | None | Unset, data)
+
+        launch_type = _parse_launch_type(d.pop("launchType", UNSET))
 
         def _parse_machine_name(data: object) -> None | str | Unset:
             if data is None:
@@ -168,12 +208,23 @@ class MachineClaimStatus:
 
         usage = _parse_usage(d.pop("usage", UNSET))
 
+        def _parse_wait_seconds(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        wait_seconds = _parse_wait_seconds(d.pop("waitSeconds", UNSET))
+
         machine_claim_status = cls(
             bound_time=bound_time,
             conditions=conditions,
+            launch_type=launch_type,
             machine_name=machine_name,
             phase=phase,
             usage=usage,
+            wait_seconds=wait_seconds,
         )
 
         machine_claim_status.additional_properties = d

@@ -1236,6 +1236,11 @@ export interface components {
         KindObjectMeta: components["schemas"]["ObjectMeta"] & {
             name: string;
         };
+        /**
+         * @description How a claim was served.
+         * @enum {string}
+         */
+        LaunchType: "Warm" | "Cold";
         Lifecycle: {
             /** @description What to do when idle. */
             idleAction?: components["schemas"]["IdleAction"];
@@ -1321,9 +1326,15 @@ export interface components {
             /** Format: date-time */
             boundTime?: string | null;
             conditions?: components["schemas"]["Condition"][];
+            launchType?: components["schemas"]["LaunchType"] | null;
             machineName?: string | null;
             phase?: components["schemas"]["ClaimPhase"] | null;
             usage?: components["schemas"]["ClaimUsage"] | null;
+            /**
+             * Format: double
+             * @description Seconds from the claim's creation to its binding.
+             */
+            waitSeconds?: number | null;
         };
         MachineClaimWatchEvent: {
             object: components["schemas"]["MachineClaim"];
