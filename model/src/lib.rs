@@ -4,6 +4,7 @@
 // kube's `printcolumn(type_ = …)` repeats the same keys once per column, by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod autoscale;
 pub mod binding;
 pub mod claim;
 pub mod crds;

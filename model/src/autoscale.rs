@@ -1,0 +1,332 @@
+//! Sizing a warm pool from its claims: the pure decision behind a pool's autoscaling.
+//!
+//! Each claim takes one warm member, and the pool needs `refill` seconds (create, boot, warm-up)
+//! to replace it. Over one refill period the claims that arrive number K ~ Poisson(λ·refill), and
+//! with N warm members the first N of them are served warm: the hit rate is E[min(K, N)] / E[K].
+//! The decision is the smallest N whose hit rate reaches the target, within the bounds. The rate
+//! λ is the larger of the rate over the whole window and over the last few refill periods, so a
+//! burst grows the pool at once while a quiet spell shrinks it only after the scale-down delay.
+
+/// What the decision is bounded and aimed by (a pool's `spec.autoscale`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    pub min_replicas: i32,
+    pub max_replicas: i32,
+    /// Fraction of claims to serve from a warm member, in (0, 1].
+    pub target_hit_rate: f64,
+    /// How far back arrivals count, in seconds.
+    pub window_seconds: i64,
+    /// How long the pool must have needed fewer members before it shrinks, in seconds.
+    pub scale_down_delay_seconds: i64,
+}
+
+/// What the decision reads.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    /// When (Unix ms) the pool's claims arrived; those outside the window are ignored.
+    pub arrivals: &'a [i64],
+    /// Seconds from a member's creation until it is warm.
+    pub refill_seconds: f64,
+    /// The pool's replicas now.
+    pub current: i32,
+    pub now_ms: i64,
+    /// When a decision last needed at least the replicas the pool had then (None: never).
+    pub last_needed_ms: Option<i64>,
+}
+
+/// The decision, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The replicas to have now.
+    pub replicas: i32,
+    /// What the arrival rate asks for, within the bounds, before the scale-down delay.
+    pub needed: i32,
+    /// The arrival rate the decision used, per minute.
+    pub claims_per_minute: f64,
+    /// The hit rate `replicas` gives at that rate.
+    pub expected_hit_rate: f64,
+    /// `last_needed_ms` to pass to the next decision.
+    pub last_needed_ms: Option<i64>,
+}
+
+impl Decision {
+    /// One line for the pool's Event when the replicas change.
+    pub fn reason(&self, from: i32, b: &Bounds, refill_seconds: f64) -> String {
+        format!(
+            "{} {} replicas from {from}: {:.1} claims/min with a {refill_seconds:.1} s refill gives an expected hit \
+             rate of {:.3} (target {}, bounds {}..={})",
+            if self.replicas > from { "scaled up to" } else { "scaled down to" },
+            self.replicas,
+            self.claims_per_minute,
+            self.expected_hit_rate,
+            b.target_hit_rate,
+            b.min_replicas,
+            b.max_replicas,
+        )
+    }
+}
+
+/// The share of claims served warm by `n` warm members when `mean` claims arrive, on average,
+/// while one member is refilled: E[min(K, n)] / E[K] for K ~ Poisson(mean).
+pub fn hit_rate(n: i32, mean: f64) -> f64 {
+    if mean <= 0.0 {
+        return 1.0;
+    }
+    // E[min(K, m + 1)] = E[min(K, m)] + P(K > m), summed with the pmf in logs so that a large
+    // mean neither underflows e^-mean nor overflows mean^k.
+    let (mut e_min, mut cdf, mut ln_p) = (0.0f64, 0.0f64, -mean);
+    for k in 0..n.max(0) {
+        if k > 0 {
+            ln_p += mean.ln() - f64::from(k).ln();
+        }
+        cdf += ln_p.exp();
+        e_min += (1.0 - cdf).max(0.0);
+    }
+    (e_min / mean).min(1.0)
+}
+
+/// The smallest replicas in `[lo, hi]` whose hit rate at `mean` reaches `target` (`hi` when none does).
+fn smallest_reaching(target: f64, mean: f64, lo: i32, hi: i32) -> i32 {
+    (lo..=hi).find(|n| hit_rate(*n, mean) >= target).unwrap_or(hi)
+}
+
+/// Claims per second arriving in the last `seconds` before `now_ms`.
+fn rate(arrivals: &[i64], now_ms: i64, seconds: f64) -> f64 {
+    let since = now_ms - (seconds * 1000.0) as i64;
+    arrivals.iter().filter(|t| **t > since && **t <= now_ms).count() as f64 / seconds
+}
+
+/// How many replicas the pool should have now.
+pub fn decide(b: &Bounds, o: &Observed) -> Decision {
+    let window = b.window_seconds.max(1) as f64;
+    let refill = o.refill_seconds.max(0.1);
+    // A burst shows in the last few refill periods long before it moves the window's average.
+    let recent = (4.0 * refill).clamp(30.0, window);
+    let per_second = rate(o.arrivals, o.now_ms, window).max(rate(o.arrivals, o.now_ms, recent));
+    let mean = per_second * refill;
+    let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
+    let needed = smallest_reaching(b.target_hit_rate, mean, lo, hi);
+    let current = o.current.clamp(lo, hi);
+    let (replicas, last_needed_ms) = if needed >= current {
+        (needed, Some(o.now_ms))
+    } else {
+        let waited = o.last_needed_ms.is_none_or(|t| o.now_ms - t >= b.scale_down_delay_seconds * 1000);
+        (if waited { needed } else { current }, o.last_needed_ms)
+    };
+    Decision {
+        replicas,
+        needed,
+        claims_per_minute: per_second * 60.0,
+        expected_hit_rate: hit_rate(replicas, mean),
+        last_needed_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    fn bounds(min: i32, max: i32) -> Bounds {
+        Bounds {
+            min_replicas: min,
+            max_replicas: max,
+            target_hit_rate: 0.95,
+            window_seconds: 600,
+            scale_down_delay_seconds: 300,
+        }
+    }
+
+    #[test]
+    fn hit_rate_matches_its_definition() {
+        assert_eq!(hit_rate(3, 0.0), 1.0);
+        assert_eq!(hit_rate(0, 2.0), 0.0);
+        // One member, mean 1: E[min(K,1)] = P(K >= 1) = 1 - e^-1.
+        assert!((hit_rate(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        // Grows with n towards 1, and a large mean does not underflow.
+        let rates: Vec<f64> = (0..12).map(|n| hit_rate(n, 4.0)).collect();
+        assert!(rates.windows(2).all(|w| w[1] > w[0]), "{rates:?}");
+        assert!(rates[11] > 0.99);
+        assert!((hit_rate(1000, 1000.0) - 0.987).abs() < 0.01, "{}", hit_rate(1000, 1000.0));
+        assert!(hit_rate(1100, 1000.0) > 0.999);
+    }
+
+    #[test]
+    fn no_claims_keeps_the_minimum_and_the_bounds_hold() {
+        let o = Observed { arrivals: &[], refill_seconds: 5.0, current: 4, now_ms: 10 * MIN, last_needed_ms: None };
+        assert_eq!(decide(&bounds(1, 10), &o).replicas, 1);
+        let many: Vec<i64> = (0..600).map(|i| 10 * MIN - i * 100).collect();
+        let o = Observed { arrivals: &many, ..o };
+        let d = decide(&bounds(1, 10), &o);
+        assert_eq!((d.replicas, d.needed), (10, 10), "never beyond maxReplicas");
+        assert!(d.expected_hit_rate < 0.95);
+    }
+
+    #[test]
+    fn a_steady_rate_gets_the_smallest_pool_that_reaches_the_target() {
+        // One claim every 2 s with a 6 s refill: 3 claims per refill on average.
+        let now = 20 * MIN;
+        let arrivals: Vec<i64> = (0..600).map(|i| now - i * 2000).collect();
+        let o = Observed { arrivals: &arrivals, refill_seconds: 6.0, current: 1, now_ms: now, last_needed_ms: None };
+        let d = decide(&bounds(0, 50), &o);
+        assert!((d.claims_per_minute - 30.0).abs() < 0.2, "{d:?}");
+        assert!(hit_rate(d.replicas, 3.0) >= 0.95 && hit_rate(d.replicas - 1, 3.0) < 0.95, "{d:?}");
+        assert_eq!(d.last_needed_ms, Some(now));
+    }
+
+    #[test]
+    fn a_burst_grows_the_pool_at_once_and_it_shrinks_only_after_the_delay() {
+        let b = bounds(1, 40);
+        let burst_end = 30 * MIN;
+        // Quiet for half an hour, then 40 claims in 20 s.
+        let arrivals: Vec<i64> = (0..40).map(|i| burst_end - i * 500).collect();
+        let mut o =
+            Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: burst_end, last_needed_ms: None };
+        let up = decide(&b, &o);
+        assert!(up.replicas >= 5, "a burst of 2 claims/s with a 5 s refill needs members now: {up:?}");
+        // A minute later the window still remembers the burst, but the recent rate is zero:
+        // the pool would shrink, and waits for the delay.
+        o.current = up.replicas;
+        o.last_needed_ms = up.last_needed_ms;
+        o.now_ms = burst_end + MIN;
+        let held = decide(&b, &o);
+        assert!(held.needed < up.replicas, "{held:?}");
+        assert_eq!(held.replicas, up.replicas, "held within the scale-down delay: {held:?}");
+        o.now_ms = burst_end + 4 * MIN;
+        assert_eq!(decide(&b, &o).replicas, up.replicas, "still within the delay");
+        o.now_ms = burst_end + 11 * MIN;
+        let down = decide(&b, &o);
+        assert_eq!(down.replicas, 1, "the burst left the window and the delay passed: {down:?}");
+    }
+
+    /// Replays an arrival trace against a simulated pool (a member taken by a claim is refilled
+    /// `refill` seconds later; a claim finding no warm member waits for the next one), deciding
+    /// every 10 s, and returns (hit rate, member-seconds held warm).
+    fn replay(arrivals: &[i64], refill: f64, size: impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32) -> (f64, f64) {
+        let (mut warm, mut refilling, mut hits, mut held) = (0i32, Vec::<i64>::new(), 0usize, 0.0);
+        let (mut replicas, mut last_needed) = (0i32, None);
+        let end = *arrivals.last().unwrap_or(&0) + 10 * MIN;
+        let mut next = 0;
+        let mut waiting = 0usize;
+        let mut t = 0;
+        while t <= end {
+            // Refills that finished by now become warm; waiting claims take them first.
+            refilling.retain(|done| {
+                if *done <= t {
+                    warm += 1;
+                    false
+                } else {
+                    true
+                }
+            });
+            while waiting > 0 && warm > 0 {
+                warm -= 1;
+                waiting -= 1;
+                refilling.push(t + (refill * 1000.0) as i64);
+            }
+            while next < arrivals.len() && arrivals[next] <= t {
+                if warm > 0 {
+                    warm -= 1;
+                    hits += 1;
+                    refilling.push(t + (refill * 1000.0) as i64);
+                } else {
+                    waiting += 1;
+                }
+                next += 1;
+            }
+            if t % 10_000 == 0 {
+                replicas = size(replicas, &arrivals[..next], t, &mut last_needed);
+            }
+            // Members past the replicas are trimmed; missing ones are created.
+            let have = warm + refilling.len() as i32;
+            if have < replicas {
+                for _ in have..replicas {
+                    refilling.push(t + (refill * 1000.0) as i64);
+                }
+            } else if have > replicas {
+                warm = (warm - (have - replicas)).max(0);
+            }
+            held += f64::from(warm) * 0.1;
+            t += 100;
+        }
+        (hits as f64 / arrivals.len().max(1) as f64, held)
+    }
+
+    fn fixed(n: i32) -> impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32 {
+        move |_, _, _, _| n
+    }
+
+    fn autoscaled(b: Bounds, refill: f64) -> impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32 {
+        move |current, arrivals, now_ms, last_needed| {
+            let d = decide(
+                &b,
+                &Observed { arrivals, refill_seconds: refill, current, now_ms, last_needed_ms: *last_needed },
+            );
+            *last_needed = d.last_needed_ms;
+            d.replicas
+        }
+    }
+
+    /// A day-shaped trace: Poisson arrivals whose rate follows a sine between 0.5 and 20 claims
+    /// a minute over 2 h (a compressed day), from a fixed seed.
+    fn diurnal() -> Vec<i64> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut uniform = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (mut out, mut t, end) = (Vec::new(), 0.0f64, 120.0 * 60.0);
+        loop {
+            // Thinning: candidates at the peak rate, kept with the rate's share at their time.
+            t += -(1.0 - uniform()).ln() * 60.0 / 20.0;
+            if t >= end {
+                return out;
+            }
+            let per_minute = 0.5 + 19.5 * (0.5 - 0.5 * (2.0 * std::f64::consts::PI * t / end).cos());
+            if uniform() < per_minute / 20.0 {
+                out.push((t * 1000.0) as i64);
+            }
+        }
+    }
+
+    #[test]
+    fn on_a_daily_trace_autoscaling_reaches_the_target_with_fewer_member_seconds_than_a_fixed_pool() {
+        let trace = diurnal();
+        let refill = 8.0;
+        let b = Bounds { window_seconds: 300, scale_down_delay_seconds: 120, ..bounds(1, 30) };
+        let (auto_hit, auto_held) = replay(&trace, refill, autoscaled(b, refill));
+        let smallest_fixed = (1..=30)
+            .find(|n| replay(&trace, refill, fixed(*n)).0 >= auto_hit.min(b.target_hit_rate))
+            .expect("some fixed size reaches it");
+        let (fixed_hit, fixed_held) = replay(&trace, refill, fixed(smallest_fixed));
+        eprintln!(
+            "{} claims: autoscaled {auto_hit:.3} hit with {auto_held:.0} member-s; smallest fixed pool reaching it: \
+             {smallest_fixed}, {fixed_hit:.3} with {fixed_held:.0}",
+            trace.len()
+        );
+        assert!(auto_hit >= 0.9, "autoscaled hit rate {auto_hit:.3}");
+        assert!(
+            auto_held < fixed_held,
+            "autoscaled {auto_hit:.3} hit with {auto_held:.0} member-s; fixed {smallest_fixed} {fixed_hit:.3} with {fixed_held:.0}"
+        );
+    }
+
+    #[test]
+    fn the_reason_says_what_changed_and_why() {
+        let d = Decision {
+            replicas: 6,
+            needed: 6,
+            claims_per_minute: 30.0,
+            expected_hit_rate: 0.9612,
+            last_needed_ms: None,
+        };
+        assert_eq!(
+            d.reason(2, &bounds(1, 10), 6.0),
+            "scaled up to 6 replicas from 2: 30.0 claims/min with a 6.0 s refill gives an expected hit rate of 0.961 \
+             (target 0.95, bounds 1..=10)"
+        );
+    }
+}
