@@ -169,19 +169,30 @@ pub fn label_launch_type(claim: &mut Value) {
     }
 }
 
-/// Counts a claim whose bound status ([`bound_status`]) was just stored.
-pub fn record_bound_status(pool: &str, status: &Value) {
-    let launch = if status["launchType"] == "Cold" { LaunchType::Cold } else { LaunchType::Warm };
-    record_bound(pool, launch, status["waitSeconds"].as_f64().unwrap_or_default());
+/// How a claim binding at some instant was served: its `status.launchType` and
+/// `status.waitSeconds`, and what the pool metrics count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Served {
+    pub launch_type: LaunchType,
+    pub wait_seconds: f64,
 }
 
-/// Counts a claim bound from `pool` (wherever it was bound: the API or the controller).
-pub fn record_bound(pool: &str, launch: LaunchType, wait_seconds: f64) {
-    let m = crate::metrics::global();
-    m.describe(metrics::POOL_CLAIMS_TOTAL, "Claims bound, by pool and launch type (Warm: a member was ready).");
-    m.describe(metrics::POOL_CLAIM_WAIT_SECONDS, "Seconds from a claim's creation to its binding, by pool.");
-    m.add(metrics::POOL_CLAIMS_TOTAL, &[("pool", pool), ("launch_type", launch.as_str())], 1.0);
-    m.observe(metrics::POOL_CLAIM_WAIT_SECONDS, &[("pool", pool)], WAIT_BUCKETS, wait_seconds);
+impl Served {
+    /// `claim` binding at `at` (RFC 3339).
+    pub fn of(claim: &MachineClaim, at: &str) -> Self {
+        let at_ms = crate::warm::parse_ms(at).unwrap_or_default();
+        Served { launch_type: launch_type(claim), wait_seconds: wait_seconds(claim, at_ms) }
+    }
+
+    /// Counts it for `pool` (wherever the claim was bound: the API or the controller), once
+    /// its bound status is stored.
+    pub fn record(&self, pool: &str) {
+        let m = crate::metrics::global();
+        m.describe(metrics::POOL_CLAIMS_TOTAL, "Claims bound, by pool and launch type (Warm: a member was ready).");
+        m.describe(metrics::POOL_CLAIM_WAIT_SECONDS, "Seconds from a claim's creation to its binding, by pool.");
+        m.add(metrics::POOL_CLAIMS_TOTAL, &[("pool", pool), ("launch_type", self.launch_type.as_str())], 1.0);
+        m.observe(metrics::POOL_CLAIM_WAIT_SECONDS, &[("pool", pool)], WAIT_BUCKETS, self.wait_seconds);
+    }
 }
 
 /// The status of `claim` bound to `machine` at `at`.
@@ -194,10 +205,10 @@ pub fn bound_status(claim: &MachineClaim, machine: &str, at: &str) -> Value {
             "lastTransitionTime": at, "observedGeneration": claim.metadata.generation,
         }),
     );
-    let at_ms = crate::warm::parse_ms(at).unwrap_or_default();
+    let served = Served::of(claim, at);
     json!({
         "phase": ClaimPhase::Bound, "machineName": machine, "boundTime": at, "conditions": conditions,
-        "launchType": launch_type(claim), "waitSeconds": wait_seconds(claim, at_ms),
+        "launchType": served.launch_type, "waitSeconds": served.wait_seconds,
     })
 }
 

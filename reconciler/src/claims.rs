@@ -19,7 +19,7 @@ use serde_json::json;
 use kairon_model::binding::{self, Binding, BindingStore};
 use kairon_model::keys::{finalizers, labels, reasons};
 use kairon_model::warm::MemberView;
-use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachinePhase, MachinePool};
+use kairon_model::{ClaimPhase, ClaimUsage, LaunchType, Machine, MachineClaim, MachinePhase, MachinePool};
 
 use crate::pools;
 
@@ -132,8 +132,8 @@ async fn bound(
 ) -> Result<Action, ClaimError> {
     let status = binding::bound_status(claim, machine, at);
     api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": &status}))).await?;
-    binding::record_bound_status(&claim.spec.pool_name, &status);
-    label_launch_type(api, claim, status["launchType"].as_str()).await?;
+    binding::Served::of(claim, at).record(&claim.spec.pool_name);
+    // The next reconcile (this status write re-queues the claim) puts its launch type in its label.
     // The Event is for people reading history: the claimant is not kept waiting for it.
     let (recorder, reference) = (ctx.recorder.clone(), claim.object_ref(&()));
     let message = binding::bound_message(claim, machine);
@@ -163,9 +163,9 @@ async fn bound(
 async fn label_launch_type(
     api: &Api<MachineClaim>,
     claim: &MachineClaim,
-    launch: Option<&str>,
+    launch: LaunchType,
 ) -> Result<(), ClaimError> {
-    let Some(launch) = launch else { return Ok(()) };
+    let launch = launch.as_str();
     if claim.labels().get(labels::LAUNCH_TYPE).map(String::as_str) == Some(launch) {
         return Ok(());
     }
@@ -217,8 +217,10 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
     let status = claim.status.clone().unwrap_or_default();
     let now = pools::now_ms();
     let api_binding = binding::binding_until(&claim);
-    if status.phase == Some(ClaimPhase::Bound) {
-        label_launch_type(&api, &claim, status.launch_type.map(|l| l.as_str())).await?;
+    if status.phase == Some(ClaimPhase::Bound)
+        && let Some(launch) = status.launch_type
+    {
+        label_launch_type(&api, &claim, launch).await?;
     }
     match step(status.phase, status.machine_name.as_deref(), bound_ms(&claim), claim.spec.ttl_seconds, api_binding, now)
     {

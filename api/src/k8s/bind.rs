@@ -133,6 +133,7 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let ns = c.ns.as_str();
     let now = k8s_openapi::jiff::Timestamp::now();
     let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
+    let mut served = None;
     let status = match binding::bind(&store, &claim, now.as_millisecond())
         .instrument(trace_span!("hop.claim.bind"))
         .await
@@ -141,13 +142,16 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
             let taken = store.taken.lock().unwrap_or_else(|p| p.into_inner()).take();
             match taken {
                 Some((stored, member)) => {
-                    binding::record_bound_status(&claim.spec.pool_name, &stored["status"]);
+                    binding::Served::of(&claim, &at).record(&claim.spec.pool_name);
                     bound(c.st, &claim, member).await;
                     return Ok((stored, planned.warnings));
                 }
                 // A live member already labelled for this name (no take was needed): the claim
                 // is stored bound to it.
-                None => Some(binding::bound_status(&claim, &machine, &at)),
+                None => {
+                    served = Some(binding::Served::of(&claim, &at));
+                    Some(binding::bound_status(&claim, &machine, &at))
+                }
             }
         }
         Ok(Binding::PoolNotFound) => {
@@ -171,8 +175,8 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     }
     let stored =
         c.st.store.create(c.key(name), new).await.map_err(|e| ApiError::from_store(e, &c.rt.qualified(), name))?;
-    if stored["status"]["phase"] == "Bound" {
-        binding::record_bound_status(&claim.spec.pool_name, &stored["status"]);
+    if let Some(served) = served {
+        served.record(&claim.spec.pool_name);
     }
     Ok((stored, planned.warnings))
 }
