@@ -143,7 +143,8 @@ pub fn object_counts(db_url: &str) -> Result<BTreeMap<String, i64>> {
     Ok(counts)
 }
 
-/// Events are kept (the store has no event TTL), so they are counted, not compared.
+/// Events stay an hour after their last write (`kairon up --event-ttl`), longer than a run, so
+/// they are counted, not compared.
 pub const EVENTS: &str = "events.k8s.io/events";
 
 /// The resources whose row count differs from the baseline (events aside).

@@ -366,6 +366,64 @@ impl Store {
         Ok(objects)
     }
 
+    /// The objects in `namespace` whose ownerReferences name `owner_uid`, as
+    /// (group, resource, object), found by the owners index.
+    pub async fn owned_by(&self, namespace: &str, owner_uid: &str) -> Result<Vec<(String, String, Value)>, StoreError> {
+        let objects = sqlx::query_as(
+            "SELECT api_group, resource, object FROM objects \
+             WHERE namespace = $1 \
+               AND object -> 'metadata' -> 'ownerReferences' @> jsonb_build_array(jsonb_build_object('uid', $2::text)) \
+             ORDER BY api_group, resource, name",
+        )
+        .bind(namespace)
+        .bind(owner_uid)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(objects)
+    }
+
+    /// Deletes up to `batch` objects of `group`/`resource` last written more than `ttl` ago,
+    /// oldest first, each as an ordinary delete (watchers see it go), and returns how many went
+    /// and how long until the next one is due (None: none left). An object written meanwhile
+    /// stays: the delete is preconditioned on the resourceVersion it was seen at.
+    pub async fn expire(
+        &self,
+        group: &str,
+        resource: &str,
+        ttl: std::time::Duration,
+        batch: usize,
+    ) -> Result<(usize, Option<std::time::Duration>), StoreError> {
+        let expired: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT namespace, name, resource_version FROM objects \
+             WHERE api_group = $1 AND resource = $2 AND updated_at < now() - make_interval(secs => $3) \
+             ORDER BY updated_at LIMIT $4",
+        )
+        .bind(group)
+        .bind(resource)
+        .bind(ttl.as_secs_f64())
+        .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut deleted = 0;
+        for (namespace, name, rv) in &expired {
+            match self.delete(ObjectRef { group, resource, namespace, name }, Some(*rv)).await {
+                Ok(_) => deleted += 1,
+                Err(StoreError::NotFound | StoreError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let next: Option<f64> = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM min(updated_at) + make_interval(secs => $3) - now())::float8 \
+             FROM objects WHERE api_group = $1 AND resource = $2",
+        )
+        .bind(group)
+        .bind(resource)
+        .bind(ttl.as_secs_f64())
+        .fetch_one(self.pool())
+        .await?;
+        Ok((deleted, next.map(|s| std::time::Duration::from_secs_f64(s.max(0.0)))))
+    }
+
     /// Stores a new object. Its uid comes from `metadata.uid` (a new one is
     /// generated and written back when absent); `metadata.resourceVersion` is
     /// set to the allocated rv. Returns the stored object.
@@ -628,7 +686,7 @@ async fn update_in(
     // between this conditional update and the diagnosis below.
     let updated = sqlx::query(
         "WITH up AS ( \
-             UPDATE objects SET resource_version = $5, object = $6 \
+             UPDATE objects SET resource_version = $5, object = $6, updated_at = now() \
              WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
                AND ($7::bigint IS NULL OR resource_version = $7) \
              RETURNING 1 \

@@ -680,3 +680,71 @@ async fn a_list_dropped_mid_begin_leaves_no_transaction_behind(pool: PgPool) {
     }
     store.close().await;
 }
+
+#[sqlx::test(migrations = "./migrations")]
+async fn owned_by_finds_the_dependents_of_an_owner_in_its_namespace(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let owned = |ns: &str, name: &str, owners: Value| {
+        let mut o = obj(ns, name, json!({}));
+        o["metadata"]["ownerReferences"] = owners;
+        o
+    };
+    let owner = json!([{"apiVersion": "kairon.io/v1", "kind": "MachinePool", "name": "p", "uid": "u-1"}]);
+    let two = json!([{"uid": "u-2", "name": "q"}, {"uid": "u-1", "name": "p"}]);
+    store.create(oref("ns", "b"), owned("ns", "b", owner.clone())).await.unwrap();
+    store.create(oref("ns", "a"), owned("ns", "a", two)).await.unwrap();
+    store.create(oref("ns", "c"), owned("ns", "c", json!([{"uid": "u-3"}]))).await.unwrap();
+    store.create(oref("ns", "d"), obj("ns", "d", json!({}))).await.unwrap();
+    store.create(oref("other", "e"), owned("other", "e", owner.clone())).await.unwrap();
+    let pools = ObjectRef { group: G, resource: "pools", namespace: "ns", name: "f" };
+    store.create(pools, owned("ns", "f", owner)).await.unwrap();
+    let found = store.owned_by("ns", "u-1").await.unwrap();
+    let found: Vec<_> =
+        found.iter().map(|(g, r, o)| (g.as_str(), r.as_str(), o["metadata"]["name"].as_str().unwrap())).collect();
+    assert_eq!(found, [(G, R, "a"), (G, R, "b"), (G, "pools", "f")], "every kind, only this namespace");
+    assert!(store.owned_by("ns", "u-9").await.unwrap().is_empty());
+    assert!(store.owned_by("ns", "\"}]").await.unwrap().is_empty(), "a uid is a value, not JSON");
+}
+
+#[sqlx::test(migrations = "./migrations")]
+async fn expire_deletes_what_was_last_written_before_the_ttl_and_says_when_the_next_is_due(pool: PgPool) {
+    let store = Store::from_pool(pool.clone()).await.unwrap();
+    const EV: ObjectRef<'static> = ObjectRef { group: "events.k8s.io", resource: "events", namespace: "ns", name: "" };
+    let at = |name| ObjectRef { name, ..EV };
+    for name in ["old", "older", "rewritten", "fresh"] {
+        store.create(at(name), obj("ns", name, json!({}))).await.unwrap();
+    }
+    store.create(oref("ns", "machine"), obj("ns", "machine", json!({}))).await.unwrap();
+    sqlx::query("UPDATE objects SET updated_at = now() - interval '2 hours' WHERE name <> 'fresh'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE objects SET updated_at = now() - interval '3 hours' WHERE name = 'older'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // An update is a write: the ttl counts from it.
+    let rewritten = store.get(at("rewritten")).await.unwrap().unwrap();
+    store.update(at("rewritten"), rewritten, None).await.unwrap();
+    let from = store.current_rv().await.unwrap();
+    let mut w = pin!(store.watch("events.k8s.io", "events", None, from).await.unwrap());
+
+    let hour = Duration::from_secs(3600);
+    let (deleted, next) = store.expire("events.k8s.io", "events", hour, 1).await.unwrap();
+    assert_eq!(deleted, 1, "at most a batch");
+    let ev = next_event(&mut w).await;
+    assert_eq!((ev.event_type, ev.name.as_str()), (EventType::Deleted, "older"), "oldest first, and watched");
+    assert_eq!(next, Some(Duration::ZERO), "\"old\" is due already");
+    let (deleted, next) = store.expire("events.k8s.io", "events", hour, 100).await.unwrap();
+    assert_eq!(deleted, 1);
+    assert_eq!(next_event(&mut w).await.name, "old");
+    let next = next.expect("two Events are left");
+    assert!(next > Duration::from_secs(3590) && next <= hour, "the next is due an hour after its write: {next:?}");
+    assert!(store.get(at("rewritten")).await.unwrap().is_some() && store.get(at("fresh")).await.unwrap().is_some());
+    assert!(store.get(oref("ns", "machine")).await.unwrap().is_some(), "only the resource asked for");
+    assert_eq!(store.expire("events.k8s.io", "events", hour, 100).await.unwrap().0, 0);
+    assert_quiet(&mut w).await;
+    store.delete(at("rewritten"), None).await.unwrap();
+    store.delete(at("fresh"), None).await.unwrap();
+    assert_eq!(store.expire("events.k8s.io", "events", hour, 100).await.unwrap(), (0, None), "nothing left");
+}

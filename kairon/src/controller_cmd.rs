@@ -9,26 +9,22 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    kairon_model::duration::parse_seconds(s).map(|s| Duration::from_secs(s as u64))
-}
-
 /// The controllers' intervals. Every flag here is TEST ONLY (hidden): production uses the
 /// defaults, which are the product documents' values.
 #[derive(clap::Args, Clone)]
 pub struct ControllerTuning {
     /// TEST ONLY: how often bound claims accrue usage (30 s in production).
-    #[arg(long, hide = true, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, hide = true, default_value = "30s", value_parser = crate::up::parse_duration)]
     pub test_usage_interval: Duration,
     /// TEST ONLY: the controller Lease duration (15 s in production).
-    #[arg(long, hide = true, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, hide = true, default_value = "15s", value_parser = crate::up::parse_duration)]
     pub test_lease_duration: Duration,
     /// TEST ONLY: lowers the 60 s minimum of spec.lifecycle.idleTimeoutSeconds.
     #[arg(long, hide = true, default_value_t = kairon_model::machine::MIN_IDLE_TIMEOUT_SECONDS)]
     pub test_min_idle_timeout_seconds: i64,
     /// TEST ONLY: after recording a usage interval in the history, wait this long before
     /// writing status.usage, so a test can kill the controller inside that window.
-    #[arg(long, hide = true, default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, hide = true, default_value = "0s", value_parser = crate::up::parse_duration)]
     pub test_hold_after_usage_record: Duration,
 }
 

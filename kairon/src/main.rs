@@ -3,6 +3,7 @@
 mod api_cmd;
 mod controller_cmd;
 mod hops;
+mod housekeeping;
 mod limits_args;
 mod node_cmd;
 mod postgres;
@@ -32,7 +33,7 @@ struct Cli {
 enum Command {
     /// Run everything in one process (embedded mode): API, store, and a private PostgreSQL
     /// unless DATABASE_URL is set.
-    Up(up::UpArgs),
+    Up(Box<up::UpArgs>),
     /// Run the REST API alone against a real cluster (resources through its Kubernetes API).
     Api(api_cmd::ApiArgs),
     /// Run a node agent (with its own runtime unless --runtime-endpoint is given) against a
@@ -108,7 +109,7 @@ async fn run() -> Result<()> {
     let log_filter = tracing_subscriber::EnvFilter::try_from_env("KAIRON_LOG").unwrap_or_else(|_| default_log_filter());
     subscriber(log_filter).init();
     match Cli::parse().command {
-        Command::Up(args) => up::run(args).await,
+        Command::Up(args) => up::run(*args).await,
         Command::Api(args) => api_cmd::run(args).await,
         Command::Runtime(args) => runtime_cmd::run(args).await,
         Command::Node(args) => node_cmd::run(args).await,

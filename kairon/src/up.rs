@@ -28,12 +28,8 @@ pub struct UpArgs {
     /// Use this PostgreSQL instead of a private one.
     #[arg(long, env = "DATABASE_URL")]
     database_url: Option<String>,
-    /// How often old revisions are compacted away.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    compact_interval: Duration,
-    /// How many recent revisions compaction keeps (watches may resume within them).
-    #[arg(long, default_value_t = 100_000)]
-    compact_keep: i64,
+    #[command(flatten)]
+    housekeeping: crate::housekeeping::Housekeeping,
     /// Run without this node's runtime, node agent and controllers: the API alone (sandboxes
     /// need root for runc).
     #[arg(long)]
@@ -113,7 +109,7 @@ pub fn parse_secret(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     kairon_model::duration::parse_seconds(s).map(|s| Duration::from_secs(s as u64))
 }
 
@@ -251,24 +247,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
         }
     };
 
-    {
-        let store = store.clone();
-        let (every, keep) = (args.compact_interval, args.compact_keep);
-        let stop = workers.token();
-        workers.spawn(async move {
-            let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
-            tick.tick().await;
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = stop.cancelled() => return,
-                }
-                if let Err(e) = store.compact(keep).await {
-                    tracing::warn!(error = %e, "compaction failed");
-                }
-            }
-        });
-    }
+    args.housekeeping.spawn(&mut workers, &store);
 
     println!("Kairon is up at {server_url}");
     println!("  node:        {}", args.node_name);

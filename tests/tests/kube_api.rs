@@ -393,3 +393,38 @@ async fn deleting_an_owner_deletes_what_it_owns() {
     wait_for_and_report("the owned Machine to go with its owner", Duration::from_secs(10), owned, || k.logs()).await;
     assert!(api.get_opt("unowned").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn events_expire_after_the_event_ttl_and_watchers_see_them_go() {
+    let flags: Vec<&str> = API_ONLY.iter().copied().chain(["--event-ttl", "3s"]).collect();
+    let k = Kairon::start_with(&flags).unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(k.client().await.unwrap(), "default");
+    let event = |name: &str| -> k8s_openapi::api::events::v1::Event {
+        serde_json::from_value(json!({
+            "metadata": {"name": name}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "e2e", "reportingInstance": "e2e", "action": "Test", "reason": "Tested",
+            "type": "Normal", "regarding": {"kind": "Machine", "name": "m", "namespace": "default"},
+        }))
+        .unwrap()
+    };
+    let first = events.create(&PostParams::default(), &event("first")).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    let mut w = events.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+    hold(Duration::from_secs(2), "the second Event is written 2 s after the first").await;
+    events.create(&PostParams::default(), &event("second")).await.unwrap();
+    // The first goes about 3 s after its write, the second about 2 s later: each when due.
+    type Ev = k8s_openapi::api::events::v1::Event;
+    let deleted = async |w: &mut (dyn futures::Stream<Item = kube::Result<WatchEvent<Ev>>> + Unpin + Send)| loop {
+        match tokio::time::timeout(Duration::from_secs(10), w.try_next()).await.expect("a watch event in time") {
+            Ok(Some(WatchEvent::Deleted(e))) => return e.metadata.name.unwrap(),
+            Ok(Some(WatchEvent::Added(_) | WatchEvent::Bookmark(_))) => continue,
+            other => panic!("expected the expired Event to be DELETED, got {other:?}"),
+        }
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(deleted(&mut w).await, "first");
+    assert!(events.get_opt("second").await.unwrap().is_some(), "the second is not due yet");
+    assert_eq!(deleted(&mut w).await, "second");
+    assert!(started.elapsed() >= Duration::from_millis(1500), "the second went when due, not with the first");
+    assert!(events.list(&ListParams::default()).await.unwrap().items.is_empty());
+}

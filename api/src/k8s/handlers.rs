@@ -1104,34 +1104,29 @@ fn delete_dependents(
     uid: String,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     Box::pin(async move {
-        let owned = |o: &Value| {
-            o["metadata"]["ownerReferences"]
-                .as_array()
-                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()))
-        };
-        let types: Vec<(&'static str, &'static str)> = st
-            .registry
-            .types
-            .iter()
-            .filter(|t| t.namespaced && t.view == View::Native)
-            .map(|t| t.store_key())
-            .collect();
-        for (group, resource) in types {
-            let Ok(page) = st.store.list(group, resource, Some(&ns), None, None).await else { continue };
-            for mut obj in page.items.into_iter().filter(|o| owned(o)) {
-                let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                let key = ObjectRef { group, resource, namespace: &ns, name: &name };
-                let rv = rv_of(&obj);
-                if obj["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
-                    if obj["metadata"]["deletionTimestamp"].is_null() {
-                        obj["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
-                        let _ = st.store.update(key, obj, rv).await;
-                    }
-                } else if let Ok(gone) = st.store.delete(key, rv).await
-                    && let Some(child) = gone["metadata"]["uid"].as_str()
-                {
-                    delete_dependents(st.clone(), ns.clone(), child.to_string()).await;
+        let Ok(dependents) = st.store.owned_by(&ns, &uid).await else { return };
+        for (group, resource, mut obj) in dependents {
+            // Only what the API serves as itself (a view such as core Events shares its store).
+            if !st
+                .registry
+                .types
+                .iter()
+                .any(|t| t.namespaced && t.view == View::Native && t.store_key() == (&group, &resource))
+            {
+                continue;
+            }
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            let key = ObjectRef { group: &group, resource: &resource, namespace: &ns, name: &name };
+            let rv = rv_of(&obj);
+            if obj["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+                if obj["metadata"]["deletionTimestamp"].is_null() {
+                    obj["metadata"]["deletionTimestamp"] = Value::String(now_rfc3339());
+                    let _ = st.store.update(key, obj, rv).await;
                 }
+            } else if let Ok(gone) = st.store.delete(key, rv).await
+                && let Some(child) = gone["metadata"]["uid"].as_str()
+            {
+                delete_dependents(st.clone(), ns.clone(), child.to_string()).await;
             }
         }
     })
