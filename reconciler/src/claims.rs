@@ -131,7 +131,11 @@ async fn bound(
     at: &str,
 ) -> Result<Action, ClaimError> {
     let status = binding::bound_status(claim, machine, at);
-    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": &status}))).await?;
+    // Preconditioned on the claim as read: a reconcile from a cache that has not yet seen this
+    // claim bound finds its member again (claimed_by) and must not record, and count, the
+    // binding twice; the 409 retries with the claim as it is.
+    let patch = json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": &status});
+    api.patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
     binding::Served::of(claim, at).record(&claim.spec.pool_name);
     // The next reconcile (this status write re-queues the claim) puts its launch type in its label.
     // The Event is for people reading history: the claimant is not kept waiting for it.
