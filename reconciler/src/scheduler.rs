@@ -165,6 +165,15 @@ fn views(ctx: &Ctx) -> Vec<NodeView> {
         })
         .collect();
     let mut assumed = ctx.assumed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    tally(&mut views, &ctx.machines.state(), &mut assumed);
+    views.sort_by(|a, b| a.name.cmp(&b.name));
+    views
+}
+
+/// Counts on each node the Machines placed there, and the placements `assumed` not yet seen
+/// in `machines`. An assumption ends when its Machine shows its node, or is gone (deleted
+/// before the store saw it placed): kept, it would hold its share of the node forever.
+fn tally(views: &mut [NodeView], machines: &[Arc<Machine>], assumed: &mut HashMap<String, (String, Demand)>) {
     let mut add = |node: &str, d: Demand| {
         if let Some(v) = views.iter_mut().find(|v| v.name == node) {
             v.used_cpu_millis += d.cpu_millis;
@@ -172,17 +181,17 @@ fn views(ctx: &Ctx) -> Vec<NodeView> {
             v.machines += 1;
         }
     };
-    for m in ctx.machines.state() {
+    let present: std::collections::HashSet<&str> = machines.iter().filter_map(|m| m.metadata.uid.as_deref()).collect();
+    assumed.retain(|uid, _| present.contains(uid.as_str()));
+    for m in machines {
         if let Some(node) = m.status.as_ref().and_then(|s| s.node_name.as_deref()) {
-            assumed.remove(&m.uid().unwrap_or_default());
+            assumed.remove(m.metadata.uid.as_deref().unwrap_or_default());
             add(node, demand(&m.spec));
         }
     }
     for (node, d) in assumed.values() {
         add(node, *d);
     }
-    views.sort_by(|a, b| a.name.cmp(&b.name));
-    views
 }
 
 async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, SchedulerError> {
@@ -330,6 +339,31 @@ mod tests {
 
     const SANDBOX: Demand = Demand { backend: NodeBackend::Sandbox, cpu_millis: 100, memory_bytes: 64 << 20 };
     const VM: Demand = Demand { backend: NodeBackend::Vm, cpu_millis: 2000, memory_bytes: 2 << 30 };
+
+    #[test]
+    fn an_assumed_placement_ends_when_its_machine_shows_its_node_or_is_gone() {
+        let machine = |uid: &str, node: Option<&str>| -> Arc<Machine> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+                    "metadata": {"name": uid, "namespace": "ns", "uid": uid},
+                    "spec": {"sandbox": {"templateName": "busybox"}}, "status": {"nodeName": node},
+                }))
+                .unwrap(),
+            )
+        };
+        let mut assumed: HashMap<String, (String, Demand)> = [
+            ("placed".to_string(), ("a".to_string(), SANDBOX)),
+            ("unseen".to_string(), ("a".to_string(), SANDBOX)),
+            ("deleted".to_string(), ("a".to_string(), SANDBOX)),
+        ]
+        .into();
+        let machines = [machine("placed", Some("a")), machine("unseen", None), machine("other", Some("a"))];
+        let mut views = [node("a", &[NodeBackend::Sandbox], 4000, 8)];
+        tally(&mut views, &machines, &mut assumed);
+        assert_eq!(assumed.keys().map(String::as_str).collect::<Vec<_>>(), ["unseen"]);
+        assert_eq!(views[0].machines, 3, "two placed, one assumed; the deleted one holds nothing");
+    }
 
     #[test]
     fn backend_and_room_decide() {
