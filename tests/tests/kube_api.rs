@@ -428,3 +428,51 @@ async fn events_expire_after_the_event_ttl_and_watchers_see_them_go() {
     assert!(started.elapsed() >= Duration::from_millis(1500), "the second went when due, not with the first");
     assert!(events.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
+
+#[tokio::test]
+async fn a_selector_watch_resumed_after_a_delete_still_hears_of_it() {
+    // What a client watching `team=a` held at `rv` and what went away before it came back: the
+    // resumed watch must say so, or its cache keeps those objects for good.
+    let k = Kairon::start_with(API_ONLY).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let labelled = |name: &str| {
+        let mut m = machine(name);
+        m.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
+        m
+    };
+    api.create(&PostParams::default(), &labelled("deleted")).await.unwrap();
+    api.create(&PostParams::default(), &labelled("relabelled")).await.unwrap();
+    let kept = api.create(&PostParams::default(), &labelled("kept")).await.unwrap();
+    let rv = kept.metadata.resource_version.clone().unwrap();
+    api.delete("deleted", &DeleteParams::default()).await.unwrap();
+    let relabel = json!({"metadata": {"labels": {"team": "b"}}});
+    api.patch("relabelled", &PatchParams::default(), &Patch::Merge(relabel)).await.unwrap();
+    api.create(&PostParams::default(), &labelled("new")).await.unwrap();
+
+    let mut stream = api.watch(&WatchParams::default().labels("team=a"), &rv).await.unwrap().boxed();
+    let mut seen = BTreeSet::new();
+    while seen.len() < 3 {
+        match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Added(m)))) => seen.insert(format!("ADDED {}", m.metadata.name.unwrap())),
+            Ok(Ok(Some(WatchEvent::Deleted(m)))) => seen.insert(format!("DELETED {}", m.metadata.name.unwrap())),
+            Ok(Ok(Some(WatchEvent::Modified(m)))) => seen.insert(format!("MODIFIED {}", m.metadata.name.unwrap())),
+            other => panic!("after {seen:?}: unexpected {other:?}"),
+        };
+    }
+    assert_eq!(seen, BTreeSet::from(["ADDED new".into(), "DELETED deleted".into(), "DELETED relabelled".into()]));
+    // Live, a change that leaves the selector is DELETED once, and one outside it is not sent.
+    api.patch("kept", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}})))
+        .await
+        .unwrap();
+    api.delete("relabelled", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &labelled("last")).await.unwrap();
+    let mut live = Vec::new();
+    while live.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await {
+            Ok(Ok(Some(WatchEvent::Added(m)))) => live.push(format!("ADDED {}", m.metadata.name.unwrap())),
+            Ok(Ok(Some(WatchEvent::Deleted(m)))) => live.push(format!("DELETED {}", m.metadata.name.unwrap())),
+            other => panic!("after {live:?}: unexpected {other:?}"),
+        }
+    }
+    assert_eq!(live, ["DELETED kept", "ADDED last"], "nothing of the object outside the selector");
+}

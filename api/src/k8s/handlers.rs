@@ -480,9 +480,14 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
             }
         }
     }
+    // Resuming with a selector, the server cannot know what the client held at its version: it
+    // takes what matches now (at `gap_until`) as what the client will hold once it has the events
+    // up to then, and within that gap sends each event as it comes, a change or delete of an
+    // object that no longer matches as DELETED (a client that did not hold it ignores that).
+    let mut gap_until = 0;
     if !send_initial && !sel.is_empty() {
-        // Resuming with a selector: what matches now is what the client last saw matching.
         let page = c.st.store.list(group, resource, ns.as_deref(), None, None).await?;
+        gap_until = page.resource_version;
         seen.extend(page.items.into_iter().map(&present).filter(|o| sel.matches(o)).map(|o| key_of(&o)));
     }
     if c.params.send_initial_events && c.params.allow_bookmarks {
@@ -514,6 +519,13 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
                                     None
                                 } else if sel.is_empty() {
                                     Some(watch_event(ev.event_type.as_str(), render(obj)))
+                                } else if ev.rv <= gap_until {
+                                    let kind = if sel.matches(&obj) {
+                                        ev.event_type.as_str()
+                                    } else {
+                                        EventType::Deleted.as_str()
+                                    };
+                                    Some(watch_event(kind, render(obj)))
                                 } else if ev.event_type == EventType::Deleted {
                                     seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
                                 } else if sel.matches(&obj) {
