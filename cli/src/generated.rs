@@ -1437,6 +1437,9 @@ pub mod types {
     #[doc = "Keeps `replicas` warm members, Running or Paused, for MachineClaims to take."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachinePoolSpec {
+        #[doc = "Size the pool from its claims: the pool controller then writes `replicas`."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub autoscale: ::std::option::Option<PoolAutoscale>,
         #[doc = "How many unclaimed members to keep."]
         pub replicas: i32,
         pub template: MachineTemplate,
@@ -1454,6 +1457,9 @@ pub mod types {
         pub claimed: ::std::option::Option<i32>,
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub conditions: ::std::vec::Vec<Condition>,
+        #[doc = "Share of the claims that arrived over the autoscale window (10 minutes without autoscale)\nand were served by a warm member; absent before any."]
+        #[serde(rename = "hitRate", skip_serializing_if = "::std::option::Option::is_none")]
+        pub hit_rate: ::std::option::Option<f64>,
         #[serde(rename = "observedGeneration", skip_serializing_if = "::std::option::Option::is_none")]
         pub observed_generation: ::std::option::Option<i64>,
         #[doc = "Unclaimed members that have booted (Running or Paused)."]
@@ -1958,6 +1964,23 @@ pub mod types {
         pub name: ::std::string::String,
         pub size: i32,
         pub template: CreateVmRequest,
+    }
+    #[doc = "How a pool sizes itself: the smallest `replicas` in `[minReplicas, maxReplicas]` expected to\nserve `targetHitRate` of claims from a warm member, at the rate claims arrived over\n`windowSeconds` (or faster lately) and the time a member takes to become warm; it shrinks only\nafter needing fewer members for `scaleDownDelaySeconds`."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct PoolAutoscale {
+        #[serde(rename = "maxReplicas")]
+        pub max_replicas: ::std::num::NonZeroU32,
+        #[serde(rename = "minReplicas")]
+        pub min_replicas: i32,
+        #[doc = "How long the pool must need fewer members before it shrinks."]
+        #[serde(rename = "scaleDownDelaySeconds", skip_serializing_if = "::std::option::Option::is_none")]
+        pub scale_down_delay_seconds: ::std::option::Option<i64>,
+        #[doc = "Share of claims to serve warm, in (0, 1]."]
+        #[serde(rename = "targetHitRate", skip_serializing_if = "::std::option::Option::is_none")]
+        pub target_hit_rate: ::std::option::Option<f64>,
+        #[doc = "How far back claim arrivals count."]
+        #[serde(rename = "windowSeconds", skip_serializing_if = "::std::option::Option::is_none")]
+        pub window_seconds: ::std::option::Option<i64>,
     }
     #[doc = "The answer of a node pool claim: the VM alone, or with `createMachine` the Machine made for\nit (or why none could be made: the claim happened either way)."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

@@ -96,12 +96,17 @@ fn rate(arrivals: &[i64], now_ms: i64, seconds: f64) -> f64 {
     arrivals.iter().filter(|t| **t > since && **t <= now_ms).count() as f64 / seconds
 }
 
+/// The span, in seconds, of the recent rate: a burst shows in the last few refill periods long
+/// before it moves the window's average.
+fn recent_seconds(window: f64, refill: f64) -> f64 {
+    (4.0 * refill).clamp(30.0_f64.min(window), window)
+}
+
 /// How many replicas the pool should have now.
 pub fn decide(b: &Bounds, o: &Observed) -> Decision {
     let window = b.window_seconds.max(1) as f64;
     let refill = o.refill_seconds.max(0.1);
-    // A burst shows in the last few refill periods long before it moves the window's average.
-    let recent = (4.0 * refill).clamp(30.0, window);
+    let recent = recent_seconds(window, refill);
     let per_second = rate(o.arrivals, o.now_ms, window).max(rate(o.arrivals, o.now_ms, recent));
     let mean = per_second * refill;
     let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
@@ -121,6 +126,37 @@ pub fn decide(b: &Bounds, o: &Observed) -> Decision {
         last_needed_ms,
     }
 }
+
+/// When (Unix ms) the decision `d`, made on `o`, can next change with no new claim: an arrival
+/// leaving the recent span or the window, or the scale-down delay ending. None: not until a
+/// claim arrives.
+pub fn next_change_ms(b: &Bounds, o: &Observed, d: &Decision) -> Option<i64> {
+    let window_ms = b.window_seconds.max(1) * 1000;
+    let recent_ms = (recent_seconds(window_ms as f64 / 1000.0, o.refill_seconds.max(0.1)) * 1000.0) as i64;
+    let leaving = o.arrivals.iter().flat_map(|t| [t + recent_ms, t + window_ms]).filter(|at| *at > o.now_ms).min();
+    let delay_ends = (d.replicas > d.needed)
+        .then(|| d.last_needed_ms.map(|t| t + b.scale_down_delay_seconds * 1000))
+        .flatten()
+        .filter(|at| *at > o.now_ms);
+    leaving.into_iter().chain(delay_ends).min()
+}
+
+/// Seconds a new member takes to become warm: the median over `members` that have been (from
+/// creation to their warm-up stamp, plus the warm-up), else a first guess of the warm-up and a
+/// sandbox's boot.
+pub fn refill_seconds(members: &[crate::warm::MemberView], warmup_seconds: i64) -> f64 {
+    let warmup = warmup_seconds.max(0) as f64;
+    let mut boots: Vec<f64> =
+        members.iter().filter_map(|m| m.warm_since_ms.map(|w| (w - m.created_ms).max(0) as f64 / 1000.0)).collect();
+    if boots.is_empty() {
+        return warmup + FIRST_BOOT_GUESS_SECONDS;
+    }
+    boots.sort_by(f64::total_cmp);
+    warmup + boots[boots.len() / 2]
+}
+
+/// What a member's boot is taken to be before any has booted.
+const FIRST_BOOT_GUESS_SECONDS: f64 = 5.0;
 
 #[cfg(test)]
 mod tests {
@@ -198,6 +234,39 @@ mod tests {
         o.now_ms = burst_end + 11 * MIN;
         let down = decide(&b, &o);
         assert_eq!(down.replicas, 1, "the burst left the window and the delay passed: {down:?}");
+    }
+
+    #[test]
+    fn the_next_change_is_an_arrival_leaving_or_the_delay_ending() {
+        let b = bounds(1, 40);
+        let now = 30 * MIN;
+        let arrivals = [now - 10_000, now - 5_000];
+        // Refill 5 s: the recent span is 30 s, the window 600 s.
+        let o = Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: now, last_needed_ms: None };
+        let d = decide(&b, &o);
+        assert_eq!(next_change_ms(&b, &o, &d), Some(now - 10_000 + 30_000), "the first leaves the recent span");
+        // Held by the delay: whichever comes first.
+        let held = Decision { replicas: 5, needed: 2, last_needed_ms: Some(now - 290_000), ..d.clone() };
+        assert_eq!(next_change_ms(&b, &o, &held), Some(now + 10_000), "the delay ends in 10 s");
+        let quiet = Observed { arrivals: &[], ..o };
+        assert_eq!(next_change_ms(&b, &quiet, &decide(&b, &quiet)), None, "nothing until a claim arrives");
+    }
+
+    #[test]
+    fn refill_is_the_median_boot_plus_the_warmup() {
+        let m = |created: i64, warm: Option<i64>| crate::warm::MemberView {
+            name: "m".into(),
+            created_ms: created,
+            claimed: false,
+            deleting: false,
+            phase: None,
+            power_state: crate::PowerState::Running,
+            warm_since_ms: warm,
+        };
+        assert_eq!(refill_seconds(&[], 30), 35.0, "a first guess");
+        assert_eq!(refill_seconds(&[m(0, None)], 1), 6.0, "no member has booted yet");
+        let members = [m(0, Some(2_000)), m(0, Some(60_000)), m(1_000, Some(4_000)), m(0, None)];
+        assert_eq!(refill_seconds(&members, 1), 4.0, "the median of 2, 3 and 60 s, plus 1 s");
     }
 
     /// Replays an arrival trace against a simulated pool (a member taken by a claim is refilled

@@ -68,6 +68,8 @@ pub mod reasons {
     pub const BOUND: &str = "Bound";
     pub const SCHEDULED: &str = "Scheduled";
     pub const FAILED_SCHEDULING: &str = "FailedScheduling";
+    /// An autoscaled pool's replicas changed.
+    pub const SCALED: &str = "Scaled";
 }
 
 /// Prometheus metric names.

@@ -45,6 +45,55 @@ pub struct MachinePoolSpec {
     pub warmup_seconds: i64,
     /// What every member is made from.
     pub template: MachineTemplate,
+    /// Size the pool from its claims: the pool controller then writes `replicas`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscale: Option<PoolAutoscale>,
+}
+
+pub const DEFAULT_TARGET_HIT_RATE: f64 = 0.95;
+pub const DEFAULT_WINDOW_SECONDS: i64 = 600;
+pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i64 = 300;
+
+fn default_target_hit_rate() -> f64 {
+    DEFAULT_TARGET_HIT_RATE
+}
+fn default_window_seconds() -> i64 {
+    DEFAULT_WINDOW_SECONDS
+}
+fn default_scale_down_delay_seconds() -> i64 {
+    DEFAULT_SCALE_DOWN_DELAY_SECONDS
+}
+
+/// How a pool sizes itself: the smallest `replicas` in `[minReplicas, maxReplicas]` expected to
+/// serve `targetHitRate` of claims from a warm member, at the rate claims arrived over
+/// `windowSeconds` (or faster lately) and the time a member takes to become warm; it shrinks only
+/// after needing fewer members for `scaleDownDelaySeconds`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolAutoscale {
+    pub min_replicas: i32,
+    pub max_replicas: i32,
+    /// Share of claims to serve warm, in (0, 1].
+    #[serde(default = "default_target_hit_rate")]
+    pub target_hit_rate: f64,
+    /// How far back claim arrivals count.
+    #[serde(default = "default_window_seconds")]
+    pub window_seconds: i64,
+    /// How long the pool must need fewer members before it shrinks.
+    #[serde(default = "default_scale_down_delay_seconds")]
+    pub scale_down_delay_seconds: i64,
+}
+
+impl PoolAutoscale {
+    pub fn bounds(&self) -> crate::autoscale::Bounds {
+        crate::autoscale::Bounds {
+            min_replicas: self.min_replicas,
+            max_replicas: self.max_replicas,
+            target_hit_rate: self.target_hit_rate,
+            window_seconds: self.window_seconds,
+            scale_down_delay_seconds: self.scale_down_delay_seconds,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
@@ -87,6 +136,10 @@ pub struct MachinePoolStatus {
     /// Members bound to a claim.
     #[serde(default)]
     pub claimed: i32,
+    /// Share of the claims that arrived over the autoscale window (10 minutes without autoscale)
+    /// and were served by a warm member; absent before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -343,6 +343,20 @@ pub fn validate_machine_spec(
     errs.0
 }
 
+/// The most members an autoscaled pool may ask for.
+pub const MAX_POOL_REPLICAS: i32 = 1000;
+
+/// What an admitted pool spec is told: bounds that say something other than what they do.
+pub fn pool_warnings(spec: &MachinePoolSpec) -> Vec<String> {
+    match &spec.autoscale {
+        Some(a) if a.min_replicas > a.max_replicas => vec![format!(
+            "spec.autoscale.minReplicas {} is above maxReplicas {}: the pool keeps {0} members; lower minReplicas or raise maxReplicas",
+            a.min_replicas, a.max_replicas
+        )],
+        _ => Vec::new(),
+    }
+}
+
 pub fn validate_pool_spec(spec: &MachinePoolSpec, opts: ValidationOptions) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
     if spec.replicas < 0 {
@@ -350,6 +364,25 @@ pub fn validate_pool_spec(spec: &MachinePoolSpec, opts: ValidationOptions) -> Ve
     }
     if spec.warmup_seconds < 0 {
         errs.invalid("spec.warmupSeconds", spec.warmup_seconds, "must be 0 or more");
+    }
+    if let Some(a) = &spec.autoscale {
+        // minReplicas above maxReplicas is not refused (a JSON Schema cannot say it): the
+        // minimum wins, and the API warns (`autoscale_warnings`).
+        if !(0..=MAX_POOL_REPLICAS).contains(&a.min_replicas) {
+            errs.invalid("spec.autoscale.minReplicas", a.min_replicas, format!("must be 0 to {MAX_POOL_REPLICAS}"));
+        }
+        if !(1..=MAX_POOL_REPLICAS).contains(&a.max_replicas) {
+            errs.invalid("spec.autoscale.maxReplicas", a.max_replicas, format!("must be 1 to {MAX_POOL_REPLICAS}"));
+        }
+        if !(a.target_hit_rate > 0.0 && a.target_hit_rate <= 1.0) {
+            errs.invalid("spec.autoscale.targetHitRate", a.target_hit_rate, "must be more than 0 and at most 1");
+        }
+        if !(10..=86_400).contains(&a.window_seconds) {
+            errs.invalid("spec.autoscale.windowSeconds", a.window_seconds, "must be 10 to 86400");
+        }
+        if !(0..=86_400).contains(&a.scale_down_delay_seconds) {
+            errs.invalid("spec.autoscale.scaleDownDelaySeconds", a.scale_down_delay_seconds, "must be 0 to 86400");
+        }
     }
     if spec.template.spec.ttl_seconds.is_some() {
         errs.forbidden(
@@ -509,12 +542,48 @@ mod tests {
     }
 
     #[test]
+    fn an_autoscaled_pool_has_sane_bounds() {
+        let pool = |a: serde_json::Value| -> MachinePoolSpec {
+            serde_json::from_value(serde_json::json!({
+                "replicas": 1, "template": {"spec": {"sandbox": {"templateName": "busybox"}}}, "autoscale": a,
+            }))
+            .unwrap()
+        };
+        let ok = pool(serde_json::json!({"minReplicas": 0, "maxReplicas": 10}));
+        assert!(validate_pool_spec(&ok, Default::default()).is_empty());
+        let a = ok.autoscale.unwrap();
+        assert_eq!((a.target_hit_rate, a.window_seconds, a.scale_down_delay_seconds), (0.95, 600, 300), "defaults");
+        let bad = pool(serde_json::json!({"minReplicas": -1, "maxReplicas": 0, "targetHitRate": 0,
+                                          "windowSeconds": 5, "scaleDownDelaySeconds": -1}));
+        assert_eq!(
+            fields(&validate_pool_spec(&bad, Default::default())),
+            [
+                "spec.autoscale.minReplicas",
+                "spec.autoscale.maxReplicas",
+                "spec.autoscale.targetHitRate",
+                "spec.autoscale.windowSeconds",
+                "spec.autoscale.scaleDownDelaySeconds"
+            ]
+        );
+        let inverted = pool(serde_json::json!({"minReplicas": 5, "maxReplicas": 4, "targetHitRate": 1.5}));
+        let errs = validate_pool_spec(&inverted, Default::default());
+        assert_eq!(fields(&errs), ["spec.autoscale.targetHitRate"]);
+        let warned = pool_warnings(&inverted);
+        assert!(warned.len() == 1 && warned[0].contains("keeps 5 members"), "{warned:?}");
+        assert!(pool_warnings(&ok).is_empty());
+        let huge = pool(serde_json::json!({"minReplicas": 2000, "maxReplicas": 100_000}));
+        let errs = validate_pool_spec(&huge, Default::default());
+        assert_eq!(fields(&errs), ["spec.autoscale.minReplicas", "spec.autoscale.maxReplicas"]);
+    }
+
+    #[test]
     fn pool_checks_its_template() {
         let pool = MachinePoolSpec {
             replicas: -1,
             warm_power_state: Default::default(),
             warmup_seconds: 30,
             template: crate::pool::MachineTemplate { metadata: None, spec: MachineSpec::default() },
+            autoscale: None,
         };
         assert_eq!(
             fields(&validate_pool_spec(&pool, Default::default())),

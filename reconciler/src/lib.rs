@@ -1,6 +1,7 @@
 //! kairon-reconciler: the controllers. Each decides in a pure function of the objects and the
 //! clock, and acts at the edge.
 
+pub mod arrivals;
 pub mod claims;
 pub mod leader;
 pub mod lifecycle;

@@ -12,14 +12,20 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use kairon_model::keys::labels;
-use kairon_model::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerState};
+use kairon_model::autoscale::{self, Observed};
+use kairon_model::keys::{labels, reasons};
+use kairon_model::meta::Condition;
+use kairon_model::pool::DEFAULT_WINDOW_SECONDS;
+use kairon_model::{Machine, MachineClaim, MachinePhase, MachinePool, PowerState, WarmPowerState};
+
+use crate::arrivals::{Arrivals, Window};
 
 /// The pool controller deletes a deleted pool's members before the pool goes.
 pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
@@ -172,6 +178,46 @@ pub async fn members(client: &kube::Client, pool: &MachinePool) -> Result<Vec<Ma
 
 struct Ctx {
     client: kube::Client,
+    reporter: Reporter,
+    arrivals: Arrivals,
+}
+
+/// A pool's condition saying whether its claims are served warm often enough.
+pub const HIT_RATE_CONDITION: &str = "WarmHitRate";
+/// The share of warm claims a pool without autoscale is held to.
+const DEFAULT_HIT_RATE_TARGET: f64 = kairon_model::pool::DEFAULT_TARGET_HIT_RATE;
+
+/// The hit-rate condition for the claims bound over the last `window_seconds` (None before
+/// any): True at or above `target`, False (BelowTarget) under it. Its transition time is kept
+/// while its status stays.
+pub fn hit_rate_condition(
+    w: &Window,
+    target: f64,
+    window_seconds: i64,
+    old: Option<&Condition>,
+    now: &str,
+) -> Option<Condition> {
+    let rate = w.hit_rate()?;
+    let met = rate >= target;
+    let status = if met { "True" } else { "False" };
+    let message = format!(
+        "{} of the {} claims bound over the last {window_seconds} s were served warm ({:.0}%; target {:.0}%){}",
+        w.warm,
+        w.warm + w.cold,
+        rate * 100.0,
+        target * 100.0,
+        if met { "" } else { ": raise replicas, or set spec.autoscale" },
+    );
+    let since = old.filter(|c| c.status == status).and_then(|c| c.last_transition_time.clone());
+    Some(Condition {
+        type_: HIT_RATE_CONDITION.into(),
+        status: status.into(),
+        reason: if met { "AtTarget" } else { "BelowTarget" }.into(),
+        message,
+        last_transition_time: since
+            .or_else(|| now.parse().ok().map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)),
+        observed_generation: None,
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -205,6 +251,7 @@ async fn cleanup(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError>
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
     let machines = members(&ctx.client, &pool).await?;
     let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
+    ctx.arrivals.forget(&pool.namespace().unwrap_or_default(), &pool.name_any());
     for name in to_delete(&views) {
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(pool = %pool.name_any(), member = %name, "pool deleted; deleting its member"),
@@ -222,6 +269,34 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let machines = members(&ctx.client, &pool).await?;
     let views: Vec<MemberView> = machines.iter().map(MemberView::of).collect();
     let now = now_ms();
+    let window_seconds = pool.spec.autoscale.map_or(DEFAULT_WINDOW_SECONDS, |a| a.window_seconds);
+    let window = ctx.arrivals.window(&ns, &pool.name_any(), now - window_seconds * 1000);
+    let mut autoscale_due = None;
+    if let Some(a) = &pool.spec.autoscale {
+        let b = a.bounds();
+        let refill_seconds = autoscale::refill_seconds(&views, pool.spec.warmup_seconds);
+        let o = Observed {
+            arrivals: &window.arrivals,
+            refill_seconds,
+            current: pool.spec.replicas,
+            now_ms: now,
+            last_needed_ms: window.last_needed_ms,
+        };
+        let d = autoscale::decide(&b, &o);
+        ctx.arrivals.set_last_needed(&ns, &pool.name_any(), d.last_needed_ms);
+        if d.replicas != pool.spec.replicas {
+            // Preconditioned: a change of the pool meanwhile (its bounds) is decided on again.
+            let patch =
+                json!({"metadata": {"resourceVersion": pool.resource_version()}, "spec": {"replicas": d.replicas}});
+            pools.patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            let note = d.reason(pool.spec.replicas, &b, refill_seconds);
+            tracing::info!(pool = %pool.name_any(), "{note}");
+            publish(ctx, &pool, reasons::SCALED, "Scale", note).await;
+            // The write re-queues the pool, which then acts on the new replicas.
+            return Ok(Action::await_change());
+        }
+        autoscale_due = autoscale::next_change_ms(&b, &o, &d);
+    }
     let template_paused = template_paused(&pool);
     let p =
         plan(pool.spec.replicas, pool.spec.warm_power_state, pool.spec.warmup_seconds, template_paused, &views, now);
@@ -262,17 +337,26 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     }
     let old = pool.status.clone().unwrap_or_default();
     let c = p.counts;
-    if (old.replicas, old.ready, old.warm, old.claimed, old.observed_generation)
-        != (c.replicas, c.ready, c.warm, c.claimed, pool.metadata.generation)
+    let target = pool.spec.autoscale.map_or(DEFAULT_HIT_RATE_TARGET, |a| a.target_hit_rate);
+    let old_condition = old.conditions.iter().find(|c| c.type_ == HIT_RATE_CONDITION);
+    let condition = hit_rate_condition(&window, target, window_seconds, old_condition, &rfc3339(now));
+    let mut conditions: Vec<Condition> =
+        old.conditions.iter().filter(|c| c.type_ != HIT_RATE_CONDITION).cloned().collect();
+    conditions.extend(condition);
+    let hit_rate = window.hit_rate().map(|r| (r * 1000.0).round() / 1000.0);
+    if (old.replicas, old.ready, old.warm, old.claimed, old.observed_generation, old.hit_rate, &old.conditions)
+        != (c.replicas, c.ready, c.warm, c.claimed, pool.metadata.generation, hit_rate, &conditions)
     {
         let patch = json!({"status": {
             "replicas": c.replicas, "ready": c.ready, "warm": c.warm, "claimed": c.claimed,
-            "observedGeneration": pool.metadata.generation,
+            "observedGeneration": pool.metadata.generation, "hitRate": hit_rate, "conditions": conditions,
         }});
         pools.patch_status(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
     }
-    // Member changes (phase, labels) re-queue through the watch; the clock only for warm-up ends.
-    Ok(match p.requeue_after_ms {
+    // Member changes (phase, labels) and claims arriving re-queue through the watches; the clock
+    // only for warm-up ends, and for an autoscaled pool when its decision can next change.
+    let due = [p.requeue_after_ms, autoscale_due.map(|at| at - now)].into_iter().flatten().min();
+    Ok(match due {
         Some(ms) => Action::requeue(Duration::from_millis(ms.max(0) as u64 + 20)),
         None => Action::await_change(),
     })
@@ -288,8 +372,29 @@ fn power_patch(state: PowerState) -> json_patch::Patch {
     .expect("a well-formed JSON patch")
 }
 
+/// Records an Event of its own: each resize says why (a shared Recorder folds the events of one
+/// reason into a series that keeps the first note).
+async fn publish(ctx: &Ctx, pool: &MachinePool, reason: &str, action: &str, note: String) {
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    if let Err(e) = recorder.publish(&ev, &pool.object_ref(&())).await {
+        tracing::warn!(pool = %pool.name_any(), error = %e, "could not record event");
+    }
+}
+
 fn error_policy(pool: Arc<MachinePool>, e: &PoolError, _: Arc<Ctx>) -> Action {
-    tracing::warn!(pool = %pool.name_any(), error = %e, "pool reconcile failed; retrying");
+    if matches!(e, PoolError::Kube(kube::Error::Api(s)) if s.code == 409) {
+        // A write decided on a pool this cache had not caught up with: decided again.
+        tracing::debug!(pool = %pool.name_any(), error = %e, "pool reconcile raced a newer write; retrying");
+    } else {
+        tracing::warn!(pool = %pool.name_any(), error = %e, "pool reconcile failed; retrying");
+    }
     Action::requeue(Duration::from_secs(1))
 }
 
@@ -302,9 +407,19 @@ pub fn pool_of(m: &Machine) -> Option<ObjectRef<MachinePool>> {
 pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig, shutdown: tokio_util::sync::CancellationToken) {
     let pools: Api<MachinePool> = Api::all(client.clone());
     let machines: Api<Machine> = Api::all(client.clone());
-    let ctx = Arc::new(Ctx { client });
+    let claims: Api<MachineClaim> = Api::all(client.clone());
+    let reporter = Reporter { controller: "kairon-pools".into(), instance: None };
+    let ctx = Arc::new(Ctx { client, reporter, arrivals: Arrivals::default() });
+    let arrivals = ctx.clone();
     Controller::new(pools, watcher::Config::default())
         .watches(machines, watcher::Config::default().labels(labels::POOL), |m| pool_of(&m))
+        // A claim arriving, or learning how it was served, tells its pool.
+        .watches(claims, watcher::Config::default(), move |c: MachineClaim| {
+            arrivals
+                .arrivals
+                .record(&c, now_ms())
+                .then(|| ObjectRef::new(&c.spec.pool_name).within(&c.namespace().unwrap_or_default()))
+        })
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -314,6 +429,22 @@ pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig, shutdown: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hit_rate_condition_says_how_claims_were_served_and_keeps_its_transition_time() {
+        let w = |warm, cold| Window { arrivals: vec![], warm, cold, last_needed_ms: None };
+        assert_eq!(hit_rate_condition(&w(0, 0), 0.95, 600, None, "2026-01-01T00:00:00Z"), None, "no claim bound yet");
+        let low = hit_rate_condition(&w(1, 7), 0.95, 600, None, "2026-01-01T00:00:00Z").unwrap();
+        assert_eq!((low.status.as_str(), low.reason.as_str()), ("False", "BelowTarget"));
+        assert!(
+            low.message.starts_with("1 of the 8 claims bound over the last 600 s were served warm (12%; target 95%)")
+        );
+        let still = hit_rate_condition(&w(2, 7), 0.95, 600, Some(&low), "2026-01-01T00:05:00Z").unwrap();
+        assert_eq!(still.last_transition_time, low.last_transition_time, "same status: the transition stays");
+        let met = hit_rate_condition(&w(19, 1), 0.95, 600, Some(&still), "2026-01-01T00:09:00Z").unwrap();
+        assert_eq!((met.status.as_str(), met.reason.as_str()), ("True", "AtTarget"));
+        assert_ne!(met.last_transition_time, low.last_transition_time);
+    }
 
     #[test]
     fn a_pause_holds_only_while_no_claim_label_is_there() {

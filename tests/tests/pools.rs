@@ -13,6 +13,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kairon_e2e::{Flags, Kairon, MINUTE, during, eventually, hold, phase, wait_for_object, wait_gone, wait_phase};
+use kairon_model::pool::PoolAutoscale;
 use kairon_model::{ClaimPhase, LaunchType, Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
 
 fn fast() -> Flags<'static> {
@@ -559,4 +560,77 @@ async fn warm_members_never_idle_and_a_claimed_member_idles_only_from_its_claim(
             assert!(m.annotations()[IDLE_SUSPENDED].starts_with(action), "{:?}", m.annotations()[IDLE_SUSPENDED]);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_autoscaled_pool_grows_with_a_burst_within_its_bounds_and_shrinks_when_idle() {
+    let k = Kairon::start_with(&fast()).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let mut auto = pool("auto", 1, "Running", 1);
+    auto.spec.autoscale = Some(PoolAutoscale {
+        min_replicas: 1,
+        max_replicas: 4,
+        target_hit_rate: 0.95,
+        window_seconds: 20,
+        scale_down_delay_seconds: 5,
+    });
+    pools.create(&PostParams::default(), &auto).await.unwrap();
+    wait_warm(&pools, "auto", 1, Duration::from_secs(90)).await;
+    let quiet = pools.get("auto").await.unwrap();
+    assert_eq!(quiet.spec.replicas, 1, "no claims: the minimum");
+    assert!(quiet.status.as_ref().unwrap().hit_rate.is_none(), "no hit rate before any claim");
+
+    // A burst of 8 claims: the pool grows at once, never beyond maxReplicas.
+    for i in 0..8 {
+        claims.create(&PostParams::default(), &claim(&format!("burst-{i}"), "auto", None)).await.unwrap();
+    }
+    let largest = std::sync::atomic::AtomicI32::new(0);
+    eventually("all 8 claims bound", Duration::from_secs(120), || async {
+        largest.fetch_max(pools.get("auto").await.ok()?.spec.replicas, std::sync::atomic::Ordering::Relaxed);
+        let cs = claims.list(&ListParams::default()).await.ok()?.items;
+        (cs.iter().filter(|c| claim_phase(c) == Some(ClaimPhase::Bound)).count() == 8).then_some(())
+    })
+    .await;
+    let largest = largest.into_inner();
+    assert!((2..=4).contains(&largest), "the burst grew the pool within its bounds: {largest}");
+    let scaled = |direction: &'static str| {
+        let events = events.clone();
+        async move {
+            let evs = events.list(&ListParams::default()).await.ok()?.items;
+            evs.into_iter()
+                .filter(|e| e.reason.as_deref() == Some("Scaled"))
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("auto"))
+                .find(|e| e.note.as_deref().is_some_and(|n| n.starts_with(direction)))
+        }
+    };
+    let up = eventually("a Scaled event saying why the pool grew", MINUTE, || scaled("scaled up to")).await;
+    let note = up.note.unwrap();
+    assert!(note.contains("claims/min") && note.contains("target 0.95"), "{note}");
+    // One member was warm for eight claims: the pool says its claims are not served warm enough.
+    let p = eventually("the hit rate reported", MINUTE, || async {
+        let p = pools.get("auto").await.ok()?;
+        p.status.as_ref()?.conditions.iter().any(|c| c.type_ == "WarmHitRate").then_some(p)
+    })
+    .await;
+    let s = p.status.unwrap();
+    assert!(s.hit_rate.is_some_and(|r| r < 0.95), "{:?}", s.hit_rate);
+    let c = s.conditions.iter().find(|c| c.type_ == "WarmHitRate").unwrap();
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "BelowTarget"), "{c:?}");
+
+    // Released, and no claim for the window and the delay: back to the minimum, trimmed.
+    for i in 0..8 {
+        claims.delete(&format!("burst-{i}"), &Default::default()).await.unwrap();
+    }
+    eventually("the idle pool back at one member", Duration::from_secs(90), || async {
+        let p = pools.get("auto").await.ok()?;
+        let ms = members(&machines, "auto").await;
+        (p.spec.replicas == 1 && unclaimed(&ms).len() == 1).then_some(())
+    })
+    .await;
+    let down = eventually("a Scaled event saying why it shrank", MINUTE, || scaled("scaled down to 1")).await;
+    assert!(down.note.unwrap().contains("0.0 claims/min"));
 }

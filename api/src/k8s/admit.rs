@@ -101,7 +101,8 @@ pub fn machine(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<V
 }
 
 pub fn pool(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
-    let (p, warnings) = round_trip::<MachinePool>(obj, ctx)?;
+    let (p, mut warnings) = round_trip::<MachinePool>(obj, ctx)?;
+    warnings.extend(validate::pool_warnings(&p.spec));
     check(validate::validate_pool_spec(&p.spec, ctx.opts), warnings)
 }
 

@@ -281,6 +281,16 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     set("MachinePoolSpec", "/properties/replicas", "minimum", json!(0));
     set("MachinePoolSpec", "/properties/warmupSeconds", "minimum", json!(0));
     set("MachineClaimSpec", "/properties/ttlSeconds", "minimum", json!(1));
+    set("PoolAutoscale", "/properties/minReplicas", "minimum", json!(0));
+    set("PoolAutoscale", "/properties/minReplicas", "maximum", json!(kairon_model::validate::MAX_POOL_REPLICAS));
+    set("PoolAutoscale", "/properties/maxReplicas", "minimum", json!(1));
+    set("PoolAutoscale", "/properties/maxReplicas", "maximum", json!(kairon_model::validate::MAX_POOL_REPLICAS));
+    set("PoolAutoscale", "/properties/targetHitRate", "exclusiveMinimum", json!(0));
+    set("PoolAutoscale", "/properties/targetHitRate", "maximum", json!(1));
+    set("PoolAutoscale", "/properties/windowSeconds", "minimum", json!(10));
+    set("PoolAutoscale", "/properties/windowSeconds", "maximum", json!(86_400));
+    set("PoolAutoscale", "/properties/scaleDownDelaySeconds", "minimum", json!(0));
+    set("PoolAutoscale", "/properties/scaleDownDelaySeconds", "maximum", json!(86_400));
 }
 
 /// The extension that marks an `allOf` entry as a rule between fields. The client generators

@@ -90,6 +90,7 @@ from .object_meta_annotations_type_0 import ObjectMetaAnnotationsType0
 from .object_meta_labels_type_0 import ObjectMetaLabelsType0
 from .object_meta_owner_references_type_0_item import ObjectMetaOwnerReferencesType0Item
 from .pool import Pool
+from .pool_autoscale import PoolAutoscale
 from .pool_claim_request import PoolClaimRequest
 from .pool_claim_result import PoolClaimResult
 from .pool_member import PoolMember
@@ -216,6 +217,7 @@ __all__ = (
     "ObjectMetaLabelsType0",
     "ObjectMetaOwnerReferencesType0Item",
     "Pool",
+    "PoolAutoscale",
     "PoolClaimRequest",
     "PoolClaimResult",
     "PoolMember",

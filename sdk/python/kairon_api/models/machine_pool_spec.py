@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
@@ -11,6 +11,7 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.machine_template import MachineTemplate
+    from ..models.pool_autoscale import PoolAutoscale
 
 
 T = TypeVar("T", bound="MachinePoolSpec")
@@ -23,20 +24,32 @@ class MachinePoolSpec:
     Attributes:
         replicas (int): How many unclaimed members to keep.
         template (MachineTemplate):
+        autoscale (None | PoolAutoscale | Unset):
         warm_power_state (WarmPowerState | Unset):
         warmup_seconds (int | Unset): How long a member runs after booting before it is paused (Paused pools).
     """
 
     replicas: int
     template: MachineTemplate
+    autoscale: None | PoolAutoscale | Unset = UNSET
     warm_power_state: WarmPowerState | Unset = UNSET
     warmup_seconds: int | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.pool_autoscale import PoolAutoscale
+
         replicas = self.replicas
 
         template = self.template.to_dict()
+
+        autoscale: dict[str, Any] | None | Unset
+        if isinstance(self.autoscale, Unset):
+            autoscale = UNSET
+        elif isinstance(self.autoscale, PoolAutoscale):
+            autoscale = self.autoscale.to_dict()
+        else:
+            autoscale = self.autoscale
 
         warm_power_state: str | Unset = UNSET
         if not isinstance(self.warm_power_state, Unset):
@@ -52,6 +65,8 @@ class MachinePoolSpec:
                 "template": template,
             }
         )
+        if autoscale is not UNSET:
+            field_dict["autoscale"] = autoscale
         if warm_power_state is not UNSET:
             field_dict["warmPowerState"] = warm_power_state
         if warmup_seconds is not UNSET:
@@ -62,11 +77,29 @@ class MachinePoolSpec:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.machine_template import MachineTemplate
+        from ..models.pool_autoscale import PoolAutoscale
 
         d = dict(src_dict)
         replicas = d.pop("replicas")
 
         template = MachineTemplate.from_dict(d.pop("template"))
+
+        def _parse_autoscale(data: object) -> None | PoolAutoscale | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                autoscale_type_0 = PoolAutoscale.from_dict(data)
+
+                return autoscale_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PoolAutoscale | Unset, data)
+
+        autoscale = _parse_autoscale(d.pop("autoscale", UNSET))
 
         _warm_power_state = d.pop("warmPowerState", UNSET)
         warm_power_state: WarmPowerState | Unset
@@ -80,6 +113,7 @@ class MachinePoolSpec:
         machine_pool_spec = cls(
             replicas=replicas,
             template=template,
+            autoscale=autoscale,
             warm_power_state=warm_power_state,
             warmup_seconds=warmup_seconds,
         )

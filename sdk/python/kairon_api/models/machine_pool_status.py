@@ -21,6 +21,9 @@ class MachinePoolStatus:
     Attributes:
         claimed (int | Unset): Members bound to a claim.
         conditions (list[Condition] | Unset):
+        hit_rate (float | None | Unset): Share of the claims that arrived over the autoscale window (10 minutes without
+            autoscale)
+            and were served by a warm member; absent before any.
         observed_generation (int | None | Unset):
         ready (int | Unset): Unclaimed members that have booted (Running or Paused).
         replicas (int | Unset): Unclaimed members, in any phase.
@@ -29,6 +32,7 @@ class MachinePoolStatus:
 
     claimed: int | Unset = UNSET
     conditions: list[Condition] | Unset = UNSET
+    hit_rate: float | None | Unset = UNSET
     observed_generation: int | None | Unset = UNSET
     ready: int | Unset = UNSET
     replicas: int | Unset = UNSET
@@ -44,6 +48,12 @@ class MachinePoolStatus:
             for conditions_item_data in self.conditions:
                 conditions_item = conditions_item_data.to_dict()
                 conditions.append(conditions_item)
+
+        hit_rate: float | None | Unset
+        if isinstance(self.hit_rate, Unset):
+            hit_rate = UNSET
+        else:
+            hit_rate = self.hit_rate
 
         observed_generation: int | None | Unset
         if isinstance(self.observed_generation, Unset):
@@ -64,6 +74,8 @@ class MachinePoolStatus:
             field_dict["claimed"] = claimed
         if conditions is not UNSET:
             field_dict["conditions"] = conditions
+        if hit_rate is not UNSET:
+            field_dict["hitRate"] = hit_rate
         if observed_generation is not UNSET:
             field_dict["observedGeneration"] = observed_generation
         if ready is not UNSET:
@@ -91,6 +103,15 @@ class MachinePoolStatus:
 
                 conditions.append(conditions_item)
 
+        def _parse_hit_rate(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        hit_rate = _parse_hit_rate(d.pop("hitRate", UNSET))
+
         def _parse_observed_generation(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -111,6 +132,7 @@ class MachinePoolStatus:
         machine_pool_status = cls(
             claimed=claimed,
             conditions=conditions,
+            hit_rate=hit_rate,
             observed_generation=observed_generation,
             ready=ready,
             replicas=replicas,

@@ -1369,6 +1369,7 @@ export interface components {
         };
         /** @description Keeps `replicas` warm members, Running or Paused, for MachineClaims to take. */
         MachinePoolSpec: {
+            autoscale?: components["schemas"]["PoolAutoscale"] | null;
             /**
              * Format: int32
              * @description How many unclaimed members to keep.
@@ -1391,6 +1392,12 @@ export interface components {
              */
             claimed?: number;
             conditions?: components["schemas"]["Condition"][];
+            /**
+             * Format: double
+             * @description Share of the claims that arrived over the autoscale window (10 minutes without autoscale)
+             *     and were served by a warm member; absent before any.
+             */
+            hitRate?: number | null;
             /** Format: int64 */
             observedGeneration?: number | null;
             /**
@@ -1523,6 +1530,33 @@ export interface components {
             /** Format: int32 */
             size: number;
             template: components["schemas"]["CreateVmRequest"];
+        };
+        /**
+         * @description How a pool sizes itself: the smallest `replicas` in `[minReplicas, maxReplicas]` expected to
+         *     serve `targetHitRate` of claims from a warm member, at the rate claims arrived over
+         *     `windowSeconds` (or faster lately) and the time a member takes to become warm; it shrinks only
+         *     after needing fewer members for `scaleDownDelaySeconds`.
+         */
+        PoolAutoscale: {
+            /** Format: int32 */
+            maxReplicas: number;
+            /** Format: int32 */
+            minReplicas: number;
+            /**
+             * Format: int64
+             * @description How long the pool must need fewer members before it shrinks.
+             */
+            scaleDownDelaySeconds?: number;
+            /**
+             * Format: double
+             * @description Share of claims to serve warm, in (0, 1].
+             */
+            targetHitRate?: number;
+            /**
+             * Format: int64
+             * @description How far back claim arrivals count.
+             */
+            windowSeconds?: number;
         };
         /**
          * @description The answer of a node pool claim: the VM alone, or with `createMachine` the Machine made for
