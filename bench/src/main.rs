@@ -3,6 +3,7 @@
 //! user's client would see it. Progress goes to stderr; the figures go to stdout, as an aligned
 //! table or (`--json`) one JSON object.
 
+mod autoscale;
 mod claims;
 mod controller;
 mod hotpath;
@@ -111,6 +112,16 @@ struct Cli {
     /// How long wrk loads each GET row of the hotpath scenario, in seconds.
     #[arg(long, default_value_t = 30)]
     hotpath_seconds: u64,
+    /// How long the autoscale scenario's arrival trace lasts, in seconds.
+    #[arg(long, default_value_t = 240)]
+    autoscale_seconds: u64,
+    /// The fixed pool sizes the autoscale scenario replays the trace against, beside the
+    /// autoscaled pool.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8")]
+    autoscale_fixed: Vec<u32>,
+    /// The autoscaled pool's maxReplicas.
+    #[arg(long, default_value_t = 12)]
+    autoscale_max: i32,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -139,7 +150,10 @@ enum Scenario {
     /// Exec, claim → first exec, wake → exec and GET one Machine: Kairon beside this machine's
     /// limit and the naive path without a control plane.
     Hotpath,
-    /// Every scenario but soak.
+    /// One claim arrival trace against fixed pools and an autoscaled one: hit rate, claim to
+    /// Bound, member-seconds held.
+    Autoscale,
+    /// Every scenario but soak and autoscale.
     All,
 }
 
@@ -741,6 +755,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if cli.scenario == Scenario::Soak {
         soak::run(&cli, &mut report).await?;
+    }
+    if cli.scenario == Scenario::Autoscale {
+        autoscale::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);
