@@ -23,9 +23,10 @@ use kairon_model::autoscale::{self, Observed};
 use kairon_model::keys::{labels, reasons};
 use kairon_model::meta::Condition;
 use kairon_model::pool::DEFAULT_WINDOW_SECONDS;
-use kairon_model::{Machine, MachineClaim, MachinePhase, MachinePool, PowerState, WarmPowerState};
+use kairon_model::{KaironNode, Machine, MachineClaim, MachinePhase, MachinePool, PowerState, WarmPowerState};
 
 use crate::arrivals::{Arrivals, Window};
+use crate::scheduler;
 
 /// The pool controller deletes a deleted pool's members before the pool goes.
 pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
@@ -282,14 +283,35 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
             now_ms: now,
             last_needed_ms: window.last_needed_ms,
         };
-        let d = autoscale::decide(&b, &o);
+        let mut d = autoscale::decide(&b, &o);
         ctx.arrivals.set_last_needed(&ns, &pool.name_any(), d.last_needed_ms);
+        let mut capped = None;
+        if d.replicas > pool.spec.replicas {
+            // Never beyond what the nodes have room for: the unclaimed members placed there now
+            // and what still fits beside everything placed (members not yet placed take from
+            // that room).
+            let placed = machines
+                .iter()
+                .filter(|m| m.status.as_ref().is_some_and(|s| s.node_name.is_some()))
+                .map(MemberView::of)
+                .filter(|m| !m.claimed && !m.deleting)
+                .count() as i64;
+            let fits = placed + room_for(&ctx.client, &pool).await?;
+            let cap = i32::try_from(fits).unwrap_or(i32::MAX).max(pool.spec.replicas);
+            if d.replicas > cap {
+                capped = Some(d.replicas);
+                d.replicas = cap;
+            }
+        }
         if d.replicas != pool.spec.replicas {
             // Preconditioned: a change of the pool meanwhile (its bounds) is decided on again.
             let patch =
                 json!({"metadata": {"resourceVersion": pool.resource_version()}, "spec": {"replicas": d.replicas}});
             pools.patch(&pool.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
-            let note = d.reason(pool.spec.replicas, &b, refill_seconds);
+            let mut note = d.reason(pool.spec.replicas, &b, refill_seconds);
+            if let Some(wanted) = capped {
+                note.push_str(&format!("; {wanted} wanted, but the nodes have room for no more"));
+            }
             tracing::info!(pool = %pool.name_any(), "{note}");
             publish(ctx, &pool, reasons::SCALED, "Scale", note).await;
             // The write re-queues the pool, which then acts on the new replicas.
@@ -360,6 +382,17 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
         Some(ms) => Action::requeue(Duration::from_millis(ms.max(0) as u64 + 20)),
         None => Action::await_change(),
     })
+}
+
+/// How many more of `pool`'s members the nodes have room for, as the scheduler counts it.
+async fn room_for(client: &kube::Client, pool: &MachinePool) -> Result<i64, kube::Error> {
+    let nodes = Api::<KaironNode>::all(client.clone()).list(&ListParams::default()).await?.items;
+    let machines = Api::<Machine>::all(client.clone()).list(&ListParams::default()).await?.items;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut views: Vec<scheduler::NodeView> = nodes.iter().map(|n| scheduler::node_view(n, now)).collect();
+    let machines: Vec<Arc<Machine>> = machines.into_iter().map(Arc::new).collect();
+    scheduler::tally(&mut views, &machines, &mut Default::default());
+    Ok(scheduler::room(&views, scheduler::demand(&pool.spec.template.spec)))
 }
 
 /// Sets a member's powerState unless a claim has bound it since the pool looked.

@@ -139,31 +139,44 @@ pub enum SchedulerError {
     Kube(#[from] kube::Error),
 }
 
+/// A node as registered, with nothing yet counted on it; `fresh` from its heartbeat.
+pub fn node_view(n: &KaironNode, now: k8s_openapi::jiff::Timestamp) -> NodeView {
+    let fresh = n
+        .status
+        .as_ref()
+        .and_then(|s| s.heartbeat_time.as_ref())
+        .is_some_and(|t| (now.as_second() - t.0.as_second()) < NODE_STALE_AFTER.as_secs() as i64);
+    NodeView {
+        name: n.name_any(),
+        backends: n.spec.backends.clone(),
+        cpu_millis: n.spec.capacity.cpu.to_milli().unwrap_or(0),
+        memory_bytes: n.spec.capacity.memory.to_bytes().unwrap_or(0),
+        max_machines: n.spec.capacity.machines,
+        used_cpu_millis: 0,
+        used_memory_bytes: 0,
+        machines: 0,
+        fresh,
+    }
+}
+
+/// How many more Machines asking `d` the nodes have room for, as [`choose`] would place them.
+pub fn room(nodes: &[NodeView], d: Demand) -> i64 {
+    nodes
+        .iter()
+        .filter(|n| n.fresh && n.backends.contains(&d.backend))
+        .map(|n| {
+            let by_count = n.max_machines.map_or(i64::MAX, |max| i64::from(max - n.machines).max(0));
+            let by_cpu = (n.cpu_millis - n.used_cpu_millis).max(0).checked_div(d.cpu_millis).unwrap_or(i64::MAX);
+            let free_memory = n.memory_bytes.saturating_sub(n.used_memory_bytes);
+            let by_memory = free_memory.checked_div(d.memory_bytes).map_or(i64::MAX, |m| m as i64);
+            by_count.min(by_cpu).min(by_memory)
+        })
+        .fold(0i64, i64::saturating_add)
+}
+
 fn views(ctx: &Ctx) -> Vec<NodeView> {
     let now = k8s_openapi::jiff::Timestamp::now();
-    let mut views: Vec<NodeView> = ctx
-        .nodes
-        .state()
-        .iter()
-        .map(|n| {
-            let fresh = n
-                .status
-                .as_ref()
-                .and_then(|s| s.heartbeat_time.as_ref())
-                .is_some_and(|t| (now.as_second() - t.0.as_second()) < NODE_STALE_AFTER.as_secs() as i64);
-            NodeView {
-                name: n.name_any(),
-                backends: n.spec.backends.clone(),
-                cpu_millis: n.spec.capacity.cpu.to_milli().unwrap_or(0),
-                memory_bytes: n.spec.capacity.memory.to_bytes().unwrap_or(0),
-                max_machines: n.spec.capacity.machines,
-                used_cpu_millis: 0,
-                used_memory_bytes: 0,
-                machines: 0,
-                fresh,
-            }
-        })
-        .collect();
+    let mut views: Vec<NodeView> = ctx.nodes.state().iter().map(|n| node_view(n, now)).collect();
     let mut assumed = ctx.assumed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     tally(&mut views, &ctx.machines.state(), &mut assumed);
     views.sort_by(|a, b| a.name.cmp(&b.name));
@@ -173,7 +186,7 @@ fn views(ctx: &Ctx) -> Vec<NodeView> {
 /// Counts on each node the Machines placed there, and the placements `assumed` not yet seen
 /// in `machines`. An assumption ends when its Machine shows its node, or is gone (deleted
 /// before the store saw it placed): kept, it would hold its share of the node forever.
-fn tally(views: &mut [NodeView], machines: &[Arc<Machine>], assumed: &mut HashMap<String, (String, Demand)>) {
+pub fn tally(views: &mut [NodeView], machines: &[Arc<Machine>], assumed: &mut HashMap<String, (String, Demand)>) {
     let mut add = |node: &str, d: Demand| {
         if let Some(v) = views.iter_mut().find(|v| v.name == node) {
             v.used_cpu_millis += d.cpu_millis;
@@ -363,6 +376,21 @@ mod tests {
         tally(&mut views, &machines, &mut assumed);
         assert_eq!(assumed.keys().map(String::as_str).collect::<Vec<_>>(), ["unseen"]);
         assert_eq!(views[0].machines, 3, "two placed, one assumed; the deleted one holds nothing");
+    }
+
+    #[test]
+    fn room_counts_what_fits_on_fresh_nodes_with_the_backend() {
+        let mut a = node("a", &[NodeBackend::Sandbox], 1000, 1);
+        a.used_cpu_millis = 500;
+        let mut b = node("b", &[NodeBackend::Sandbox, NodeBackend::Vm], 100_000, 1);
+        b.max_machines = Some(3);
+        b.machines = 1;
+        let mut stale = node("c", &[NodeBackend::Sandbox], 100_000, 100);
+        stale.fresh = false;
+        let nodes = [a, b, stale, node("d", &[NodeBackend::Vm], 100_000, 100)];
+        // a: 5 by CPU, 16 by memory; b: 2 by count; c is stale; d has no sandboxes.
+        assert_eq!(room(&nodes, SANDBOX), 5 + 2);
+        assert_eq!(room(&nodes, VM), 50, "b fits no 2 GiB VM in 1 GiB; d fits 50");
     }
 
     #[test]

@@ -634,3 +634,34 @@ async fn an_autoscaled_pool_grows_with_a_burst_within_its_bounds_and_shrinks_whe
     let down = eventually("a Scaled event saying why it shrank", MINUTE, || scaled("scaled down to 1")).await;
     assert!(down.note.unwrap().contains("0.0 claims/min"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_autoscaled_pool_never_asks_for_more_members_than_the_nodes_have_room_for() {
+    let k = Kairon::start_with(&fast().with(&["--node-max-machines", "3"])).unwrap();
+    let client = k.client().await.unwrap();
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let mut big = pool("big", 1, "Running", 1);
+    big.spec.autoscale = Some(PoolAutoscale {
+        min_replicas: 5,
+        max_replicas: 10,
+        target_hit_rate: 0.95,
+        window_seconds: 60,
+        scale_down_delay_seconds: 60,
+    });
+    pools.create(&PostParams::default(), &big).await.unwrap();
+    // Its minimum is 5, but the one node holds 3 Machines.
+    let capped = eventually("a Scaled event saying the nodes are full", MINUTE, || async {
+        let evs = events.list(&ListParams::default()).await.ok()?.items;
+        evs.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Scaled") && e.note.as_deref().is_some_and(|n| n.contains("room for no more"))
+        })
+    })
+    .await;
+    assert!(capped.note.as_deref().unwrap().starts_with("scaled up to 3 replicas from 1"), "{:?}", capped.note);
+    wait_warm(&pools, "big", 3, Duration::from_secs(90)).await;
+    let mut window = during(Duration::from_secs(3), Duration::from_millis(250));
+    while window.tick().await {
+        assert_eq!(pools.get("big").await.unwrap().spec.replicas, 3, "never beyond the node's room");
+    }
+}
