@@ -8,7 +8,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use kairon_e2e::{Flags, Kairon, Rest, eventually, hold, wait_for};
+use kairon_e2e::{Flags, Kairon, Rest, during, eventually, hold, wait_for};
 use kairon_model::Machine;
 
 fn fast() -> Flags<'static> {
@@ -489,15 +489,25 @@ async fn relays_wake_an_idle_suspended_machine_but_not_a_hand_paused_one() {
     assert_eq!(first.into_data().as_ref(), b"hi\n");
     drop(tunnel);
 
-    let events = rest.get(&format!("{base}/events")).await.ok();
-    let woken = events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["reason"] == "Woken")
-        .map(|e| e["series"]["count"].as_i64().unwrap_or(1))
-        .sum::<i64>();
-    assert!(woken >= 5, "a Woken Event per wake: {events}");
+    // Each wake's Event is recorded beside its reply, so the last may land just after it.
+    let woken = |events: &Value| {
+        events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["reason"] == "Woken")
+            .map(|e| e["series"]["count"].as_i64().unwrap_or(1))
+            .sum::<i64>()
+    };
+    let mut events = Value::Null;
+    let mut window = during(Duration::from_secs(10), Duration::from_millis(200));
+    while window.tick().await {
+        events = rest.get(&format!("{base}/events")).await.ok();
+        if woken(&events) >= 5 {
+            break;
+        }
+    }
+    assert!(woken(&events) >= 5, "a Woken Event per wake: {events}");
 
     // Paused by hand: not woken, and the answer says how to resume.
     rest.post(&format!("{base}/pause"), json!({})).await.ok();
