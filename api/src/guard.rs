@@ -108,6 +108,13 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
                     who(id)
                 ));
             }
+            if kind.is(KAIRON_GROUP, "kaironquotas") {
+                return Err(format!(
+                    "a KaironQuota limits a namespace's tenants, so only an admin sets it: {}; read it (kaironctl get \
+                     quota) and ask an admin to change it",
+                    who(id)
+                ));
+            }
             if namespace == Some(SYSTEM_NAMESPACE) {
                 return Err(format!(
                     "the namespace {SYSTEM_NAMESPACE} holds Kairon's own objects and is written by admins, controllers \
@@ -246,13 +253,16 @@ fn tenant_host_paths(who: &str, kind: Kind<'_>, old: Option<&Value>, new: &Value
 pub fn check_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
     match id.role {
         Role::Admin if !id.legacy => Ok(()),
-        Role::Controller => controller_write(id, old, new),
+        Role::Controller => controller_write(id, kind, old, new),
         Role::Node => node_write(id, kind, old, new),
         _ => tenant_write(id, kind, old, new),
     }
 }
 
-fn controller_write(id: &Identity, old: Option<&Value>, new: &Value) -> Result<(), String> {
+fn controller_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    if kind.is(KAIRON_GROUP, "kaironquotas") && (old.is_none() || field_changed(old, new, "/spec")) {
+        return Err(format!("{}: a controller reports a KaironQuota's use (its status); an admin sets it", who(id)));
+    }
     if key_changed(old, new, "/metadata/annotations", annotations::FS_FROZEN) {
         return Err(format!(
             "the annotation {} is the node agent's confirmation of a freeze and is written by node agents only: {}",

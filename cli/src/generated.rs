@@ -2179,6 +2179,38 @@ pub mod types {
             value.parse()
         }
     }
+    #[doc = "Amounts of what a namespace's Machines hold. In a quota's `spec.hard` an absent amount is not\nlimited; in its status every amount is reported."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
+    pub struct QuotaAmounts {
+        #[doc = "The sum of the Machines' `resources.cpu` (a template sandbox counts 1)."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub cpu: ::std::option::Option<::std::string::String>,
+        #[doc = "Machines, whatever their power state."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub machines: ::std::option::Option<i64>,
+        #[doc = "The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi)."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub memory: ::std::option::Option<::std::string::String>,
+        #[doc = "Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in\na Paused pool, which hold node memory while nobody uses them."]
+        #[serde(rename = "warmMembers", skip_serializing_if = "::std::option::Option::is_none")]
+        pub warm_members: ::std::option::Option<i64>,
+    }
+    #[doc = "One KaironQuota's limits, and use against them."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct QuotaLimit {
+        pub hard: QuotaAmounts,
+        pub name: ::std::string::String,
+        #[doc = "Use against the limits, e.g. `machines: 3/10, cpu: 3/8`."]
+        pub summary: ::std::string::String,
+    }
+    #[doc = "What a namespace's Machines hold, and each KaironQuota's limits on it."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct QuotaReport {
+        pub namespace: ::std::string::String,
+        #[doc = "Each KaironQuota of the namespace, by name (none: nothing is limited)."]
+        pub quotas: ::std::vec::Vec<QuotaLimit>,
+        pub used: QuotaAmounts,
+    }
     #[doc = "Why a request was refused or failed. Published as an enum in the OpenAPI document, so the\ngenerated clients and the SDKs' typed errors switch on it."]
     #[derive(
         :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
@@ -2187,6 +2219,7 @@ pub mod types {
         BadRequest,
         Unauthorized,
         Forbidden,
+        QuotaExceeded,
         NotFound,
         MethodNotAllowed,
         PayloadTooLarge,
@@ -2227,6 +2260,7 @@ pub mod types {
                 Self::BadRequest => f.write_str("BadRequest"),
                 Self::Unauthorized => f.write_str("Unauthorized"),
                 Self::Forbidden => f.write_str("Forbidden"),
+                Self::QuotaExceeded => f.write_str("QuotaExceeded"),
                 Self::NotFound => f.write_str("NotFound"),
                 Self::MethodNotAllowed => f.write_str("MethodNotAllowed"),
                 Self::PayloadTooLarge => f.write_str("PayloadTooLarge"),
@@ -2270,6 +2304,7 @@ pub mod types {
                 "BadRequest" => Ok(Self::BadRequest),
                 "Unauthorized" => Ok(Self::Unauthorized),
                 "Forbidden" => Ok(Self::Forbidden),
+                "QuotaExceeded" => Ok(Self::QuotaExceeded),
                 "NotFound" => Ok(Self::NotFound),
                 "MethodNotAllowed" => Ok(Self::MethodNotAllowed),
                 "PayloadTooLarge" => Ok(Self::PayloadTooLarge),
@@ -6126,6 +6161,39 @@ impl Client {
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "What a namespace's Machines hold against its KaironQuotas' limits (Machines, CPU, memory,\nwarm pool members), counted now. Admins set the quotas (`kubectl apply` a KaironQuota); a\nwrite beyond one is refused with 403 `QuotaExceeded`\n\nSends a `GET` request to `/api/v1/quota/{namespace}`\n\nArguments:\n- `namespace`: The namespace.\n"]
+    pub async fn quota<'a>(
+        &'a self,
+        namespace: &'a str,
+    ) -> Result<ResponseValue<types::QuotaReport>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/quota/{}", self.baseurl, encode_path(&namespace.to_string()),);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "quota" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }

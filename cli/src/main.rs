@@ -49,9 +49,9 @@ struct Cli {
 enum Cmd {
     /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
     Create(Box<CreateArgs>),
-    /// List machines (m), machinepools (mp), machineclaims (mc), nodes; or, with --node, templates, sandboxes, pools.
+    /// List machines (m), machinepools (mp), machineclaims (mc), nodes, the namespace's quota; or, with --node, templates, sandboxes, pools.
     #[command(
-        after_help = "Examples:\n  kaironctl get m\n  kaironctl get machines -l team=a -o name\n  kaironctl get mp -o wide --show-labels\n  kaironctl get templates --node local"
+        after_help = "Examples:\n  kaironctl get m\n  kaironctl get machines -l team=a -o name\n  kaironctl get mp -o wide --show-labels\n  kaironctl get templates --node local\n  kaironctl get quota -n team-a"
     )]
     Get {
         kind: GetKind,
@@ -272,6 +272,9 @@ enum GetKind {
     Sandboxes,
     #[value(alias = "pool")]
     Pools,
+    /// The namespace's KaironQuotas: use against limits.
+    #[value(aliases = ["quotas", "kquota", "kaironquota", "kaironquotas"])]
+    Quota,
 }
 
 impl GetKind {
@@ -284,6 +287,7 @@ impl GetKind {
             GetKind::Templates => "templates",
             GetKind::Sandboxes => "sandboxes",
             GetKind::Pools => "pools",
+            GetKind::Quota => "quota",
         }
     }
 }
@@ -914,6 +918,14 @@ async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str
             )))
         })
     };
+    if kind == GetKind::Quota {
+        let v = to_value(&c.quota(ns).await.map_err(fail)?.into_inner());
+        if !fmt.is_table() {
+            return output::print(fmt, &v);
+        }
+        output::quota_table(&v);
+        return Ok(());
+    }
     let object = |k: Kind, t: output::Table| (k, t);
     let objects = match kind {
         GetKind::Machines => Some(object(Kind::Machine, output::Table::Machines)),

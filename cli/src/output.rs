@@ -336,6 +336,29 @@ pub fn usage_table(v: &Value) {
     print_rows(&[&by, "ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"], &rows);
 }
 
+/// A quota report: for each quota, each amount it limits with the namespace's use; with no
+/// quota, the use alone.
+pub fn quota_table(v: &Value) {
+    const AMOUNTS: [&str; 4] = ["machines", "cpu", "memory", "warmMembers"];
+    let used = |a: &str| s(v, &["used", a]);
+    let quotas = v["quotas"].as_array().cloned().unwrap_or_default();
+    let rows: Vec<Vec<String>> = if quotas.is_empty() {
+        AMOUNTS.iter().map(|a| vec!["<none>".into(), a.to_string(), used(a), "unlimited".into()]).collect()
+    } else {
+        quotas
+            .iter()
+            .flat_map(|q| {
+                AMOUNTS
+                    .iter()
+                    .filter(|a| !q["hard"][**a].is_null())
+                    .map(|a| vec![s(q, &["name"]), a.to_string(), used(a), s(q, &["hard", a])])
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    print_rows(&["QUOTA", "RESOURCE", "USED", "LIMIT"], &rows);
+}
+
 fn events_text(events: &Value) -> String {
     let mut out = String::from("Events:\n");
     let items = events["items"].as_array().cloned().unwrap_or_default();

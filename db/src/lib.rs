@@ -113,6 +113,9 @@ pub enum StoreError {
     /// The object handed to a write is not storable (not a JSON object, bad uid).
     #[error("invalid object: {0}")]
     Invalid(String),
+    /// A [`Guard`] refused the write: its message says why and what to do.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Database(sqlx::Error),
     #[error(transparent)]
@@ -466,6 +469,19 @@ impl Store {
 
     /// [`write_all`](Self::write_all) with the commit's [`Durability`].
     pub async fn write_all_with(&self, writes: Vec<Write<'_>>, d: Durability) -> Result<Vec<Value>, WriteError> {
+        self.write_all_guarded(writes, d, None).await
+    }
+
+    /// [`write_all_with`](Self::write_all_with), stored only if `guard` accepts it. The guard
+    /// judges inside the transaction, after the store's write lock is taken, so no other write
+    /// commits between what it reads and what is stored: two writes racing for the last unit of
+    /// a quota get one winner.
+    pub async fn write_all_guarded(
+        &self,
+        writes: Vec<Write<'_>>,
+        d: Durability,
+        guard: Option<Guard<'_>>,
+    ) -> Result<Vec<Value>, WriteError> {
         let at = |index: usize| move |error: StoreError| WriteError { index, error };
         // Validate before taking the global lock.
         let mut prepared = Vec::with_capacity(writes.len());
@@ -484,6 +500,13 @@ impl Store {
         let mut tx = begin(self.pool(), None).await.map_err(|e| at(0)(e.into()))?;
         if d == Durability::Relaxed {
             sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(|e| at(0)(e.into()))?;
+        }
+        if let Some(guard) = guard {
+            let judged = judge_in(&mut tx, guard).await;
+            if let Err(e) = judged {
+                tx.rollback().await.map_err(|e| at(0)(e.into()))?;
+                return Err(at(0)(e));
+            }
         }
         let mut stored = Vec::with_capacity(prepared.len());
         for (i, (r, object, uid, precondition)) in prepared.into_iter().enumerate() {
@@ -627,6 +650,47 @@ pub enum Write<'a> {
     Create(ObjectRef<'a>, Value),
     /// A replacement, conditional on the stored rv when one is given.
     Update(ObjectRef<'a>, Value, Option<i64>),
+}
+
+/// What a guarded write ([`Store::write_all_guarded`]) must fit: objects of one kind in a
+/// namespace (`limits`, e.g. its quotas) that bound what objects of another kind there
+/// (`counted`, e.g. its Machines) add up to.
+pub struct Guard<'a> {
+    pub namespace: &'a str,
+    /// The limiting objects (group, resource). With none in the namespace, nothing is judged.
+    pub limits: (&'a str, &'a str),
+    /// The counted objects (group, resource), read without their status and managed fields.
+    pub counted: (&'a str, &'a str),
+    /// The counted object the write replaces, left out of what `judge` is given.
+    pub replaces: Option<&'a str>,
+    /// Given the limiting objects and the counted ones, the reason to refuse the write, if any.
+    #[allow(clippy::type_complexity)]
+    pub judge: Box<dyn FnOnce(&[Value], &[Value]) -> Option<String> + Send + 'a>,
+}
+
+/// Takes the store's write lock (the revision counter's row, which every write takes first
+/// anyway) and runs `guard` on what is committed under it.
+async fn judge_in(tx: &mut sqlx::PgConnection, guard: Guard<'_>) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1 FROM store_meta FOR UPDATE").execute(&mut *tx).await?;
+    let objects = |(group, resource): (&str, &str), without: Option<&str>| {
+        sqlx::query_scalar::<_, Value>(
+            "SELECT (object - 'status') #- '{metadata,managedFields}' FROM objects \
+             WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND ($4::text IS NULL OR name <> $4)",
+        )
+        .bind(group.to_owned())
+        .bind(resource.to_owned())
+        .bind(guard.namespace.to_owned())
+        .bind(without.map(str::to_owned))
+    };
+    let limits = objects(guard.limits, None).fetch_all(&mut *tx).await?;
+    if limits.is_empty() {
+        return Ok(());
+    }
+    let counted = objects(guard.counted, guard.replaces).fetch_all(&mut *tx).await?;
+    match (guard.judge)(&limits, &counted) {
+        Some(why) => Err(StoreError::Refused(why)),
+        None => Ok(()),
+    }
 }
 
 /// Why a [`Store::write_all`] stored nothing: the write at `index` failed with `error`.

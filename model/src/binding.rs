@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::keys::{annotations, labels, metrics, reasons};
+use crate::quota;
 use crate::warm::{MemberView, is_warm, rfc3339, template_paused, warm_phase};
 use crate::{ClaimPhase, LaunchType, Machine, MachineClaim, MachinePool};
 
@@ -19,6 +20,7 @@ use crate::{ClaimPhase, LaunchType, Machine, MachineClaim, MachinePool};
 pub const BOUND_CONDITION: &str = "Bound";
 pub const NO_WARM_MEMBER: &str = "NoWarmMember";
 pub const POOL_NOT_FOUND: &str = "PoolNotFound";
+pub use crate::quota::QUOTA_EXCEEDED;
 /// A claim the API is binding in its own create request: the claim is stored with this reason
 /// first, and the controller leaves it alone for [`BINDING_GRACE_MS`], so the two never race to
 /// take two members for one claim. Past it (the API stopped mid-way) the controller binds it.
@@ -56,6 +58,9 @@ pub enum Binding {
     },
     PoolNotFound,
     NoWarmMember,
+    /// No warm member, and the pool cannot make one: its namespace's quota refused it (the
+    /// pool's condition's message says which limit).
+    QuotaExceeded(String),
 }
 
 /// Binds `claim` to a warm member of its pool, or says why it cannot now. A member already
@@ -83,7 +88,20 @@ pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64)
         }
         // Another claim (or the pool) changed it first: try the next.
     }
-    Ok(Binding::NoWarmMember)
+    Ok(match quota_refusal(&pool) {
+        Some(why) => Binding::QuotaExceeded(quota_exceeded_message(&pool.name_any(), why)),
+        None => Binding::NoWarmMember,
+    })
+}
+
+/// Why the pool cannot make the members it wants, when its namespace's quota refused them.
+fn quota_refusal(pool: &MachinePool) -> Option<&str> {
+    let conditions = &pool.status.as_ref()?.conditions;
+    conditions.iter().find(|c| c.type_ == quota::QUOTA_EXCEEDED && c.status == "True").map(|c| c.message.as_str())
+}
+
+pub fn quota_exceeded_message(pool: &str, why: &str) -> String {
+    format!("pool {pool} has no warm member and cannot make one: {why}; the claim binds when the quota allows one")
 }
 
 /// The patch that takes `member` for `claim`: only the resourceVersion seen warm and unclaimed,
@@ -145,9 +163,9 @@ fn with_bound_condition(claim: &MachineClaim, bound: Value) -> Vec<Value> {
 /// controllers write, so a restart or another binder decides the same.
 pub fn launch_type(claim: &MachineClaim) -> LaunchType {
     let waited = claim.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == BOUND_CONDITION && (c.reason == NO_WARM_MEMBER || c.reason == POOL_NOT_FOUND))
+        s.conditions.iter().any(|c| {
+            c.type_ == BOUND_CONDITION && [NO_WARM_MEMBER, POOL_NOT_FOUND, QUOTA_EXCEEDED].contains(&c.reason.as_str())
+        })
     });
     if waited { LaunchType::Cold } else { LaunchType::Warm }
 }
@@ -300,7 +318,7 @@ mod tests {
             serde_json::from_value(pending_status(&claim, BINDING, binding_message("p"), created).unwrap()).unwrap(),
         );
         assert_eq!(status(&claim, "2026-01-01T00:00:00.020Z").launch_type, Some(LaunchType::Warm));
-        for reason in [NO_WARM_MEMBER, POOL_NOT_FOUND] {
+        for reason in [NO_WARM_MEMBER, POOL_NOT_FOUND, QUOTA_EXCEEDED] {
             let pending = pending_status(&claim, reason, "wait".into(), created).unwrap();
             let mut waited = claim.clone();
             waited.status = Some(serde_json::from_value(pending).unwrap());

@@ -17,6 +17,7 @@ pub mod node;
 pub mod pool;
 pub mod power;
 pub mod quantity;
+pub mod quota;
 pub mod validate;
 pub mod warm;
 
@@ -29,6 +30,7 @@ pub use meta::Condition;
 pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};
 pub use pool::{MachinePool, MachinePoolSpec, MachinePoolStatus, MachineTemplate, WarmPowerState};
 pub use quantity::Quantity;
+pub use quota::{KaironQuota, KaironQuotaSpec, KaironQuotaStatus, QuotaAmounts};
 
 /// The API group of every Kairon kind.
 pub const GROUP: &str = "kairon.zyvor.dev";

@@ -10,6 +10,7 @@ use crate::node::KaironNodeSpec;
 use crate::pool::MachinePoolSpec;
 use crate::power::{self, Refusal, Track};
 use crate::quantity::Quantity;
+use crate::quota::KaironQuotaSpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorType {
@@ -425,10 +426,46 @@ pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
     errs.0
 }
 
+/// A quota's limits: counts and quantities of 0 or more (0 allows none).
+pub fn validate_quota_spec(spec: &KaironQuotaSpec) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let h = &spec.hard;
+    for (field, v) in [("spec.hard.machines", h.machines), ("spec.hard.warmMembers", h.warm_members)] {
+        if let Some(v) = v
+            && v < 0
+        {
+            errs.invalid(field, v, "must be 0 or more");
+        }
+    }
+    for (field, q) in [("spec.hard.cpu", &h.cpu), ("spec.hard.memory", &h.memory)] {
+        if let Some(q) = q
+            && let Err(e) = q.to_f64()
+        {
+            errs.invalid(field, format!("{:?}", q.0), e.to_string());
+        }
+    }
+    errs.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::machine::*;
+
+    #[test]
+    fn a_quota_takes_zero_or_more_of_each_amount() {
+        let spec: KaironQuotaSpec =
+            serde_json::from_value(serde_json::json!({"hard": {"machines": 0, "cpu": "500m", "memory": "0"}})).unwrap();
+        assert_eq!(validate_quota_spec(&spec), []);
+        let spec: KaironQuotaSpec = serde_json::from_value(
+            serde_json::json!({"hard": {"machines": -1, "cpu": "lots", "memory": "-1Gi", "warmMembers": -2}}),
+        )
+        .unwrap();
+        assert_eq!(
+            fields(&validate_quota_spec(&spec)),
+            ["spec.hard.machines", "spec.hard.warmMembers", "spec.hard.cpu", "spec.hard.memory"]
+        );
+    }
 
     fn vm() -> MachineSpec {
         MachineSpec {

@@ -257,6 +257,11 @@ async fn apply(claim: Arc<MachineClaim>, ctx: &Ctx) -> Result<Action, ClaimError
             // A member of the pool turning warm (or the pool's status changing) re-queues it.
             Ok(Action::requeue(Duration::from_secs(30)))
         }
+        Binding::QuotaExceeded(message) => {
+            pending(&api, &claim, binding::QUOTA_EXCEEDED, message).await?;
+            // As NoWarmMember: the member the pool makes once the quota allows it wakes it.
+            Ok(Action::requeue(Duration::from_secs(30)))
+        }
     }
 }
 

@@ -8,6 +8,7 @@ pub mod lifecycle;
 /// The process's Prometheus registry, shared with the API (which binds claims too).
 pub use kairon_model::metrics;
 pub mod pools;
+pub mod quota;
 pub mod scheduler;
 pub mod usage;
 
@@ -67,6 +68,7 @@ pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: Canc
         controllers.spawn(pools::run(client.clone(), cfg.clone(), shutdown.clone()));
         controllers.spawn(claims::run(client.clone(), cfg.clone(), shutdown.clone()));
         controllers.spawn(usage::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn(quota::run(client.clone(), shutdown.clone()));
         tokio::select! {
             _ = lost => {
                 tracing::warn!("lost the controller lease; standing by");

@@ -23,7 +23,10 @@ use kairon_model::autoscale::{self, Observed};
 use kairon_model::keys::{labels, reasons};
 use kairon_model::meta::Condition;
 use kairon_model::pool::DEFAULT_WINDOW_SECONDS;
-use kairon_model::{KaironNode, Machine, MachineClaim, MachinePhase, MachinePool, PowerState, WarmPowerState};
+use kairon_model::quota;
+use kairon_model::{
+    KaironNode, KaironQuota, Machine, MachineClaim, MachinePhase, MachinePool, PowerState, WarmPowerState,
+};
 
 use crate::arrivals::{Arrivals, Window};
 use crate::scheduler;
@@ -185,6 +188,10 @@ struct Ctx {
 
 /// A pool's condition saying whether its claims are served warm often enough.
 pub const HIT_RATE_CONDITION: &str = "WarmHitRate";
+/// When a pool whose members its namespace's quota refused tries again without being told of a
+/// change (a quota or a member changing tells it at once; a Machine of the namespace that is no
+/// member going does not).
+const QUOTA_RETRY: Duration = Duration::from_secs(30);
 /// The share of warm claims a pool without autoscale is held to.
 const DEFAULT_HIT_RATE_TARGET: f64 = kairon_model::pool::DEFAULT_TARGET_HIT_RATE;
 
@@ -313,7 +320,7 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
                 note.push_str(&format!("; {wanted} wanted, but the nodes have room for no more"));
             }
             tracing::info!(pool = %pool.name_any(), "{note}");
-            publish(ctx, &pool, reasons::SCALED, "Scale", note).await;
+            publish(ctx, &pool, EventType::Normal, reasons::SCALED, "Scale", note).await;
             // The write re-queues the pool, which then acts on the new replicas.
             return Ok(Action::await_change());
         }
@@ -322,10 +329,24 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let template_paused = template_paused(&pool);
     let p =
         plan(pool.spec.replicas, pool.spec.warm_power_state, pool.spec.warmup_seconds, template_paused, &views, now);
-    for _ in 0..p.create {
+    // A member the namespace's quota refuses: the pool says so (and its claims, waiting, say
+    // why); it tries again when a quota or a member changes, or after QUOTA_RETRY.
+    let mut refused = None;
+    for made in 0..p.create {
         let m = member(&pool);
-        api.create(&PostParams::default(), &m).await?;
-        tracing::info!(pool = %pool.name_any(), member = %m.name_any(), "created pool member");
+        match api.create(&PostParams::default(), &m).await {
+            Ok(_) => tracing::info!(pool = %pool.name_any(), member = %m.name_any(), "created pool member"),
+            Err(kube::Error::Api(e)) if e.code == 403 && quota::is_refusal(&e.message) => {
+                refused = Some(format!(
+                    "{} of the {} members this pool wants cannot be made: {}",
+                    p.create - made,
+                    pool.spec.replicas,
+                    e.message
+                ));
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     for name in &p.delete {
         // Preconditioned: a member a claim binds meanwhile is not trimmed.
@@ -362,9 +383,31 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let target = pool.spec.autoscale.map_or(DEFAULT_HIT_RATE_TARGET, |a| a.target_hit_rate);
     let old_condition = old.conditions.iter().find(|c| c.type_ == HIT_RATE_CONDITION);
     let condition = hit_rate_condition(&window, target, window_seconds, old_condition, &rfc3339(now));
-    let mut conditions: Vec<Condition> =
-        old.conditions.iter().filter(|c| c.type_ != HIT_RATE_CONDITION).cloned().collect();
+    let old_quota = old.conditions.iter().find(|c| c.type_ == quota::QUOTA_EXCEEDED);
+    let quota_condition = refused.as_ref().map(|message| Condition {
+        type_: quota::QUOTA_EXCEEDED.into(),
+        status: "True".into(),
+        reason: quota::QUOTA_EXCEEDED.into(),
+        message: message.clone(),
+        last_transition_time: old_quota.and_then(|c| c.last_transition_time.clone()).or_else(|| {
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()))
+        }),
+        observed_generation: None,
+    });
+    if let Some(message) = &refused
+        && old_quota.is_none()
+    {
+        tracing::info!(pool = %pool.name_any(), "{message}");
+        publish(ctx, &pool, EventType::Warning, quota::QUOTA_EXCEEDED, "Create", message.clone()).await;
+    }
+    let mut conditions: Vec<Condition> = old
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != HIT_RATE_CONDITION && c.type_ != quota::QUOTA_EXCEEDED)
+        .cloned()
+        .collect();
     conditions.extend(condition);
+    conditions.extend(quota_condition);
     let hit_rate = window.hit_rate().map(|r| (r * 1000.0).round() / 1000.0);
     if (old.replicas, old.ready, old.warm, old.claimed, old.observed_generation, old.hit_rate, &old.conditions)
         != (c.replicas, c.ready, c.warm, c.claimed, pool.metadata.generation, hit_rate, &conditions)
@@ -377,7 +420,8 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     }
     // Member changes (phase, labels) and claims arriving re-queue through the watches; the clock
     // only for warm-up ends, and for an autoscaled pool when its decision can next change.
-    let due = [p.requeue_after_ms, autoscale_due.map(|at| at - now)].into_iter().flatten().min();
+    let quota_due = refused.is_some().then_some(QUOTA_RETRY.as_millis() as i64);
+    let due = [p.requeue_after_ms, autoscale_due.map(|at| at - now), quota_due].into_iter().flatten().min();
     Ok(match due {
         Some(ms) => Action::requeue(Duration::from_millis(ms.max(0) as u64 + 20)),
         None => Action::await_change(),
@@ -407,14 +451,8 @@ fn power_patch(state: PowerState) -> json_patch::Patch {
 
 /// Records an Event of its own: each resize says why (a shared Recorder folds the events of one
 /// reason into a series that keeps the first note).
-async fn publish(ctx: &Ctx, pool: &MachinePool, reason: &str, action: &str, note: String) {
-    let ev = Event {
-        type_: EventType::Normal,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
-    };
+async fn publish(ctx: &Ctx, pool: &MachinePool, type_: EventType, reason: &str, action: &str, note: String) {
+    let ev = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
     let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
     if let Err(e) = recorder.publish(&ev, &pool.object_ref(&())).await {
         tracing::warn!(pool = %pool.name_any(), error = %e, "could not record event");
@@ -442,10 +480,18 @@ pub async fn run(client: kube::Client, _cfg: crate::ControllerConfig, shutdown: 
     let machines: Api<Machine> = Api::all(client.clone());
     let claims: Api<MachineClaim> = Api::all(client.clone());
     let reporter = Reporter { controller: "kairon-pools".into(), instance: None };
+    let quotas: Api<KaironQuota> = Api::all(client.clone());
     let ctx = Arc::new(Ctx { client, reporter, arrivals: Arrivals::default() });
     let arrivals = ctx.clone();
-    Controller::new(pools, watcher::Config::default())
+    let controller = Controller::new(pools, watcher::Config::default());
+    let store = controller.store();
+    controller
         .watches(machines, watcher::Config::default().labels(labels::POOL), |m| pool_of(&m))
+        // A quota's change (its limits, or its use going down) may let a refused pool grow.
+        .watches(quotas, watcher::Config::default(), move |q: KaironQuota| {
+            let ns = q.namespace();
+            store.state().iter().filter(|p| p.namespace() == ns).map(|p| ObjectRef::from_obj(&**p)).collect::<Vec<_>>()
+        })
         // A claim arriving, or learning how it was served, tells its pool.
         .watches(claims, watcher::Config::default(), move |c: MachineClaim| {
             arrivals

@@ -23,9 +23,8 @@ use kairon_model::{Condition, KaironNode, Machine, MachinePhase, MachineSpec, No
 /// placed by this request, as Kubernetes places pods by requests rather than limits.
 pub const TEMPLATE_CPU_MILLIS: i64 = 100;
 pub const TEMPLATE_MEMORY_BYTES: u64 = 64 * 1024 * 1024;
-/// What a template sandbox may use (the runtime's template spec): what usage bills for.
-pub const TEMPLATE_CPU_LIMIT_MILLIS: i64 = 1000;
-pub const TEMPLATE_MEMORY_LIMIT_BYTES: u64 = 512 * 1024 * 1024;
+// What a template sandbox may use is `kairon_model::quota::resources_of`: what quota counts
+// and usage bills.
 
 /// A node is considered gone when its heartbeat is older than this.
 pub const NODE_STALE_AFTER: Duration = Duration::from_secs(60);

@@ -35,25 +35,12 @@ pub struct Rates {
     pub memory_gib: f64,
 }
 
-/// What a template sandbox is billed per active second (its template carries its own spec).
-pub const TEMPLATE_RATES: Rates = Rates { vcpus: 1.0, memory_gib: 0.5 };
-
-/// A Machine's billing rates: `resources.cpu` in cores and `resources.memory` in GiB, or
-/// [`TEMPLATE_RATES`] for a template sandbox (whose `spec.resources` is ignored) and for
-/// whatever the spec leaves out.
+/// A Machine's billing rates: what it may use ([`kairon_model::quota::resources_of`]: its
+/// `resources`, or one CPU and 512 MiB for a template sandbox and for what the spec leaves out),
+/// in cores and GiB.
 pub fn rates(spec: &MachineSpec) -> Rates {
-    let template = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
-    let r = spec.resources.as_ref().filter(|_| !template);
-    Rates {
-        vcpus: r
-            .and_then(|r| r.cpu.as_ref())
-            .and_then(|q| q.to_milli().ok())
-            .map_or(TEMPLATE_RATES.vcpus, |m| m as f64 / 1000.0),
-        memory_gib: r
-            .and_then(|r| r.memory.as_ref())
-            .and_then(|q| q.to_bytes().ok())
-            .map_or(TEMPLATE_RATES.memory_gib, |b| b as f64 / (1u64 << 30) as f64),
-    }
+    let (cpu_millis, memory_bytes) = kairon_model::quota::resources_of(spec);
+    Rates { vcpus: cpu_millis as f64 / 1000.0, memory_gib: memory_bytes as f64 / (1u64 << 30) as f64 }
 }
 
 /// One accrued interval: whole seconds from `start` to `end`, billed as `class`.

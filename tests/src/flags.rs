@@ -7,7 +7,8 @@ use std::ops::Deref;
 /// quickly.
 pub const NODE_FAST: &[&str] = &["--node-tick", "1s", "--heartbeat-interval", "1s"];
 
-/// No node runtime: the API and the controllers only.
+/// No node runtime, so no node agent and no controllers either (they start beside the runtime):
+/// the API alone.
 pub const API_ONLY: &[&str] = &["--no-runtime"];
 
 /// A set of `kairon up` flags; derefs to the `&[&str]` that [`crate::Kairon::start_with`]

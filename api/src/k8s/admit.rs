@@ -11,7 +11,7 @@ use k8s_openapi::api::events::v1::Event;
 use kairon_model::binding;
 use kairon_model::keys::finalizers;
 use kairon_model::validate::{self, ErrorType, FieldError, ValidationOptions};
-use kairon_model::{KaironNode, Machine, MachineClaim, MachinePool};
+use kairon_model::{KaironNode, KaironQuota, Machine, MachineClaim, MachinePool};
 
 /// How strictly unknown fields are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +135,11 @@ pub fn claim(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec
 pub fn node(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
     let (n, warnings) = round_trip::<KaironNode>(obj, ctx)?;
     check(validate::validate_node_spec(&n.spec), warnings)
+}
+
+pub fn quota(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (q, warnings) = round_trip::<KaironQuota>(obj, ctx)?;
+    check(validate::validate_quota_spec(&q.spec), warnings)
 }
 
 pub fn event(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {

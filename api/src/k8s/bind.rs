@@ -160,6 +160,7 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
         Ok(Binding::NoWarmMember) => {
             pending(binding::NO_WARM_MEMBER, binding::no_warm_member_message(&claim.spec.pool_name))
         }
+        Ok(Binding::QuotaExceeded(message)) => pending(binding::QUOTA_EXCEEDED, message),
         // The claim is stored as admitted (being bound): the controller binds it once the
         // create request's hold has passed.
         Err(e) if e.code.is_server_error() => {

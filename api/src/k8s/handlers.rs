@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
-use kairon_db::{Durability, EventType, ObjectRef, StoreError};
+use kairon_db::{Durability, EventType, ObjectRef, StoreError, Write};
 
 use super::admit::{AdmitCtx, AdmitError};
 use super::registry::{ResourceType, View};
@@ -825,10 +825,15 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
             return Ok((new, warnings));
         }
         let durability = durability(c);
-        let result = match &stored {
-            None => c.st.store.create_with(c.key(name), new, durability).await,
-            Some(_) => c.st.store.update_with(c.key(name), new, precondition, durability).await,
+        let guard = (c.rt.group == kairon_model::GROUP && c.rt.plural == "machines" && !c.status_sub)
+            .then(|| super::quota::guard(&c.ns, name, stored.as_ref(), &new))
+            .flatten();
+        let one = match &stored {
+            None => Write::Create(c.key(name), new),
+            Some(_) => Write::Update(c.key(name), new, precondition),
         };
+        let result = c.st.store.write_all_guarded(vec![one], durability, guard).await;
+        let result = result.map(|mut stored| stored.pop().unwrap_or_default()).map_err(|e| e.error);
         match result {
             Ok(stored) => {
                 // The last finalizer removed from an object being deleted: now it goes.

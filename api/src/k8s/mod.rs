@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod events;
 mod handlers;
 pub mod patch;
+mod quota;
 pub mod registry;
 pub mod selector;
 pub mod status;

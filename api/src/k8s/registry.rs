@@ -148,7 +148,7 @@ pub struct Registry {
 impl Registry {
     pub fn new() -> Self {
         let crds = kairon_model::crds::all();
-        let admits: [Admit; 4] = [admit::machine, admit::pool, admit::claim, admit::node];
+        let admits: [Admit; 5] = [admit::machine, admit::pool, admit::claim, admit::node, admit::quota];
         let mut types: Vec<ResourceType> =
             crds.into_iter().zip(admits).map(|(crd, admit)| ResourceType::from_crd(crd, admit)).collect();
 

@@ -140,6 +140,7 @@ impl ApiError {
                 Self::gone(format!("too old resource version: the oldest still available is {}", compacted + 1))
             }
             StoreError::Invalid(why) => Self::bad_request(why),
+            StoreError::Refused(why) => Self::forbidden(why),
             other => {
                 tracing::error!(error = %other, "store failure");
                 Self::internal(format!("storage error: {other}"))
@@ -158,6 +159,7 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Invalid(why) => Self::bad_request(why),
+            StoreError::Refused(why) => Self::forbidden(why),
             StoreError::Gone { compacted } => {
                 Self::gone(format!("too old resource version: the oldest still available is {}", compacted + 1))
             }

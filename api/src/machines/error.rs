@@ -18,6 +18,9 @@ pub enum Reason {
     Unauthorized,
     /// The caller may not do this here (role, namespace, or a guarded field).
     Forbidden,
+    /// The namespace's KaironQuota does not allow this much: the message names the limit and
+    /// the use.
+    QuotaExceeded,
     /// No such object, node, file or process.
     NotFound,
     /// The route does not take this method.
@@ -99,7 +102,7 @@ impl Reason {
         match self {
             BadRequest => StatusCode::BAD_REQUEST,
             Unauthorized => StatusCode::UNAUTHORIZED,
-            Forbidden => StatusCode::FORBIDDEN,
+            Forbidden | QuotaExceeded => StatusCode::FORBIDDEN,
             NotFound => StatusCode::NOT_FOUND,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             PayloadTooLarge | RequestEntityTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -209,6 +212,11 @@ impl From<kube::Error> for Error {
             // The Kubernetes API's own reason and message are already meant for a person.
             kube::Error::Api(s) => {
                 let status = StatusCode::from_u16(s.code).unwrap_or(StatusCode::BAD_GATEWAY);
+                // A quota's refusal is a 403 (Forbidden, as Kubernetes' ResourceQuota says) that
+                // is not about the caller's rights: its own reason, for the clients to tell.
+                if status == StatusCode::FORBIDDEN && kairon_model::quota::is_refusal(&s.message) {
+                    return Error::new(Reason::QuotaExceeded, s.message.clone());
+                }
                 Error::new(Reason::of_upstream(&s.reason, status), s.message.clone())
             }
             other => Error::unavailable(format!("the Kubernetes API is unreachable: {other}")),

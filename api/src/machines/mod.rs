@@ -13,6 +13,7 @@ pub mod guest;
 pub mod nodes;
 pub mod objects;
 pub mod power;
+pub mod quota;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

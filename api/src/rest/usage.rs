@@ -14,6 +14,7 @@ use kairon_db::usage::{self as history, UsageTotals};
 
 use super::{Caller, ErrorBody};
 use crate::auth::{self, Identity, Verb};
+use crate::machines::quota::QuotaReport;
 use crate::machines::{Error, Result};
 use crate::state::AppState;
 
@@ -224,6 +225,24 @@ pub(crate) async fn claim_history(store: &kairon_db::Store, id: &Identity, uid: 
     Ok(ClaimUsageHistory { claim_uid: uid, namespace, claim_name, intervals: rows, total })
 }
 
+/// The namespace of a quota report.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct QuotaPath {
+    /// The namespace.
+    pub namespace: String,
+}
+
+/// What a namespace's Machines hold against its KaironQuotas' limits (Machines, CPU, memory,
+/// warm pool members), counted now. Admins set the quotas (`kubectl apply` a KaironQuota); a
+/// write beyond one is refused with 403 `QuotaExceeded`.
+#[utoipa::path(get, path = "/api/v1/quota/{namespace}", tag = "Usage", params(QuotaPath),
+    responses((status = 200, description = "Use against limits", body = QuotaReport),
+              (status = 403, description = "The caller may not read that namespace", body = ErrorBody)))]
+async fn quota(c: Caller, Path(p): Path<QuotaPath>) -> Result<Json<QuotaReport>> {
+    Ok(Json(c.machines.quota(&c.id, &p.namespace).await?))
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(usage_report)).routes(routes!(usage_claim))
+    OpenApiRouter::new().routes(routes!(usage_report)).routes(routes!(usage_claim)).routes(routes!(quota))
 }

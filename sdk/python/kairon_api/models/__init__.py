@@ -100,6 +100,9 @@ from .process import Process
 from .process_kill_signal import ProcessKillSignal
 from .process_logs import ProcessLogs
 from .process_state import ProcessState
+from .quota_amounts import QuotaAmounts
+from .quota_limit import QuotaLimit
+from .quota_report import QuotaReport
 from .reason import Reason
 from .redacted_sandbox import RedactedSandbox
 from .resources import Resources
@@ -227,6 +230,9 @@ __all__ = (
     "ProcessKillSignal",
     "ProcessLogs",
     "ProcessState",
+    "QuotaAmounts",
+    "QuotaLimit",
+    "QuotaReport",
     "Reason",
     "RedactedSandbox",
     "Resources",

@@ -25,6 +25,7 @@ class Reason(StrEnum):
     NOTSUPPORTED = "NotSupported"
     PAYLOADTOOLARGE = "PayloadTooLarge"
     POWERSTATEUNSUPPORTED = "PowerStateUnsupported"
+    QUOTAEXCEEDED = "QuotaExceeded"
     REQUESTENTITYTOOLARGE = "RequestEntityTooLarge"
     RUNTIMEERROR = "RuntimeError"
     RUNTIMEUNREACHABLE = "RuntimeUnreachable"

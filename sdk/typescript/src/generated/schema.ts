@@ -895,6 +895,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/quota/{namespace}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a namespace's Machines hold against its KaironQuotas' limits (Machines, CPU, memory,
+         *     warm pool members), counted now. Admins set the quotas (`kubectl apply` a KaironQuota); a
+         *     write beyond one is refused with 403 `QuotaExceeded`.
+         */
+        get: operations["quota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tickets": {
         parameters: {
             query?: never;
@@ -1612,11 +1633,48 @@ export interface components {
         /** @enum {string} */
         ProcessState: "running" | "exited";
         /**
+         * @description Amounts of what a namespace's Machines hold. In a quota's `spec.hard` an absent amount is not
+         *     limited; in its status every amount is reported.
+         */
+        QuotaAmounts: {
+            /** @description The sum of the Machines' `resources.cpu` (a template sandbox counts 1). */
+            cpu?: string | null;
+            /**
+             * Format: int64
+             * @description Machines, whatever their power state.
+             */
+            machines?: number | null;
+            /** @description The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi). */
+            memory?: string | null;
+            /**
+             * Format: int64
+             * @description Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in
+             *     a Paused pool, which hold node memory while nobody uses them.
+             */
+            warmMembers?: number | null;
+        };
+        /** @description One KaironQuota's limits, and use against them. */
+        QuotaLimit: {
+            /** @description The limits (an absent amount is not limited). */
+            hard: components["schemas"]["QuotaAmounts"];
+            name: string;
+            /** @description Use against the limits, e.g. `machines: 3/10, cpu: 3/8`. */
+            summary: string;
+        };
+        /** @description What a namespace's Machines hold, and each KaironQuota's limits on it. */
+        QuotaReport: {
+            namespace: string;
+            /** @description Each KaironQuota of the namespace, by name (none: nothing is limited). */
+            quotas: components["schemas"]["QuotaLimit"][];
+            /** @description What the namespace's Machines hold now, every amount. */
+            used: components["schemas"]["QuotaAmounts"];
+        };
+        /**
          * @description Why a request was refused or failed. Published as an enum in the OpenAPI document, so the
          *     generated clients and the SDKs' typed errors switch on it.
          * @enum {string}
          */
-        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
+        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
         /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
         RedactedSandbox: {
             backend: string;
@@ -8753,6 +8811,74 @@ export interface operations {
             };
             /** @description The node's runtime is unreachable or failed: the message says which */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    quota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Use against limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuotaReport"];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not read that namespace */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object (or node, process, file): the message names it */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,352 @@
+//! KaironQuota: what the Machines of one namespace may add up to (how many, their CPU and
+//! memory, and the warm pool members held for claims), and the arithmetic that admission, the
+//! quota controller, the pool controller and the REST API share. No I/O: callers bring the
+//! Machines.
+
+use std::ops::{Add, Sub};
+
+use kube::{CustomResource, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::keys::labels;
+use crate::machine::{Machine, MachineSpec};
+use crate::quantity::Quantity;
+
+/// What a Machine may use when its spec says nothing (and what a template sandbox may use, its
+/// `spec.resources` being ignored): one CPU and 512 MiB, as its template's runtime limits.
+pub const DEFAULT_CPU_MILLIS: i64 = 1000;
+pub const DEFAULT_MEMORY_BYTES: i64 = 512 * 1024 * 1024;
+
+/// How a refusal by quota begins (the words Kubernetes' ResourceQuota uses): what a writer
+/// refused with 403 reads to tell a quota from a missing right.
+pub const REFUSAL_PREFIX: &str = "exceeded quota: ";
+
+/// The pool condition saying the pool cannot make the members it wants within its namespace's
+/// quota, and the reason a claim waiting for such a pool gives.
+pub const QUOTA_EXCEEDED: &str = "QuotaExceeded";
+
+/// Limits on what the Machines of this namespace add up to. Every Machine counts, pool
+/// members and claimed ones included, from its creation until it is gone.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[kube(
+    group = "kairon.zyvor.dev",
+    version = "v1",
+    kind = "KaironQuota",
+    namespaced,
+    status = "KaironQuotaStatus",
+    shortname = "kquota",
+    category = "kairon",
+    doc = "Limits on what the Machines of one namespace add up to: Machines, CPU, memory and warm pool members.",
+    printcolumn(name = "Used", type_ = "string", json_path = ".status.summary"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironQuotaSpec {
+    /// The limits; an amount left out is not limited.
+    pub hard: QuotaAmounts,
+}
+
+/// Amounts of what a namespace's Machines hold. In a quota's `spec.hard` an absent amount is not
+/// limited; in its status every amount is reported.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaAmounts {
+    /// Machines, whatever their power state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machines: Option<i64>,
+    /// The sum of the Machines' `resources.cpu` (a template sandbox counts 1).
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Quantity>,
+    /// The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi).
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Quantity>,
+    /// Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in
+    /// a Paused pool, which hold node memory while nobody uses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_members: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironQuotaStatus {
+    /// The limits in force (`spec.hard` as last counted against).
+    #[serde(default)]
+    pub hard: QuotaAmounts,
+    /// What the namespace's Machines hold now.
+    #[serde(default)]
+    pub used: QuotaAmounts,
+    /// Use against limits in one line, e.g. `machines: 3/10, cpu: 3/8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// What Machines hold, in whole units: the numbers every comparison uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Charge {
+    pub machines: i64,
+    pub cpu_millis: i64,
+    pub memory_bytes: i64,
+    pub warm_members: i64,
+}
+
+impl Add for Charge {
+    type Output = Charge;
+    fn add(self, o: Charge) -> Charge {
+        Charge {
+            machines: self.machines.saturating_add(o.machines),
+            cpu_millis: self.cpu_millis.saturating_add(o.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_add(o.memory_bytes),
+            warm_members: self.warm_members.saturating_add(o.warm_members),
+        }
+    }
+}
+
+impl Sub for Charge {
+    type Output = Charge;
+    fn sub(self, o: Charge) -> Charge {
+        Charge {
+            machines: self.machines.saturating_sub(o.machines),
+            cpu_millis: self.cpu_millis.saturating_sub(o.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_sub(o.memory_bytes),
+            warm_members: self.warm_members.saturating_sub(o.warm_members),
+        }
+    }
+}
+
+impl std::iter::Sum for Charge {
+    fn sum<I: Iterator<Item = Charge>>(iter: I) -> Charge {
+        iter.fold(Charge::default(), Add::add)
+    }
+}
+
+/// The CPU (millicores) and memory (bytes) a Machine of this spec may use: its `resources`, or
+/// [`DEFAULT_CPU_MILLIS`] and [`DEFAULT_MEMORY_BYTES`] for what it leaves out and for a template
+/// sandbox (whose template sets its limits). What quota counts and usage bills.
+pub fn resources_of(spec: &MachineSpec) -> (i64, i64) {
+    let template = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
+    let r = spec.resources.as_ref().filter(|_| !template);
+    let cpu = r.and_then(|r| r.cpu.as_ref()).and_then(|q| q.to_milli().ok()).unwrap_or(DEFAULT_CPU_MILLIS);
+    let memory = r
+        .and_then(|r| r.memory.as_ref())
+        .and_then(|q| q.to_bytes().ok())
+        .map_or(DEFAULT_MEMORY_BYTES, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    (cpu, memory)
+}
+
+/// Whether `m` is a pool member nobody has claimed: labelled with a pool and controlled by a
+/// MachinePool (what the pool controller makes), with no claim label.
+pub fn is_unclaimed_member(m: &Machine) -> bool {
+    let pooled = m.labels().contains_key(labels::POOL)
+        && m.owner_references().iter().any(|o| o.kind == "MachinePool" && o.controller == Some(true));
+    pooled && !m.labels().contains_key(labels::CLAIM)
+}
+
+/// What one Machine holds.
+pub fn charge(m: &Machine) -> Charge {
+    let (cpu_millis, memory_bytes) = resources_of(&m.spec);
+    Charge { machines: 1, cpu_millis, memory_bytes, warm_members: i64::from(is_unclaimed_member(m)) }
+}
+
+/// What the Machines add up to.
+pub fn total<'a>(machines: impl IntoIterator<Item = &'a Machine>) -> Charge {
+    machines.into_iter().map(charge).sum()
+}
+
+/// `spec.hard` in whole units; None where not limited, or not a quantity (validation refuses
+/// those, so a stored quota has none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub machines: Option<i64>,
+    pub cpu_millis: Option<i64>,
+    pub memory_bytes: Option<i64>,
+    pub warm_members: Option<i64>,
+}
+
+impl Limits {
+    pub fn of(hard: &QuotaAmounts) -> Limits {
+        Limits {
+            machines: hard.machines,
+            cpu_millis: hard.cpu.as_ref().and_then(|q| q.to_milli().ok()),
+            memory_bytes: hard
+                .memory
+                .as_ref()
+                .and_then(|q| q.to_bytes().ok())
+                .map(|b| i64::try_from(b).unwrap_or(i64::MAX)),
+            warm_members: hard.warm_members,
+        }
+    }
+
+    /// Each amount with its name, limit and the value in `c`, in a fixed order.
+    fn each(&self, c: Charge) -> [(&'static str, Option<i64>, i64); 4] {
+        [
+            ("machines", self.machines, c.machines),
+            ("cpu", self.cpu_millis, c.cpu_millis),
+            ("memory", self.memory_bytes, c.memory_bytes),
+            ("warmMembers", self.warm_members, c.warm_members),
+        ]
+    }
+}
+
+/// An amount as a quota writes it: CPU as cores or millicores, memory in the largest binary
+/// unit that divides it, counts as numbers.
+fn amount(name: &str, v: i64) -> String {
+    match name {
+        "cpu" if v % 1000 == 0 => format!("{}", v / 1000),
+        "cpu" => format!("{v}m"),
+        "memory" => bytes(v),
+        _ => v.to_string(),
+    }
+}
+
+fn bytes(v: i64) -> String {
+    const UNITS: [(&str, i64); 4] = [("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)];
+    UNITS.iter().find(|(_, u)| v != 0 && v % u == 0).map_or(v.to_string(), |(s, u)| format!("{}{s}", v / u))
+}
+
+impl Charge {
+    /// As quota amounts (a status's `used`).
+    pub fn amounts(&self) -> QuotaAmounts {
+        QuotaAmounts {
+            machines: Some(self.machines),
+            cpu: Some(Quantity(amount("cpu", self.cpu_millis))),
+            memory: Some(Quantity(amount("memory", self.memory_bytes))),
+            warm_members: Some(self.warm_members),
+        }
+    }
+}
+
+/// Use against the limits in one line, limited amounts only: `machines: 3/10, cpu: 3/8`.
+pub fn summary(limits: &Limits, used: Charge) -> String {
+    let parts: Vec<String> = limits
+        .each(used)
+        .into_iter()
+        .filter_map(|(name, limit, v)| limit.map(|l| format!("{name}: {}/{}", amount(name, v), amount(name, l))))
+        .collect();
+    if parts.is_empty() { "no limits".into() } else { parts.join(", ") }
+}
+
+/// Why quota `name` refuses a write that turns the namespace's use `before` into `after`: the
+/// amounts that grow beyond their limit, in the words Kubernetes' ResourceQuota uses, and what
+/// to do. None: it fits. An amount already over its limit (the limit lowered since) may stay or
+/// shrink; it may not grow.
+pub fn refusal(name: &str, limits: &Limits, before: Charge, after: Charge) -> Option<String> {
+    // Each amount over: its name, and what is requested, used and limited.
+    let over: Vec<(&str, [i64; 3])> = limits
+        .each(before)
+        .into_iter()
+        .zip(limits.each(after))
+        .filter_map(|((n, limit, was), (_, _, will))| {
+            let limit = limit?;
+            (will > was && will > limit).then_some((n, [will - was, was, limit]))
+        })
+        .collect();
+    if over.is_empty() {
+        return None;
+    }
+    let list = |i: usize| over.iter().map(|(n, v)| format!("{n}={}", amount(n, v[i]))).collect::<Vec<_>>().join(",");
+    Some(format!(
+        "{REFUSAL_PREFIX}{name}, requested: {}, used: {}, limited: {}: delete Machines (or release claims) in this \
+         namespace, or ask an admin to raise the KaironQuota",
+        list(0),
+        list(1),
+        list(2),
+    ))
+}
+
+/// Whether a refusal's message is a quota's (a 403 that is not about rights).
+pub fn is_refusal(message: &str) -> bool {
+    message.contains(REFUSAL_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn machine(v: serde_json::Value) -> Machine {
+        serde_json::from_value(json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+            "metadata": v["metadata"].clone(), "spec": v["spec"].clone(),
+        }))
+        .unwrap()
+    }
+
+    fn member(claimed: bool) -> Machine {
+        let mut labels = json!({labels::POOL: "warm"});
+        if claimed {
+            labels[labels::CLAIM] = json!("job");
+        }
+        machine(json!({
+            "metadata": {"name": "warm-abcde", "labels": labels, "ownerReferences": [{
+                "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool", "name": "warm", "uid": "u", "controller": true
+            }]},
+            "spec": {"sandbox": {"templateName": "busybox"}, "resources": {"cpu": "8", "memory": "64Gi"}},
+        }))
+    }
+
+    #[test]
+    fn a_machine_holds_its_resources_or_the_template_limits() {
+        let vm = machine(
+            json!({"metadata": {"name": "vm"}, "spec": {"image": {"path": "/i"}, "resources": {"cpu": "2", "memory": "3Gi"}}}),
+        );
+        assert_eq!(charge(&vm), Charge { machines: 1, cpu_millis: 2000, memory_bytes: 3 << 30, warm_members: 0 });
+        let bare = machine(json!({"metadata": {"name": "vm"}, "spec": {"image": {"path": "/i"}}}));
+        assert_eq!((charge(&bare).cpu_millis, charge(&bare).memory_bytes), (1000, 512 << 20));
+        // A template sandbox's resources are its template's, whatever its spec says.
+        assert_eq!(
+            charge(&member(false)),
+            Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 1 }
+        );
+        assert_eq!(charge(&member(true)).warm_members, 0, "a claimed member is not warm");
+        // A pool label alone (a tenant's own Machine) makes no member.
+        let labelled = machine(
+            json!({"metadata": {"name": "x", "labels": {labels::POOL: "warm"}}, "spec": {"sandbox": {"templateName": "busybox"}}}),
+        );
+        assert_eq!(charge(&labelled).warm_members, 0);
+        assert_eq!(total([&vm, &bare]).machines, 2);
+    }
+
+    #[test]
+    fn a_write_is_refused_only_for_what_it_grows_beyond_a_limit() {
+        let hard = QuotaAmounts { machines: Some(2), cpu: Some("2".into()), memory: None, warm_members: Some(0) };
+        let limits = Limits::of(&hard);
+        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0 };
+        assert_eq!(refusal("q", &limits, one, one + one), None, "at the limit fits");
+        let message = refusal("q", &limits, one + one, one + one + one).unwrap();
+        assert_eq!(
+            message,
+            "exceeded quota: q, requested: machines=1,cpu=1, used: machines=2,cpu=2, limited: machines=2,cpu=2: \
+             delete Machines (or release claims) in this namespace, or ask an admin to raise the KaironQuota"
+        );
+        assert!(is_refusal(&message));
+        // Over a limit lowered since: staying or shrinking is allowed, growing is not.
+        let three = one + one + one;
+        assert_eq!(refusal("q", &limits, three, three), None);
+        assert_eq!(refusal("q", &limits, three, one + one), None);
+        let warm = Charge { warm_members: 1, ..one };
+        let message = refusal("q", &limits, one, one + warm).unwrap();
+        assert!(message.contains("requested: warmMembers=1, used: warmMembers=0, limited: warmMembers=0"), "{message}");
+        // Memory is not limited here: any amount fits.
+        let big = Charge { memory_bytes: 1 << 40, ..Charge::default() };
+        assert_eq!(refusal("q", &limits, one, one + big), None);
+    }
+
+    #[test]
+    fn amounts_read_as_a_quota_writes_them() {
+        let used = Charge { machines: 3, cpu_millis: 1500, memory_bytes: 1536 << 20, warm_members: 1 };
+        let a = used.amounts();
+        assert_eq!((a.cpu.unwrap().0, a.memory.unwrap().0), ("1500m".to_string(), "1536Mi".to_string()));
+        let hard =
+            QuotaAmounts { machines: Some(10), cpu: Some("8".into()), memory: Some("4Gi".into()), warm_members: None };
+        assert_eq!(summary(&Limits::of(&hard), used), "machines: 3/10, cpu: 1500m/8, memory: 1536Mi/4Gi");
+        assert_eq!(summary(&Limits::default(), used), "no limits");
+        assert_eq!(bytes(0), "0");
+        assert_eq!(bytes(1000), "1000");
+    }
+}

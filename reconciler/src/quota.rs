@@ -1,0 +1,109 @@
+//! The quota controller: each KaironQuota reports what its namespace's Machines hold against
+//! its limits (`status.used`, `status.hard`, a one-line `status.summary`). Admission enforces
+//! the limits on every write (`api/src/k8s/quota.rs`); this only reports.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde_json::json;
+
+use kairon_model::quota::{self, Limits};
+use kairon_model::{KaironQuota, KaironQuotaStatus, Machine};
+
+/// How often one quota counts again at most: a namespace's Machines change their status every
+/// few seconds each, and counting is a list of them all.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum QuotaError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+struct Ctx {
+    client: kube::Client,
+    last: Mutex<HashMap<ObjectRef<KaironQuota>, Instant>>,
+}
+
+/// The status `q` reports for the namespace's `machines`.
+pub fn status_of(q: &KaironQuota, machines: &[Machine]) -> KaironQuotaStatus {
+    let used = quota::total(machines);
+    KaironQuotaStatus {
+        hard: q.spec.hard.clone(),
+        used: used.amounts(),
+        summary: Some(quota::summary(&Limits::of(&q.spec.hard), used)),
+        observed_generation: q.metadata.generation,
+    }
+}
+
+async fn reconcile(q: Arc<KaironQuota>, ctx: Arc<Ctx>) -> Result<Action, QuotaError> {
+    let key = ObjectRef::from_obj(&*q);
+    let since = ctx.last.lock().expect("quota times").get(&key).map(Instant::elapsed);
+    if let Some(since) = since.filter(|s| *s < MIN_INTERVAL) {
+        return Ok(Action::requeue(MIN_INTERVAL - since));
+    }
+    ctx.last.lock().expect("quota times").insert(key, Instant::now());
+    let ns = q.namespace().unwrap_or_default();
+    let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await?.items;
+    let status = status_of(&q, &machines);
+    if q.status.as_ref() != Some(&status) {
+        let api: Api<KaironQuota> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(&q.name_any(), &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await?;
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(q: Arc<KaironQuota>, e: &QuotaError, _: Arc<Ctx>) -> Action {
+    tracing::warn!(quota = %q.name_any(), error = %e, "counting quota use failed; retrying");
+    Action::requeue(Duration::from_secs(2))
+}
+
+pub async fn run(client: kube::Client, shutdown: tokio_util::sync::CancellationToken) {
+    let quotas: Api<KaironQuota> = Api::all(client.clone());
+    let machines: Api<Machine> = Api::all(client.clone());
+    let controller = Controller::new(quotas, watcher::Config::default());
+    let store = controller.store();
+    let ctx = Arc::new(Ctx { client, last: Mutex::new(HashMap::new()) });
+    // A Machine's change may change what its namespace holds: each quota there counts again.
+    let of_namespace = move |m: Machine| {
+        let ns = m.namespace();
+        store.state().iter().filter(|q| q.namespace() == ns).map(|q| ObjectRef::from_obj(&**q)).collect::<Vec<_>>()
+    };
+    controller
+        .watches(machines, watcher::Config::default(), of_namespace)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_reports_use_against_its_limits() {
+        let q: KaironQuota = serde_json::from_value(json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota",
+            "metadata": {"name": "q", "namespace": "team", "generation": 2},
+            "spec": {"hard": {"machines": 3, "memory": "1Gi"}},
+        }))
+        .unwrap();
+        let m: Machine = serde_json::from_value(json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+            "metadata": {"name": "a", "namespace": "team"}, "spec": {"sandbox": {"templateName": "busybox"}},
+        }))
+        .unwrap();
+        let s = status_of(&q, &[m.clone(), m]);
+        assert_eq!(s.summary.as_deref(), Some("machines: 2/3, memory: 1Gi/1Gi"));
+        assert_eq!((s.used.machines, s.used.cpu.map(|c| c.0)), (Some(2), Some("2".to_string())));
+        assert_eq!((s.hard, s.observed_generation), (q.spec.hard.clone(), Some(2)));
+    }
+}
