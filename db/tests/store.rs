@@ -748,3 +748,53 @@ async fn expire_deletes_what_was_last_written_before_the_ttl_and_says_when_the_n
     store.delete(at("fresh"), None).await.unwrap();
     assert_eq!(store.expire("events.k8s.io", "events", hour, 100).await.unwrap(), (0, None), "nothing left");
 }
+
+/// A guard judges what is committed under the store's write lock: racing guarded creates see
+/// each other, so a limit of 5 lets exactly 5 of 20 through, and a refused one stores nothing.
+#[sqlx::test(migrations = "./migrations")]
+async fn guarded_writes_racing_for_the_last_places_get_one_winner_each(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let limit = ObjectRef { group: "test.io", resource: "limits", namespace: "ns", name: "max" };
+    store.create(limit, json!({"metadata": {"name": "max", "namespace": "ns"}, "max": 5})).await.unwrap();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let name = format!("w{i}");
+                let guard = kairon_db::Guard {
+                    namespace: "ns",
+                    limits: ("test.io", "limits"),
+                    counted: (G, R),
+                    replaces: None,
+                    judge: Box::new(|limits: &[Value], counted: &[Value]| {
+                        let max = limits[0]["max"].as_u64().unwrap() as usize;
+                        (counted.len() + 1 > max).then(|| format!("{} widgets of {max}", counted.len()))
+                    }),
+                };
+                let w = Write::Create(oref("ns", &name), obj("ns", &name, json!({})));
+                store.write_all_guarded(vec![w], Durability::Flushed, Some(guard)).await
+            })
+        })
+        .collect();
+    let mut won = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(WriteError { error: StoreError::Refused(why), .. }) => assert_eq!(why, "5 widgets of 5"),
+            Err(e) => panic!("unexpected error {e:?}"),
+        }
+    }
+    assert_eq!(won, 5);
+    let listed = store.list(G, R, Some("ns"), None, None).await.unwrap();
+    assert_eq!(listed.items.len(), 5, "a refused write stores nothing");
+    // With no limiting object in the namespace, nothing is judged.
+    let guard = kairon_db::Guard {
+        namespace: "other",
+        limits: ("test.io", "limits"),
+        counted: (G, R),
+        replaces: None,
+        judge: Box::new(|_: &[Value], _: &[Value]| Some("never asked".to_string())),
+    };
+    let w = Write::Create(oref("other", "w"), obj("other", "w", json!({})));
+    store.write_all_guarded(vec![w], Durability::Flushed, Some(guard)).await.unwrap();
+}
