@@ -68,6 +68,9 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
         Role::Admin if !id.legacy => Ok(()),
         Role::Node | Role::Controller if op == Op::Read => Ok(()),
         Role::Controller => {
+            if kind.is(KAIRON_GROUP, "kaironquotas") && op == Op::Delete {
+                return Err(format!("{}: a controller deletes no KaironQuota (an admin sets them)", who(id)));
+            }
             if !kind.namespaced {
                 return Err(format!(
                     "{}: a controller writes no cluster-scoped objects ({} need an admin token)",
@@ -260,7 +263,7 @@ pub fn check_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Val
 }
 
 fn controller_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -> Result<(), String> {
-    if kind.is(KAIRON_GROUP, "kaironquotas") && (old.is_none() || field_changed(old, new, "/spec")) {
+    if kind.is(KAIRON_GROUP, "kaironquotas") && old.map(without_status) != Some(without_status(new)) {
         return Err(format!("{}: a controller reports a KaironQuota's use (its status); an admin sets it", who(id)));
     }
     if key_changed(old, new, "/metadata/annotations", annotations::FS_FROZEN) {
@@ -284,6 +287,20 @@ const SERVER_METADATA: [&str; 8] = [
     "deletionGracePeriodSeconds",
     "selfLink",
 ];
+
+/// `obj` without its status and the metadata every write path sets itself.
+fn without_status(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in SERVER_METADATA {
+            meta.remove(k);
+        }
+    }
+    v
+}
 
 /// `obj` without what a node agent may change on a Machine.
 fn beyond_node_rights(obj: &Value) -> Value {

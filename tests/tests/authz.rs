@@ -104,6 +104,7 @@ fn kube_resources() -> Vec<(&'static str, &'static str, bool)> {
         ("machinepools", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/machinepools", true),
         ("machineclaims", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/machineclaims", true),
         ("kaironnodes", "/apis/kairon.zyvor.dev/v1/kaironnodes", true),
+        ("kaironquotas", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas", true),
         ("leases", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", false),
         ("events", "/api/v1/namespaces/{ns}/events", false),
         ("namespaces", "/api/v1/namespaces", false),
@@ -335,6 +336,7 @@ fn kube_object_name(res: &str, ns: &str) -> String {
         "machinepools" => "pool".into(),
         "machineclaims" => "claim".into(),
         "kaironnodes" => "local".into(),
+        "kaironquotas" => "quota".into(),
         "leases" => "authz-lease".into(),
         "events" => "authz-event".into(),
         _ => ns.into(),
@@ -358,9 +360,14 @@ fn kube_new(res: &str, ns: &str) -> Value {
         "leases" => {
             json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": {"holderIdentity": "authz"}})
         }
+        "kaironquotas" => quota(meta),
         "events" => event("authz-new", ns),
         _ => json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}),
     }
+}
+
+fn quota(meta: Value) -> Value {
+    json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota", "metadata": meta, "spec": {"hard": {"machines": 1000}}})
 }
 
 fn event(name: &str, ns: &str) -> Value {
@@ -374,6 +381,7 @@ fn status_change(res: &str) -> Value {
         "machines" => json!({"status": {"phase": "Failed"}}),
         "machinepools" => json!({"status": {"replicas": 42}}),
         "machineclaims" => json!({"status": {"machineName": "authz"}}),
+        "kaironquotas" => json!({"status": {"summary": "authz"}}),
         _ => json!({"status": {"heartbeatTime": "2020-01-01T00:00:00Z"}}),
     }
 }
@@ -580,6 +588,10 @@ async fn setup(k: &Kairon) {
         assert!(l.status < 300, "{l:?}");
         let e = admin.post(&format!("/api/v1/namespaces/{ns}/events"), event("authz-event", ns)).await;
         assert!(e.status < 300, "{e:?}");
+        let q = admin
+            .post(&format!("/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas"), quota(json!({"name": "quota"})))
+            .await;
+        assert!(q.status < 300, "{q:?}");
     }
     for ns in [OWN, FOREIGN] {
         for name in ["labelled", "plain"] {
