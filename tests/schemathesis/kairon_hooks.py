@@ -4,10 +4,14 @@ The stateful phase follows the document's links from a create to the get, replac
 the object created. Its creates are made real here, so the chain has an object to follow: a
 fresh valid name, and a spec the server takes whose Machines never boot (pinned to a node that
 does not exist, so they stay Pending: no runtime work, no wake for a guest call to wait on). The
-other phases send what schemathesis generates, untouched.
+other phases send what schemathesis generates, with one change: a rule between list items that
+no JSON Schema can state (two volumes of a Machine spec may not share a name) is kept by renaming
+a repeated name, so a schema-valid body is not refused for it (model/src/validate.rs
+`volumes_and_cpusets` checks that refusal).
 """
 
 import itertools
+import re
 
 import schemathesis
 
@@ -21,8 +25,44 @@ def _fresh_name(kind):
     return f"stateful-{kind}-{next(_serial)}"
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _machine_specs(path, body):
+    """The Machine specs in a create or replace body of Machines or MachinePools."""
+    spec = body.get("spec") if isinstance(body, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    if path in ("/api/v1/machines/{namespace}", "/api/v1/machines/{namespace}/{name}"):
+        return [spec]
+    if path in ("/api/v1/machinepools/{namespace}", "/api/v1/machinepools/{namespace}/{name}"):
+        template = spec.get("template")
+        inner = template.get("spec") if isinstance(template, dict) else None
+        return [inner] if isinstance(inner, dict) else []
+    return []
+
+
+def _unique_volume_names(spec):
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list):
+        return
+    seen = set()
+    for i, v in enumerate(volumes):
+        name = v.get("name") if isinstance(v, dict) else None
+        # Only a valid name is renamed (to another valid one): an invalid one stays as generated.
+        if not (isinstance(name, str) and _DNS_LABEL.fullmatch(name)):
+            continue
+        while name in seen:
+            name = f"v{i}-{len(seen)}-{name}"[:63].rstrip("-")
+        seen.add(name)
+        v["name"] = name
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
+    if case.operation.method.upper() in ("POST", "PUT"):
+        for spec in _machine_specs(case.operation.path, case.body):
+            _unique_volume_names(spec)
     if case.meta is None or case.meta.phase.name.value != "stateful":
         return
     op = case.operation.label
