@@ -1,5 +1,6 @@
-//! The `autoscale` scenario: one arrival trace of claims (quiet, a burst, busy, quiet again;
-//! Poisson arrivals, each claim held a while and released) replayed against `kairon up` with a
+//! The `autoscale` scenario: one arrival trace of claims (a compressed day: night, a morning
+//! ramp, the day with a busier spell, an evening ramp, night; Poisson arrivals, each claim held a
+//! while and released) replayed against `kairon up` with a
 //! Paused pool of runc sandboxes, once per fixed size and once autoscaled, printing for each the
 //! hit rate (claims served warm), claim → Bound p50/p99 (the claims' `status.waitSeconds`) and
 //! the member-seconds held (unclaimed members, booting or warm, integrated over the run). The
@@ -25,13 +26,21 @@ const TARGET: f64 = 0.95;
 /// How long each claim is held before it is released.
 const HOLD: Duration = Duration::from_secs(10);
 
-/// Claims per minute over the trace, by the share of it elapsed: quiet, a burst, busy, quiet.
+/// Claims per minute over the trace, by the share of it elapsed (a compressed day): night, a
+/// morning ramp, the day with a busier spell, an evening ramp, night. What a pool's size should
+/// follow; a fixed pool is sized for the busiest spell all day. (A sharp 10x burst of a few
+/// seconds is no test of it: no pool that reacts serves the burst's first refill period warm,
+/// however it estimates the rate; only stock held all along does.)
 fn rate_per_minute(at: f64) -> f64 {
+    let ramp = |from: f64, to: f64, a: f64, b: f64| from + (to - from) * ((at - a) / (b - a));
     match at {
-        a if a < 0.3 => 6.0,
-        a if a < 0.4 => 60.0,
-        a if a < 0.7 => 15.0,
-        _ => 3.0,
+        a if a < 0.15 => 2.0,
+        a if a < 0.3 => ramp(2.0, 30.0, 0.15, 0.3),
+        a if a < 0.45 => 30.0,
+        a if a < 0.55 => 45.0,
+        a if a < 0.7 => 30.0,
+        a if a < 0.85 => ramp(30.0, 2.0, 0.7, 0.85),
+        _ => 2.0,
     }
 }
 
@@ -47,16 +56,22 @@ pub fn trace(seconds: u64) -> Vec<u64> {
         (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     };
     let total = seconds as f64 * 1000.0;
+    // Thinning: candidates at the peak rate, each kept with its time's share of it.
+    let peak = PEAK_PER_MINUTE / 60_000.0;
     let (mut t, mut out) = (0.0, Vec::new());
     loop {
-        let per_ms = rate_per_minute(t / total) / 60_000.0;
-        t += -(1.0 - uniform()).ln() / per_ms;
+        t += -(1.0 - uniform()).ln() / peak;
         if t >= total {
             return out;
         }
-        out.push(t as u64);
+        if uniform() < rate_per_minute(t / total) / PEAK_PER_MINUTE {
+            out.push(t as u64);
+        }
     }
 }
+
+/// The highest rate of [`rate_per_minute`].
+const PEAK_PER_MINUTE: f64 = 45.0;
 
 struct Run {
     label: String,
@@ -229,8 +244,8 @@ mod tests {
             t.iter().filter(|a| (from * 600_000.0..to * 600_000.0).contains(&(**a as f64))).count() as f64
                 / ((to - from) * 10.0)
         };
-        assert!((3.0..10.0).contains(&per_minute(0.0, 0.3)), "quiet: {}", per_minute(0.0, 0.3));
-        assert!((40.0..80.0).contains(&per_minute(0.3, 0.4)), "burst: {}", per_minute(0.3, 0.4));
+        assert!((0.5..5.0).contains(&per_minute(0.0, 0.15)), "night: {}", per_minute(0.0, 0.15));
+        assert!((30.0..60.0).contains(&per_minute(0.45, 0.55)), "the busy spell: {}", per_minute(0.45, 0.55));
         assert!(t.windows(2).all(|w| w[0] <= w[1]));
     }
 }

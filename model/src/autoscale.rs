@@ -4,8 +4,9 @@
 //! to replace it. Over one refill period the claims that arrive number K ~ Poisson(λ·refill), and
 //! with N warm members the first N of them are served warm: the hit rate is E[min(K, N)] / E[K].
 //! The decision is the smallest N whose hit rate reaches the target, within the bounds. The rate
-//! λ is the larger of the rate over the whole window and over the last few refill periods, so a
-//! burst grows the pool at once while a quiet spell shrinks it only after the scale-down delay.
+//! λ is the largest of the rate over the whole window, over the last few refill periods and over
+//! the latest few claims, so a burst grows the pool within a few claims while a quiet spell
+//! shrinks it only after the scale-down delay.
 
 /// What the decision is bounded and aimed by (a pool's `spec.autoscale`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -102,15 +103,46 @@ fn recent_seconds(window: f64, refill: f64) -> f64 {
     (4.0 * refill).clamp(30.0_f64.min(window), window)
 }
 
+/// How many of the latest arrivals the quickest estimate reads.
+const LATEST: usize = 5;
+
+/// Claims per second from the latest [`LATEST`] arrivals in the window: `LATEST - 1` over the
+/// time since the first of them (an unbiased estimate of a Poisson rate), at least a second.
+/// A burst shows after a few claims, where a fixed span would dilute it for its whole length;
+/// it decays as time passes without claims. Zero with fewer arrivals.
+fn latest_rate(arrivals: &[i64], now_ms: i64, window: f64) -> f64 {
+    let since = now_ms - (window * 1000.0) as i64;
+    let mut inside: Vec<i64> = arrivals.iter().copied().filter(|t| *t > since && *t <= now_ms).collect();
+    if inside.len() < LATEST {
+        return 0.0;
+    }
+    inside.sort_unstable();
+    let first = inside[inside.len() - LATEST];
+    (LATEST - 1) as f64 / ((now_ms - first) as f64 / 1000.0).max(1.0)
+}
+
+/// Claims per second the decision at `now_ms` reads: the fastest of the window's, the recent
+/// span's and the latest arrivals' rates.
+fn arrival_rate(b: &Bounds, o: &Observed, now_ms: i64) -> f64 {
+    let window = b.window_seconds.max(1) as f64;
+    let recent = recent_seconds(window, o.refill_seconds.max(0.1));
+    rate(o.arrivals, now_ms, window).max(rate(o.arrivals, now_ms, recent)).max(latest_rate(o.arrivals, now_ms, window))
+}
+
+/// The replicas the arrival rate at `now_ms` asks for, within the bounds.
+fn needed_at(b: &Bounds, o: &Observed, now_ms: i64) -> i32 {
+    let mean = arrival_rate(b, o, now_ms) * o.refill_seconds.max(0.1);
+    let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
+    smallest_reaching(b.target_hit_rate, mean, lo, hi)
+}
+
 /// How many replicas the pool should have now.
 pub fn decide(b: &Bounds, o: &Observed) -> Decision {
-    let window = b.window_seconds.max(1) as f64;
     let refill = o.refill_seconds.max(0.1);
-    let recent = recent_seconds(window, refill);
-    let per_second = rate(o.arrivals, o.now_ms, window).max(rate(o.arrivals, o.now_ms, recent));
+    let per_second = arrival_rate(b, o, o.now_ms);
     let mean = per_second * refill;
     let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
-    let needed = smallest_reaching(b.target_hit_rate, mean, lo, hi);
+    let needed = needed_at(b, o, o.now_ms);
     let current = o.current.clamp(lo, hi);
     let (replicas, last_needed_ms) = if needed >= current {
         (needed, Some(o.now_ms))
@@ -128,17 +160,28 @@ pub fn decide(b: &Bounds, o: &Observed) -> Decision {
 }
 
 /// When (Unix ms) the decision `d`, made on `o`, can next change with no new claim: an arrival
-/// leaving the recent span or the window, or the scale-down delay ending. None: not until a
-/// claim arrives.
+/// leaving the recent span or the window, the latest arrivals' rate decaying below what the
+/// pool needs now, or the scale-down delay ending. None: not until a claim arrives.
 pub fn next_change_ms(b: &Bounds, o: &Observed, d: &Decision) -> Option<i64> {
     let window_ms = b.window_seconds.max(1) * 1000;
     let recent_ms = (recent_seconds(window_ms as f64 / 1000.0, o.refill_seconds.max(0.1)) * 1000.0) as i64;
     let leaving = o.arrivals.iter().flat_map(|t| [t + recent_ms, t + window_ms]).filter(|at| *at > o.now_ms).min();
+    // Until the next arrival leaves a span, only the latest arrivals' rate changes, and it only
+    // falls: the first instant the need falls below today's, found by bisection.
+    let horizon = leaving.unwrap_or(o.now_ms + window_ms);
+    let need_falls = (needed_at(b, o, horizon - 1) < d.needed).then(|| {
+        let (mut lo, mut hi) = (o.now_ms, horizon - 1);
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if needed_at(b, o, mid) < d.needed { hi = mid } else { lo = mid }
+        }
+        hi
+    });
     let delay_ends = (d.replicas > d.needed)
         .then(|| d.last_needed_ms.map(|t| t + b.scale_down_delay_seconds * 1000))
         .flatten()
         .filter(|at| *at > o.now_ms);
-    leaving.into_iter().chain(delay_ends).min()
+    leaving.into_iter().chain(need_falls).chain(delay_ends).min()
 }
 
 /// Seconds a new member takes to become warm: the median over `members` that have been (from
@@ -304,7 +347,9 @@ mod tests {
                 }
                 next += 1;
             }
-            if t % 10_000 == 0 {
+            // The controller decides on each claim and when its decision is due; every second
+            // here.
+            if t % 1_000 == 0 {
                 replicas = size(replicas, &arrivals[..next], t, &mut last_needed);
             }
             // Members past the replicas are trimmed; missing ones are created.
@@ -381,6 +426,76 @@ mod tests {
             auto_held < fixed_held,
             "autoscaled {auto_hit:.3} hit with {auto_held:.0} member-s; fixed {smallest_fixed} {fixed_hit:.3} with {fixed_held:.0}"
         );
+    }
+
+    /// Claims per minute over a compressed day of `kairon-bench autoscale` (`at` is the share of
+    /// it elapsed): night, a morning ramp, the day with a busier spell, an evening ramp, night.
+    fn compressed_day(at: f64) -> f64 {
+        let ramp = |from: f64, to: f64, a: f64, b: f64| from + (to - from) * ((at - a) / (b - a));
+        match at {
+            a if a < 0.15 => 2.0,
+            a if a < 0.3 => ramp(2.0, 30.0, 0.15, 0.3),
+            a if a < 0.45 => 30.0,
+            a if a < 0.55 => 45.0,
+            a if a < 0.7 => 30.0,
+            a if a < 0.85 => ramp(30.0, 2.0, 0.7, 0.85),
+            _ => 2.0,
+        }
+    }
+
+    /// Poisson arrivals over `seconds` at [`compressed_day`], from a fixed seed (thinning at the
+    /// peak rate).
+    fn day_trace(seed: u64, seconds: f64) -> Vec<i64> {
+        let mut state = seed;
+        let mut uniform = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let (mut out, mut t) = (Vec::new(), 0.0f64);
+        loop {
+            t += -(1.0 - uniform()).ln() * 60.0 / 45.0;
+            if t >= seconds {
+                return out;
+            }
+            if uniform() < compressed_day(t / seconds) / 45.0 {
+                out.push((t * 1000.0) as i64);
+            }
+        }
+    }
+
+    #[test]
+    fn on_a_compressed_day_autoscaling_reaches_the_target_with_fewer_member_seconds_than_a_fixed_pool() {
+        let refill = 3.0;
+        let b = Bounds { window_seconds: 120, scale_down_delay_seconds: 30, ..bounds(1, 12) };
+        for seed in [0x9e37_79b9_7f4a_7c15u64, 7, 42, 1234] {
+            let trace = day_trace(seed, 600.0);
+            let (auto_hit, auto_held) = replay(&trace, refill, autoscaled(b, refill));
+            let smallest = (1..=12).find(|n| replay(&trace, refill, fixed(*n)).0 >= b.target_hit_rate).unwrap_or(12);
+            let (fixed_hit, fixed_held) = replay(&trace, refill, fixed(smallest));
+            eprintln!(
+                "seed {seed}: {} claims: autoscaled {auto_hit:.3} hit with {auto_held:.0} member-s; smallest fixed \
+                 pool reaching the target: {smallest}, {fixed_hit:.3} with {fixed_held:.0}",
+                trace.len()
+            );
+            assert!(auto_hit >= b.target_hit_rate, "seed {seed}: autoscaled hit rate {auto_hit:.3}");
+            assert!(auto_held < fixed_held, "seed {seed}: {auto_held:.0} member-s against {fixed_held:.0}");
+        }
+    }
+
+    #[test]
+    fn a_burst_that_stops_is_decided_again_when_its_rate_has_decayed() {
+        let b = bounds(1, 40);
+        let now = 30 * MIN;
+        // Five claims in four seconds after a quiet hour: the latest arrivals' rate, 1 claim/s.
+        let arrivals = [now - 4_000, now - 3_000, now - 2_000, now - 1_000, now];
+        let o = Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: now, last_needed_ms: None };
+        let d = decide(&b, &o);
+        assert!(d.needed >= 6, "{d:?}");
+        let at = next_change_ms(&b, &o, &d).expect("a change is due");
+        assert!(at > now && at < now + 26_000, "before the first arrival leaves the 30 s span: {}", at - now);
+        assert!(needed_at(&b, &o, at) < d.needed && needed_at(&b, &o, at - 1) == d.needed);
     }
 
     #[test]
