@@ -31,6 +31,7 @@ from .errors import (
     KaironTimeoutError,
     MachineSuspendedError,
     NotFoundError,
+    QuotaExceededError,
     ServerError,
     TimeoutError as TimeoutError,
     UnauthorizedError,
@@ -66,6 +67,7 @@ __all__ = [
     "ServerError",
     "UIClient",
     "UnauthorizedError",
+    "QuotaExceededError",
     "WakeTimeoutError",
     "__version__",
 ]

@@ -94,6 +94,11 @@ class MachineSuspendedError(ConflictError):
     """409 `MachineSuspended`: the Machine is suspended and is not woken on connect."""
 
 
+class QuotaExceededError(ForbiddenError):
+    """403 `QuotaExceeded`: the namespace's KaironQuota does not allow this much (the message
+    names the limit and the use); free something there, or ask an admin to raise it."""
+
+
 class GuestAgentDisabledError(ConflictError):
     """409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files."""
 
@@ -121,6 +126,7 @@ _BY_REASON: dict[str, type[ApiError]] = {
     Reason.MACHINESUSPENDED: MachineSuspendedError,
     Reason.GUESTAGENTDISABLED: GuestAgentDisabledError,
     Reason.WAKETIMEOUT: WakeTimeoutError,
+    Reason.QUOTAEXCEEDED: QuotaExceededError,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {

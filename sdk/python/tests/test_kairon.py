@@ -325,6 +325,15 @@ def test_errors_do_not_shadow_builtins() -> None:
     assert kairon.ConflictError(409, "NotScheduled", "soon").transient
 
 
+def test_a_quota_refusal_is_its_own_forbidden_error() -> None:
+    from kairon.errors import error_from
+
+    e = error_from(403, b'{"reason": "QuotaExceeded", "message": "exceeded quota: limits, requested: machines=1"}')
+    assert isinstance(e, kairon.QuotaExceededError) and isinstance(e, kairon.ForbiddenError)
+    assert e.reason is kairon.Reason.QUOTAEXCEEDED and not e.transient and "machines=1" in e.message
+    assert type(error_from(403, b'{"reason": "Forbidden", "message": "no"}')) is kairon.ForbiddenError
+
+
 def test_version_is_the_distributions() -> None:
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
     assert f'name = "kairon-sdk"\nversion = "{kairon.__version__}"' in pyproject

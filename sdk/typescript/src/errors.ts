@@ -64,6 +64,9 @@ export type GatewayTimeoutError = TimeoutError;
 export class ServerError extends ApiError { override name = "ServerError"; }
 /** 409 `MachineSuspended`: the Machine is suspended and is not woken on connect. */
 export class MachineSuspendedError extends ConflictError { override name = "MachineSuspendedError"; }
+/** 403 `QuotaExceeded`: the namespace's KaironQuota does not allow this much (the message names
+ * the limit and the use); free something there, or ask an admin to raise it. */
+export class QuotaExceededError extends ForbiddenError { override name = "QuotaExceededError"; }
 /** 409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files. */
 export class GuestAgentDisabledError extends ConflictError { override name = "GuestAgentDisabledError"; }
 /** 504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`. */
@@ -111,6 +114,7 @@ export function errorFrom(status: number, body: unknown): ApiError {
     reason === "MachineSuspended" ? MachineSuspendedError
     : reason === "GuestAgentDisabled" ? GuestAgentDisabledError
     : reason === "WakeTimeout" ? WakeTimeoutError
+    : reason === "QuotaExceeded" ? QuotaExceededError
     : status === 400 || status === 422 ? BadRequestError
     : status === 401 ? UnauthorizedError
     : status === 403 ? ForbiddenError

@@ -12,12 +12,15 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 import {
   Client,
   ConfigError,
+  errorFrom,
+  ForbiddenError,
   GatewayTimeoutError,
   GuestAgentDisabledError,
   Kairon,
   KaironConnectionError,
   KaironError,
   NotFoundError,
+  QuotaExceededError,
   Sandbox,
   ServerError,
   TimeoutError,
@@ -324,5 +327,8 @@ describe("transport", { timeout: 60_000 }, () => {
     assert.equal(GatewayTimeoutError, TimeoutError);
     assert.ok(new TimeoutError(504, "Timeout", "waited").transient);
     assert.ok(!new GuestAgentDisabledError(409, "GuestAgentDisabled", "no agent").transient);
+    const quota = errorFrom(403, { reason: "QuotaExceeded", message: "exceeded quota: limits, requested: machines=1" });
+    assert.ok(quota instanceof QuotaExceededError && quota instanceof ForbiddenError && !quota.transient);
+    assert.equal(errorFrom(403, { reason: "Forbidden", message: "no" }).constructor, ForbiddenError);
   });
 });
