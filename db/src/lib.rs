@@ -528,6 +528,15 @@ impl Store {
         Ok(stored)
     }
 
+    /// What `guard` would answer a write now, with nothing written (a dry run): read in one
+    /// snapshot, without the write lock, since nothing is stored on its word.
+    pub async fn judge(&self, guard: Guard<'_>) -> Result<(), StoreError> {
+        let mut tx = begin(self.pool(), Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await?;
+        let judged = judge_now(&mut tx, guard).await;
+        tx.rollback().await?;
+        judged
+    }
+
     /// Removes an object. The returned object, like the DELETED event's,
     /// carries the deletion's rv as `metadata.resourceVersion`.
     pub async fn delete(&self, r: ObjectRef<'_>, precondition_rv: Option<i64>) -> Result<Value, StoreError> {
@@ -672,6 +681,11 @@ pub struct Guard<'a> {
 /// anyway) and runs `guard` on what is committed under it.
 async fn judge_in(tx: &mut sqlx::PgConnection, guard: Guard<'_>) -> Result<(), StoreError> {
     sqlx::query("SELECT 1 FROM store_meta FOR UPDATE").execute(&mut *tx).await?;
+    judge_now(tx, guard).await
+}
+
+/// Runs `guard` on what `tx` sees.
+async fn judge_now(tx: &mut sqlx::PgConnection, guard: Guard<'_>) -> Result<(), StoreError> {
     let objects = |(group, resource): (&str, &str), without: Option<&str>| {
         sqlx::query_scalar::<_, Value>(
             "SELECT (object - 'status') #- '{metadata,managedFields}' FROM objects \

@@ -88,6 +88,9 @@ async fn creates_beyond_a_namespace_quota_are_refused_on_every_path_and_use_is_r
         refused.message()
     );
     assert_eq!(rest.get(&format!("/api/v1/machines/{ns}/c")).await.status, 404, "nothing half made");
+    // A dry run answers as the write would.
+    let dry = rest.post(&format!("/api/v1/machines/{ns}?dryRun=All"), vm("c", "1", "512Mi")).await;
+    assert_eq!((dry.status, dry.reason()), (403, "QuotaExceeded"), "{:?}", dry.body);
 
     // kubectl: the same refusal, as Kubernetes words a ResourceQuota's.
     let manifest = serde_json::to_string(&vm("d", "1", "3Gi")).unwrap();

@@ -821,13 +821,17 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
     let q = c.rt.qualified();
     for _ in 0..MAX_RETRIES {
         let Planned { stored, new, precondition, warnings } = plan(c, name, &change).await?;
-        if c.params.dry_run {
-            return Ok((new, warnings));
-        }
-        let durability = durability(c);
         let guard = (c.rt.group == kairon_model::GROUP && c.rt.plural == "machines" && !c.status_sub)
             .then(|| super::quota::guard(&c.ns, name, stored.as_ref(), &new))
             .flatten();
+        if c.params.dry_run {
+            // A dry run answers what the write would: a quota's refusal too.
+            if let Some(guard) = guard {
+                c.st.store.judge(guard).await.map_err(|e| ApiError::from_store(e, &q, name))?;
+            }
+            return Ok((new, warnings));
+        }
+        let durability = durability(c);
         let one = match &stored {
             None => Write::Create(c.key(name), new),
             Some(_) => Write::Update(c.key(name), new, precondition),
