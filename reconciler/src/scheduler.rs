@@ -310,12 +310,17 @@ pub async fn run(client: kube::Client, shutdown: tokio_util::sync::CancellationT
         recorder: Recorder::new(client, reporter),
         assumed: Mutex::new(HashMap::new()),
     });
-    // A node that joins, changes capacity or heartbeats can make pending Machines fit.
-    let pending = move |_: KaironNode| {
+    // A node that joins, changes capacity or heartbeats can make pending Machines fit: those
+    // that may go there. A Machine pinned to another node cannot (1,000 Machines pinned to an
+    // absent node were otherwise all reconciled again on every heartbeat, one at a time, and a
+    // new Machine waited behind them for minutes).
+    let pending = move |n: KaironNode| {
+        let node = n.name_any();
         pending_store
             .state()
             .into_iter()
             .filter(|m| m.status.as_ref().and_then(|s| s.node_name.as_ref()).is_none())
+            .filter(|m| m.spec.node_name.as_ref().is_none_or(|pinned| *pinned == node))
             .map(|m| ObjectRef::from_obj(&*m))
             .collect::<Vec<_>>()
     };
