@@ -264,5 +264,9 @@ async fn a_claim_beyond_the_quota_waits_saying_why_and_binds_once_the_quota_allo
     claims.delete("first", &Default::default()).await.unwrap();
     let third = bound("third").await;
     assert_eq!(third.status.as_ref().and_then(|s| s.launch_type), Some(LaunchType::Cold));
-    assert!(third.labels().get("kairon.zyvor.dev/launch-type").is_some_and(|t| t == "Cold"));
+    // The claim controller labels how it was served in a write of its own, after the status.
+    wait_for_object(&claims, "third", "the third's launch-type label", MINUTE, |c| {
+        c.labels().get("kairon.zyvor.dev/launch-type").is_some_and(|t| t == "Cold")
+    })
+    .await;
 }
