@@ -113,11 +113,11 @@ struct Cli {
     #[arg(long, default_value_t = 30)]
     hotpath_seconds: u64,
     /// How long the autoscale scenario's arrival trace lasts, in seconds.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 900)]
     autoscale_seconds: u64,
     /// The fixed pool sizes the autoscale scenario replays the trace against, beside the
     /// autoscaled pool.
-    #[arg(long, value_delimiter = ',', default_value = "3,5,7")]
+    #[arg(long, value_delimiter = ',', default_value = "3,4")]
     autoscale_fixed: Vec<u32>,
     /// The autoscaled pool's maxReplicas.
     #[arg(long, default_value_t = 12)]

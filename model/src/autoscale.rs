@@ -1,12 +1,15 @@
 //! Sizing a warm pool from its claims: the pure decision behind a pool's autoscaling.
 //!
-//! Each claim takes one warm member, and the pool needs `refill` seconds (create, boot, warm-up)
-//! to replace it. Over one refill period the claims that arrive number K ~ Poisson(λ·refill), and
-//! with N warm members the first N of them are served warm: the hit rate is E[min(K, N)] / E[K].
-//! The decision is the smallest N whose hit rate reaches the target, within the bounds. The rate
-//! λ is the largest of the rate over the whole window, over the last few refill periods and over
-//! the latest few claims, so a burst grows the pool within a few claims while a quiet spell
-//! shrinks it only after the scale-down delay.
+//! Each claim takes one warm member, and the pool starts a replacement that is warm `refill`
+//! seconds later (create, boot, warm-up). So the replacements under way at any moment are the
+//! claims of the last refill period, K ~ Poisson(λ·refill), and with N members a claim is served
+//! warm when fewer than N are under way: the hit rate is P(K < N) (Palm's theorem, the fill rate
+//! of a base-stock inventory). The decision is the smallest N whose hit rate reaches the aim,
+//! within the bounds. The rate λ is the larger of the rate over the whole window and over the
+//! last few refill periods, so a burst grows the pool within seconds while a quiet spell shrinks
+//! it only after the scale-down delay. The aim is the target, lowered while the window's claims
+//! were served better than the target: the target holds over the window, not at each moment,
+//! and the misses a quiet spell did not spend are spent where members cost most.
 
 /// What the decision is bounded and aimed by (a pool's `spec.autoscale`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,6 +29,9 @@ pub struct Bounds {
 pub struct Observed<'a> {
     /// When (Unix ms) the pool's claims arrived; those outside the window are ignored.
     pub arrivals: &'a [i64],
+    /// Of the window's claims, how many were bound from a warm member and how many waited.
+    pub warm: usize,
+    pub cold: usize,
     /// Seconds from a member's creation until it is warm.
     pub refill_seconds: f64,
     /// The pool's replicas now.
@@ -44,6 +50,8 @@ pub struct Decision {
     pub needed: i32,
     /// The arrival rate the decision used, per minute.
     pub claims_per_minute: f64,
+    /// The hit rate sized for now ([`aim`]).
+    pub aim: f64,
     /// The hit rate `replicas` gives at that rate.
     pub expected_hit_rate: f64,
     /// `last_needed_ms` to pass to the next decision.
@@ -53,9 +61,14 @@ pub struct Decision {
 impl Decision {
     /// One line for the pool's Event when the replicas change.
     pub fn reason(&self, from: i32, b: &Bounds, refill_seconds: f64) -> String {
+        let aim = if self.aim < b.target_hit_rate {
+            format!("aiming at {:.3} while the window's claims were served above the target; ", self.aim)
+        } else {
+            String::new()
+        };
         format!(
             "{} {} replicas from {from}: {:.1} claims/min with a {refill_seconds:.1} s refill gives an expected hit \
-             rate of {:.3} (target {}, bounds {}..={})",
+             rate of {:.3} ({aim}target {}, bounds {}..={})",
             if self.replicas > from { "scaled up to" } else { "scaled down to" },
             self.replicas,
             self.claims_per_minute,
@@ -67,28 +80,42 @@ impl Decision {
     }
 }
 
-/// The share of claims served warm by `n` warm members when `mean` claims arrive, on average,
-/// while one member is refilled: E[min(K, n)] / E[K] for K ~ Poisson(mean).
+/// The share of claims `n` members serve warm when `mean` claims arrive, on average, while one
+/// member is refilled: P(K < n) for K ~ Poisson(mean).
 pub fn hit_rate(n: i32, mean: f64) -> f64 {
     if mean <= 0.0 {
-        return 1.0;
+        return if n > 0 { 1.0 } else { 0.0 };
     }
-    // E[min(K, m + 1)] = E[min(K, m)] + P(K > m), summed with the pmf in logs so that a large
-    // mean neither underflows e^-mean nor overflows mean^k.
-    let (mut e_min, mut cdf, mut ln_p) = (0.0f64, 0.0f64, -mean);
+    // The pmf summed in logs, so that a large mean neither underflows e^-mean nor overflows mean^k.
+    let (mut cdf, mut ln_p) = (0.0f64, -mean);
     for k in 0..n.max(0) {
         if k > 0 {
             ln_p += mean.ln() - f64::from(k).ln();
         }
         cdf += ln_p.exp();
-        e_min += (1.0 - cdf).max(0.0);
     }
-    (e_min / mean).min(1.0)
+    cdf.min(1.0)
 }
 
-/// The smallest replicas in `[lo, hi]` whose hit rate at `mean` reaches `target` (`hi` when none does).
-fn smallest_reaching(target: f64, mean: f64, lo: i32, hi: i32) -> i32 {
-    (lo..=hi).find(|n| hit_rate(*n, mean) >= target).unwrap_or(hi)
+/// Bound claims a window needs before its hit rate moves the aim.
+const BUDGET_MIN_CLAIMS: usize = 20;
+
+/// The hit rate to size for now: the target, lowered by as much as the window's bound claims
+/// were served above it (they leave misses unspent), never below `2·target − 1`; the target
+/// itself while fewer than [`BUDGET_MIN_CLAIMS`] were bound or they were served below it.
+pub fn aim(b: &Bounds, warm: usize, cold: usize) -> f64 {
+    let target = b.target_hit_rate;
+    let bound = warm + cold;
+    if bound < BUDGET_MIN_CLAIMS {
+        return target;
+    }
+    let served = warm as f64 / bound as f64;
+    (target - (served - target)).clamp(2.0 * target - 1.0, target)
+}
+
+/// The smallest replicas in `[lo, hi]` whose hit rate at `mean` reaches `aim` (`hi` when none does).
+fn smallest_reaching(aim: f64, mean: f64, lo: i32, hi: i32) -> i32 {
+    (lo..=hi).find(|n| hit_rate(*n, mean) >= aim).unwrap_or(hi)
 }
 
 /// Claims per second arriving in the last `seconds` before `now_ms`.
@@ -100,49 +127,24 @@ fn rate(arrivals: &[i64], now_ms: i64, seconds: f64) -> f64 {
 /// The span, in seconds, of the recent rate: a burst shows in the last few refill periods long
 /// before it moves the window's average.
 fn recent_seconds(window: f64, refill: f64) -> f64 {
-    (4.0 * refill).clamp(30.0_f64.min(window), window)
+    (4.0 * refill).clamp(20.0_f64.min(window), window)
 }
 
-/// How many of the latest arrivals the quickest estimate reads.
-const LATEST: usize = 5;
-
-/// Claims per second from the latest [`LATEST`] arrivals in the window: `LATEST - 1` over the
-/// time since the first of them (an unbiased estimate of a Poisson rate), at least a second.
-/// A burst shows after a few claims, where a fixed span would dilute it for its whole length;
-/// it decays as time passes without claims. Zero with fewer arrivals.
-fn latest_rate(arrivals: &[i64], now_ms: i64, window: f64) -> f64 {
-    let since = now_ms - (window * 1000.0) as i64;
-    let mut inside: Vec<i64> = arrivals.iter().copied().filter(|t| *t > since && *t <= now_ms).collect();
-    if inside.len() < LATEST {
-        return 0.0;
-    }
-    inside.sort_unstable();
-    let first = inside[inside.len() - LATEST];
-    (LATEST - 1) as f64 / ((now_ms - first) as f64 / 1000.0).max(1.0)
-}
-
-/// Claims per second the decision at `now_ms` reads: the fastest of the window's, the recent
-/// span's and the latest arrivals' rates.
-fn arrival_rate(b: &Bounds, o: &Observed, now_ms: i64) -> f64 {
+/// Claims per second the decision reads: the larger of the window's and the recent span's rates.
+fn arrival_rate(b: &Bounds, o: &Observed) -> f64 {
     let window = b.window_seconds.max(1) as f64;
     let recent = recent_seconds(window, o.refill_seconds.max(0.1));
-    rate(o.arrivals, now_ms, window).max(rate(o.arrivals, now_ms, recent)).max(latest_rate(o.arrivals, now_ms, window))
-}
-
-/// The replicas the arrival rate at `now_ms` asks for, within the bounds.
-fn needed_at(b: &Bounds, o: &Observed, now_ms: i64) -> i32 {
-    let mean = arrival_rate(b, o, now_ms) * o.refill_seconds.max(0.1);
-    let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
-    smallest_reaching(b.target_hit_rate, mean, lo, hi)
+    rate(o.arrivals, o.now_ms, window).max(rate(o.arrivals, o.now_ms, recent))
 }
 
 /// How many replicas the pool should have now.
 pub fn decide(b: &Bounds, o: &Observed) -> Decision {
     let refill = o.refill_seconds.max(0.1);
-    let per_second = arrival_rate(b, o, o.now_ms);
+    let per_second = arrival_rate(b, o);
     let mean = per_second * refill;
     let (lo, hi) = (b.min_replicas.max(0), b.max_replicas.max(b.min_replicas.max(0)));
-    let needed = needed_at(b, o, o.now_ms);
+    let aim = aim(b, o.warm, o.cold);
+    let needed = smallest_reaching(aim, mean, lo, hi);
     let current = o.current.clamp(lo, hi);
     let (replicas, last_needed_ms) = if needed >= current {
         (needed, Some(o.now_ms))
@@ -154,34 +156,24 @@ pub fn decide(b: &Bounds, o: &Observed) -> Decision {
         replicas,
         needed,
         claims_per_minute: per_second * 60.0,
+        aim,
         expected_hit_rate: hit_rate(replicas, mean),
         last_needed_ms,
     }
 }
 
 /// When (Unix ms) the decision `d`, made on `o`, can next change with no new claim: an arrival
-/// leaving the recent span or the window, the latest arrivals' rate decaying below what the
-/// pool needs now, or the scale-down delay ending. None: not until a claim arrives.
+/// leaving the recent span or the window, or the scale-down delay ending. None: not until a
+/// claim arrives (or is bound, which moves the aim).
 pub fn next_change_ms(b: &Bounds, o: &Observed, d: &Decision) -> Option<i64> {
     let window_ms = b.window_seconds.max(1) * 1000;
     let recent_ms = (recent_seconds(window_ms as f64 / 1000.0, o.refill_seconds.max(0.1)) * 1000.0) as i64;
     let leaving = o.arrivals.iter().flat_map(|t| [t + recent_ms, t + window_ms]).filter(|at| *at > o.now_ms).min();
-    // Until the next arrival leaves a span, only the latest arrivals' rate changes, and it only
-    // falls: the first instant the need falls below today's, found by bisection.
-    let horizon = leaving.unwrap_or(o.now_ms + window_ms);
-    let need_falls = (needed_at(b, o, horizon - 1) < d.needed).then(|| {
-        let (mut lo, mut hi) = (o.now_ms, horizon - 1);
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if needed_at(b, o, mid) < d.needed { hi = mid } else { lo = mid }
-        }
-        hi
-    });
     let delay_ends = (d.replicas > d.needed)
         .then(|| d.last_needed_ms.map(|t| t + b.scale_down_delay_seconds * 1000))
         .flatten()
         .filter(|at| *at > o.now_ms);
-    leaving.into_iter().chain(need_falls).chain(delay_ends).min()
+    leaving.into_iter().chain(delay_ends).min()
 }
 
 /// Seconds a new member takes to become warm: the median over `members` that have been (from
@@ -220,20 +212,31 @@ mod tests {
     #[test]
     fn hit_rate_matches_its_definition() {
         assert_eq!(hit_rate(3, 0.0), 1.0);
+        assert_eq!(hit_rate(0, 0.0), 0.0, "no member serves nothing warm");
         assert_eq!(hit_rate(0, 2.0), 0.0);
-        // One member, mean 1: E[min(K,1)] = P(K >= 1) = 1 - e^-1.
-        assert!((hit_rate(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-12);
+        // One member, mean 1: warm when no other claim is being refilled, P(K = 0) = e^-1.
+        assert!((hit_rate(1, 1.0) - (-1.0f64).exp()).abs() < 1e-12);
+        // Two members, mean 2: P(K <= 1) = 3e^-2.
+        assert!((hit_rate(2, 2.0) - 3.0 * (-2.0f64).exp()).abs() < 1e-12);
         // Grows with n towards 1, and a large mean does not underflow.
-        let rates: Vec<f64> = (0..12).map(|n| hit_rate(n, 4.0)).collect();
+        let rates: Vec<f64> = (0..14).map(|n| hit_rate(n, 4.0)).collect();
         assert!(rates.windows(2).all(|w| w[1] > w[0]), "{rates:?}");
-        assert!(rates[11] > 0.99);
-        assert!((hit_rate(1000, 1000.0) - 0.987).abs() < 0.01, "{}", hit_rate(1000, 1000.0));
+        assert!(rates[13] > 0.999);
+        assert!((hit_rate(1000, 1000.0) - 0.4916).abs() < 0.01, "{}", hit_rate(1000, 1000.0));
         assert!(hit_rate(1100, 1000.0) > 0.999);
     }
 
     #[test]
     fn no_claims_keeps_the_minimum_and_the_bounds_hold() {
-        let o = Observed { arrivals: &[], refill_seconds: 5.0, current: 4, now_ms: 10 * MIN, last_needed_ms: None };
+        let o = Observed {
+            arrivals: &[],
+            warm: 0,
+            cold: 0,
+            refill_seconds: 5.0,
+            current: 4,
+            now_ms: 10 * MIN,
+            last_needed_ms: None,
+        };
         assert_eq!(decide(&bounds(1, 10), &o).replicas, 1);
         let many: Vec<i64> = (0..600).map(|i| 10 * MIN - i * 100).collect();
         let o = Observed { arrivals: &many, ..o };
@@ -247,7 +250,15 @@ mod tests {
         // One claim every 2 s with a 6 s refill: 3 claims per refill on average.
         let now = 20 * MIN;
         let arrivals: Vec<i64> = (0..600).map(|i| now - i * 2000).collect();
-        let o = Observed { arrivals: &arrivals, refill_seconds: 6.0, current: 1, now_ms: now, last_needed_ms: None };
+        let o = Observed {
+            arrivals: &arrivals,
+            warm: 0,
+            cold: 0,
+            refill_seconds: 6.0,
+            current: 1,
+            now_ms: now,
+            last_needed_ms: None,
+        };
         let d = decide(&bounds(0, 50), &o);
         assert!((d.claims_per_minute - 30.0).abs() < 0.2, "{d:?}");
         assert!(hit_rate(d.replicas, 3.0) >= 0.95 && hit_rate(d.replicas - 1, 3.0) < 0.95, "{d:?}");
@@ -260,8 +271,15 @@ mod tests {
         let burst_end = 30 * MIN;
         // Quiet for half an hour, then 40 claims in 20 s.
         let arrivals: Vec<i64> = (0..40).map(|i| burst_end - i * 500).collect();
-        let mut o =
-            Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: burst_end, last_needed_ms: None };
+        let mut o = Observed {
+            arrivals: &arrivals,
+            warm: 0,
+            cold: 0,
+            refill_seconds: 5.0,
+            current: 1,
+            now_ms: burst_end,
+            last_needed_ms: None,
+        };
         let up = decide(&b, &o);
         assert!(up.replicas >= 5, "a burst of 2 claims/s with a 5 s refill needs members now: {up:?}");
         // A minute later the window still remembers the burst, but the recent rate is zero:
@@ -284,13 +302,21 @@ mod tests {
         let b = bounds(1, 40);
         let now = 30 * MIN;
         let arrivals = [now - 10_000, now - 5_000];
-        // Refill 5 s: the recent span is 30 s, the window 600 s.
-        let o = Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: now, last_needed_ms: None };
+        // Refill 5 s: the recent span is 20 s, the window 600 s.
+        let o = Observed {
+            arrivals: &arrivals,
+            warm: 0,
+            cold: 0,
+            refill_seconds: 5.0,
+            current: 1,
+            now_ms: now,
+            last_needed_ms: None,
+        };
         let d = decide(&b, &o);
-        assert_eq!(next_change_ms(&b, &o, &d), Some(now - 10_000 + 30_000), "the first leaves the recent span");
+        assert_eq!(next_change_ms(&b, &o, &d), Some(now - 10_000 + 20_000), "the first leaves the recent span");
         // Held by the delay: whichever comes first.
-        let held = Decision { replicas: 5, needed: 2, last_needed_ms: Some(now - 290_000), ..d.clone() };
-        assert_eq!(next_change_ms(&b, &o, &held), Some(now + 10_000), "the delay ends in 10 s");
+        let held = Decision { replicas: 5, needed: 2, last_needed_ms: Some(now - 295_000), ..d.clone() };
+        assert_eq!(next_change_ms(&b, &o, &held), Some(now + 5_000), "the delay ends in 5 s");
         let quiet = Observed { arrivals: &[], ..o };
         assert_eq!(next_change_ms(&b, &quiet, &decide(&b, &quiet)), None, "nothing until a claim arrives");
     }
@@ -312,71 +338,83 @@ mod tests {
         assert_eq!(refill_seconds(&members, 1), 4.0, "the median of 2, 3 and 60 s, plus 1 s");
     }
 
+    /// How a simulated claim was served: when it arrived, and whether a member was warm.
+    type Served = Vec<(i64, bool)>;
+
     /// Replays an arrival trace against a simulated pool (a member taken by a claim is refilled
     /// `refill` seconds later; a claim finding no warm member waits for the next one), deciding
-    /// every 10 s, and returns (hit rate, member-seconds held warm).
-    fn replay(arrivals: &[i64], refill: f64, size: impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32) -> (f64, f64) {
-        let (mut warm, mut refilling, mut hits, mut held) = (0i32, Vec::<i64>::new(), 0usize, 0.0);
-        let (mut replicas, mut last_needed) = (0i32, None);
+    /// on each claim and every second, and returns (hit rate, member-seconds held, booting or
+    /// warm: what `kairon-bench autoscale` counts).
+    fn replay(
+        arrivals: &[i64],
+        refill: f64,
+        size: impl Fn(i32, &[i64], &Served, i64, &mut Option<i64>) -> i32,
+    ) -> (f64, f64) {
+        let refill_ms = (refill * 1000.0) as i64;
+        let (mut warm, mut refilling, mut served, mut held) = (0i32, Vec::<i64>::new(), Served::new(), 0.0);
+        let (mut replicas, mut last_needed, mut waiting) = (0i32, None, std::collections::VecDeque::new());
         let end = *arrivals.last().unwrap_or(&0) + 10 * MIN;
-        let mut next = 0;
-        let mut waiting = 0usize;
-        let mut t = 0;
+        let (mut next, mut t, mut decided) = (0, 0, -1_000);
         while t <= end {
             // Refills that finished by now become warm; waiting claims take them first.
-            refilling.retain(|done| {
-                if *done <= t {
-                    warm += 1;
-                    false
-                } else {
-                    true
-                }
-            });
-            while waiting > 0 && warm > 0 {
+            let done = refilling.iter().filter(|d| **d <= t).count() as i32;
+            refilling.retain(|d| *d > t);
+            warm += done;
+            while warm > 0 && !waiting.is_empty() {
                 warm -= 1;
-                waiting -= 1;
-                refilling.push(t + (refill * 1000.0) as i64);
+                served.push((waiting.pop_front().unwrap(), false));
+                refilling.push(t + refill_ms);
             }
+            let before = next;
             while next < arrivals.len() && arrivals[next] <= t {
                 if warm > 0 {
                     warm -= 1;
-                    hits += 1;
-                    refilling.push(t + (refill * 1000.0) as i64);
+                    served.push((arrivals[next], true));
+                    refilling.push(t + refill_ms);
                 } else {
-                    waiting += 1;
+                    waiting.push_back(arrivals[next]);
                 }
                 next += 1;
             }
-            // The controller decides on each claim and when its decision is due; every second
-            // here.
-            if t % 1_000 == 0 {
-                replicas = size(replicas, &arrivals[..next], t, &mut last_needed);
+            if next > before || t - decided >= 1_000 {
+                replicas = size(warm + refilling.len() as i32, &arrivals[..next], &served, t, &mut last_needed);
+                decided = t;
             }
-            // Members past the replicas are trimmed; missing ones are created.
+            // Members past the replicas are trimmed, booting ones first; missing ones are created.
             let have = warm + refilling.len() as i32;
             if have < replicas {
-                for _ in have..replicas {
-                    refilling.push(t + (refill * 1000.0) as i64);
-                }
+                refilling.extend((have..replicas).map(|_| t + refill_ms));
             } else if have > replicas {
-                warm = (warm - (have - replicas)).max(0);
+                let surplus = (have - replicas) as usize;
+                let booting = surplus.min(refilling.len());
+                refilling.truncate(refilling.len() - booting);
+                warm -= (surplus - booting) as i32;
             }
-            held += f64::from(warm) * 0.1;
-            t += 100;
+            held += f64::from(warm + refilling.len() as i32) * 0.05;
+            t += 50;
         }
-        (hits as f64 / arrivals.len().max(1) as f64, held)
+        (served.iter().filter(|s| s.1).count() as f64 / arrivals.len().max(1) as f64, held)
     }
 
-    fn fixed(n: i32) -> impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32 {
-        move |_, _, _, _| n
+    fn fixed(n: i32) -> impl Fn(i32, &[i64], &Served, i64, &mut Option<i64>) -> i32 {
+        move |_, _, _, _, _| n
     }
 
-    fn autoscaled(b: Bounds, refill: f64) -> impl Fn(i32, &[i64], i64, &mut Option<i64>) -> i32 {
-        move |current, arrivals, now_ms, last_needed| {
-            let d = decide(
-                &b,
-                &Observed { arrivals, refill_seconds: refill, current, now_ms, last_needed_ms: *last_needed },
-            );
+    fn autoscaled(b: Bounds, refill: f64) -> impl Fn(i32, &[i64], &Served, i64, &mut Option<i64>) -> i32 {
+        move |current, arrivals, served, now_ms, last_needed| {
+            let since = now_ms - b.window_seconds * 1000;
+            let warm = served.iter().filter(|s| s.0 > since && s.1).count();
+            let cold = served.iter().filter(|s| s.0 > since && !s.1).count();
+            let o = Observed {
+                arrivals,
+                warm,
+                cold,
+                refill_seconds: refill,
+                current,
+                now_ms,
+                last_needed_ms: *last_needed,
+            };
+            let d = decide(&b, &o);
             *last_needed = d.last_needed_ms;
             d.replicas
         }
@@ -485,17 +523,29 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_that_stops_is_decided_again_when_its_rate_has_decayed() {
+    fn the_aim_spends_the_misses_the_window_left_unspent() {
         let b = bounds(1, 40);
-        let now = 30 * MIN;
-        // Five claims in four seconds after a quiet hour: the latest arrivals' rate, 1 claim/s.
-        let arrivals = [now - 4_000, now - 3_000, now - 2_000, now - 1_000, now];
-        let o = Observed { arrivals: &arrivals, refill_seconds: 5.0, current: 1, now_ms: now, last_needed_ms: None };
-        let d = decide(&b, &o);
-        assert!(d.needed >= 6, "{d:?}");
-        let at = next_change_ms(&b, &o, &d).expect("a change is due");
-        assert!(at > now && at < now + 26_000, "before the first arrival leaves the 30 s span: {}", at - now);
-        assert!(needed_at(&b, &o, at) < d.needed && needed_at(&b, &o, at - 1) == d.needed);
+        assert_eq!(aim(&b, 19, 0), 0.95, "too few bound claims to say");
+        assert_eq!(aim(&b, 15, 5), 0.95, "served below the target: the target");
+        assert!((aim(&b, 39, 1) - 0.925).abs() < 1e-9, "0.975 served: 0.025 to spend");
+        assert!((aim(&b, 100, 0) - 0.90).abs() < 1e-9, "never below 2·target − 1");
+        // A steady 3 claims per refill: 7 members reach 0.95; with the window served perfectly
+        // the pool sizes for 0.90, and 6 do.
+        let now = 20 * MIN;
+        let arrivals: Vec<i64> = (0..600).map(|i| now - i * 2000).collect();
+        let o = Observed {
+            arrivals: &arrivals,
+            warm: 0,
+            cold: 0,
+            refill_seconds: 6.0,
+            current: 1,
+            now_ms: now,
+            last_needed_ms: None,
+        };
+        let fresh = decide(&b, &o);
+        let spent = decide(&b, &Observed { warm: 300, ..o });
+        assert_eq!((fresh.replicas, fresh.aim), (7, 0.95), "{fresh:?}");
+        assert!(spent.replicas == 6 && (spent.aim - 0.9).abs() < 1e-9, "{spent:?}");
     }
 
     #[test]
@@ -504,6 +554,7 @@ mod tests {
             replicas: 6,
             needed: 6,
             claims_per_minute: 30.0,
+            aim: 0.95,
             expected_hit_rate: 0.9612,
             last_needed_ms: None,
         };
@@ -511,6 +562,12 @@ mod tests {
             d.reason(2, &bounds(1, 10), 6.0),
             "scaled up to 6 replicas from 2: 30.0 claims/min with a 6.0 s refill gives an expected hit rate of 0.961 \
              (target 0.95, bounds 1..=10)"
+        );
+        let budget = Decision { replicas: 4, aim: 0.925, expected_hit_rate: 0.93, ..d };
+        assert_eq!(
+            budget.reason(6, &bounds(1, 10), 6.0),
+            "scaled down to 4 replicas from 6: 30.0 claims/min with a 6.0 s refill gives an expected hit rate of 0.930 \
+             (aiming at 0.925 while the window's claims were served above the target; target 0.95, bounds 1..=10)"
         );
     }
 }

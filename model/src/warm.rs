@@ -9,6 +9,10 @@ use crate::{Machine, MachinePhase, MachinePool, PowerState, WarmPowerState};
 /// Set by the pool controller when it first sees a member Running: where warm-up counts from.
 pub const WARM_SINCE: &str = "kairon.zyvor.dev/warm-since";
 
+/// Set by the pool controller on each member it makes, to the millisecond (creationTimestamp has
+/// whole seconds, and a member's boot, which sizes an autoscaled pool, takes about one).
+pub const CREATED_AT: &str = "kairon.zyvor.dev/created-at";
+
 /// A pool member as the pure decisions see it. Times are Unix milliseconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MemberView {
@@ -25,7 +29,12 @@ impl MemberView {
     pub fn of(m: &Machine) -> MemberView {
         MemberView {
             name: m.name_any(),
-            created_ms: m.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(0),
+            created_ms: m
+                .annotations()
+                .get(CREATED_AT)
+                .and_then(|s| parse_ms(s))
+                .or_else(|| m.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()))
+                .unwrap_or(0),
             claimed: m.labels().contains_key(labels::CLAIM),
             deleting: m.metadata.deletion_timestamp.is_some(),
             phase: m.status.as_ref().and_then(|s| s.phase),

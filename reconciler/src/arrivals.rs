@@ -61,7 +61,12 @@ impl Arrivals {
         let (Some(uid), Some(created)) = (claim.uid(), claim.metadata.creation_timestamp.as_ref()) else {
             return false;
         };
-        let created_ms = created.0.as_millisecond();
+        let mut created_ms = created.0.as_millisecond();
+        // creationTimestamp has whole seconds: a claim first seen within its second arrived now,
+        // to the millisecond (the rates read gaps between claims shorter than a second).
+        if (created_ms..created_ms + 1000).contains(&now_ms) {
+            created_ms = now_ms;
+        }
         if created_ms < now_ms - KEEP_MS {
             return false;
         }
@@ -149,5 +154,15 @@ mod tests {
         assert_eq!(a.window("ns", "p", NOW - 600_000).last_needed_ms, Some(NOW));
         a.forget("ns", "p");
         assert_eq!(a.window("ns", "p", 0), Window::default());
+    }
+
+    #[test]
+    fn a_claim_seen_within_its_second_arrives_to_the_millisecond() {
+        let a = Arrivals::default();
+        // creationTimestamp says NOW (whole seconds); the watch shows it 350 ms into that second.
+        assert!(a.record(&claim("fresh", NOW, None), NOW + 350));
+        // Listed again after a restart, long after: its creationTimestamp is all there is.
+        assert!(a.record(&claim("listed", NOW - 60_000, None), NOW + 350));
+        assert_eq!(a.window("ns", "p", NOW - 600_000).arrivals, [NOW - 60_000, NOW + 350]);
     }
 }

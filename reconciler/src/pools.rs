@@ -34,7 +34,9 @@ use crate::scheduler;
 /// The pool controller deletes a deleted pool's members before the pool goes.
 pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
 
-pub use kairon_model::warm::{MemberView, WARM_SINCE, is_warm, parse_ms, rfc3339, template_paused, warm_phase};
+pub use kairon_model::warm::{
+    CREATED_AT, MemberView, WARM_SINCE, is_warm, parse_ms, rfc3339, template_paused, warm_phase,
+};
 
 pub fn now_ms() -> i64 {
     k8s_openapi::jiff::Timestamp::now().as_millisecond()
@@ -152,8 +154,8 @@ pub fn member_name(pool: &str) -> String {
     s
 }
 
-/// A new member of `pool`, from its template.
-pub fn member(pool: &MachinePool) -> Machine {
+/// A new member of `pool`, from its template, made at `now_ms`.
+pub fn member(pool: &MachinePool, now_ms: i64) -> Machine {
     let name = pool.name_any();
     let tmeta = pool.spec.template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = tmeta.labels;
@@ -166,9 +168,9 @@ pub fn member(pool: &MachinePool) -> Machine {
     let mut m = Machine::new(&member_name(&name), spec);
     m.metadata.namespace = pool.namespace();
     m.metadata.labels = Some(labels);
-    if !tmeta.annotations.is_empty() {
-        m.metadata.annotations = Some(tmeta.annotations);
-    }
+    let mut annotations = tmeta.annotations;
+    annotations.insert(CREATED_AT.to_string(), rfc3339(now_ms));
+    m.metadata.annotations = Some(annotations);
     m.metadata.owner_references = pool.controller_owner_ref(&()).map(|o| vec![o]);
     m
 }
@@ -285,6 +287,8 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
         let refill_seconds = autoscale::refill_seconds(&views, pool.spec.warmup_seconds);
         let o = Observed {
             arrivals: &window.arrivals,
+            warm: window.warm,
+            cold: window.cold,
             refill_seconds,
             current: pool.spec.replicas,
             now_ms: now,
@@ -333,7 +337,7 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     // why); it tries again when a quota or a member changes, or after QUOTA_RETRY.
     let mut refused = None;
     for made in 0..p.create {
-        let m = member(&pool);
+        let m = member(&pool, now);
         match api.create(&PostParams::default(), &m).await {
             Ok(_) => tracing::info!(pool = %pool.name_any(), member = %m.name_any(), "created pool member"),
             Err(kube::Error::Api(e)) if e.code == 403 && quota::is_refusal(&e.message) => {
