@@ -210,6 +210,15 @@ fn bytes(v: i64) -> String {
 }
 
 impl Charge {
+    /// Whether holding `self` instead of `before` holds more of anything: only such a write is
+    /// judged against the quotas (less of everything always fits).
+    pub fn grows_from(&self, before: &Charge) -> bool {
+        self.machines > before.machines
+            || self.cpu_millis > before.cpu_millis
+            || self.memory_bytes > before.memory_bytes
+            || self.warm_members > before.warm_members
+    }
+
     /// As quota amounts (a status's `used`).
     pub fn amounts(&self) -> QuotaAmounts {
         QuotaAmounts {
@@ -335,6 +344,15 @@ mod tests {
         // Memory is not limited here: any amount fits.
         let big = Charge { memory_bytes: 1 << 40, ..Charge::default() };
         assert_eq!(refusal("q", &limits, one, one + big), None);
+    }
+
+    #[test]
+    fn a_write_grows_when_any_amount_grows() {
+        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0 };
+        assert!(!one.grows_from(&one), "the same");
+        assert!(!Charge::default().grows_from(&one), "less of everything");
+        assert!(Charge { cpu_millis: 2000, machines: 0, ..one }.grows_from(&one), "more CPU, though one Machine fewer");
+        assert!(Charge { warm_members: 1, ..one }.grows_from(&one), "a member turned warm");
     }
 
     #[test]

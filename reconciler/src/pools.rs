@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -218,16 +220,9 @@ pub fn hit_rate_condition(
         target * 100.0,
         if met { "" } else { ": raise replicas, or set spec.autoscale" },
     );
-    let since = old.filter(|c| c.status == status).and_then(|c| c.last_transition_time.clone());
-    Some(Condition {
-        type_: HIT_RATE_CONDITION.into(),
-        status: status.into(),
-        reason: if met { "AtTarget" } else { "BelowTarget" }.into(),
-        message,
-        last_transition_time: since
-            .or_else(|| now.parse().ok().map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)),
-        observed_generation: None,
-    })
+    let reason = if met { "AtTarget" } else { "BelowTarget" };
+    let now = now.parse().ok().map_or_else(|| Time(Timestamp::now()), Time);
+    Some(Condition::keeping_transition(HIT_RATE_CONDITION, status, reason, message, old, now))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -388,15 +383,9 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
     let old_condition = old.conditions.iter().find(|c| c.type_ == HIT_RATE_CONDITION);
     let condition = hit_rate_condition(&window, target, window_seconds, old_condition, &rfc3339(now));
     let old_quota = old.conditions.iter().find(|c| c.type_ == quota::QUOTA_EXCEEDED);
-    let quota_condition = refused.as_ref().map(|message| Condition {
-        type_: quota::QUOTA_EXCEEDED.into(),
-        status: "True".into(),
-        reason: quota::QUOTA_EXCEEDED.into(),
-        message: message.clone(),
-        last_transition_time: old_quota.and_then(|c| c.last_transition_time.clone()).or_else(|| {
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()))
-        }),
-        observed_generation: None,
+    let quota_condition = refused.as_ref().map(|message| {
+        let (kind, now) = (quota::QUOTA_EXCEEDED, Time(Timestamp::now()));
+        Condition::keeping_transition(kind, "True", kind, message.clone(), old_quota, now)
     });
     if let Some(message) = &refused
         && old_quota.is_none()

@@ -20,11 +20,7 @@ fn charge_of(v: &Value) -> Option<Charge> {
 pub(super) fn guard<'a>(namespace: &'a str, name: &'a str, stored: Option<&Value>, new: &Value) -> Option<Guard<'a>> {
     let after = charge_of(new)?;
     let before = stored.and_then(charge_of).unwrap_or_default();
-    let grows = after.machines > before.machines
-        || after.cpu_millis > before.cpu_millis
-        || after.memory_bytes > before.memory_bytes
-        || after.warm_members > before.warm_members;
-    if !grows {
+    if !after.grows_from(&before) {
         return None;
     }
     Some(Guard {
