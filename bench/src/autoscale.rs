@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
@@ -223,6 +224,28 @@ async fn replay(
         report.anomaly(format!("{label}: {} of {} claims bound", waits.len(), arrivals.len()));
     }
     eprintln!("  {label}: hit rate {hit_rate:.3}, {member_seconds:.0} member-s");
+    // How the autoscaled pool got there: its resizes, and the last one's reason (the rate and
+    // the refill it measured).
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let mut scaled: Vec<Event> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Scaled"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    if !scaled.is_empty() {
+        scaled.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        report.add(
+            S,
+            metric("resizes"),
+            scaled.iter().map(|e| f64::from(e.series.as_ref().map_or(1, |s| s.count))).sum(),
+            "count",
+        );
+        let last = scaled.last().and_then(|e| e.note.clone()).unwrap_or_default();
+        report.info.insert(format!("{label}: last resize"), json!(last));
+    }
 
     pools.delete(name, &DeleteParams::default()).await?;
     let deadline = Instant::now() + Duration::from_secs(120);
