@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use kairon_model::keys;
-use kairon_model::{Machine, MachineClaim, PowerState};
+use kairon_model::{Machine, MachineClaim, PowerState, boot_source};
 use kairon_runtime_api::types::ExecRequest;
 
 use crate::auth::Identity;
@@ -46,8 +46,11 @@ pub struct KaironMcp {
 pub struct CreateArgs {
     /// Namespace of the new Machine.
     pub namespace: String,
-    /// A sandbox template (`python`, `busybox`) or, starting with `/`, a VM image path on the node.
-    pub image: String,
+    /// A sandbox template built on the node (`python`, `busybox`); or give `image`.
+    pub template: Option<String>,
+    /// The path, on the node, of a VM disk image (`/var/lib/fluxvm/images/kairon-hw.qcow2`); or give
+    /// `template`. An OCI image is built into a template first.
+    pub image: Option<String>,
     /// The Machine's name (default: sb-<random>).
     pub name: Option<String>,
     /// Suspend after this many idle seconds (at least 60).
@@ -268,12 +271,10 @@ impl KaironMcp {
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
         let name = a.name.unwrap_or_else(|| format!("sb-{}", short_id()));
-        let mut spec = json!({ "guestAgent": { "enabled": true, "console": true } });
-        if a.image.starts_with('/') {
-            spec["image"] = json!({ "path": a.image });
+        let mut spec = boot_source(a.image.as_deref(), a.template.as_deref())?;
+        spec["guestAgent"] = json!({ "enabled": true, "console": true });
+        if a.image.is_some() {
             spec["resources"] = json!({ "cpu": "1", "memory": "512Mi" });
-        } else {
-            spec["sandbox"] = json!({ "templateName": a.image });
         }
         let mut lc = json!({ "wakeOnConnect": true });
         if let Some(t) = a.idle_timeout_seconds {

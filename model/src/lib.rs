@@ -25,6 +25,7 @@ pub use claim::{ClaimPhase, ClaimUsage, LaunchType, MachineClaim, MachineClaimSp
 pub use machine::{
     Backend, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus, Machine, MachinePhase,
     MachineSpec, MachineStatus, NetworkMode, NetworkSpec, PowerState, Resources, RuntimeSpec, SandboxSpec, Volume,
+    boot_source,
 };
 pub use meta::Condition;
 pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};

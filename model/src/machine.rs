@@ -459,6 +459,68 @@ pub fn runtime_name(namespace: &str, name: &str) -> String {
     if label.len() <= 63 { label } else { format!("{name}.{namespace}.kairon") }
 }
 
+/// What boots, by the rule the SDKs (`machine_source`, `machineSource`) and the MCP tools share
+/// (kaironctl has a flag for each, `--sandbox-template` and `--image`): a sandbox `template` built on the node (`spec.sandbox.templateName`), or a VM
+/// disk `image` at an absolute path on the node (`spec.image.path`); exactly one. The spec fields,
+/// or what to give instead (an OCI reference is built into a template first).
+pub fn boot_source(image: Option<&str>, template: Option<&str>) -> Result<serde_json::Value, String> {
+    match (image, template) {
+        (Some(_), Some(_)) => {
+            Err("give template (a sandbox template) or image (a VM disk image on the node), not both".into())
+        }
+        (None, Some(t)) if t.is_empty() || t.contains(['/', ':']) => Err(format!(
+            "template {t:?} is not a template name: name a template built on the node (kaironctl get templates --node \
+             NODE), such as 'python'"
+        )),
+        (None, Some(t)) => Ok(serde_json::json!({ "sandbox": { "templateName": t } })),
+        (None, None) => {
+            Err("give template (a sandbox template such as 'python') or image (the path of a VM disk image \
+                             on the node, such as /var/lib/fluxvm/images/kairon-hw.qcow2)"
+                .into())
+        }
+        (Some(i), None) if !i.starts_with('/') => {
+            let hint = if i.contains(['/', ':']) {
+                format!(
+                    "an OCI image is built into a template first (kaironctl build template NAME --node NODE --image {i}), \
+                     then given as template 'NAME'"
+                )
+            } else {
+                format!("for the sandbox template '{i}' give template '{i}'")
+            };
+            Err(format!(
+                "image {i:?} is not a path on the node: image takes the path of a VM disk image, such as \
+                 /var/lib/fluxvm/images/kairon-hw.qcow2; {hint}"
+            ))
+        }
+        (Some(i), None) => Ok(serde_json::json!({ "image": { "path": i } })),
+    }
+}
+
+#[cfg(test)]
+mod boot_source_tests {
+    use super::boot_source;
+
+    #[test]
+    fn one_rule_says_what_boots_a_template_or_a_vm_image() {
+        assert_eq!(boot_source(None, Some("python")), Ok(serde_json::json!({"sandbox": {"templateName": "python"}})));
+        let vm = "/var/lib/fluxvm/images/kairon-hw.qcow2";
+        assert_eq!(boot_source(Some(vm), None), Ok(serde_json::json!({"image": {"path": vm}})));
+        // The same refusals as the SDKs' tests (sdk/python/tests/test_kairon.py, kairon.test.ts).
+        let refusals = [
+            (Some("python"), None, "give template 'python'"),
+            (Some("ghcr.io/org/app:1"), None, "kaironctl build template NAME --node NODE --image ghcr.io/org/app:1"),
+            (Some("images/vm.qcow2"), None, "is not a path on the node"),
+            (Some(vm), Some("python"), "not both"),
+            (None, None, "give template"),
+            (None, Some("ghcr.io/org/app:1"), "is not a template name"),
+        ];
+        for (image, template, says) in refusals {
+            let e = boot_source(image, template).unwrap_err();
+            assert!(e.contains(says), "{image:?} {template:?}: {e}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod runtime_name_tests {
     use super::runtime_name;

@@ -538,7 +538,7 @@ impl Mcp {
 async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n: usize) -> (u16, String) {
     let target = if row.target == "-" { "labelled" } else { row.target.as_str() };
     let args = match row.operation.as_str() {
-        "create_sandbox" => json!({"namespace": ns, "image": "busybox", "name": "labelled"}),
+        "create_sandbox" => json!({"namespace": ns, "template": "busybox", "name": "labelled"}),
         "claim_sandbox" => json!({"namespace": ns, "pool": "pool", "name": "claim"}),
         "run_command" => json!({"namespace": ns, "name": target, "command": "true"}),
         "read_file" => json!({"namespace": ns, "name": target, "path": "/etc/hostname"}),

@@ -156,6 +156,16 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     }
     assert_eq!(hints("pause").2, Some(true), "pausing twice is pausing once");
     assert_eq!(hints("create_sandbox").2, Some(false), "each create makes a new sandbox");
+    // What boots follows the SDKs' rule: an OCI reference or a bare name given as `image` is
+    // refused before anything is made, saying what to give instead.
+    for (args, says) in [
+        (json!({ "namespace": "mcp", "image": "ghcr.io/org/app:1" }), "kaironctl build template NAME"),
+        (json!({ "namespace": "mcp", "image": "busybox" }), "give template 'busybox'"),
+        (json!({ "namespace": "mcp", "image": "/var/lib/x.qcow2", "template": "busybox" }), "not both"),
+    ] {
+        let (err, text) = mcp.call("create_sandbox", args);
+        assert!(err && text.contains(says), "{text}");
+    }
 
     let claimed: Value = serde_json::from_str(
         &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),

@@ -26,10 +26,13 @@ fn venv_bin(tool: &str) -> PathBuf {
     bin
 }
 
-/// The template the examples run on: `python` (the spec's example runs `python3`). The VM image
-/// of the spec works too (KAIRON_SDK_EXAMPLE_IMAGE=/var/lib/fluxvm/images/kairon-hw.qcow2).
-fn example_image() -> String {
-    std::env::var("KAIRON_SDK_EXAMPLE_IMAGE").unwrap_or_else(|_| "python".into())
+/// What the examples run on: the template `python` (the spec's example runs `python3`), or with
+/// KAIRON_SDK_EXAMPLE_IMAGE=/var/lib/fluxvm/images/kairon-hw.qcow2 the spec's VM image.
+fn example_source(cmd: &mut Command) {
+    match std::env::var("KAIRON_SDK_EXAMPLE_IMAGE") {
+        Ok(image) => cmd.env("KAIRON_IMAGE", image),
+        Err(_) => cmd.env("KAIRON_TEMPLATE", "python"),
+    };
 }
 
 fn with_env(cmd: &mut Command, k: &Kairon) {
@@ -38,7 +41,8 @@ fn with_env(cmd: &mut Command, k: &Kairon) {
         .env("KAIRON_TOKEN", &k.admin_token)
         .env("KAIRON_CA_FILE", &ca)
         .env("NODE_EXTRA_CA_CERTS", &ca)
-        .env_remove("KAIRON_IMAGE");
+        .env_remove("KAIRON_IMAGE")
+        .env_remove("KAIRON_TEMPLATE");
 }
 
 fn run(what: &str, cmd: &mut Command) -> String {
@@ -82,9 +86,9 @@ async fn assert_clean(k: &Kairon, namespace: &str) {
 async fn python_spec_example_runs_and_cleans_up() {
     let k = Kairon::start().expect("kairon up");
     let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(repo().join("sdk/python/examples/agent_sandbox.py")).env("KAIRON_IMAGE", example_image());
+    cmd.arg(repo().join("sdk/python/examples/agent_sandbox.py"));
     with_env(&mut cmd, &k);
-    cmd.env("KAIRON_IMAGE", example_image());
+    example_source(&mut cmd);
     let out = run("examples/agent_sandbox.py", &mut cmd);
     assert!(out.starts_with("Linux "), "uname -a first: {out}");
     assert!(out.lines().any(|l| l == "hi"), "the task's output: {out}");
@@ -111,7 +115,7 @@ async fn typescript_example_and_tests_pass() {
     let mut cmd = Command::new("node");
     cmd.arg("dist/examples/agent_sandbox.js").current_dir(&ts);
     with_env(&mut cmd, &k);
-    cmd.env("KAIRON_IMAGE", example_image());
+    example_source(&mut cmd);
     let out = run("examples/agent_sandbox.ts", &mut cmd);
     assert!(out.starts_with("Linux "), "uname -a first: {out}");
     assert!(out.lines().any(|l| l == "hi"), "the task's output: {out}");

@@ -3,7 +3,7 @@
     from kairon import Kairon
 
     k = Kairon()   # KAIRON_URL / KAIRON_TOKEN, else the kubeconfig `kairon up` wrote
-    with k.sandbox.create(image="busybox") as sb:
+    with k.sandbox.create(template="busybox") as sb:
         print(sb.run("uname -a", check=True).stdout)
 
 `Kairon` is the entry point; `Client` is the Kubernetes-compatible API, `UIClient` the REST API
@@ -39,7 +39,7 @@ from .errors import (
 )
 from kairon_api.models.reason import Reason
 
-from .sandbox import RunResult, Sandbox, SandboxProcess
+from .sandbox import RunResult, Sandbox, SandboxProcess, machine_source
 from ._kairon import Kairon, Sandboxes
 
 __all__ = [
@@ -70,4 +70,5 @@ __all__ = [
     "QuotaExceededError",
     "WakeTimeoutError",
     "__version__",
+    "machine_source",
 ]

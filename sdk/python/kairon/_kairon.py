@@ -3,7 +3,7 @@
     from kairon import Kairon
 
     k = Kairon()                      # arguments, else KAIRON_* variables, else the kubeconfig
-    with k.sandbox.create(image="busybox") as sb:
+    with k.sandbox.create(template="busybox") as sb:
         print(sb.run("uname -a", check=True).stdout)
 
 `k.kube` and `k.ui` are the two clients (`Client`, `UIClient`) the spec's two-client form uses;
@@ -32,8 +32,9 @@ class Sandboxes:
         self.kube = kube
         self.ui = ui
 
-    def create(self, image: str, **options: Any) -> Sandbox:
-        """`Sandbox.create(kube, ui, image, **options)`: a new Machine, ready for commands."""
+    def create(self, image: str | None = None, **options: Any) -> Sandbox:
+        """`Sandbox.create(kube, ui, image, template=..., **options)`: a new Machine, ready for
+        commands."""
         return Sandbox.create(self.kube, self.ui, image, **options)
 
     def claim_from(self, pool: str, **options: Any) -> Sandbox:

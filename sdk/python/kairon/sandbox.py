@@ -4,10 +4,14 @@
                         idle_timeout=600, max_lifetime=3600) as sb:
         print(sb.run("uname -a", check=True).stdout)
 
-`image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
-`busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+What boots is one of two things, by one rule shared with the TypeScript SDK and the MCP tools
+(`machine_source`): `template="python"` names a sandbox template built on the node
+(`spec.sandbox.templateName`, a runc sandbox), and `image="/var/lib/..."` is the path, on the node,
+of a VM disk image (`spec.image.path`), so it starts with `/`. Anything else given as `image`
+(`"python"`, `"ghcr.io/org/app:1"`) is refused before any request, saying which to use: an OCI
+image is built into a template first (`kaironctl build template NAME --node N --image REF`).
 
-With `k = Kairon()` the same reads `k.sandbox.create(image=...)`, `k.sandbox.claim_from(pool)`,
+With `k = Kairon()` the same reads `k.sandbox.create(template=...)`, `k.sandbox.claim_from(pool)`,
 `k.sandbox.connect(name)` and `k.sandbox.list()`.
 
 Waits retry only what may go away by itself (`ApiError.transient`): a Machine not yet scheduled,
@@ -35,6 +39,30 @@ SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
 CLAIM_LABEL = "kairon.zyvor.dev/claim"
 
 log = logging.getLogger("kairon")
+
+
+def machine_source(image: str | None = None, template: str | None = None) -> dict[str, Any]:
+    """The part of a Machine's spec saying what boots: `{"sandbox": {"templateName": template}}`
+    or `{"image": {"path": image}}`. Exactly one of the two; `image` is an absolute path on the
+    node. Raises `ValueError` saying what to pass instead."""
+    if image is not None and template is not None:
+        raise ValueError("pass template= (a sandbox template) or image= (a VM disk image on the node), not both")
+    if template is not None:
+        if not template or "/" in template or ":" in template:
+            raise ValueError(
+                f"template={template!r} is not a template name: name a template built on the node "
+                "(kaironctl get templates --node NODE), such as 'python'")
+        return {"sandbox": {"templateName": template}}
+    if image is None:
+        raise ValueError("pass template= (a sandbox template such as 'python') or image= (the path of a VM "
+                         "disk image on the node, such as /var/lib/fluxvm/images/kairon-hw.qcow2)")
+    if not image.startswith("/"):
+        hint = (f"for the sandbox template {image!r} pass template={image!r}" if "/" not in image and ":" not in image
+                else "an OCI image is built into a template first (kaironctl build template NAME --node NODE "
+                     f"--image {image}), then passed as template='NAME'")
+        raise ValueError(f"image={image!r} is not a path on the node: image= takes the path of a VM disk image, "
+                         f"such as /var/lib/fluxvm/images/kairon-hw.qcow2; {hint}")
+    return {"image": {"path": image}}
 
 
 @dataclass(frozen=True)
@@ -121,8 +149,9 @@ class Sandbox:
         cls,
         kube: Client,
         ui: UIClient,
-        image: str,
+        image: str | None = None,
         *,
+        template: str | None = None,
         idle_timeout: int | None = None,
         max_lifetime: int | None = None,
         idle_action: str | None = None,
@@ -133,17 +162,16 @@ class Sandbox:
         labels: dict[str, str] | None = None,
         ready_timeout: float = 300.0,
     ) -> Sandbox:
-        """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) and
-        waits until commands run in it. `idle_timeout` and `max_lifetime` are seconds."""
+        """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a
+        sandbox `template` or a VM `image` (see `machine_source`) and waits until commands run in
+        it. `idle_timeout` and `max_lifetime` are seconds."""
+        source = machine_source(image, template)
         name = name or f"sb-{uuid.uuid4().hex[:10]}"
-        spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}}
-        if "/" in image:
-            spec["image"] = {"path": image}
+        spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}, **source}
+        if "image" in source:
             spec["resources"] = {"cpu": cpu or "1", "memory": memory or "512Mi"}
-        else:
-            spec["sandbox"] = {"templateName": image}
-            if cpu or memory:
-                spec["resources"] = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+        elif cpu or memory:
+            spec["resources"] = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
         lifecycle: dict[str, Any] = {"wakeOnConnect": wake_on_connect}
         if idle_timeout is not None:
             lifecycle["idleTimeoutSeconds"] = int(idle_timeout)

@@ -38,5 +38,5 @@ def template() -> str:
 
 @pytest.fixture(scope="session")
 def sandbox(kube: Client, ui: UIClient, template: str) -> Iterator[Sandbox]:
-    with Sandbox.create(kube, ui, image=template, idle_timeout=600, max_lifetime=3600) as sb:
+    with Sandbox.create(kube, ui, template=template, idle_timeout=600, max_lifetime=3600) as sb:
         yield sb

@@ -134,10 +134,32 @@ def test_kairon_without_a_server_says_what_to_set(bare_env: dict[str, str]) -> N
         Kairon(kubeconfig="/nonexistent/kubeconfig")
 
 
+def test_one_rule_says_what_boots_a_template_or_a_vm_image() -> None:
+    assert kairon.machine_source(template="python") == {"sandbox": {"templateName": "python"}}
+    vm = "/var/lib/fluxvm/images/kairon-hw.qcow2"
+    assert kairon.machine_source(image=vm) == {"image": {"path": vm}}
+    refusals = {
+        ("python", None): "pass template='python'",
+        ("ghcr.io/org/app:1", None): "kaironctl build template NAME --node NODE --image ghcr.io/org/app:1",
+        ("images/vm.qcow2", None): "is not a path on the node",
+        (vm, "python"): "not both",
+        (None, None): "pass template=",
+        (None, "ghcr.io/org/app:1"): "is not a template name",
+    }
+    for (image, template), says in refusals.items():
+        with pytest.raises(ValueError) as e:
+            kairon.machine_source(image=image, template=template)
+        assert says in str(e.value), (image, template, str(e.value))
+    # Refused before any request: this client's server does not exist.
+    nowhere = Client("https://127.0.0.1:9", "token", namespace=NS)
+    with pytest.raises(ValueError):
+        Sandbox.create(nowhere, UIClient("https://127.0.0.1:9", "token", namespace=NS), image="python")
+
+
 def test_connect_list_and_info(kube: Client, ui: UIClient, template: str) -> None:
     k = Kairon(kube.url, _env("KAIRON_TOKEN"), namespace=NS)
     suite = uuid.uuid4().hex[:8]
-    sb = k.sandbox.create(image=template, labels={"suite": suite})
+    sb = k.sandbox.create(template=template, labels={"suite": suite})
     try:
         info = sb.info()
         assert info.metadata.name == sb.name and str(info.status.phase) == "Running"

@@ -127,7 +127,7 @@ def test_guest_agent_disabled_is_a_conflict(kube: Client, ui: UIClient, template
 
 def test_create_with_a_bad_lifecycle_is_refused(kube: Client, ui: UIClient, template: str) -> None:
     with pytest.raises(BadRequestError) as e:
-        Sandbox.create(kube, ui, image=template, idle_timeout=5)
+        Sandbox.create(kube, ui, template=template, idle_timeout=5)
     assert e.value.status in (400, 422) and "idleTimeoutSeconds" in e.value.message
 
 

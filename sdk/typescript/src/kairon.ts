@@ -2,7 +2,7 @@
  * `Kairon`: the one entry point.
  *
  *     const k = new Kairon(); // options, else KAIRON_* variables, else the kubeconfig
- *     await using sb = await k.sandbox.create({ image: "busybox" });
+ *     await using sb = await k.sandbox.create({ template: "busybox" });
  *     console.log((await sb.run("uname -a", { check: true })).stdout);
  *
  * `k.kube` and `k.ui` are the two clients (`Client`, `UIClient`) the spec's two-client form uses;

@@ -5,10 +5,14 @@
  *                                                      idleTimeout: 600, maxLifetime: 3600 });
  *     console.log((await sb.run("uname -a", { check: true })).stdout);
  *
- * `image` is a VM image path on the node (`spec.image.path`); a name without a `/` (`python`,
- * `busybox`) is a sandbox template instead (`spec.sandbox.templateName`, a runc sandbox).
+ * What boots is one of two things, by one rule shared with the Python SDK and the MCP tools
+ * (`machineSource`): `template: "python"` names a sandbox template built on the node
+ * (`spec.sandbox.templateName`, a runc sandbox), and `image: "/var/lib/..."` is the path, on the
+ * node, of a VM disk image (`spec.image.path`), so it starts with `/`. Anything else given as
+ * `image` (`"python"`, `"ghcr.io/org/app:1"`) is refused before any request, saying which to use:
+ * an OCI image is built into a template first (`kaironctl build template NAME --node N --image REF`).
  *
- * With `const k = new Kairon()` the same reads `k.sandbox.create({ image })`,
+ * With `const k = new Kairon()` the same reads `k.sandbox.create({ template })`,
  * `k.sandbox.claimFrom(pool)`, `k.sandbox.connect(name)` and `k.sandbox.list()`.
  *
  * Waits retry only what may go away by itself (`ApiError.transient`): a Machine not yet
@@ -32,9 +36,49 @@ export interface RunResult {
   timedOut: boolean;
 }
 
+/** The part of a Machine's spec saying what boots: `{ sandbox: { templateName } }` or
+ * `{ image: { path } }`. Exactly one of the two; `image` is an absolute path on the node. Throws a
+ * `TypeError` saying what to pass instead. */
+export function machineSource(source: { image?: string; template?: string }): Record<string, unknown> {
+  const { image, template } = source;
+  if (image !== undefined && template !== undefined) {
+    throw new TypeError("pass template (a sandbox template) or image (a VM disk image on the node), not both");
+  }
+  if (template !== undefined) {
+    if (!template || template.includes("/") || template.includes(":")) {
+      throw new TypeError(
+        `template ${JSON.stringify(template)} is not a template name: name a template built on the node ` +
+          "(kaironctl get templates --node NODE), such as 'python'",
+      );
+    }
+    return { sandbox: { templateName: template } };
+  }
+  if (image === undefined) {
+    throw new TypeError(
+      "pass template (a sandbox template such as 'python') or image (the path of a VM disk image on the node, " +
+        "such as /var/lib/fluxvm/images/kairon-hw.qcow2)",
+    );
+  }
+  if (!image.startsWith("/")) {
+    const hint =
+      !image.includes("/") && !image.includes(":")
+        ? `for the sandbox template '${image}' pass template='${image}'`
+        : `an OCI image is built into a template first (kaironctl build template NAME --node NODE --image ${image}), ` +
+          "then passed as template='NAME'";
+    throw new TypeError(
+      `image ${JSON.stringify(image)} is not a path on the node: image takes the path of a VM disk image, ` +
+        `such as /var/lib/fluxvm/images/kairon-hw.qcow2; ${hint}`,
+    );
+  }
+  return { image: { path: image } };
+}
+
 /** Options of `Sandbox.create`. */
 export interface CreateOptions {
-  image: string;
+  /** A sandbox template built on the node (`python`); or give `image`. */
+  template?: string;
+  /** The path, on the node, of a VM disk image (`/var/lib/fluxvm/images/kairon-hw.qcow2`). */
+  image?: string;
   /** Seconds. */
   idleTimeout?: number;
   /** Seconds. */
@@ -117,17 +161,17 @@ export class Sandbox {
     readonly claim?: string,
   ) {}
 
-  /** Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) and waits until
-   * commands run in it. `idleTimeout` and `maxLifetime` are seconds. */
+  /** Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a sandbox
+   * `template` or a VM `image` (see `machineSource`) and waits until commands run in it.
+   * `idleTimeout` and `maxLifetime` are seconds. */
   static async create(kube: Client, ui: UIClient, opts: CreateOptions): Promise<Sandbox> {
+    const source = machineSource(opts);
     const name = opts.name ?? `sb-${hex(10)}`;
-    const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true } };
-    if (opts.image.includes("/")) {
-      spec.image = { path: opts.image };
+    const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true }, ...source };
+    if ("image" in source) {
       spec.resources = { cpu: opts.cpu ?? "1", memory: opts.memory ?? "512Mi" };
-    } else {
-      spec.sandbox = { templateName: opts.image };
-      if (opts.cpu || opts.memory) spec.resources = { cpu: opts.cpu, memory: opts.memory };
+    } else if (opts.cpu || opts.memory) {
+      spec.resources = { cpu: opts.cpu, memory: opts.memory };
     }
     const lifecycle: Record<string, unknown> = { wakeOnConnect: opts.wakeOnConnect ?? true };
     if (opts.idleTimeout !== undefined) lifecycle.idleTimeoutSeconds = Math.round(opts.idleTimeout);

@@ -19,6 +19,7 @@ import {
   Kairon,
   KaironConnectionError,
   KaironError,
+  machineSource,
   NotFoundError,
   QuotaExceededError,
   Sandbox,
@@ -171,11 +172,36 @@ const gone = (get: () => Promise<unknown>) => async (): Promise<boolean> => {
   }
 };
 
+describe("what boots", () => {
+  it("one rule: a template, or a VM image path on the node", async () => {
+    assert.deepEqual(machineSource({ template: "python" }), { sandbox: { templateName: "python" } });
+    const vm = "/var/lib/fluxvm/images/kairon-hw.qcow2";
+    assert.deepEqual(machineSource({ image: vm }), { image: { path: vm } });
+    const refusals: [{ image?: string; template?: string }, string][] = [
+      [{ image: "python" }, "pass template='python'"],
+      [{ image: "ghcr.io/org/app:1" }, "kaironctl build template NAME --node NODE --image ghcr.io/org/app:1"],
+      [{ image: "images/vm.qcow2" }, "is not a path on the node"],
+      [{ image: vm, template: "python" }, "not both"],
+      [{}, "pass template"],
+      [{ template: "ghcr.io/org/app:1" }, "is not a template name"],
+    ];
+    for (const [source, says] of refusals) {
+      assert.throws(() => machineSource(source), (e: unknown) => e instanceof TypeError && e.message.includes(says));
+    }
+    // Refused before any request: this client's server does not exist.
+    const nowhere = new Client("https://127.0.0.1:9", "token", { namespace: NS });
+    await assert.rejects(
+      Sandbox.create(nowhere, new UIClient("https://127.0.0.1:9", "token", { namespace: NS }), { image: "python" }),
+      TypeError,
+    );
+  });
+});
+
 describe("sandboxes", { timeout: 600_000 }, () => {
   it("connect, list and info", async () => {
     const k = new Kairon({ url: URL_, token: TOKEN, namespace: NS });
     const suite = rand();
-    const sb = await k.sandbox.create({ image: TEMPLATE, labels: { suite } });
+    const sb = await k.sandbox.create({ template: TEMPLATE, labels: { suite } });
     try {
       const info = await sb.info();
       assert.deepEqual([info.metadata?.name, info.status?.phase], [sb.name, "Running"]);

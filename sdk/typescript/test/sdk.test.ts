@@ -30,7 +30,7 @@ const rand = () => Math.random().toString(16).slice(2, 8);
 describe("Sandbox", { timeout: 900_000 }, () => {
   let sb: Sandbox;
   before(async () => {
-    sb = await Sandbox.create(kube, ui, { image: TEMPLATE, idleTimeout: 600, maxLifetime: 3600 });
+    sb = await Sandbox.create(kube, ui, { template: TEMPLATE, idleTimeout: 600, maxLifetime: 3600 });
   });
   after(async () => {
     await sb?.close();
@@ -147,7 +147,7 @@ describe("errors", { timeout: 600_000 }, () => {
   });
 
   it("a bad lifecycle is refused with the field named", async () => {
-    await assert.rejects(Sandbox.create(kube, ui, { image: TEMPLATE, idleTimeout: 5 }), (e: unknown) => {
+    await assert.rejects(Sandbox.create(kube, ui, { template: TEMPLATE, idleTimeout: 5 }), (e: unknown) => {
       assert.ok(e instanceof BadRequestError);
       assert.match(e.serverMessage, /idleTimeoutSeconds/);
       return true;
