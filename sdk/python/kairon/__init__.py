@@ -31,6 +31,7 @@ from .errors import (
     KaironTimeoutError,
     MachineSuspendedError,
     NotFoundError,
+    PayloadTooLargeError,
     QuotaExceededError,
     ServerError,
     TimeoutError as TimeoutError,
@@ -39,6 +40,7 @@ from .errors import (
 )
 from kairon_api.models.reason import Reason
 
+from .files import Files
 from .sandbox import RunResult, Sandbox, SandboxProcess, machine_source
 from ._kairon import Kairon, Sandboxes
 
@@ -50,6 +52,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConflictError",
+    "Files",
     "ForbiddenError",
     "GatewayTimeoutError",
     "GuestAgentDisabledError",
@@ -59,6 +62,7 @@ __all__ = [
     "KaironTimeoutError",
     "MachineSuspendedError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "Reason",
     "RunResult",
     "Sandbox",

@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 
 import kairon_api
 from kairon_api.api.guest import (
+    file_delete,
+    file_list,
     file_read,
     file_write,
     machine_exec,
@@ -37,6 +39,7 @@ from kairon_api.models import (
     ExecRequest,
     ExecRequestEnv,
     ExecResult,
+    FileEntry,
     Machine,
     MachineClaim,
     Process,
@@ -320,6 +323,15 @@ class UIClient:
         body = File(payload=io.BytesIO(data), mime_type="application/octet-stream")
         m: str | Unset = mode if mode else UNSET
         _done(file_write.sync_detailed(self._ns(namespace), name, client=self.api, body=body, path=path, mode=m))
+
+    def list_files(self, name: str, path: str, namespace: str | None = None) -> list[FileEntry]:
+        """The entries of the guest's directory at the absolute `path`."""
+        entries = _ok(file_list.sync_detailed(self._ns(namespace), name, client=self.api, path=path), list)
+        return [e for e in entries if isinstance(e, FileEntry)]
+
+    def delete_file(self, name: str, path: str, namespace: str | None = None) -> None:
+        """Deletes the guest's file at the absolute `path`."""
+        _done(file_delete.sync_detailed(self._ns(namespace), name, client=self.api, path=path))
 
     def close(self) -> None:
         """Closes the connections."""

@@ -73,6 +73,10 @@ class NotFoundError(ApiError):
     """404: no such object (or file, or process)."""
 
 
+class PayloadTooLargeError(ApiError):
+    """413: a file or body larger than the server takes; the message says the limit."""
+
+
 class ConflictError(ApiError):
     """409: the object exists already, or is in a state that does not allow this."""
 
@@ -135,6 +139,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
+    413: PayloadTooLargeError,
     422: BadRequestError,
     504: GatewayTimeoutError,
 }

@@ -32,6 +32,7 @@ from kairon_api.models import Machine, ProcessState
 
 from .client import Client, UIClient
 from .errors import ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError
+from .files import Files
 
 #: The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for).
 SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
@@ -294,6 +295,11 @@ class Sandbox:
         argv = _argv(cmd)
         p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, namespace=self.namespace)
         return SandboxProcess(self, p.id, argv)
+
+    @property
+    def files(self) -> Files:
+        """The sandbox's files: read, write, write_many, list, exists, remove, make_dir."""
+        return Files(self)
 
     def write_file(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
         """Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`)."""

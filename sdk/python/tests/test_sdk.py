@@ -14,6 +14,7 @@ from kairon import (
     GuestAgentDisabledError,
     MachineSuspendedError,
     NotFoundError,
+    PayloadTooLargeError,
     Reason,
     Sandbox,
     UIClient,
@@ -55,6 +56,35 @@ def test_relative_path_is_a_bad_request(sandbox: Sandbox) -> None:
     with pytest.raises(BadRequestError) as e:
         sandbox.write_file("relative.txt", b"x")
     assert e.value.status == 400 and "absolute" in e.value.message
+
+
+def test_files_list_check_remove_and_make_dirs(sandbox: Sandbox) -> None:
+    root = f"/tmp/files-{uuid.uuid4().hex[:6]}"
+    files = sandbox.files
+    files.write_many({f"{root}/a/x.txt": "x", f"{root}/b/y.bin": b"\x00\x01", f"{root}/top.txt": "top"})
+    listed = {e.name: e for e in files.list(root)}
+    assert sorted(listed) == ["a", "b", "top.txt"]
+    assert listed["a"].is_dir and not listed["top.txt"].is_dir and listed["top.txt"].size == 3
+    assert files.read_text(f"{root}/a/x.txt") == "x" and files.read(f"{root}/b/y.bin") == b"\x00\x01"
+    assert files.exists(f"{root}/a/x.txt") and files.exists(f"{root}/a") and files.exists("/")
+    assert not files.exists(f"{root}/nope") and not files.exists(f"{root}/no-dir/x")
+    files.remove(f"{root}/a/x.txt")
+    assert not files.exists(f"{root}/a/x.txt")
+    with pytest.raises(NotFoundError):
+        files.remove(f"{root}/a/x.txt")
+    with pytest.raises(NotFoundError):
+        files.list(f"{root}/no-dir")
+    files.make_dir(f"{root}/deep/er/est", f"{root}/other")
+    assert files.exists(f"{root}/deep/er/est") and files.exists(f"{root}/other")
+    with pytest.raises(ValueError):
+        files.make_dir("relative")
+
+
+def test_a_file_over_the_upload_limit_is_a_typed_error_that_says_the_limit(sandbox: Sandbox) -> None:
+    with pytest.raises(PayloadTooLargeError) as e:
+        sandbox.files.write("/tmp/huge.bin", b"\0" * (64 * 1024 * 1024 + 1))
+    assert e.value.status == 413 and "64 MiB" in e.value.message, e.value.message
+    assert not sandbox.files.exists("/tmp/huge.bin")
 
 
 def test_background_process_wait_logs_kill(sandbox: Sandbox) -> None:

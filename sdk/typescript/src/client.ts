@@ -24,6 +24,7 @@ export type CopyResult = Schemas["CopyResult"];
 /** The signals a process can be sent (`TERM` when none is given). */
 export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
+export type FileEntry = Schemas["FileEntry"];
 
 const GROUP = "kairon.zyvor.dev/v1";
 type Json = Record<string, unknown>;
@@ -316,6 +317,22 @@ export class UIClient {
     });
     if (!a.response.ok) throw errorFrom(a.response.status, a.error);
     return new Uint8Array(a.data as ArrayBuffer);
+  }
+  /** The entries of the guest's directory at the absolute `path`. */
+  async listFiles(name: string, path: string, namespace?: string): Promise<FileEntry[]> {
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/files/list", {
+        params: { path: this.#p(name, namespace), query: { path } },
+      }),
+    );
+  }
+  /** Deletes the guest's file at the absolute `path`. */
+  async deleteFile(name: string, path: string, namespace?: string): Promise<void> {
+    done(
+      await this.api.DELETE("/api/v1/machines/{namespace}/{name}/files", {
+        params: { path: this.#p(name, namespace), query: { path } },
+      }),
+    );
   }
   /** Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`). */
   async writeFile(name: string, path: string, data: Uint8Array | string, opts: { mode?: string; namespace?: string } = {}): Promise<void> {

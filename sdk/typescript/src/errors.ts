@@ -54,6 +54,8 @@ export class ForbiddenError extends ApiError { override name = "ForbiddenError";
 export class NotFoundError extends ApiError { override name = "NotFoundError"; }
 /** 409: the object exists already, or is in a state that does not allow this. */
 export class ConflictError extends ApiError { override name = "ConflictError"; }
+/** 413: a file or body larger than the server takes; the message says the limit. */
+export class PayloadTooLargeError extends ApiError { override name = "PayloadTooLargeError"; }
 /** 504: the server waited for something that did not happen in time. */
 export class TimeoutError extends ApiError { override name = "TimeoutError"; }
 /** The same class as `TimeoutError`, under the name the Python SDK uses. */
@@ -120,6 +122,7 @@ export function errorFrom(status: number, body: unknown): ApiError {
     : status === 403 ? ForbiddenError
     : status === 404 ? NotFoundError
     : status === 409 ? ConflictError
+    : status === 413 ? PayloadTooLargeError
     : status === 504 ? TimeoutError
     : status >= 500 ? ServerError
     : ApiError;

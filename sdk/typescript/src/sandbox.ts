@@ -22,6 +22,7 @@
 import { randomBytes } from "node:crypto";
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
+import { Files } from "./files.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
@@ -282,6 +283,11 @@ export class Sandbox {
   /** Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`). */
   async writeFile(path: string, data: Uint8Array | string, opts: { mode?: string } = {}): Promise<void> {
     await this.ui.writeFile(this.name, path, data, { ...opts, namespace: this.namespace });
+  }
+
+  /** The sandbox's files: read, write, writeMany, list, exists, remove, makeDir. */
+  get files(): Files {
+    return new Files(this);
   }
 
   /** The bytes of the sandbox's file at the absolute `path`. */

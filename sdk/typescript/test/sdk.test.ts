@@ -11,6 +11,7 @@ import {
   GuestAgentDisabledError,
   MachineSuspendedError,
   NotFoundError,
+  PayloadTooLargeError,
   Sandbox,
   UIClient,
   UnauthorizedError,
@@ -69,6 +70,36 @@ describe("Sandbox", { timeout: 900_000 }, () => {
       assert.match(e.serverMessage, /absolute/);
       return true;
     });
+  });
+
+  it("files: writeMany, list, exists, remove, makeDir", async () => {
+    const root = `/tmp/files-${rand()}`;
+    const files = sb.files;
+    await files.writeMany({ [`${root}/a/x.txt`]: "x", [`${root}/b/y.bin`]: new Uint8Array([0, 1]), [`${root}/top.txt`]: "top" });
+    const listed = new Map((await files.list(root)).map((e) => [e.name, e]));
+    assert.deepEqual([...listed.keys()].sort(), ["a", "b", "top.txt"]);
+    assert.ok(listed.get("a")?.isDir && !listed.get("top.txt")?.isDir && listed.get("top.txt")?.size === 3);
+    assert.equal(await files.readText(`${root}/a/x.txt`), "x");
+    assert.deepEqual(await files.read(`${root}/b/y.bin`), new Uint8Array([0, 1]));
+    assert.ok((await files.exists(`${root}/a/x.txt`)) && (await files.exists(`${root}/a`)) && (await files.exists("/")));
+    assert.ok(!(await files.exists(`${root}/nope`)) && !(await files.exists(`${root}/no-dir/x`)));
+    await files.remove(`${root}/a/x.txt`);
+    assert.ok(!(await files.exists(`${root}/a/x.txt`)));
+    await assert.rejects(files.remove(`${root}/a/x.txt`), NotFoundError);
+    await assert.rejects(files.list(`${root}/no-dir`), NotFoundError);
+    await files.makeDir(`${root}/deep/er/est`, `${root}/other`);
+    assert.ok((await files.exists(`${root}/deep/er/est`)) && (await files.exists(`${root}/other`)));
+    await assert.rejects(files.makeDir("relative"), TypeError);
+  });
+
+  it("a file over the upload limit throws PayloadTooLargeError saying the limit", async () => {
+    await assert.rejects(sb.files.write("/tmp/huge.bin", new Uint8Array(64 * 1024 * 1024 + 1)), (e: unknown) => {
+      assert.ok(e instanceof PayloadTooLargeError, String(e));
+      assert.equal(e.status, 413);
+      assert.match(e.serverMessage, /64 MiB/);
+      return true;
+    });
+    assert.ok(!(await sb.files.exists("/tmp/huge.bin")));
   });
 
   it("starts a process, waits, reads its logs and kills another", async () => {
