@@ -209,6 +209,17 @@ mod tests {
         }
     }
 
+    /// 20 minutes of one claim every 2 s, and the time of the last.
+    fn every_two_seconds() -> (i64, Vec<i64>) {
+        let now = 20 * MIN;
+        (now, (0..600).map(|i| now - i * 2000).collect())
+    }
+
+    /// A pool of one member that has seen `arrivals` (none bound yet) and never needed more.
+    fn quiet_pool(arrivals: &[i64], refill_seconds: f64, now_ms: i64) -> Observed<'_> {
+        Observed { arrivals, warm: 0, cold: 0, refill_seconds, current: 1, now_ms, last_needed_ms: None }
+    }
+
     #[test]
     fn hit_rate_matches_its_definition() {
         assert_eq!(hit_rate(3, 0.0), 1.0);
@@ -248,17 +259,8 @@ mod tests {
     #[test]
     fn a_steady_rate_gets_the_smallest_pool_that_reaches_the_target() {
         // One claim every 2 s with a 6 s refill: 3 claims per refill on average.
-        let now = 20 * MIN;
-        let arrivals: Vec<i64> = (0..600).map(|i| now - i * 2000).collect();
-        let o = Observed {
-            arrivals: &arrivals,
-            warm: 0,
-            cold: 0,
-            refill_seconds: 6.0,
-            current: 1,
-            now_ms: now,
-            last_needed_ms: None,
-        };
+        let (now, arrivals) = every_two_seconds();
+        let o = quiet_pool(&arrivals, 6.0, now);
         let d = decide(&bounds(0, 50), &o);
         assert!((d.claims_per_minute - 30.0).abs() < 0.2, "{d:?}");
         assert!(hit_rate(d.replicas, 3.0) >= 0.95 && hit_rate(d.replicas - 1, 3.0) < 0.95, "{d:?}");
@@ -531,17 +533,8 @@ mod tests {
         assert!((aim(&b, 100, 0) - 0.90).abs() < 1e-9, "never below 2·target − 1");
         // A steady 3 claims per refill: 7 members reach 0.95; with the window served perfectly
         // the pool sizes for 0.90, and 6 do.
-        let now = 20 * MIN;
-        let arrivals: Vec<i64> = (0..600).map(|i| now - i * 2000).collect();
-        let o = Observed {
-            arrivals: &arrivals,
-            warm: 0,
-            cold: 0,
-            refill_seconds: 6.0,
-            current: 1,
-            now_ms: now,
-            last_needed_ms: None,
-        };
+        let (now, arrivals) = every_two_seconds();
+        let o = quiet_pool(&arrivals, 6.0, now);
         let fresh = decide(&b, &o);
         let spent = decide(&b, &Observed { warm: 300, ..o });
         assert_eq!((fresh.replicas, fresh.aim), (7, 0.95), "{fresh:?}");
