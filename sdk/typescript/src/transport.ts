@@ -33,6 +33,9 @@ const BACKOFF_BASE_MS = 250;
 const BACKOFF_CAP_MS = 8_000;
 const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS"]);
 const RETRY_STATUSES = new Set([429, 502, 503]);
+// Bodies larger than this are sent after the server's 100 Continue (or a second without it).
+const EXPECT_CONTINUE_BYTES = 1 << 20;
+const EXPECT_CONTINUE_WAIT_MS = 1_000;
 // Errors of a connection that was never made: the request did not reach the server.
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ECONNABORTED"]);
 
@@ -82,15 +85,46 @@ export class Transport {
   #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined): Promise<Answer> {
     return new Promise<Answer>((resolve, reject) => {
       const mod = url.protocol === "https:" ? https : http;
-      const req = mod.request(url, { method, headers, agent: this.#agent(url.protocol) }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-        res.on("error", reject);
+      // A large body waits for the server's 100 Continue: a refusal (413 over the upload limit,
+      // 401, 403) then arrives before any of it is sent, instead of as a broken pipe mid-upload.
+      const expect = body !== undefined && body.byteLength > EXPECT_CONTINUE_BYTES;
+      let answered = false;
+      let bodySent = !expect;
+      const req = mod.request(
+        url,
+        { method, headers: expect ? { ...headers, expect: "100-continue" } : headers, agent: this.#agent(url.protocol) },
+        (res) => {
+          answered = true;
+          clearTimeout(waiting);
+          // Answered before the body went: this connection cannot carry another request.
+          const abandon = !bodySent;
+          bodySent = true;
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("end", () => {
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+            if (abandon) req.destroy();
+          });
+          res.on("error", reject);
+        },
+      );
+      const send = () => {
+        if (bodySent) return;
+        bodySent = true;
+        req.end(body);
+      };
+      // A server (or proxy) that ignores Expect gets the body after a second, as curl does.
+      const waiting = expect ? setTimeout(send, EXPECT_CONTINUE_WAIT_MS) : undefined;
+      req.on("continue", () => {
+        clearTimeout(waiting);
+        send();
       });
       req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
-      req.on("error", reject);
-      req.end(body && body.byteLength ? body : undefined);
+      req.on("error", (e) => {
+        if (!answered) reject(e);
+      });
+      if (expect) req.flushHeaders();
+      else req.end(body && body.byteLength ? body : undefined);
     });
   }
 
