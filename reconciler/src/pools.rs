@@ -296,13 +296,7 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
             // Never beyond what the nodes have room for: the unclaimed members placed there now
             // and what still fits beside everything placed (members not yet placed take from
             // that room).
-            let placed = machines
-                .iter()
-                .filter(|m| m.status.as_ref().is_some_and(|s| s.node_name.is_some()))
-                .map(MemberView::of)
-                .filter(|m| !m.claimed && !m.deleting)
-                .count() as i64;
-            let fits = placed + room_for(&ctx.client, &pool).await?;
+            let fits = fits_on_nodes(&ctx.client, &pool).await?;
             let cap = i32::try_from(fits).unwrap_or(i32::MAX).max(pool.spec.replicas);
             if d.replicas > cap {
                 capped = Some(d.replicas);
@@ -422,14 +416,24 @@ async fn apply(pool: Arc<MachinePool>, ctx: &Ctx) -> Result<Action, PoolError> {
 }
 
 /// How many more of `pool`'s members the nodes have room for, as the scheduler counts it.
-async fn room_for(client: &kube::Client, pool: &MachinePool) -> Result<i64, kube::Error> {
+/// How many unclaimed members of `pool` the nodes can hold: those placed now, and what still fits
+/// beside everything placed. Both from one listing, so that a member placed between two reads
+/// is counted once (it was counted in the room and missed among the placed).
+async fn fits_on_nodes(client: &kube::Client, pool: &MachinePool) -> Result<i64, kube::Error> {
     let nodes = Api::<KaironNode>::all(client.clone()).list(&ListParams::default()).await?.items;
     let machines = Api::<Machine>::all(client.clone()).list(&ListParams::default()).await?.items;
+    let placed = machines
+        .iter()
+        .filter(|m| kairon_model::warm::is_member_of(m, pool))
+        .filter(|m| m.status.as_ref().is_some_and(|s| s.node_name.is_some()))
+        .map(MemberView::of)
+        .filter(|m| !m.claimed && !m.deleting)
+        .count() as i64;
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut views: Vec<scheduler::NodeView> = nodes.iter().map(|n| scheduler::node_view(n, now)).collect();
     let machines: Vec<Arc<Machine>> = machines.into_iter().map(Arc::new).collect();
     scheduler::tally(&mut views, &machines, &mut Default::default());
-    Ok(scheduler::room(&views, scheduler::demand(&pool.spec.template.spec)))
+    Ok(placed + scheduler::room(&views, scheduler::demand(&pool.spec.template.spec)))
 }
 
 /// Sets a member's powerState unless a claim has bound it since the pool looked.
