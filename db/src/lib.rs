@@ -6,6 +6,7 @@
 //! until commit, so commits become visible in rv order and a reader never sees
 //! rv N without every rv below it.
 
+mod cache;
 pub mod usage;
 mod watch;
 
@@ -19,6 +20,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+pub use crate::cache::Freshness;
 use crate::watch::{Filter, Hub, WatchState};
 
 /// The store's schema, embedded at compile time. Usable as
@@ -200,6 +202,16 @@ impl std::fmt::Debug for Store {
 
 const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 
+/// How long a read waits for the watch cache to apply the commit it must see before it reads
+/// the database instead: the listener applies a commit within a millisecond or so, unless it
+/// is behind (a burst of writes) or loading the cache again.
+const CACHE_PATIENCE: Duration = Duration::from_millis(50);
+
+/// A stored object's JSON text as a value (it came from a `jsonb` column, so it parses).
+fn parse_stored(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Invalid(format!("a stored object does not parse: {e}")))
+}
+
 impl Store {
     /// Connects, runs migrations and starts the listener task.
     pub async fn connect(database_url: &str) -> Result<Store, StoreError> {
@@ -215,10 +227,11 @@ impl Store {
 
     pub async fn from_pool_with_config(pool: PgPool, config: WatchConfig) -> Result<Store, StoreError> {
         MIGRATOR.run(&pool).await?;
-        // LISTEN before reading the starting rv so no commit slips between them.
+        // LISTEN before reading the starting rv (and the cache's objects at it) so no commit
+        // slips between them.
         let listener = watch::listen(&pool).await?;
-        let start_rv = current_rv(&pool).await?;
-        let hub = Arc::new(Hub::new(start_rv, &config));
+        let (start_rv, objects) = watch::snapshot(&pool).await?;
+        let hub = Arc::new(Hub::new(start_rv, objects, &config));
         let (shutdown_tx, shutdown_rx) = oneshot::channel();
         let task = tokio::spawn(watch::run_listener(
             pool.clone(),
@@ -262,9 +275,28 @@ impl Store {
         self.inner.pool.close().await;
     }
 
+    /// The object as stored, with every committed write seen ([`Freshness::Latest`]).
     pub async fn get(&self, r: ObjectRef<'_>) -> Result<Option<Value>, StoreError> {
-        let object = sqlx::query_scalar(
-            "SELECT object FROM objects \
+        self.get_with(r, Freshness::Latest).await
+    }
+
+    pub async fn get_with(&self, r: ObjectRef<'_>, fresh: Freshness) -> Result<Option<Value>, StoreError> {
+        match self.get_json(r, fresh).await? {
+            Some(text) => Ok(Some(parse_stored(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The object's stored JSON text, unparsed, for a reply that sends it on as it is: from the
+    /// watch cache once it is as fresh as asked, else from the database.
+    pub async fn get_json(&self, r: ObjectRef<'_>, fresh: Freshness) -> Result<Option<Arc<str>>, StoreError> {
+        let rv = self.required_rv(fresh).await?;
+        let cached = self.inner.hub.read_cache(rv, CACHE_PATIENCE, |c| c.get(r.group, r.resource, r.namespace, r.name));
+        if let Some(found) = cached.await {
+            return Ok(found);
+        }
+        let object: Option<String> = sqlx::query_scalar(
+            "SELECT object::text FROM objects \
              WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4",
         )
         .bind(r.group)
@@ -273,12 +305,62 @@ impl Store {
         .bind(r.name)
         .fetch_optional(self.pool())
         .await?;
-        Ok(object)
+        Ok(object.map(Arc::from))
     }
 
-    /// Lists objects ordered by (namespace, name), starting after `after`.
-    /// `limit` of `None` or `Some(0)` means no limit.
+    /// The revision a read must reflect: the latest committed for [`Freshness::Latest`] (one
+    /// small query), none for [`Freshness::Any`].
+    async fn required_rv(&self, fresh: Freshness) -> Result<Option<i64>, StoreError> {
+        Ok(match fresh {
+            Freshness::Latest => Some(current_rv(self.pool()).await?),
+            Freshness::Any => None,
+        })
+    }
+
+    /// Lists objects ordered by (namespace, name), starting after `after`, with every committed
+    /// write seen. `limit` of `None` or `Some(0)` means no limit.
     pub async fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+    ) -> Result<ListPage, StoreError> {
+        self.list_with(group, resource, namespace, after, limit, Freshness::Latest).await
+    }
+
+    /// [`Store::list`] as fresh as asked: from the watch cache once it is, else from the
+    /// database.
+    pub async fn list_with(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+        fresh: Freshness,
+    ) -> Result<ListPage, StoreError> {
+        let limit = limit.filter(|&l| l > 0);
+        let rv = self.required_rv(fresh).await?;
+        let from = after.unwrap_or(("", ""));
+        // One extra item tells whether more remain.
+        let fetch = limit.map(|l| l.saturating_add(1));
+        let read = |c: &cache::Cache| (c.rv().unwrap_or_default(), c.list(group, resource, namespace, from, fetch));
+        if let Some((resource_version, mut rows)) = self.inner.hub.read_cache(rv, CACHE_PATIENCE, read).await {
+            let more = limit.is_some_and(|l| rows.len() > l);
+            if let Some(l) = limit {
+                rows.truncate(l);
+            }
+            let continue_after = if more { rows.last().map(|(key, _)| key.clone()) } else { None };
+            let items = rows.iter().map(|(_, text)| parse_stored(text)).collect::<Result<_, _>>()?;
+            return Ok(ListPage { items, resource_version, continue_after });
+        }
+        self.list_stored(group, resource, namespace, after, limit).await
+    }
+
+    /// A page of the list read from the database, in one snapshot.
+    async fn list_stored(
         &self,
         group: &str,
         resource: &str,
@@ -288,7 +370,6 @@ impl Store {
     ) -> Result<ListPage, StoreError> {
         // Every stored name is non-empty, so ("", "") sorts before all rows.
         let (after_ns, after_name) = after.unwrap_or(("", ""));
-        let limit = limit.filter(|&l| l > 0);
         // One extra row tells whether more remain.
         let fetch = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX - 1) + 1);
 

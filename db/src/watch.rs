@@ -19,6 +19,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::oneshot;
 use tokio::time::MissedTickBehavior;
 
+use crate::cache::Cache;
 use crate::{EventType, NOTIFY_CHANNEL, Store, StoreError, WatchConfig, WatchEvent};
 
 /// Rows per query when the listener reads new revisions.
@@ -79,6 +80,8 @@ pub(crate) struct Hub {
     ring_capacity: usize,
     ring_bytes: usize,
     broadcast_capacity: usize,
+    /// The revision the cache has applied (-1 while it is not loaded): readers wait on it.
+    applied: tokio::sync::watch::Sender<i64>,
 }
 
 struct HubState {
@@ -90,6 +93,8 @@ struct HubState {
     ring_size: usize,
     /// Highest rv published; every rv <= last is committed.
     last: i64,
+    /// Every object as of the feed, for reads.
+    cache: Cache,
 }
 
 /// What a watcher needs to continue strictly after some rv.
@@ -104,19 +109,24 @@ struct Subscription {
 }
 
 impl Hub {
-    pub(crate) fn new(last: i64, config: &WatchConfig) -> Hub {
+    /// A hub whose feed starts after `last`, its cache loaded with `objects` as of `last`.
+    pub(crate) fn new(last: i64, objects: Vec<WatchEvent>, config: &WatchConfig) -> Hub {
         // broadcast::channel panics on zero capacity.
         let broadcast_capacity = config.broadcast_capacity.max(1);
+        let mut cache = Cache::default();
+        cache.load(last, objects);
         Hub {
             state: Mutex::new(HubState {
                 tx: Some(broadcast::channel(broadcast_capacity).0),
                 ring: VecDeque::new(),
                 ring_size: 0,
                 last,
+                cache,
             }),
             ring_capacity: config.ring_capacity,
             ring_bytes: config.ring_bytes,
             broadcast_capacity,
+            applied: tokio::sync::watch::channel(last).0,
         }
     }
 
@@ -127,6 +137,43 @@ impl Hub {
 
     fn last(&self) -> i64 {
         self.lock().last
+    }
+
+    /// Runs `read` on the cache once it has applied `rv` (any loaded state when `rv` is None);
+    /// None when it does not within `patience` (the listener is behind, or reloading).
+    pub(crate) async fn read_cache<T>(
+        &self,
+        rv: Option<i64>,
+        patience: Duration,
+        read: impl FnOnce(&Cache) -> T,
+    ) -> Option<T> {
+        let want = rv.unwrap_or(0);
+        let mut applied = self.applied.subscribe();
+        if *applied.borrow() < want {
+            let caught_up = tokio::time::timeout(patience, applied.wait_for(|&a| a >= want)).await;
+            if !matches!(caught_up, Ok(Ok(_))) {
+                return None;
+            }
+        }
+        let st = self.lock();
+        st.cache.rv().filter(|&at| at >= want).map(|_| read(&st.cache))
+    }
+
+    /// Whether the cache lost its footing (a gap in the feed) and must be loaded again.
+    fn cache_unloaded(&self) -> bool {
+        self.lock().cache.rv().is_none()
+    }
+
+    /// Loads the cache with a snapshot of the objects at `rv`, unless the feed has already
+    /// gone past it (the snapshot would miss what came between).
+    fn load_cache(&self, rv: i64, objects: Vec<WatchEvent>) -> bool {
+        let mut st = self.lock();
+        if st.last > rv {
+            return false;
+        }
+        st.cache.load(rv, objects);
+        self.applied.send_replace(rv);
+        true
     }
 
     /// Publishes events read in rv order after `last`.
@@ -150,8 +197,13 @@ impl Hub {
                 if st.tx.is_some() {
                     st.tx = Some(broadcast::channel(self.broadcast_capacity).0);
                 }
+                // The cache missed them too: reads go to the database until the listener
+                // loads it again.
+                st.cache.invalidate();
+                self.applied.send_replace(-1);
             }
             let ev = Arc::new(ev);
+            st.cache.apply(&ev);
             if self.ring_capacity > 0 && ev.object_json.len() <= self.ring_bytes {
                 st.ring_size += ev.object_json.len();
                 st.ring.push_back(Arc::clone(&ev));
@@ -169,6 +221,9 @@ impl Hub {
                 // No receivers is fine.
                 let _ = tx.send(ev);
             }
+        }
+        if let Some(rv) = st.cache.rv() {
+            self.applied.send_if_modified(|a| std::mem::replace(a, rv) != rv);
         }
     }
 
@@ -321,7 +376,24 @@ pub(crate) async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     Ok(listener)
 }
 
-/// Reads every committed revision after the hub's `last` and publishes it.
+/// Every object and the revision they are at, read in one snapshot.
+pub(crate) async fn snapshot(pool: &PgPool) -> Result<(i64, Vec<WatchEvent>), sqlx::Error> {
+    let mut tx = crate::begin(pool, Some("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await?;
+    let rv: i64 = sqlx::query_scalar("SELECT current_rv FROM store_meta").fetch_one(&mut *tx).await?;
+    let rows: Vec<RevisionRow> = sqlx::query_as(
+        "SELECT resource_version AS rv, api_group, resource, namespace, name, 'ADDED' AS event_type, \
+                object::text AS object \
+         FROM objects",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let objects = rows.into_iter().map(WatchEvent::try_from).collect::<Result<Vec<_>, _>>()?;
+    Ok((rv, objects))
+}
+
+/// Reads every committed revision after the hub's `last` and publishes it, then loads the
+/// cache again if a gap in the feed emptied it.
 async fn pump(pool: &PgPool, hub: &Hub) -> Result<(), sqlx::Error> {
     loop {
         let rows: Vec<RevisionRow> = sqlx::query_as(
@@ -336,9 +408,16 @@ async fn pump(pool: &PgPool, hub: &Hub) -> Result<(), sqlx::Error> {
         let events = rows.into_iter().map(WatchEvent::try_from).collect::<Result<Vec<_>, _>>()?;
         hub.publish(events);
         if !full {
-            return Ok(());
+            break;
         }
     }
+    if hub.cache_unloaded() {
+        let (rv, objects) = snapshot(pool).await?;
+        if hub.load_cache(rv, objects) {
+            tracing::info!(rv, "watch cache loaded again after a gap in the feed");
+        }
+    }
+    Ok(())
 }
 
 enum Step {

@@ -798,3 +798,94 @@ async fn guarded_writes_racing_for_the_last_places_get_one_winner_each(pool: PgP
     let w = Write::Create(oref("other", "w"), obj("other", "w", json!({})));
     store.write_all_guarded(vec![w], Durability::Flushed, Some(guard)).await.unwrap();
 }
+
+/// Reads come from the watch cache: a row changed behind the store's back (no revision) is not
+/// seen, while every write through the store is, by the very next get and list.
+#[sqlx::test(migrations = "./migrations")]
+async fn reads_are_served_by_the_watch_cache_and_see_every_write_at_once(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    let a = store.create(oref("ns", "a"), obj("ns", "a", json!({"n": 0}))).await.unwrap();
+    sqlx::query("UPDATE objects SET object = jsonb_set(object, '{spec,n}', '99') WHERE name = 'a'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let got = store.get(oref("ns", "a")).await.unwrap().unwrap();
+    assert_eq!(got["spec"]["n"], json!(0), "a read at the latest revision is the cache's");
+    assert_eq!(store.list(G, R, Some("ns"), None, None).await.unwrap().items[0]["spec"]["n"], json!(0));
+
+    // A write followed at once by a get and a list sees it, 200 times over.
+    let mut last = a;
+    for n in 1..=200 {
+        let mut next = last.clone();
+        next["spec"]["n"] = json!(n);
+        last = store.update(oref("ns", "a"), next, Some(rv_of(&last))).await.unwrap();
+        let name = format!("b{n}");
+        store.create(oref("ns", &name), obj("ns", &name, json!({}))).await.unwrap();
+        let got = store.get(oref("ns", "a")).await.unwrap().unwrap();
+        assert_eq!((rv_of(&got), &got["spec"]["n"]), (rv_of(&last), &json!(n)));
+        let page = store.list(G, R, Some("ns"), None, None).await.unwrap();
+        assert_eq!(page.items.len(), n as usize + 1, "the create just made is listed");
+        assert!(page.resource_version > rv_of(&last));
+    }
+    store.delete(oref("ns", "a"), None).await.unwrap();
+    assert_eq!(store.get(oref("ns", "a")).await.unwrap(), None);
+    assert!(store.get_json(oref("ns", "b7"), kairon_db::Freshness::Any).await.unwrap().is_some());
+
+    // Pages from the cache: in (namespace, name) order, continuing after the last key.
+    store.create(oref("other", "z"), obj("other", "z", json!({}))).await.unwrap();
+    let first = store.list(G, R, None, None, Some(150)).await.unwrap();
+    let (ns, name) = first.continue_after.clone().expect("more remain");
+    let rest = store.list(G, R, None, Some((&ns, &name)), None).await.unwrap();
+    assert_eq!((first.items.len(), rest.items.len()), (150, 51));
+    assert_eq!(rest.items.last().unwrap()["metadata"]["namespace"], json!("other"));
+}
+
+/// Revisions the listener never saw (compacted before it read them) leave the cache unloaded
+/// until it loads a snapshot again; reads meanwhile go to the database and stay correct.
+#[sqlx::test(migrations = "./migrations")]
+async fn a_gap_in_the_feed_reloads_the_cache(pool: PgPool) {
+    let config = WatchConfig { poll_interval: Duration::from_millis(100), ..WatchConfig::default() };
+    let store = Store::from_pool_with_config(pool, config).await.unwrap();
+    store.create(oref("ns", "a"), obj("ns", "a", json!({"n": 0}))).await.unwrap();
+    // Two commits, the first's revision gone: the listener sees rv 3 after rv 1.
+    let mut tx = store.pool().begin().await.unwrap();
+    let rv: i64 = sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 2 RETURNING current_rv")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    let changed = json!({"apiVersion": "kairon.io/v1", "kind": "Machine",
+                         "metadata": {"name": "a", "namespace": "ns", "resourceVersion": rv.to_string()},
+                         "spec": {"n": 2}});
+    sqlx::query("UPDATE objects SET object = $1, resource_version = $2 WHERE name = 'a'")
+        .bind(&changed)
+        .bind(rv)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
+         VALUES ($1, $2, $3, 'ns', 'a', 'MODIFIED', $4)",
+    )
+    .bind(rv)
+    .bind(G)
+    .bind(R)
+    .bind(&changed)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    sqlx::query("SELECT pg_notify('kairon_revisions', $1)").bind(rv.to_string()).execute(store.pool()).await.unwrap();
+    // Right away (the database) and once reloaded (the cache) alike.
+    for _ in 0..20 {
+        let got = store.get(oref("ns", "a")).await.unwrap().unwrap();
+        assert_eq!(got["spec"]["n"], json!(2));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The reload is the cache's: a change behind the store's back is not seen.
+    sqlx::query("UPDATE objects SET object = jsonb_set(object, '{spec,n}', '99') WHERE name = 'a'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let got = store.get(oref("ns", "a")).await.unwrap().unwrap();
+    assert_eq!(got["spec"]["n"], json!(2), "served by the reloaded cache");
+}

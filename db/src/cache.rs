@@ -1,0 +1,161 @@
+//! The watch cache: every stored object as of a revision, kept by the watch listener as it
+//! publishes the revision log, so reads are served from memory instead of PostgreSQL.
+//!
+//! A read that must see every committed write (`resourceVersion=""`, [`Freshness::Latest`])
+//! first reads the store's current revision (one tiny query) and is served by the cache once
+//! it has applied that revision, as Kubernetes serves consistent reads from its watch cache;
+//! a read that accepts any recent state (`resourceVersion=0`, [`Freshness::Any`]) is served at
+//! once. The entries are the feed's own events (shared, not copied).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::{EventType, WatchEvent};
+
+/// How recent a read must be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Freshness {
+    /// Every write committed before the read began (Kubernetes' `resourceVersion=""`).
+    #[default]
+    Latest,
+    /// Whatever the cache holds now, which may trail the latest commits by the listener's
+    /// delay (Kubernetes' `resourceVersion=0`).
+    Any,
+}
+
+type Kind = (String, String);
+type Key = (String, String);
+
+/// Objects by kind, then by (namespace, name) in list order.
+#[derive(Default)]
+pub(crate) struct Cache {
+    /// The revision the entries reflect; `None` until loaded, and after a gap in the feed
+    /// until loaded again (reads then go to the database).
+    rv: Option<i64>,
+    kinds: HashMap<Kind, BTreeMap<Key, Arc<WatchEvent>>>,
+}
+
+impl Cache {
+    pub(crate) fn rv(&self) -> Option<i64> {
+        self.rv
+    }
+
+    /// Replaces the contents with a snapshot taken at `rv`.
+    pub(crate) fn load(&mut self, rv: i64, objects: Vec<WatchEvent>) {
+        self.kinds.clear();
+        for ev in objects {
+            self.insert(Arc::new(ev));
+        }
+        self.rv = Some(rv);
+    }
+
+    /// Forgets everything: the feed skipped revisions, so the entries can no longer be trusted.
+    pub(crate) fn invalidate(&mut self) {
+        self.rv = None;
+        self.kinds.clear();
+    }
+
+    /// Applies the next event of the feed (one the loaded snapshot already holds is skipped).
+    pub(crate) fn apply(&mut self, ev: &Arc<WatchEvent>) {
+        let Some(rv) = self.rv else { return };
+        if ev.rv <= rv {
+            return;
+        }
+        match ev.event_type {
+            EventType::Deleted => {
+                let kind = (ev.group.clone(), ev.resource.clone());
+                if let Some(objects) = self.kinds.get_mut(&kind) {
+                    objects.remove(&(ev.namespace.clone(), ev.name.clone()));
+                    if objects.is_empty() {
+                        self.kinds.remove(&kind);
+                    }
+                }
+            }
+            EventType::Added | EventType::Modified => self.insert(Arc::clone(ev)),
+        }
+        self.rv = Some(ev.rv);
+    }
+
+    fn insert(&mut self, ev: Arc<WatchEvent>) {
+        self.kinds
+            .entry((ev.group.clone(), ev.resource.clone()))
+            .or_default()
+            .insert((ev.namespace.clone(), ev.name.clone()), ev);
+    }
+
+    pub(crate) fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Arc<str>> {
+        let objects = self.kinds.get(&(group.to_owned(), resource.to_owned()))?;
+        objects.get(&(namespace.to_owned(), name.to_owned())).map(|ev| Arc::clone(&ev.object_json))
+    }
+
+    /// Up to `fetch` objects of a kind (in one namespace, or all) after `after` in
+    /// (namespace, name) order, with their keys.
+    pub(crate) fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        after: (&str, &str),
+        fetch: Option<usize>,
+    ) -> Vec<(Key, Arc<str>)> {
+        let Some(objects) = self.kinds.get(&(group.to_owned(), resource.to_owned())) else { return Vec::new() };
+        // Every stored name is non-empty, so ("", "") sorts before all entries.
+        let start = match namespace {
+            Some(ns) if ns > after.0 => (ns.to_owned(), String::new()),
+            _ => (after.0.to_owned(), after.1.to_owned()),
+        };
+        objects
+            .range((std::ops::Bound::Excluded(start), std::ops::Bound::Unbounded))
+            .take_while(|((ns, _), _)| namespace.is_none_or(|want| want == ns))
+            .take(fetch.unwrap_or(usize::MAX))
+            .map(|(key, ev)| (key.clone(), Arc::clone(&ev.object_json)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(rv: i64, ns: &str, name: &str, event_type: EventType) -> WatchEvent {
+        WatchEvent {
+            rv,
+            group: "g".into(),
+            resource: "r".into(),
+            namespace: ns.into(),
+            name: name.into(),
+            event_type,
+            object_json: format!("{{\"rv\":{rv}}}").into(),
+        }
+    }
+
+    fn names(c: &Cache, ns: Option<&str>, after: (&str, &str), fetch: Option<usize>) -> Vec<String> {
+        c.list("g", "r", ns, after, fetch).into_iter().map(|((ns, n), _)| format!("{ns}/{n}")).collect()
+    }
+
+    #[test]
+    fn applies_the_feed_after_its_snapshot_and_lists_in_key_order() {
+        let mut c = Cache::default();
+        // Not loaded: the feed is not applied.
+        c.apply(&Arc::new(ev(1, "a", "x", EventType::Added)));
+        assert_eq!((c.rv(), c.get("g", "r", "a", "x")), (None, None));
+        c.load(3, vec![ev(2, "b", "y", EventType::Added), ev(3, "a", "x", EventType::Added)]);
+        // Events the snapshot holds are skipped; later ones applied.
+        c.apply(&Arc::new(ev(3, "a", "x", EventType::Deleted)));
+        assert_eq!(c.get("g", "r", "a", "x").as_deref(), Some("{\"rv\":3}"));
+        c.apply(&Arc::new(ev(4, "a", "z", EventType::Added)));
+        c.apply(&Arc::new(ev(5, "b", "y", EventType::Modified)));
+        c.apply(&Arc::new(ev(6, "c", "w", EventType::Added)));
+        c.apply(&Arc::new(ev(7, "a", "x", EventType::Deleted)));
+        assert_eq!(c.rv(), Some(7));
+        assert_eq!(c.get("g", "r", "a", "x"), None);
+        assert_eq!(c.get("g", "r", "b", "y").as_deref(), Some("{\"rv\":5}"));
+        assert_eq!(names(&c, None, ("", ""), None), ["a/z", "b/y", "c/w"]);
+        assert_eq!(names(&c, Some("b"), ("", ""), None), ["b/y"]);
+        assert_eq!(names(&c, None, ("a", "z"), Some(1)), ["b/y"]);
+        assert_eq!(names(&c, Some("a"), ("a", "z"), None), Vec::<String>::new());
+        assert_eq!(names(&c, Some("c"), ("a", "z"), None), ["c/w"]);
+        c.invalidate();
+        assert_eq!((c.rv(), c.get("g", "r", "b", "y")), (None, None));
+    }
+}
