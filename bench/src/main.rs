@@ -12,6 +12,7 @@ mod node;
 mod rest;
 mod sandbox;
 mod soak;
+mod storecore;
 mod vm;
 
 use std::collections::BTreeMap;
@@ -131,6 +132,9 @@ struct Cli {
 enum Scenario {
     /// Create rate, full and paginated list, watch-event delivery latency.
     Store,
+    /// The same figures of the store in-process (no HTTP): 8 writers' creates, lists and gets
+    /// from the watch cache, watch delivery to many watchers.
+    StoreCore,
     /// The node runtime on runc: cold create-to-exec, pool claim-to-exec, pause/resume, memory.
     Sandbox,
     /// One node with many Paused sandboxes: memory per member, node-agent CPU per tick,
@@ -746,6 +750,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Controller | Scenario::All) {
         controller::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::StoreCore | Scenario::All) {
+        storecore::run(&cli, &mut report).await?;
     }
     if matches!(cli.scenario, Scenario::Hotpath | Scenario::All) {
         hotpath::run(&cli, &mut report).await?;

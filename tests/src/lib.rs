@@ -54,7 +54,8 @@ pub fn psql_query(db_url: &str, sql: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn with_database(url: &str, db: &str) -> String {
+/// `url` with its database replaced by `db`.
+pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = url.split_once('?').map(|(b, q)| (b, Some(q))).unwrap_or((url, None));
     let base = base.rsplit_once('/').map(|(b, _)| b).unwrap_or(base);
     match query {
