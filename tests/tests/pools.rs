@@ -101,12 +101,16 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
     // 20 claims at once.
     let creates = (0..20).map(|i| {
         let claims = claims.clone();
-        async move { claims.create(&PostParams::default(), &claim(&format!("job-{i}"), "agents", None)).await }
+        async move {
+            let t = std::time::Instant::now();
+            let r = claims.create(&PostParams::default(), &claim(&format!("job-{i}"), "agents", None)).await;
+            (r, t.elapsed())
+        }
     });
     // Each binds inside its create request: the reply says Bound with its own Machine, or
     // Pending for want of a warm member; none is left mid-way (reason Binding).
     let mut bound_in_reply = BTreeSet::new();
-    for r in futures::future::join_all(creates).await {
+    for (r, round_trip) in futures::future::join_all(creates).await {
         let c = r.unwrap();
         let s = c.status.clone().expect("the create reply carries the binding's outcome");
         match s.phase {
@@ -115,6 +119,10 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
                 assert!(warm_names.contains(&m), "{m} was one of the warm members");
                 assert!(bound_in_reply.insert(m), "two replies name the same member: {c:?}");
                 assert!(s.bound_time.is_some(), "{c:?}");
+                // Created and bound inside this one request: its wait, counted from a creation
+                // time to the millisecond, is within the request's round trip.
+                let wait = s.wait_seconds.expect("a bound claim says how long it waited");
+                assert!(wait <= round_trip.as_secs_f64(), "waited {wait} s in a {round_trip:?} request: {c:?}");
             }
             _ => {
                 let reason = s.conditions.iter().find(|x| x.type_ == "Bound").map(|x| x.reason.as_str());

@@ -81,7 +81,15 @@ fn round_trip<K: DeserializeOwned + Serialize>(
     if ctx.field_validation == FieldValidation::Strict && !warnings.is_empty() {
         return Err(AdmitError::BadRequest(format!("strict decoding error: {}", warnings.join(", "))));
     }
+    // The times the server stamped keep their milliseconds (k8s-openapi writes whole seconds).
+    let stamped: Vec<(&str, Value)> = ["creationTimestamp", "deletionTimestamp"]
+        .into_iter()
+        .filter_map(|k| Some((k, obj["metadata"].get(k).filter(|v| v.is_string())?.clone())))
+        .collect();
     *obj = serde_json::to_value(&typed).map_err(|e| AdmitError::BadRequest(e.to_string()))?;
+    for (k, v) in stamped {
+        obj["metadata"][k] = v;
+    }
     let warnings = if ctx.field_validation == FieldValidation::Ignore { vec![] } else { warnings };
     Ok((typed, warnings))
 }
@@ -202,5 +210,22 @@ mod tests {
         assert_eq!(until, kairon_model::warm::parse_ms("2026-01-01T00:00:00Z").unwrap() + binding::BINDING_GRACE_MS);
         claim(&mut created, None, &ctx()).unwrap();
         assert_eq!(created["status"]["conditions"].as_array().map(Vec::len), Some(1), "marked once");
+    }
+
+    #[test]
+    fn the_times_the_server_stamped_keep_their_milliseconds() {
+        let mut created = serde_json::json!({
+            "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+            "metadata": {"name": "job", "namespace": "agents", "creationTimestamp": "2026-01-01T00:00:00.250Z",
+                         "deletionTimestamp": "2026-01-01T00:00:01.500Z"},
+            "spec": {"poolName": "warm"}
+        });
+        claim(&mut created, None, &ctx()).unwrap();
+        assert_eq!(created["metadata"]["creationTimestamp"], "2026-01-01T00:00:00.250Z");
+        assert_eq!(created["metadata"]["deletionTimestamp"], "2026-01-01T00:00:01.500Z");
+        let c: MachineClaim = serde_json::from_value(created).unwrap();
+        // A claim bound 12 ms after its creation waited 12 ms, not 262.
+        let at = kairon_model::warm::parse_ms("2026-01-01T00:00:00.262Z").unwrap();
+        assert_eq!(binding::wait_seconds(&c, at), 0.012);
     }
 }
