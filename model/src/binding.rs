@@ -33,8 +33,10 @@ pub trait BindingStore: Sync {
     /// The live Machines of namespace `ns` labelled for claim `claim`.
     fn claimed_by(&self, ns: &str, claim: &str) -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
     fn pool(&self, ns: &str, name: &str) -> impl Future<Output = Result<Option<MachinePool>, Self::Error>> + Send;
-    /// The pool's members ([`crate::warm::is_member_of`]).
-    fn members(&self, pool: &MachinePool) -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
+    /// The live Machines of namespace `ns` labelled for pool `pool` (its members among them,
+    /// [`crate::warm::is_member_of`]).
+    fn labelled_for_pool(&self, ns: &str, pool: &str)
+    -> impl Future<Output = Result<Vec<Machine>, Self::Error>> + Send;
     /// Applies the merge patch `patch` to Machine `ns/name` if it still has the resourceVersion
     /// the patch names: false when it has changed since, or is gone. `bound` is the claim's
     /// status once bound to it: a store that writes the claim in the same transaction (the API,
@@ -69,12 +71,19 @@ pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64)
     let ns = claim.namespace().unwrap_or_default();
     let name = claim.name_any();
     let at = rfc3339(now_ms);
-    if let Some(m) = store.claimed_by(&ns, &name).await?.into_iter().find(|m| m.metadata.deletion_timestamp.is_none()) {
+    // The three reads at once: a claim's bind is on its create request's path.
+    let pool_name = claim.spec.pool_name.as_str();
+    let (claimed, pool, labelled) = futures::try_join!(
+        store.claimed_by(&ns, &name),
+        store.pool(&ns, pool_name),
+        store.labelled_for_pool(&ns, pool_name)
+    )?;
+    if let Some(m) = claimed.into_iter().find(|m| m.metadata.deletion_timestamp.is_none()) {
         let at = m.annotations().get(annotations::LIFECYCLE_START).cloned().unwrap_or(at);
         return Ok(Binding::Bound { machine: m.name_any(), at });
     }
-    let Some(pool) = store.pool(&ns, &claim.spec.pool_name).await? else { return Ok(Binding::PoolNotFound) };
-    let members = store.members(&pool).await?;
+    let Some(pool) = pool else { return Ok(Binding::PoolNotFound) };
+    let members: Vec<Machine> = labelled.into_iter().filter(|m| crate::warm::is_member_of(m, &pool)).collect();
     let want = warm_phase(pool.spec.warm_power_state, template_paused(&pool));
     let warm: Vec<String> = members
         .iter()

@@ -193,8 +193,9 @@ impl BindingStore for KubeBinding<'_> {
         Api::<MachinePool>::namespaced(self.0.clone(), ns).get_opt(name).await
     }
 
-    async fn members(&self, pool: &MachinePool) -> Result<Vec<Machine>, kube::Error> {
-        pools::members(self.0, pool).await
+    async fn labelled_for_pool(&self, ns: &str, pool: &str) -> Result<Vec<Machine>, kube::Error> {
+        let lp = ListParams::default().labels(&format!("{}={pool}", labels::POOL));
+        Ok(Api::<Machine>::namespaced(self.0.clone(), ns).list(&lp).await?.items)
     }
 
     /// The claim's status is written after, by the caller.

@@ -81,11 +81,8 @@ impl BindingStore for StoreBinding<'_> {
         Ok(stored.and_then(|v| serde_json::from_value(v).ok()))
     }
 
-    async fn members(&self, pool: &MachinePool) -> ApiResult<Vec<Machine>> {
-        let (ns, name) = (pool.metadata.namespace.as_deref().unwrap_or_default(), pool.name_any());
-        let mut machines = self.labelled(ns, labels::POOL, &name).await?;
-        machines.retain(|m| kairon_model::warm::is_member_of(m, pool));
-        Ok(machines)
+    async fn labelled_for_pool(&self, ns: &str, pool: &str) -> ApiResult<Vec<Machine>> {
+        self.labelled(ns, labels::POOL, pool).await
     }
 
     /// Stores the claim, Bound, and the member taken for it, in one transaction.
