@@ -110,6 +110,10 @@ struct Cli {
     /// Samples of each latency row of the hotpath scenario (claims, wakes, execs).
     #[arg(long, default_value_t = 200)]
     hotpath_samples: usize,
+    /// Wake-on-connect cycles of the hotpath scenario (idle Pause, then an exec that wakes it),
+    /// each an exec that must find the sandbox thawed with the node agent running beside it.
+    #[arg(long, default_value_t = 1000)]
+    hotpath_wakes: usize,
     /// How long wrk loads each GET row of the hotpath scenario, in seconds.
     #[arg(long, default_value_t = 30)]
     hotpath_seconds: u64,
