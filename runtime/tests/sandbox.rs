@@ -103,6 +103,10 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     let out = c.exec(&vm.id, &sh("echo hello; uname -s; echo oops >&2; exit 3")).await.unwrap();
     assert_eq!((out.exit_code, out.stdout.as_str(), out.stderr.as_str()), (3, "hello\nLinux\n", "oops\n"));
     assert_eq!(c.exec(&vm.id, &sh("cat /proc/1/comm")).await.unwrap().stdout, "kairon-agent\n");
+    // Started at a lower priority (a start yields the CPU), the sandbox then runs at the normal
+    // one: its init and what it runs (field 19 of stat is the niceness).
+    let nice = c.exec(&vm.id, &sh("cut -d' ' -f19 /proc/1/stat /proc/self/stat")).await.unwrap();
+    assert_eq!(nice.stdout, "0\n0\n", "{nice:?}");
     // The agent's listening socket is never inherited: a command holds its stdio and nothing else.
     let fds = c.exec(&vm.id, &sh("ls /proc/self/fd")).await.unwrap();
     assert_eq!(fds.stdout.split_whitespace().filter(|fd| fd.parse::<u32>().is_ok_and(|n| n > 2)).count(), 1, "{fds:?}");

@@ -270,10 +270,11 @@ impl SandboxHost {
         c
     }
 
-    fn runc_with_log(&self, id: &str, log: &Path) -> Command {
+    /// `runc run` for sandbox `id`, logging to `log`, as background work ([`yielding`]).
+    fn runc_run(&self, id: &str, log: &Path) -> Command {
         self.runc_counts.count(id);
-        let mut c = Command::new("runc");
-        c.arg("--root").arg(&self.runc_root).arg("--log").arg(log).args(["--log-format", "text"]);
+        let mut c = yielding("runc");
+        c.arg("--root").arg(&self.runc_root).arg("--log").arg(log).args(["--log-format", "text", "run"]);
         c
     }
 
@@ -315,7 +316,7 @@ impl SandboxHost {
                 // No reserved blocks (guest root is no host root and could not use them), one
                 // inode per 8 KiB (package trees are many small files), tables left to zero
                 // lazily: the image is sparse and reads as zeros anyway.
-                let out = Command::new(mkfs_ext4())
+                let out = yielding(mkfs_ext4())
                     .args(["-q", "-F", "-m", "0", "-i", "8192", "-E", "lazy_itable_init=1,lazy_journal_init=1"])
                     .arg(&tmp)
                     .stdin(Stdio::null())
@@ -330,7 +331,7 @@ impl SandboxHost {
                 }
                 std::fs::rename(&tmp, &img)?;
             }
-            let out = Command::new("mount")
+            let out = yielding("mount")
                 .args(["-t", "ext4", "-o", "loop,nosuid,nodev,noinit_itable"])
                 .arg(&img)
                 .arg(&mnt)
@@ -380,7 +381,7 @@ impl SandboxHost {
         }
         let opts =
             format!("lowerdir={},upperdir={},workdir={}", template_rootfs.display(), upper.display(), work.display());
-        let out = Command::new("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&merged).output().await?;
+        let out = yielding("mount").args(["-t", "overlay", "overlay", "-o", &opts]).arg(&merged).output().await?;
         if !out.status.success() {
             return Err(setup_err(format!(
                 "mounting the sandbox root: {}",
@@ -448,14 +449,14 @@ impl SandboxHost {
         // container its own stdio, and the socket's path stays on the host.
         let stdin =
             if with_agent { Stdio::from(std::os::fd::OwnedFd::from(agent::listen(&socket)?)) } else { Stdio::null() };
-        let mut run = self.runc_with_log(id, &runc_log);
+        let mut run = self.runc_run(id, &runc_log);
         // runc would give the container a new session keyring charged to the container's root,
         // a host uid every sandbox of the template shares: the kernel's quota of 200 keys per
         // uid then refused the 201st sandbox of a template on a node. The container keeps the
         // runtime's session keyring instead, which the guest cannot use (seccomp refuses keyctl,
         // add_key and request_key; /proc/keys is masked).
         let status = run
-            .args(["run", "--no-new-keyring", "-d", "--pid-file"])
+            .args(["--no-new-keyring", "-d", "--pid-file"])
             .arg(&pid_file)
             .arg("-b")
             .arg(&dir)
@@ -482,6 +483,7 @@ impl SandboxHost {
         {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        restore_priority(&self.freezer_state_file(id).with_file_name("tasks"), pid);
         Ok(pid)
     }
 
@@ -1049,6 +1051,38 @@ fn chown(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 }
 
 /// mkfs.ext4 lives in /usr/sbin (or /sbin), which a daemon's PATH may lack.
+/// The niceness of a sandbox's start: its disk, its mounts and `runc run` (runc's own setup of
+/// the container, the most CPU a start takes). On a small node a pool's refill starts just as
+/// the claim that took a member makes its first calls (the thaw, an exec); at this niceness the
+/// refill yields the CPU to them instead of sharing it evenly.
+const START_NICENESS: &str = "10";
+
+/// `program` run as a sandbox's start runs it ([`START_NICENESS`]).
+fn yielding(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("nice");
+    c.args(["-n", START_NICENESS]).arg(program);
+    c
+}
+
+/// Gives a started sandbox's tasks (every thread in its cgroup, `tasks`: its init and what the
+/// init started, niced like the rest of the start) the normal priority back, so what runs in
+/// it, and what they fork later, is not niced.
+fn restore_priority(tasks: &Path, init: u32) {
+    let listed: Vec<String> = match std::fs::read_to_string(tasks) {
+        Ok(tasks) => tasks.split_whitespace().map(str::to_string).collect(),
+        // No v1 cgroup file: the init's own threads.
+        Err(_) => std::fs::read_dir(format!("/proc/{init}/task"))
+            .map(|d| d.flatten().filter_map(|t| t.file_name().into_string().ok()).collect())
+            .unwrap_or_default(),
+    };
+    for tid in listed.iter().filter_map(|t| t.parse::<i32>().ok()) {
+        let Some(tid) = rustix::process::Pid::from_raw(tid) else { continue };
+        if let Err(e) = rustix::process::setpriority_process(Some(tid), 0) {
+            tracing::debug!(init, error = %e, "restoring a sandbox task's priority failed");
+        }
+    }
+}
+
 fn mkfs_ext4() -> PathBuf {
     ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"]
         .iter()
