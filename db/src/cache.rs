@@ -21,6 +21,9 @@ pub enum Freshness {
     /// Whatever the cache holds now, which may trail the latest commits by the listener's
     /// delay (Kubernetes' `resourceVersion=0`).
     Any,
+    /// At least this revision: a writer that names the resourceVersion it read needs no newer
+    /// view to find out whether the object still has it (its write's precondition decides).
+    AtLeast(i64),
 }
 
 type Kind = (String, String);

@@ -314,6 +314,7 @@ impl Store {
         Ok(match fresh {
             Freshness::Latest => Some(current_rv(self.pool()).await?),
             Freshness::Any => None,
+            Freshness::AtLeast(rv) => Some(rv),
         })
     }
 

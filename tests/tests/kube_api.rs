@@ -504,4 +504,20 @@ async fn a_write_followed_at_once_by_get_and_list_sees_it() {
     let listed = api.list(&ListParams::default().match_any()).await.unwrap();
     assert_eq!(listed.items.len(), 101);
     assert!(listed.items.iter().all(|m| rv(m) <= latest));
+
+    // A create reads the cache as it is and confirms only a name it finds taken: a delete
+    // followed at once by a create of the same name succeeds, and a name in use is refused.
+    for _ in 0..50 {
+        api.delete("m", &DeleteParams::default()).await.unwrap();
+        api.create(&PostParams::default(), &machine("m")).await.unwrap();
+        let (code, reason, _) = api_error(api.create(&PostParams::default(), &machine("m")).await.unwrap_err());
+        assert_eq!((code, reason.as_str()), (409, "AlreadyExists"));
+    }
+    // A patch naming the resourceVersion it read applies to that version only.
+    let read = api.get("m").await.unwrap().metadata.resource_version.unwrap();
+    let named = Patch::Merge(json!({"metadata": {"resourceVersion": read, "labels": {"named": "yes"}}}));
+    let patched = api.patch("m", &PatchParams::default(), &named).await.unwrap();
+    assert_eq!(patched.metadata.labels.unwrap()["named"], "yes");
+    let stale = api.patch("m", &PatchParams::default(), &named).await.unwrap_err();
+    assert_eq!(api_error(stale).0, 409);
 }

@@ -742,11 +742,40 @@ pub(super) struct Planned {
 
 /// Computes `change` on the stored object and admits the result: everything a write does but
 /// storing it.
+/// The stored object a change applies to, read no fresher than the change needs (each read at
+/// the latest revision costs a query): a create reads what the cache holds, and only an object
+/// found there is confirmed at the latest (the store's insert decides the rest); a change that
+/// names the resourceVersion it read needs the cache at that revision (its precondition decides
+/// whether it is still the latest); anything else reads the latest.
+/// A retry after a conflict (`latest`) reads the latest.
+async fn read_for(c: &Ctx<'_>, name: &str, change: &Change, latest: bool) -> ApiResult<Option<Value>> {
+    let named_rv = match change {
+        Change::Replace(b) | Change::Merge(b) | Change::Strategic(b) => rv_of(b).filter(|&rv| rv > 0),
+        Change::Create(_) | Change::JsonPatch(_) | Change::Apply(_) => None,
+    };
+    let fresh = match (change, named_rv) {
+        _ if latest => Freshness::Latest,
+        (Change::Create(_), _) if !c.params.dry_run => Freshness::Any,
+        (_, Some(rv)) => Freshness::AtLeast(rv),
+        _ => Freshness::Latest,
+    };
+    let stored = c.st.store.get_with(c.key(name), fresh).await?;
+    if stored.is_some() && fresh == Freshness::Any {
+        return Ok(c.st.store.get(c.key(name)).await?);
+    }
+    Ok(stored)
+}
+
 pub(super) async fn plan(c: &Ctx<'_>, name: &str, change: &Change) -> ApiResult<Planned> {
+    plan_at(c, name, change, false).await
+}
+
+/// [`plan`], reading the latest when `latest` (a retry after a conflict).
+async fn plan_at(c: &Ctx<'_>, name: &str, change: &Change, latest: bool) -> ApiResult<Planned> {
     let q = c.rt.qualified();
     let manager = c.params.field_manager.clone().unwrap_or_else(|| "unknown".to_string());
     let sub = c.status_sub.then_some("status");
-    let stored = c.st.store.get(c.key(name)).await?;
+    let stored = read_for(c, name, change, latest).await?;
     // A namespace nobody created reads as Active (`namespace_object`); kubectl apply, edit
     // and patch change what they read, so the change applies to that and stores it.
     let live = match (&stored, &change) {
@@ -843,8 +872,8 @@ fn durability(c: &Ctx<'_>) -> Durability {
 /// write makes a patch retry, and an update that named a resourceVersion fail with 409.
 pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<(Value, Vec<String>)> {
     let q = c.rt.qualified();
-    for _ in 0..MAX_RETRIES {
-        let Planned { stored, new, precondition, warnings } = plan(c, name, &change).await?;
+    for attempt in 0..MAX_RETRIES {
+        let Planned { stored, new, precondition, warnings } = plan_at(c, name, &change, attempt > 0).await?;
         let guard = (c.rt.group == kairon_model::GROUP && c.rt.plural == "machines" && !c.status_sub)
             .then(|| super::quota::guard(&c.ns, name, stored.as_ref(), &new))
             .flatten();
