@@ -740,8 +740,6 @@ pub(super) struct Planned {
     pub warnings: Vec<String>,
 }
 
-/// Computes `change` on the stored object and admits the result: everything a write does but
-/// storing it.
 /// The stored object a change applies to, read no fresher than the change needs (each read at
 /// the latest revision costs a query): a create reads what the cache holds, and only an object
 /// found there is confirmed at the latest (the store's insert decides the rest); a change that
@@ -766,6 +764,8 @@ async fn read_for(c: &Ctx<'_>, name: &str, change: &Change, latest: bool) -> Api
     Ok(stored)
 }
 
+/// Computes `change` on the stored object and admits the result: everything a write does but
+/// storing it.
 pub(super) async fn plan(c: &Ctx<'_>, name: &str, change: &Change) -> ApiResult<Planned> {
     plan_at(c, name, change, false).await
 }
