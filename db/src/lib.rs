@@ -565,49 +565,63 @@ impl Store {
         guard: Option<Guard<'_>>,
     ) -> Result<Vec<Value>, WriteError> {
         let at = |index: usize| move |error: StoreError| WriteError { index, error };
-        // Validate before taking the global lock.
-        let mut prepared = Vec::with_capacity(writes.len());
+        // Validated before the write lock is taken; sent as one call of `kairon_write`.
+        let n = writes.len();
+        let (mut group, mut resource, mut namespace, mut name) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut uid, mut precondition, mut objects) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for (i, w) in writes.into_iter().enumerate() {
-            prepared.push(match w {
+            let (r, mut object, id, pre) = match w {
                 Write::Create(r, mut object) => {
-                    let uid = object_uid(&mut object).map_err(at(i))?;
-                    (r, object, Some(uid), None)
+                    let id = object_uid(&mut object).map_err(at(i))?;
+                    (r, object, Some(id), None)
                 }
-                Write::Update(r, mut object, precondition) => {
-                    set_resource_version(&mut object, 0).map_err(at(i))?;
-                    (r, object, None, precondition)
-                }
-            });
-        }
-        let mut tx = begin(self.pool(), None).await.map_err(|e| at(0)(e.into()))?;
-        if d == Durability::Relaxed {
-            sqlx::query("SET LOCAL synchronous_commit = off").execute(&mut *tx).await.map_err(|e| at(0)(e.into()))?;
-        }
-        if let Some(guard) = guard {
-            let judged = judge_in(&mut tx, guard).await;
-            if let Err(e) = judged {
-                tx.rollback().await.map_err(|e| at(0)(e.into()))?;
-                return Err(at(0)(e));
-            }
-        }
-        let mut stored = Vec::with_capacity(prepared.len());
-        for (i, (r, object, uid, precondition)) in prepared.into_iter().enumerate() {
-            let written = match uid {
-                Some(uid) => create_in(&mut tx, r, object, uid).await,
-                None => update_in(&mut tx, r, object, precondition).await,
+                Write::Update(r, object, pre) => (r, object, None, pre),
             };
-            match written {
-                Ok(object) => stored.push(object),
-                Err(e) => {
-                    // Rolling back also returns the rvs, keeping the sequence gap-free.
-                    tx.rollback().await.map_err(|e| at(i)(e.into()))?;
-                    return Err(at(i)(e));
+            // A placeholder the function replaces; it also makes sure `metadata` is there.
+            set_resource_version(&mut object, 0).map_err(at(i))?;
+            group.push(r.group);
+            resource.push(r.resource);
+            namespace.push(r.namespace);
+            name.push(r.name);
+            uid.push(id);
+            precondition.push(pre);
+            objects.push(object);
+        }
+        if objects.is_empty() {
+            return Ok(Vec::new());
+        }
+        let write = sqlx::query_scalar::<_, i64>("SELECT kairon_write($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(&group)
+            .bind(&resource)
+            .bind(&namespace)
+            .bind(&name)
+            .bind(&uid)
+            .bind(&precondition)
+            .bind(&objects)
+            .bind(d == Durability::Relaxed);
+        let first = match guard {
+            // On its own the call is its transaction: one round trip, committed when it returns.
+            None => write.fetch_one(self.pool()).instrument(tracing::trace_span!("hop.store.write")).await,
+            // The guard judges inside the transaction, under the write lock, before the writes.
+            Some(guard) => {
+                let mut tx = begin(self.pool(), None).await.map_err(|e| at(0)(e.into()))?;
+                if let Err(e) = judge_in(&mut tx, guard).await {
+                    tx.rollback().await.map_err(|e| at(0)(e.into()))?;
+                    return Err(at(0)(e));
+                }
+                match write.fetch_one(&mut *tx).await {
+                    Ok(first) => tx.commit().instrument(tracing::trace_span!("hop.store.write")).await.map(|()| first),
+                    Err(e) => Err(e),
                 }
             }
+        };
+        let first = first.map_err(|e| write_failure(e, &objects))?;
+        for (i, object) in objects.iter_mut().enumerate() {
+            set_resource_version(object, first + i as i64).map_err(at(i))?;
         }
-        let commit = tx.commit().instrument(tracing::trace_span!("hop.store.commit"));
-        commit.await.map_err(|e| at(0)(e.into()))?;
-        Ok(stored)
+        Ok(objects)
     }
 
     /// What `guard` would answer a write now, with nothing written (a dry run): read in one
@@ -622,38 +636,15 @@ impl Store {
     /// Removes an object. The returned object, like the DELETED event's,
     /// carries the deletion's rv as `metadata.resourceVersion`.
     pub async fn delete(&self, r: ObjectRef<'_>, precondition_rv: Option<i64>) -> Result<Value, StoreError> {
-        let mut tx = begin(self.pool(), None).await?;
-        let rv = next_rv(&mut tx).await?;
-        let deleted: Option<Value> = sqlx::query_scalar(
-            "WITH d AS ( \
-                 DELETE FROM objects \
-                 WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
-                   AND ($6::bigint IS NULL OR resource_version = $6) \
-                 RETURNING object \
-             ), o AS ( \
-                 SELECT jsonb_set(object, '{metadata,resourceVersion}', to_jsonb($5::text)) AS object \
-                 FROM d \
-             ), rev AS ( \
-                 INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
-                 SELECT $5, $1, $2, $3, $4, 'DELETED', object FROM o \
-             ) \
-             SELECT object, pg_notify('kairon_revisions', $5::text) FROM o",
-        )
-        .bind(r.group)
-        .bind(r.resource)
-        .bind(r.namespace)
-        .bind(r.name)
-        .bind(rv)
-        .bind(precondition_rv)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(object) = deleted else {
-            let err = precondition_failure(&mut tx, r).await?;
-            tx.rollback().await?;
-            return Err(err);
-        };
-        tx.commit().await?;
-        Ok(object)
+        sqlx::query_scalar("SELECT kairon_delete($1, $2, $3, $4, $5)")
+            .bind(r.group)
+            .bind(r.resource)
+            .bind(r.namespace)
+            .bind(r.name)
+            .bind(precondition_rv)
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| write_failure(e, &[]).error)
     }
 
     /// Latest committed resourceVersion.
@@ -800,81 +791,6 @@ fn one(mut stored: Vec<Value>) -> Value {
     stored.pop().unwrap_or(Value::Null)
 }
 
-async fn create_in(
-    tx: &mut sqlx::PgConnection,
-    r: ObjectRef<'_>,
-    mut object: Value,
-    uid: uuid::Uuid,
-) -> Result<Value, StoreError> {
-    let rv = next_rv(tx).await?;
-    set_resource_version(&mut object, rv)?;
-    let inserted = sqlx::query(
-        "WITH ins AS ( \
-             INSERT INTO objects (api_group, resource, namespace, name, uid, resource_version, object) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT DO NOTHING RETURNING 1 \
-         ), rev AS ( \
-             INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
-             SELECT $6, $1, $2, $3, $4, 'ADDED', $7 FROM ins \
-         ) \
-         SELECT pg_notify('kairon_revisions', $6::text) FROM ins",
-    )
-    .bind(r.group)
-    .bind(r.resource)
-    .bind(r.namespace)
-    .bind(r.name)
-    .bind(uid)
-    .bind(rv)
-    .bind(&object)
-    .fetch_optional(&mut *tx)
-    .await?;
-    match inserted {
-        Some(_) => Ok(object),
-        None => Err(StoreError::AlreadyExists),
-    }
-}
-
-async fn update_in(
-    tx: &mut sqlx::PgConnection,
-    r: ObjectRef<'_>,
-    mut object: Value,
-    precondition_rv: Option<i64>,
-) -> Result<Value, StoreError> {
-    let rv = next_rv(tx).await?;
-    set_resource_version(&mut object, rv)?;
-    // The store_meta lock is held, so no other writer can touch the row
-    // between this conditional update and the diagnosis below.
-    let updated = sqlx::query(
-        "WITH up AS ( \
-             UPDATE objects SET resource_version = $5, object = $6, updated_at = now() \
-             WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 \
-               AND ($7::bigint IS NULL OR resource_version = $7) \
-             RETURNING 1 \
-         ), rev AS ( \
-             INSERT INTO revisions (rv, api_group, resource, namespace, name, event_type, object) \
-             SELECT $5, $1, $2, $3, $4, 'MODIFIED', $6 FROM up \
-         ) \
-         SELECT pg_notify('kairon_revisions', $5::text) FROM up",
-    )
-    .bind(r.group)
-    .bind(r.resource)
-    .bind(r.namespace)
-    .bind(r.name)
-    .bind(rv)
-    .bind(&object)
-    .bind(precondition_rv)
-    .fetch_optional(&mut *tx)
-    .await?;
-    match updated {
-        Some(_) => Ok(object),
-        None => Err(precondition_failure(tx, r).await?),
-    }
-}
-
-async fn next_rv(tx: &mut sqlx::PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("UPDATE store_meta SET current_rv = current_rv + 1 RETURNING current_rv").fetch_one(tx).await
-}
-
 /// `pool.begin()` (or `begin_with(statement)`), safe to cancel. sqlx 0.9's `begin` is not: a
 /// caller dropped while its `BEGIN` is in flight (an HTTP request whose client went away) leaves
 /// the connection inside a transaction sqlx does not know about, back in the pool, and the next
@@ -903,22 +819,30 @@ pub(crate) async fn compacted_rv(pool: &PgPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT compacted_rv FROM store_meta").fetch_one(pool).await
 }
 
-/// Explains why a conditional update/delete matched no row.
-async fn precondition_failure(tx: &mut sqlx::PgConnection, r: ObjectRef<'_>) -> Result<StoreError, sqlx::Error> {
-    let current: Option<i64> = sqlx::query_scalar(
-        "SELECT resource_version FROM objects \
-         WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4",
-    )
-    .bind(r.group)
-    .bind(r.resource)
-    .bind(r.namespace)
-    .bind(r.name)
-    .fetch_optional(tx)
-    .await?;
-    Ok(match current {
-        Some(current) => StoreError::Conflict { current },
-        None => StoreError::NotFound,
-    })
+/// What a failed `kairon_write` or `kairon_delete` call means, and which write failed. The
+/// functions raise their own codes with "<index> <stored rv>" as the message.
+fn write_failure(e: sqlx::Error, objects: &[Value]) -> WriteError {
+    let own = match &e {
+        sqlx::Error::Database(d) => {
+            d.code().filter(|c| c.starts_with("KR")).map(|c| (c.into_owned(), d.message().to_owned()))
+        }
+        _ => None,
+    };
+    let Some((code, message)) = own else {
+        // A NUL in a string (SQLSTATE 22P05) is refused when the arguments are read: the first
+        // object holding one is the write to blame.
+        let index = objects.iter().position(holds_nul).unwrap_or(0);
+        return WriteError { index, error: e.into() };
+    };
+    let mut parts = message.split(' ').map(|p| p.parse::<i64>().unwrap_or_default());
+    let (index, current) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    let error = match code.as_str() {
+        "KR404" => StoreError::NotFound,
+        "KR409" => StoreError::Conflict { current },
+        "KR410" => StoreError::AlreadyExists,
+        _ => StoreError::Database(e),
+    };
+    WriteError { index: usize::try_from(index).unwrap_or_default(), error }
 }
 
 fn metadata_mut(object: &mut Value) -> Result<&mut serde_json::Map<String, Value>, StoreError> {

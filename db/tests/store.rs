@@ -148,6 +148,17 @@ async fn write_all_is_one_transaction(pool: PgPool) {
     let writes = vec![Write::Create(oref("ns", "claim"), obj("ns", "claim", json!({})))];
     let err = store.write_all(writes).await.unwrap_err();
     assert!(matches!(err, WriteError { index: 0, error: StoreError::AlreadyExists }), "{err:?}");
+
+    // A write that cannot be stored at all (jsonb holds no NUL) is named too, and the one
+    // before it is not stored.
+    let writes = vec![
+        Write::Create(oref("ns", "claim-3"), obj("ns", "claim-3", json!({}))),
+        Write::Create(oref("ns", "claim-4"), obj("ns", "claim-4", json!({"note": "a\u{0}b"}))),
+    ];
+    let err = store.write_all(writes).await.unwrap_err();
+    assert!(matches!(err, WriteError { index: 1, error: StoreError::Invalid(_) }), "{err:?}");
+    assert_eq!(store.get(oref("ns", "claim-3")).await.unwrap(), None);
+    assert_eq!(store.current_rv().await.unwrap(), 3, "nor does a refused one");
 }
 
 /// A write that does not wait for its WAL flush is stored, versioned, watched and refused
