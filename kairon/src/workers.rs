@@ -6,8 +6,10 @@
 //! be done before it stops answering, or they log failures and leave half-done work behind.
 
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +31,9 @@ impl Workers {
         self.token.clone()
     }
 
+    /// Runs `work` on the background threads ([`background`]).
     pub fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
-        self.tasks.spawn(work);
+        self.tasks.spawn_on(work, background().handle());
     }
 
     /// Asks every worker to stop and waits for them, at most `grace`; any still running then is
@@ -54,4 +57,30 @@ pub async fn pause(token: &CancellationToken, period: Duration) -> bool {
         _ = tokio::time::sleep(period) => false,
         _ = token.cancelled() => true,
     }
+}
+
+/// The niceness of the background threads.
+const BACKGROUND_NICENESS: i32 = 10;
+
+/// Where the workers run: threads of their own at a lower CPU priority. Each change a client
+/// makes (a claim taking a pool member) sets off reconciles in every worker that watches it
+/// (the pool's refill, the node agent's report, the claim's label), and on a small node they
+/// ran beside the client's next request on the same threads; at niceness 10 the requests a
+/// client waits on get the CPU first and the reconciles the rest. What a worker spawns runs
+/// there too. Never dropped (a runtime may not be dropped inside another).
+fn background() -> &'static Runtime {
+    static BACKGROUND: OnceLock<Runtime> = OnceLock::new();
+    BACKGROUND.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .thread_name("kairon-background")
+            .enable_all()
+            .on_thread_start(|| {
+                // Linux keeps a niceness per thread: this one's.
+                if let Err(e) = rustix::process::setpriority_process(None, BACKGROUND_NICENESS) {
+                    tracing::debug!(error = %e, "lowering a background thread's priority failed");
+                }
+            })
+            .build()
+            .expect("starting the background threads")
+    })
 }
