@@ -7,7 +7,7 @@
 //! a read that accepts any recent state (`resourceVersion=0`, [`Freshness::Any`]) is served at
 //! once. The entries are the feed's own events (shared, not copied).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::{EventType, WatchEvent};
@@ -28,14 +28,36 @@ pub enum Freshness {
 
 type Kind = (String, String);
 type Key = (String, String);
+/// (kind, namespace, label key, label value).
+type Label = (Kind, String, String, String);
 
-/// Objects by kind, then by (namespace, name) in list order.
+/// Objects by kind, then by (namespace, name) in list order; and by label.
 #[derive(Default)]
 pub(crate) struct Cache {
     /// The revision the entries reflect; `None` until loaded, and after a gap in the feed
     /// until loaded again (reads then go to the database).
     rv: Option<i64>,
     kinds: HashMap<Kind, BTreeMap<Key, Arc<WatchEvent>>>,
+    /// The names carrying each label, so finding a pool's members does not read a namespace
+    /// whole. Kept with the entries: each entry's labels are read once, when it is applied.
+    labelled: HashMap<Label, BTreeSet<String>>,
+}
+
+/// Just the labels of a stored object (the rest of its text is skipped, not built).
+#[derive(serde::Deserialize)]
+struct Labels {
+    #[serde(default)]
+    metadata: LabelsMeta,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct LabelsMeta {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+fn labels_of(ev: &WatchEvent) -> BTreeMap<String, String> {
+    serde_json::from_str::<Labels>(&ev.object_json).ok().and_then(|l| l.metadata.labels).unwrap_or_default()
 }
 
 impl Cache {
@@ -46,6 +68,7 @@ impl Cache {
     /// Replaces the contents with a snapshot taken at `rv`.
     pub(crate) fn load(&mut self, rv: i64, objects: Vec<WatchEvent>) {
         self.kinds.clear();
+        self.labelled.clear();
         for ev in objects {
             self.insert(Arc::new(ev));
         }
@@ -56,6 +79,7 @@ impl Cache {
     pub(crate) fn invalidate(&mut self) {
         self.rv = None;
         self.kinds.clear();
+        self.labelled.clear();
     }
 
     /// Applies the next event of the feed (one the loaded snapshot already holds is skipped).
@@ -65,25 +89,73 @@ impl Cache {
             return;
         }
         match ev.event_type {
-            EventType::Deleted => {
-                let kind = (ev.group.clone(), ev.resource.clone());
-                if let Some(objects) = self.kinds.get_mut(&kind) {
-                    objects.remove(&(ev.namespace.clone(), ev.name.clone()));
-                    if objects.is_empty() {
-                        self.kinds.remove(&kind);
-                    }
-                }
-            }
+            EventType::Deleted => self.remove(ev),
             EventType::Added | EventType::Modified => self.insert(Arc::clone(ev)),
         }
         self.rv = Some(ev.rv);
     }
 
     fn insert(&mut self, ev: Arc<WatchEvent>) {
-        self.kinds
-            .entry((ev.group.clone(), ev.resource.clone()))
-            .or_default()
-            .insert((ev.namespace.clone(), ev.name.clone()), ev);
+        let kind = (ev.group.clone(), ev.resource.clone());
+        let labels = labels_of(&ev);
+        for (key, value) in &labels {
+            let label = (kind.clone(), ev.namespace.clone(), key.clone(), value.clone());
+            self.labelled.entry(label).or_default().insert(ev.name.clone());
+        }
+        let replaced = self.kinds.entry(kind).or_default().insert((ev.namespace.clone(), ev.name.clone()), ev);
+        if let Some(old) = replaced {
+            let kept = |k: &String, v: &String| labels.get(k) == Some(v);
+            self.unlabel(&old, kept);
+        }
+    }
+
+    fn remove(&mut self, ev: &WatchEvent) {
+        let kind = (ev.group.clone(), ev.resource.clone());
+        let Some(objects) = self.kinds.get_mut(&kind) else { return };
+        let removed = objects.remove(&(ev.namespace.clone(), ev.name.clone()));
+        if objects.is_empty() {
+            self.kinds.remove(&kind);
+        }
+        if let Some(old) = removed {
+            self.unlabel(&old, |_, _| false);
+        }
+    }
+
+    /// Drops `old`'s entries from the label index, but for the labels `kept` says it still has.
+    fn unlabel(&mut self, old: &WatchEvent, kept: impl Fn(&String, &String) -> bool) {
+        let kind = (old.group.clone(), old.resource.clone());
+        for (key, value) in labels_of(old) {
+            if kept(&key, &value) {
+                continue;
+            }
+            let label = (kind.clone(), old.namespace.clone(), key, value);
+            if let Some(names) = self.labelled.get_mut(&label) {
+                names.remove(&old.name);
+                if names.is_empty() {
+                    self.labelled.remove(&label);
+                }
+            }
+        }
+    }
+
+    /// The objects of a kind in `namespace` labelled `key` = `value`, in name order.
+    pub(crate) fn labelled(
+        &self,
+        (group, resource): (&str, &str),
+        namespace: &str,
+        key: &str,
+        value: &str,
+    ) -> Vec<Arc<str>> {
+        let kind = (group.to_owned(), resource.to_owned());
+        let label = (kind, namespace.to_owned(), key.to_owned(), value.to_owned());
+        let (Some(names), Some(objects)) = (self.labelled.get(&label), self.kinds.get(&label.0)) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|name| objects.get(&(namespace.to_owned(), name.clone())))
+            .map(|ev| Arc::clone(&ev.object_json))
+            .collect()
     }
 
     pub(crate) fn get(&self, group: &str, resource: &str, namespace: &str, name: &str) -> Option<Arc<str>> {
@@ -160,5 +232,53 @@ mod tests {
         assert_eq!(names(&c, Some("c"), ("a", "z"), None), ["c/w"]);
         c.invalidate();
         assert_eq!((c.rv(), c.get("g", "r", "b", "y")), (None, None));
+    }
+
+    fn labelled(rv: i64, name: &str, labels: serde_json::Value, event_type: EventType) -> Arc<WatchEvent> {
+        let object = serde_json::json!({"metadata": {"name": name, "labels": labels}, "rv": rv});
+        Arc::new(WatchEvent { object_json: object.to_string().into(), ..ev(rv, "a", name, event_type) })
+    }
+
+    fn found(c: &Cache, ns: &str, key: &str, value: &str) -> Vec<String> {
+        let texts = c.labelled(("g", "r"), ns, key, value);
+        texts
+            .iter()
+            .map(|t| {
+                serde_json::from_str::<serde_json::Value>(t).unwrap()["metadata"]["name"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_label_index_follows_every_change_of_labels() {
+        let mut c = Cache::default();
+        c.load(0, Vec::new());
+        c.apply(&labelled(1, "m1", serde_json::json!({"pool": "p", "warm": "yes"}), EventType::Added));
+        c.apply(&labelled(2, "m0", serde_json::json!({"pool": "p"}), EventType::Added));
+        c.apply(&labelled(3, "m2", serde_json::json!({"pool": "q"}), EventType::Added));
+        assert_eq!(found(&c, "a", "pool", "p"), ["m0", "m1"]);
+        assert_eq!(found(&c, "b", "pool", "p"), Vec::<String>::new(), "another namespace");
+        // A label changed, one kept, one dropped.
+        c.apply(&labelled(4, "m1", serde_json::json!({"pool": "p", "claim": "c"}), EventType::Modified));
+        assert_eq!(found(&c, "a", "warm", "yes"), Vec::<String>::new());
+        assert_eq!(found(&c, "a", "claim", "c"), ["m1"]);
+        assert_eq!(found(&c, "a", "pool", "p"), ["m0", "m1"]);
+        // Moved to another pool; then deleted; an object without labels.
+        c.apply(&labelled(5, "m0", serde_json::json!({"pool": "q"}), EventType::Modified));
+        assert_eq!(
+            (found(&c, "a", "pool", "p"), found(&c, "a", "pool", "q")),
+            (vec!["m1".to_owned()], vec!["m0".to_owned(), "m2".to_owned()])
+        );
+        c.apply(&labelled(6, "m1", serde_json::json!({"pool": "p", "claim": "c"}), EventType::Deleted));
+        assert_eq!(
+            (found(&c, "a", "pool", "p"), found(&c, "a", "claim", "c")),
+            (Vec::<String>::new(), Vec::<String>::new())
+        );
+        c.apply(&Arc::new(ev(7, "a", "m2", EventType::Modified)));
+        assert_eq!(found(&c, "a", "pool", "q"), ["m0"]);
+        assert!(
+            c.labelled.keys().all(|(_, _, k, v)| (k.as_str(), v.as_str()) == ("pool", "q")),
+            "no empty entries left"
+        );
     }
 }

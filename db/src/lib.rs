@@ -425,8 +425,10 @@ impl Store {
         })
     }
 
-    /// The objects of `group`/`resource` in `namespace` labelled `key` = `value`, in name order:
-    /// found by the labels index, so a namespace of thousands is not read whole.
+    /// The objects of `group`/`resource` in `namespace` labelled `key` = `value`, in name order,
+    /// with every committed write seen: from the watch cache's label index once it has applied
+    /// the latest revision, else by the database's labels index. Either way a namespace of
+    /// thousands is not read whole.
     pub async fn labelled(
         &self,
         group: &str,
@@ -435,6 +437,11 @@ impl Store {
         key: &str,
         value: &str,
     ) -> Result<Vec<Value>, StoreError> {
+        let rv = self.required_rv(Freshness::Latest).await?;
+        let read = |c: &cache::Cache| c.labelled((group, resource), namespace, key, value);
+        if let Some(found) = self.inner.hub.read_cache(rv, CACHE_PATIENCE, read).await {
+            return found.iter().map(|text| parse_stored(text)).collect();
+        }
         let objects = sqlx::query_scalar(
             "SELECT object FROM objects \
              WHERE api_group = $1 AND resource = $2 AND namespace = $3 \

@@ -824,6 +824,21 @@ async fn reads_are_served_by_the_watch_cache_and_see_every_write_at_once(pool: P
     assert_eq!(got["spec"]["n"], json!(0), "a read at the latest revision is the cache's");
     assert_eq!(store.list(G, R, Some("ns"), None, None).await.unwrap().items[0]["spec"]["n"], json!(0));
 
+    // Labelled reads too, from the cache's label index: a label the database alone holds is not
+    // found, and one just written is.
+    sqlx::query(
+        "UPDATE objects SET object = jsonb_set(object, '{metadata,labels}', '{\"pool\": \"p\"}') WHERE name = 'a'",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(store.labelled(G, R, "ns", "pool", "p").await.unwrap(), Vec::<serde_json::Value>::new());
+    let mut labelled = store.get(oref("ns", "a")).await.unwrap().unwrap();
+    labelled["metadata"]["labels"] = json!({"pool": "q"});
+    let a = store.update(oref("ns", "a"), labelled, Some(rv_of(&a))).await.unwrap();
+    let found = store.labelled(G, R, "ns", "pool", "q").await.unwrap();
+    assert_eq!((found.len(), rv_of(&found[0])), (1, rv_of(&a)));
+
     // A write followed at once by a get and a list sees it, 200 times over.
     let mut last = a;
     for n in 1..=200 {
@@ -834,6 +849,8 @@ async fn reads_are_served_by_the_watch_cache_and_see_every_write_at_once(pool: P
         store.create(oref("ns", &name), obj("ns", &name, json!({}))).await.unwrap();
         let got = store.get(oref("ns", "a")).await.unwrap().unwrap();
         assert_eq!((rv_of(&got), &got["spec"]["n"]), (rv_of(&last), &json!(n)));
+        let found = store.labelled(G, R, "ns", "pool", "q").await.unwrap();
+        assert_eq!(rv_of(&found[0]), rv_of(&last), "a labelled read sees the write just made");
         let page = store.list(G, R, Some("ns"), None, None).await.unwrap();
         assert_eq!(page.items.len(), n as usize + 1, "the create just made is listed");
         assert!(page.resource_version > rv_of(&last));
