@@ -94,7 +94,14 @@ pub fn same_usage(a: &ClaimUsage, b: &ClaimUsage) -> bool {
         && a.suspended_seconds == b.suspended_seconds
         && close(a.vcpu_seconds, b.vcpu_seconds)
         && close(a.memory_gib_seconds, b.memory_gib_seconds)
-        && a.last_accrual_time.as_ref().and_then(from_time) == b.last_accrual_time.as_ref().and_then(from_time)
+        && whole_seconds(a) == whole_seconds(b)
+}
+
+/// When accrual ran up to, as `status.usage` can say it: a Kubernetes time has whole seconds,
+/// while the history's interval ends keep the bind's milliseconds. Compared finer, a status
+/// written from the history never agreed with it, and its repair was written again forever.
+fn whole_seconds(u: &ClaimUsage) -> Option<i64> {
+    u.last_accrual_time.as_ref().map(|t| t.0.as_second())
 }
 
 /// `usage` plus one interval, accrued up to its end.
@@ -499,6 +506,17 @@ mod tests {
         let from = t("2026-01-01T23:00:00Z");
         let a = accrue(from, t("2026-01-02T05:00:00Z").min(day_end(from)), UsageClass::Active, ONE).unwrap();
         assert_eq!((a.active_seconds, a.end), (3600, t("2026-01-02T00:00:00Z")));
+    }
+
+    #[test]
+    fn usage_compares_times_to_the_second_a_status_holds() {
+        let at = |ms: i64| Some(Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap()));
+        let history = ClaimUsage { active_seconds: 30, last_accrual_time: at(1_796_418_750_826), ..Default::default() };
+        // As the status holds it after a write: the same instant, without its milliseconds.
+        let written: ClaimUsage = serde_json::from_value(serde_json::to_value(&history).unwrap()).unwrap();
+        assert_eq!(written.last_accrual_time, at(1_796_418_750_000));
+        assert!(same_usage(&history, &written));
+        assert!(!same_usage(&history, &ClaimUsage { last_accrual_time: at(1_796_418_751_000), ..history.clone() }));
     }
 
     #[test]

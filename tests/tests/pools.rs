@@ -3,13 +3,13 @@
 //! non-warm members first, a Running pool hands out Running members, and a claim's TTL releases it.
 //! Each bound claim says whether it was served warm or waited (cold), and for how long.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
 use kairon_e2e::{Flags, Kairon, MINUTE, during, eventually, hold, phase, wait_for_object, wait_gone, wait_phase};
@@ -233,6 +233,21 @@ async fn a_paused_pool_warms_up_and_twenty_racing_claims_each_get_their_own_memb
         (s.claimed == 20 && s.replicas == 5).then_some(())
     })
     .await;
+
+    // Each bound claim's usage is written once an interval (1 s here), and a write that changes
+    // nothing is not stored: no claim is written in a loop. (One was, ~250 times a second, when
+    // the usage history kept the bind's milliseconds and status.usage could not: its repair
+    // never matched, and each write woke the controller to write it again.)
+    let from = claims.list(&ListParams::default()).await.unwrap().metadata.resource_version.unwrap();
+    let mut events = claims.watch(&WatchParams::default(), &from).await.unwrap().boxed();
+    let mut writes: BTreeMap<String, usize> = BTreeMap::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while let Ok(Some(ev)) = tokio::time::timeout_at(until, events.next()).await {
+        if let Ok(WatchEvent::Modified(c)) = ev {
+            *writes.entry(c.name_any()).or_default() += 1;
+        }
+    }
+    assert!(writes.values().all(|&n| n <= 8), "writes per claim in 4 s of 1 s usage intervals: {writes:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
