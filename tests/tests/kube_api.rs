@@ -140,6 +140,52 @@ async fn stale_update_conflicts_and_racing_writers_have_one_winner() {
     }
 }
 
+/// A write that changes nothing is not stored (as Kubernetes does): same resourceVersion, no
+/// watch event; a stale one that changes nothing is still refused; a real change still goes.
+#[tokio::test]
+async fn a_write_that_changes_nothing_stores_nothing() {
+    let k = Kairon::start_with(API_ONLY).unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let m = api.create(&PostParams::default(), &machine("same")).await.unwrap();
+    let rv = m.metadata.resource_version.clone().unwrap();
+    let mut events = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+
+    let status = json!({"status": {"phase": "Pending", "observedGeneration": 1}});
+    let pp = PatchParams::default();
+    let written = api.patch_status("same", &pp, &Patch::Merge(&status)).await.unwrap();
+    let rv1 = written.metadata.resource_version.clone().unwrap();
+    assert_ne!(rv1, rv);
+    // The same status again, a spec patch to the value it has, a replace with what is stored,
+    // and an apply of nothing new: each answers the stored object as it is.
+    let again = api.patch_status("same", &pp, &Patch::Merge(&status)).await.unwrap();
+    assert_eq!(again.metadata.resource_version.as_deref(), Some(rv1.as_str()));
+    let spec = json!({"spec": {"resources": {"cpu": "1"}}});
+    let again = api.patch("same", &pp, &Patch::Merge(&spec)).await.unwrap();
+    assert_eq!(again.metadata.resource_version.as_deref(), Some(rv1.as_str()));
+    let again = api.replace("same", &PostParams::default(), &again).await.unwrap();
+    assert_eq!(again.metadata.resource_version.as_deref(), Some(rv1.as_str()));
+    assert_eq!(again.status.as_ref().and_then(|s| s.observed_generation), Some(1));
+
+    // A stale copy that would change nothing is refused as any stale write.
+    let mut stale = m.clone();
+    stale.status = again.status.clone();
+    let (code, _, _) = api_error(api.replace_status("same", &PostParams::default(), &stale).await.unwrap_err());
+    assert_eq!(code, 409);
+
+    // A real change after them is the next revision the watch hears of; nothing came between.
+    let changed =
+        api.patch_status("same", &pp, &Patch::Merge(&json!({"status": {"observedGeneration": 2}}))).await.unwrap();
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+            Ok(Some(Ok(WatchEvent::Modified(o)))) => heard.push(o.metadata.resource_version.unwrap()),
+            Ok(Some(Ok(WatchEvent::Bookmark(_)))) => {}
+            other => panic!("expected two MODIFIED events, got {other:?} after {heard:?}"),
+        }
+    }
+    assert_eq!(heard, [rv1, changed.metadata.resource_version.unwrap()]);
+}
+
 #[tokio::test]
 async fn invalid_objects_are_refused_with_the_field_named_and_nothing_stored() {
     let k = Kairon::start_with(API_ONLY).unwrap();

@@ -884,6 +884,19 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
             }
             return Ok((new, warnings));
         }
+        // A write that changes nothing is not stored, as Kubernetes does: no new revision, so
+        // no watcher (a controller writing back what it read) reacts to its own echo. Only if
+        // what it changes nothing of is still the latest (the read may have been older, for a
+        // write naming its resourceVersion): else the store's precondition answers.
+        if let Some(old) = &stored
+            && precondition.is_none_or(|p| rv_of(old) == Some(p))
+            && unchanged(old, &new)
+        {
+            let latest = c.st.store.get(c.key(name)).await.map_err(|e| ApiError::from_store(e, &q, name))?;
+            if latest.as_ref().and_then(rv_of) == rv_of(old) {
+                return Ok((old.clone(), warnings));
+            }
+        }
         let durability = durability(c);
         let one = match &stored {
             None => Write::Create(c.key(name), new),
@@ -916,6 +929,24 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
         }
     }
     Err(ApiError::conflict(&q, name, "too many concurrent writes; try again"))
+}
+
+/// Whether `new` stores what `old` holds: equal but for the resourceVersion and the times in
+/// managedFields (each write stamps its manager's entry, which alone changes nothing).
+fn unchanged(old: &Value, new: &Value) -> bool {
+    let comparable = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            if let Some(Value::Array(managers)) = meta.get_mut("managedFields") {
+                for m in managers.iter_mut().filter_map(Value::as_object_mut) {
+                    m.remove("time");
+                }
+            }
+        }
+        v
+    };
+    comparable(old) == comparable(new)
 }
 
 /// Server-owned metadata, the status subresource split, and admission.
