@@ -426,9 +426,7 @@ impl Store {
     }
 
     /// The objects of `group`/`resource` in `namespace` labelled `key` = `value`, in name order,
-    /// with every committed write seen: from the watch cache's label index once it has applied
-    /// the latest revision, else by the database's labels index. Either way a namespace of
-    /// thousands is not read whole.
+    /// with every committed write seen.
     pub async fn labelled(
         &self,
         group: &str,
@@ -437,7 +435,22 @@ impl Store {
         key: &str,
         value: &str,
     ) -> Result<Vec<Value>, StoreError> {
-        let rv = self.required_rv(Freshness::Latest).await?;
+        self.labelled_with(group, resource, namespace, key, value, Freshness::Latest).await
+    }
+
+    /// [`Store::labelled`] as fresh as asked: from the watch cache's label index once it is,
+    /// else by the database's labels index. Either way a namespace of thousands is not read
+    /// whole.
+    pub async fn labelled_with(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        key: &str,
+        value: &str,
+        fresh: Freshness,
+    ) -> Result<Vec<Value>, StoreError> {
+        let rv = self.required_rv(fresh).await?;
         let read = |c: &cache::Cache| c.labelled((group, resource), namespace, key, value);
         if let Some(found) = self.inner.hub.read_cache(rv, CACHE_PATIENCE, read).await {
             return found.iter().map(|text| parse_stored(text)).collect();

@@ -15,7 +15,7 @@ use kairon_model::binding::{self, Binding, BindingStore};
 use kairon_model::keys::{labels, reasons};
 use kairon_model::{Machine, MachineClaim, MachinePool};
 
-use kairon_db::{StoreError, Write, WriteError};
+use kairon_db::{Freshness, StoreError, Write, WriteError};
 
 use super::Params;
 use super::handlers::{Change, Ctx, Planned, plan};
@@ -39,6 +39,9 @@ struct StoreBinding<'a> {
     claims: &'a Ctx<'a>,
     /// The claim and member as stored by the take that bound them.
     taken: std::sync::Mutex<Option<(Value, Value)>>,
+    /// The store's latest revision when binding began: the reads it makes at once (the claim's
+    /// member, the pool, its members) share one query for it.
+    latest: tokio::sync::OnceCell<i64>,
 }
 
 impl StoreBinding<'_> {
@@ -61,9 +64,16 @@ impl StoreBinding<'_> {
         })
     }
 
+    /// Every write committed before binding began, seen.
+    async fn fresh(&self) -> ApiResult<Freshness> {
+        let rv = self.latest.get_or_try_init(|| self.st.store.current_rv()).await?;
+        Ok(Freshness::AtLeast(*rv))
+    }
+
     /// The Machines of `ns` with label `key` = `value`.
     async fn labelled(&self, ns: &str, key: &str, value: &str) -> ApiResult<Vec<Machine>> {
-        let found = self.st.store.labelled(kairon_model::GROUP, "machines", ns, key, value).await?;
+        let fresh = self.fresh().await?;
+        let found = self.st.store.labelled_with(kairon_model::GROUP, "machines", ns, key, value, fresh).await?;
         Ok(found.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect())
     }
 }
@@ -77,7 +87,7 @@ impl BindingStore for StoreBinding<'_> {
 
     async fn pool(&self, ns: &str, name: &str) -> ApiResult<Option<MachinePool>> {
         let c = self.ctx("machinepools", ns)?;
-        let stored = self.st.store.get(c.key(name)).await?;
+        let stored = self.st.store.get_with(c.key(name), self.fresh().await?).await?;
         Ok(stored.and_then(|v| serde_json::from_value(v).ok()))
     }
 
@@ -126,7 +136,14 @@ pub async fn create_claim(c: &Ctx<'_>, name: &str, body: Value) -> ApiResult<(Va
     let claim: MachineClaim = serde_json::from_value(planned.new.clone())
         .map_err(|e| ApiError::internal(format!("an admitted claim does not read back: {e}")))?;
     let id = binder();
-    let store = StoreBinding { st: c.st, id: &id, claim: &planned, claims: c, taken: Default::default() };
+    let store = StoreBinding {
+        st: c.st,
+        id: &id,
+        claim: &planned,
+        claims: c,
+        taken: Default::default(),
+        latest: Default::default(),
+    };
     let ns = c.ns.as_str();
     let now = k8s_openapi::jiff::Timestamp::now();
     let pending = |reason: &str, message: String| binding::pending_status(&claim, reason, message, &now.to_string());
