@@ -714,12 +714,18 @@ impl Runtime {
             )));
         }
         BackendKind::of(&vm).check_transition(vm.state, action, paused)?;
+        let before = vm.clone();
         self.backend(&vm).power(self, &mut vm, action, paused).await?;
         vm.message = None;
         if generation.is_some() {
             vm.power_generation = generation.max(vm.power_generation);
         }
-        self.save(&vm)?;
+        // An action that changed nothing (the node agent resuming what a claim's direct thaw
+        // resumed already) writes nothing either: the file write would hold the instance's lock,
+        // and the exec waiting on it, for nothing.
+        if *vm != before {
+            self.save(&vm)?;
+        }
         Ok(vm.clone())
     }
 
