@@ -31,18 +31,22 @@ impl RouterSlot {
 #[derive(Clone, Copy, Debug)]
 pub struct InProcessRequest;
 
-/// A client acting with `token`, served by whatever router `slot` is given, on the thread that
-/// sends the request: a worker's requests run at the worker's lower priority (`kairon::workers`).
+/// A client acting with `token`, served by whatever router `slot` is given. Its requests are
+/// served on the runtime it is made on (the server's), whichever runtime sends them: a process's
+/// background work runs at a lower priority (`kairon::workers`), and a request it makes must
+/// not hold the store's write lock at that priority while the server's own requests wait.
 pub fn client(slot: &RouterSlot, token: &str) -> Result<kube::Client, header::InvalidHeaderValue> {
     let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))?;
     auth.set_sensitive(true);
-    Ok(kube::Client::new(InProcess { router: slot.0.clone(), auth }, "default"))
+    let server = tokio::runtime::Handle::try_current().ok();
+    Ok(kube::Client::new(InProcess { router: slot.0.clone(), auth, server }, "default"))
 }
 
 #[derive(Clone)]
 struct InProcess {
     router: Arc<OnceLock<Router>>,
     auth: HeaderValue,
+    server: Option<tokio::runtime::Handle>,
 }
 
 impl Service<Request<kube::client::Body>> for InProcess {
@@ -59,10 +63,19 @@ impl Service<Request<kube::client::Body>> for InProcess {
         req.headers_mut().insert(header::AUTHORIZATION, self.auth.clone());
         req.extensions_mut().insert(InProcessRequest);
         let router = self.router.get().cloned();
+        let server = self.server.clone();
         Box::pin(async move {
-            match router {
-                Some(router) => router.oneshot(req).await,
-                None => {
+            match (router, server) {
+                (Some(router), Some(server)) => match server.spawn(router.oneshot(req)).await {
+                    Ok(served) => served,
+                    Err(e) => {
+                        let mut failed = Response::new(Body::from(format!("serving the request failed: {e}")));
+                        *failed.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                        Ok(failed)
+                    }
+                },
+                (Some(router), None) => router.oneshot(req).await,
+                (None, _) => {
                     let status = serde_json::json!({
                         "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 503,
                         "reason": "ServiceUnavailable", "message": "the server is still starting; try again",
