@@ -96,6 +96,20 @@ impl Rest {
         self.get(&format!("/api/v1/machines/{ns}/{name}/wait?phase={phase}&timeoutSeconds={timeout_seconds}")).await
     }
 
+    /// The server's wait for Machine `ns`/`name` to be deleted, within `timeout_seconds`, which
+    /// must succeed: 200 once it goes, or 404 if it was gone before the wait began (a Machine
+    /// with no finalizer left goes with its delete request, or a moment later).
+    pub async fn wait_deleted(&self, ns: &str, name: &str, timeout_seconds: u32) {
+        let a =
+            self.get(&format!("/api/v1/machines/{ns}/{name}/wait?deleted=true&timeoutSeconds={timeout_seconds}")).await;
+        assert!(
+            a.status == 200 || (a.status == 404 && a.reason() == "NotFound"),
+            "{ns}/{name} not deleted: {} {}",
+            a.status,
+            a.body
+        );
+    }
+
     /// [`Rest::wait_phase`] Running, within 120 s, which must succeed; the Machine.
     pub async fn running(&self, ns: &str, name: &str) -> Value {
         self.wait_phase(ns, name, "Running", 120).await.ok()

@@ -112,7 +112,7 @@ async fn a_tenant_cannot_point_its_status_at_another_tenants_sandbox() {
 
     // Delete it: the node agent removes mallory's nothing, and the victim runs on.
     mallory.delete("/api/v1/machines/b/mine").await.ok();
-    admin.get("/api/v1/machines/b/mine/wait?deleted=true&timeoutSeconds=60").await.ok();
+    admin.wait_deleted("b", "mine", 60).await;
     hold(Duration::from_secs(3), "the node agent's cleanup of mallory's Machine must not reach the victim").await;
     let v = admin.get("/api/v1/machines/agents/victim").await.ok();
     assert_eq!(v["status"]["phase"], "Running", "the victim still runs: {v}");
@@ -738,7 +738,7 @@ async fn kairon_up_runs_its_node_agent_and_controllers_with_their_own_identities
     })
     .await;
     admin.delete("/api/v1/machines/agents/sb").await.ok();
-    admin.get("/api/v1/machines/agents/sb/wait?deleted=true&timeoutSeconds=60").await.ok();
+    admin.wait_deleted("agents", "sb", 60).await;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -144,7 +144,7 @@ async fn machines_are_mirrored_as_kubernetes_objects_and_bad_input_is_a_4xx() {
     let rt = k.runtime().unwrap();
     assert!(rt.find_by_name("kairon-agents-sb").await.unwrap().is_some());
     rest.delete("/api/v1/machines/agents/sb").await.ok();
-    rest.get("/api/v1/machines/agents/sb/wait?deleted=true&timeoutSeconds=120").await.ok();
+    rest.wait_deleted("agents", "sb", 120).await;
     assert!(rt.find_by_name("kairon-agents-sb").await.unwrap().is_none());
 
     // The explorer and the document are served.
