@@ -46,7 +46,14 @@ impl Qmp {
         };
         let (rx, tx) = stream.into_split();
         let mut q = Qmp { rx: BufReader::new(rx), tx };
-        let greeting = q.read().await?;
+        // An event can come first: QEMU may emit one (a RESUME, seen in CI) to a client that
+        // just connected before its greeting, when a previous client left a moment before.
+        let greeting = loop {
+            let line = q.read().await?;
+            if line.get("event").is_none() {
+                break line;
+            }
+        };
         if greeting.get("QMP").is_none() {
             return Err(QmpError::Protocol(format!("unexpected greeting {greeting}")));
         }
@@ -160,5 +167,32 @@ impl Qmp {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// QEMU's side of a connection whose first line is an event, not the greeting.
+    #[tokio::test]
+    async fn an_event_before_the_greeting_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("qmp.sock");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let qemu = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            s.write_all(b"{\"event\": \"RESUME\", \"timestamp\": {\"seconds\": 1, \"microseconds\": 2}}\n")
+                .await
+                .unwrap();
+            s.write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\n").await.unwrap();
+            let mut asked = vec![0u8; 64];
+            let n = s.read(&mut asked).await.unwrap();
+            assert!(String::from_utf8_lossy(&asked[..n]).contains("qmp_capabilities"));
+            s.write_all(b"{\"return\": {}}\n").await.unwrap();
+        });
+        Qmp::connect(&path, Duration::from_secs(5)).await.unwrap();
+        qemu.await.unwrap();
     }
 }
