@@ -72,6 +72,31 @@ async function selectTab(page, name) {
   fail(`the ${name} tab does not open`);
 }
 
+/** The rows of a terminal (`terminal` or `console`) as their trimmed text. */
+const terminalRows = (page, id) =>
+  page.evaluate((id) => [...document.querySelectorAll(`[data-testid="${id}"] .xterm-rows > div`)].map((d) => d.textContent?.trim() ?? ""), id);
+
+/**
+ * Types `line` into a terminal once its shell shows a prompt, as a person would (typed earlier,
+ * the prompt lands on the output's row), and waits for a row that reads `expected`.
+ */
+async function runLine(page, id, line, expected) {
+  const until = async (what, ok) => {
+    const deadline = Date.now() + T;
+    for (;;) {
+      const rows = await terminalRows(page, id);
+      if (ok(rows)) return;
+      if (Date.now() > deadline) fail(`${id}: no ${what} in ${T} ms; it shows ${JSON.stringify(rows.filter(Boolean))}`);
+      await page.waitForTimeout(100);
+    }
+  };
+  await until("prompt", (rows) => rows.some((r) => /[#$]$/.test(r)));
+  await page.getByTestId(id).click();
+  await page.keyboard.type(line);
+  await page.keyboard.press("Enter");
+  await until(`row reading ${JSON.stringify(expected)}`, (rows) => rows.includes(expected));
+}
+
 const row = (page) => page.locator(`[data-machine="${MACHINE}"]`);
 
 /** axe-core finds no serious or critical issue on the page as it is now. */
@@ -154,27 +179,13 @@ await shot(page, "machine-refusal");
 // The terminal: echo hi.
 await selectTab(page, "Terminal");
 await page.getByTestId("terminal-state").filter({ hasText: "connected" }).waitFor({ timeout: T });
-await page.getByTestId("terminal").click();
-await page.keyboard.type("echo hi");
-await page.keyboard.press("Enter");
-await page.waitForFunction(
-  () => [...document.querySelectorAll('[data-testid="terminal"] .xterm-rows > div')].some((d) => d.textContent?.trim() === "hi"),
-  null,
-  { timeout: T },
-);
+await runLine(page, "terminal", "echo hi", "hi");
 await shot(page, "terminal");
 
 // The console WebSocket, in the same terminal.
 await selectTab(page, "Console");
 await page.getByTestId("console-state").filter({ hasText: "connected" }).waitFor({ timeout: T });
-await page.getByTestId("console").click();
-await page.keyboard.type("echo from-the-console");
-await page.keyboard.press("Enter");
-await page.waitForFunction(
-  () => [...document.querySelectorAll('[data-testid="console"] .xterm-rows > div')].some((d) => d.textContent?.trim() === "from-the-console"),
-  null,
-  { timeout: T },
-);
+await runLine(page, "console", "echo from-the-console", "from-the-console");
 await shot(page, "console");
 
 // Files: upload (with progress), list, download, delete.
