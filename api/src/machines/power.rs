@@ -64,13 +64,14 @@ impl Machines {
         }
         let from = m.spec.desired_power_state();
         if let Err(refusal) = power::plan(to, from, m.spec.track()) {
-            let (reason, advice) = match refusal {
-                Refusal::Invalid { .. } => (Reason::InvalidTransition, "resume it first (POST .../resume)"),
-                Refusal::NeedsVm { .. } => {
-                    (Reason::PowerStateUnsupported, "a template sandbox can pause or stop instead")
+            // The refusal says what a sandbox can do instead; an invalid step gets the way out.
+            let (reason, message) = match refusal {
+                Refusal::Invalid { .. } => {
+                    (Reason::InvalidTransition, format!("Machine {ns}/{name}: {refusal}; resume it first (POST .../resume)"))
                 }
+                Refusal::NeedsVm { .. } => (Reason::PowerStateUnsupported, format!("Machine {ns}/{name}: {refusal}")),
             };
-            return Err(Error::conflict(reason, format!("Machine {ns}/{name}: {refusal}; {advice}")));
+            return Err(Error::conflict(reason, message));
         }
         let mut patch = json!({ "spec": { "powerState": to } });
         if clear_idle && m.annotations().contains_key(annotations::IDLE_SUSPENDED) {
