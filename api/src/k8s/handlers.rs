@@ -934,19 +934,56 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
 /// Whether `new` stores what `old` holds: equal but for the resourceVersion and the times in
 /// managedFields (each write stamps its manager's entry, which alone changes nothing).
 fn unchanged(old: &Value, new: &Value) -> bool {
-    let comparable = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-            if let Some(Value::Array(managers)) = meta.get_mut("managedFields") {
-                for m in managers.iter_mut().filter_map(Value::as_object_mut) {
-                    m.remove("time");
-                }
-            }
-        }
-        v
+    // Compared in place, not on copies: this runs on every update.
+    let managers = |o: &Value, n: &Value| match (o.as_array(), n.as_array()) {
+        (Some(o), Some(n)) => o.len() == n.len() && o.iter().zip(n).all(|(o, n)| same_except(o, n, &["time"], |_, _, _| None)),
+        _ => o == n,
     };
-    comparable(old) == comparable(new)
+    let metadata = |o: &Value, n: &Value| {
+        same_except(o, n, &["resourceVersion"], |k, o, n| (k == "managedFields").then(|| managers(o, n)))
+    };
+    same_except(old, new, &[], |k, o, n| (k == "metadata").then(|| metadata(o, n)))
+}
+
+/// Whether two objects hold the same keys, but for `ignore`, with equal values; `special`
+/// compares a key's two values where it returns `Some`. Values that are not objects compare as is.
+fn same_except(a: &Value, b: &Value, ignore: &[&str], special: impl Fn(&str, &Value, &Value) -> Option<bool>) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return a == b };
+    let counted = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| !ignore.contains(&k.as_str())).count();
+    counted(a) == counted(b)
+        && a.iter().filter(|(k, _)| !ignore.contains(&k.as_str())).all(|(k, av)| match b.get(k) {
+            None => false,
+            Some(bv) => special(k, av, bv).unwrap_or_else(|| av == bv),
+        })
+}
+
+#[cfg(test)]
+mod unchanged_tests {
+    use super::unchanged;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_version_and_manager_times_may_differ() {
+        let obj = |rv: &str, time: &str, x: i64| {
+            json!({"metadata": {"name": "a", "resourceVersion": rv, "labels": {"k": "v"},
+                                "managedFields": [{"manager": "m", "time": time, "fieldsV1": {"f:x": {}}}]},
+                   "spec": {"x": x}})
+        };
+        assert!(unchanged(&obj("1", "t1", 1), &obj("2", "t2", 1)));
+        assert!(!unchanged(&obj("1", "t1", 1), &obj("1", "t1", 2)), "the spec changed");
+        let mut labelled = obj("1", "t1", 1);
+        labelled["metadata"]["labels"]["k"] = json!("w");
+        assert!(!unchanged(&obj("1", "t1", 1), &labelled), "a label changed");
+        let mut more = obj("1", "t1", 1);
+        more["status"] = json!({});
+        assert!(!unchanged(&obj("1", "t1", 1), &more), "a key on one side only");
+        let mut manager = obj("1", "t1", 1);
+        manager["metadata"]["managedFields"][0]["manager"] = json!("other");
+        assert!(!unchanged(&obj("1", "t1", 1), &manager), "another manager");
+        let mut no_rv = obj("1", "t1", 1);
+        no_rv["metadata"].as_object_mut().unwrap().remove("resourceVersion");
+        assert!(unchanged(&obj("1", "t1", 1), &no_rv), "a version on one side only is still the version");
+    }
 }
 
 /// Server-owned metadata, the status subresource split, and admission.
