@@ -306,6 +306,7 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
     let mut first_exec = Vec::with_capacity(n);
     let mut first_exec_alone = Vec::with_capacity(n);
     let mut second_exec = Vec::with_capacity(n);
+    let mut released = Vec::new();
     crate::claims::wait_full_with(&pools, POOL, size as i32, Duration::from_secs(300), |_| {}).await?;
     paused_memory(rest, state, report).await?;
     for i in 0..n {
@@ -340,11 +341,12 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
             let t2 = Instant::now();
             let e = rest.post(&format!("/api/v1/machines/{NS}/{machine}/exec"), json!({"command": ["true"]})).await;
             ensure!(e.status == 200 && e.body["exitCode"] == 0, "second exec: {} {}", e.status, e.body);
-            Ok((to_bound, to_first, t2.elapsed()))
+            Ok((to_bound, to_first, t2.elapsed(), machine))
         }
         .await;
         match r {
-            Ok((b, e, e2)) => {
+            Ok((b, e, e2, machine)) => {
+                released.push(machine);
                 bound.push(ms(b));
                 first_exec.push(ms(e));
                 first_exec_alone.push(ms(e - b));
@@ -360,6 +362,12 @@ async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut R
         }
         let gone = rest.delete(&format!("/api/v1/machineclaims/{NS}/{name}")).await;
         ensure!(gone.status < 300, "releasing the claim: {} {}", gone.status, gone.body);
+        // Samples stand alone: as the pool is full again before each claim (the last refill
+        // done), the last claim's teardown (its sandbox stopped and removed) is done too.
+        for machine in released.drain(..) {
+            let w = rest.get(&format!("/api/v1/machines/{NS}/{machine}/wait?deleted=true&timeoutSeconds=60")).await;
+            ensure!(w.status == 200 || w.status == 404, "the released {machine} is not gone: {} {}", w.status, w.body);
+        }
     }
     report.latencies(S, "claim → Bound: kairon", &mut bound);
     report.latencies(S, "claim → first exec: kairon", &mut first_exec);
