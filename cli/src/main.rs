@@ -5,10 +5,12 @@
 
 mod config;
 mod duration;
+mod jsonpath;
 #[allow(clippy::all, clippy::pedantic, unused, missing_docs, unreachable_pub, rust_2018_idioms)]
 #[rustfmt::skip]
 mod generated;
 mod output;
+mod stream;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -23,8 +25,21 @@ use serde_json::{Value, json};
 use generated::{Client, ClientInfo, Error, types};
 use output::Format;
 
+/// The exit codes, ending every verb's `--help`.
+macro_rules! exit_codes {
+    () => {
+        "\n\nExit codes: 0 done, 1 refused or failed (the server's reason and message on stderr), 2 usage error, 3 server unreachable."
+    };
+}
+
 #[derive(Parser)]
-#[command(name = "kaironctl", version, about = "Drive Kairon Machines, pools and claims", propagate_version = true)]
+#[command(
+    name = "kaironctl",
+    version,
+    about = "Drive Kairon Machines, pools and claims",
+    propagate_version = true,
+    after_help = concat!("Run `kaironctl VERB --help` for a verb's flags and examples.", exit_codes!())
+)]
 struct Cli {
     /// Kubeconfig to read (default: $KUBECONFIG, ~/.kube/config, ~/.local/state/kairon/kubeconfig).
     #[arg(long, global = true, env = "KAIRONCTL_KUBECONFIG")]
@@ -38,8 +53,8 @@ struct Cli {
     /// Bearer token, overriding the kubeconfig.
     #[arg(long, global = true, env = "KAIRON_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Output: table (default), wide (more columns), name (`kind/name` lines), json or yaml.
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    /// Output: table (default), wide (more columns), name (`kind/name` lines), json, yaml, or jsonpath=TEMPLATE (kubectl's: `-o jsonpath='{.items[*].metadata.name}'`, `{range .items[*]}{.metadata.name}{"\n"}{end}`).
+    #[arg(short = 'o', long, global = true, value_parser = Format::parse, default_value = "table")]
     output: Format,
     #[command(subcommand)]
     cmd: Cmd,
@@ -48,10 +63,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
+    #[command(after_help = concat!("Examples:\n  kaironctl create agent-42 --sandbox-template busybox --idle-timeout 10m --max-lifetime 24h --wake-on-connect\n  kaironctl create vm-1 --image /var/lib/fluxvm/images/kairon-hw.qcow2 --cpu 2 --memory 2Gi\n  kaironctl create machinepool agents --template busybox --replicas 5 --warm-power-state Paused\n  kaironctl create clone agent-42 agent-43", exit_codes!()))]
     Create(Box<CreateArgs>),
     /// List machines (m), machinepools (mp), machineclaims (mc), nodes, the namespace's quota; or, with --node, templates, sandboxes, pools.
     #[command(
-        after_help = "Examples:\n  kaironctl get m\n  kaironctl get machines -l team=a -o name\n  kaironctl get mp -o wide --show-labels\n  kaironctl get templates --node local\n  kaironctl get quota -n team-a"
+        after_help = concat!("Examples:\n  kaironctl get m\n  kaironctl get machines -l team=a -o name\n  kaironctl get mp -o wide --show-labels\n  kaironctl get m -w\n  kaironctl get m agent-42 -o jsonpath='{.status.phase}'\n  kaironctl get templates --node local\n  kaironctl get quota -n team-a", exit_codes!())
     )]
     Get {
         kind: GetKind,
@@ -68,12 +84,16 @@ enum Cmd {
         /// A LABELS column.
         #[arg(long)]
         show_labels: bool,
+        /// After the objects as they are, print each change as it happens, until interrupted (machines, machinepools, machineclaims).
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// Show one machine (with its Lifecycle line), machinepool (with its members) or machineclaim (with its usage).
+    #[command(after_help = concat!("Examples:\n  kaironctl describe m agent-42\n  kaironctl describe mp agents\n  kaironctl describe mc agents-x7k2p", exit_codes!()))]
     Describe { kind: Kind, name: String },
     /// Delete a machine, machinepool or machineclaim: by NAME, by label (-l) or every one in the namespace (--all).
     #[command(
-        after_help = "Examples:\n  kaironctl delete m agent-42 --wait\n  kaironctl delete machines -l team=a\n  kaironctl delete mc --all"
+        after_help = concat!("Examples:\n  kaironctl delete m agent-42 --wait\n  kaironctl delete machines -l team=a\n  kaironctl delete mc --all", exit_codes!())
     )]
     #[command(group(clap::ArgGroup::new("which").required(true).args(["name", "selector", "all"])))]
     Delete {
@@ -106,6 +126,7 @@ enum Cmd {
         timeout: Duration,
     },
     /// Start a Machine (`--paused` boots it and pauses it at once).
+    #[command(after_help = concat!("Examples:\n  kaironctl start agent-42\n  kaironctl start agent-42 --paused", exit_codes!()))]
     Start {
         name: String,
         #[arg(long)]
@@ -114,18 +135,25 @@ enum Cmd {
         dry: DryRun,
     },
     /// Stop a Machine (its disk is lost unless it is on spec.volumes).
+    #[command(after_help = concat!("Examples:\n  kaironctl stop agent-42\n  kaironctl stop agent-42 --dry-run", exit_codes!()))]
     Stop(PowerArgs),
     /// Halt a VM (guest power-off; resume boots it).
+    #[command(after_help = concat!("Examples:\n  kaironctl halt vm-1", exit_codes!()))]
     Halt(PowerArgs),
     /// Pause a Machine (memory kept, no CPU).
+    #[command(after_help = concat!("Examples:\n  kaironctl pause agent-42", exit_codes!()))]
     Pause(PowerArgs),
     /// Resume a Machine.
+    #[command(after_help = concat!("Examples:\n  kaironctl resume agent-42", exit_codes!()))]
     Resume(PowerArgs),
     /// Restart a Machine.
+    #[command(after_help = concat!("Examples:\n  kaironctl restart agent-42", exit_codes!()))]
     Restart(PowerArgs),
     /// Hibernate a VM (memory to disk, the VMM exits).
+    #[command(after_help = concat!("Examples:\n  kaironctl hibernate vm-1", exit_codes!()))]
     Hibernate(PowerArgs),
     /// Migrate a Machine to another node.
+    #[command(after_help = concat!("Examples:\n  kaironctl migrate vm-1 --target-node node-b --dry-run", exit_codes!()))]
     Migrate {
         name: String,
         #[arg(long)]
@@ -134,6 +162,7 @@ enum Cmd {
         dry: DryRun,
     },
     /// Freeze a VM's filesystems through the guest agent, thawing on its own after the timeout.
+    #[command(after_help = concat!("Examples:\n  kaironctl freeze vm-1 --unfreeze-timeout 2m", exit_codes!()))]
     Freeze {
         name: String,
         /// e.g. 5m (default: the server's).
@@ -141,10 +170,13 @@ enum Cmd {
         unfreeze_timeout: Option<Duration>,
     },
     /// Thaw a frozen VM's filesystems.
+    #[command(after_help = concat!("Examples:\n  kaironctl unfreeze vm-1", exit_codes!()))]
     Unfreeze { name: String },
     /// Fork a running Machine into NEW (live on a VM; the filesystem of a sandbox).
+    #[command(after_help = concat!("Examples:\n  kaironctl fork agent-42 agent-42-try", exit_codes!()))]
     Fork { name: String, new_name: String },
     /// Claim a warm member of a MachinePool.
+    #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
     Claim {
         pool: String,
         /// Release the claim this long after it binds (e.g. 1h).
@@ -157,11 +189,15 @@ enum Cmd {
         #[arg(long)]
         no_wait: bool,
     },
-    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`.
+    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`).
+    #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3", exit_codes!()))]
     Exec {
         name: String,
         #[arg(last = true, required = true)]
         command: Vec<String>,
+        /// Stream stdin to the command and its output (stdout and stderr as one stream) back as it is produced; sandboxes only.
+        #[arg(short = 'i', long = "stdin", conflicts_with_all = ["cwd", "timeout", "env", "user"])]
+        interactive: bool,
         #[arg(long)]
         cwd: Option<String>,
         #[arg(long, value_parser = duration::parse)]
@@ -173,7 +209,18 @@ enum Cmd {
         #[arg(short = 'u', long)]
         user: Option<String>,
     },
+    /// Attach to a Machine's console: a shell in a sandbox, the serial console of a VM; stdin goes to it, its output comes back, and the shell's exit code is kaironctl's.
+    #[command(after_help = concat!("Examples:\n  kaironctl console agent-42\n  echo 'ls /' | kaironctl console agent-42", exit_codes!()))]
+    Console { name: String },
+    /// Forward a local port to a port of the guest: `port-forward NAME 8080:80` (`:80` picks a free local port; `80` is 80:80). Each connection gets its own stream; runs until interrupted.
+    #[command(after_help = concat!("Examples:\n  kaironctl port-forward agent-42 8080:80\n  kaironctl port-forward agent-42 :8888\n  kaironctl port-forward vm-1 2222:22 & ssh -p 2222 root@127.0.0.1", exit_codes!()))]
+    PortForward {
+        name: String,
+        /// `LOCAL:REMOTE`, `:REMOTE` or `PORT`.
+        ports: String,
+    },
     /// Copy a file: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout).
+    #[command(after_help = concat!("Examples:\n  kaironctl cp ./data.csv agent-42:/tmp/data.csv\n  kaironctl cp agent-42:/tmp/out.json -\n  tar c . | kaironctl cp - agent-42:/tmp/src.tar", exit_codes!()))]
     Cp {
         src: String,
         dst: String,
@@ -182,6 +229,7 @@ enum Cmd {
         mode: Option<String>,
     },
     /// A background process's output: `logs MACHINE PID [--follow] [--stderr]`.
+    #[command(after_help = concat!("Examples:\n  kaironctl logs agent-42 p-1 --follow\n  kaironctl logs agent-42 p-1 --stderr", exit_codes!()))]
     Logs {
         name: String,
         pid: String,
@@ -191,6 +239,7 @@ enum Cmd {
         stderr: bool,
     },
     /// Claim usage: totals grouped by namespace, claim or day (`usage --from 2026-11-01`), or one claim's history (`usage --claim UID`).
+    #[command(after_help = concat!("Examples:\n  kaironctl usage\n  kaironctl usage --from 2026-11-01 --group-by day\n  kaironctl usage --claim 6f1c...-uid -o json", exit_codes!()))]
     Usage {
         #[arg(long)]
         from: Option<String>,
@@ -202,6 +251,7 @@ enum Cmd {
         claim: Option<String>,
     },
     /// Build a sandbox template on a node from an OCI image.
+    #[command(after_help = concat!("Examples:\n  kaironctl build template python --node local --image docker.io/library/python:3.12-slim", exit_codes!()))]
     Build {
         #[arg(value_parser = ["template"])]
         kind: String,
@@ -212,12 +262,14 @@ enum Cmd {
         image: String,
     },
     /// Ask a node's egress policy whether a sandbox may reach HOST.
+    #[command(after_help = concat!("Examples:\n  kaironctl egress-check api.github.com --node local", exit_codes!()))]
     EgressCheck {
         host: String,
         #[arg(long)]
         node: String,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = concat!("Examples:\n  kaironctl completion bash > /etc/bash_completion.d/kaironctl\n  source <(kaironctl completion zsh)", exit_codes!()))]
     Completion { shell: clap_complete::Shell },
 }
 
@@ -448,7 +500,7 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
-fn client(cli: &Cli) -> Result<(Client, String)> {
+fn client(cli: &Cli) -> Result<(Client, String, config::Target)> {
     let t = config::load(cli.kubeconfig.clone(), cli.server.clone(), cli.token.clone(), cli.namespace.clone())?;
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(tok) = &t.token {
@@ -462,7 +514,8 @@ fn client(cli: &Cli) -> Result<(Client, String)> {
         let certs = reqwest::Certificate::from_pem_bundle(pem).context("the kubeconfig's CA is not PEM")?;
         b = b.tls_certs_merge(certs);
     }
-    Ok((Client::new_with_client(&t.server, b.build()?), t.namespace))
+    let ns = t.namespace.clone();
+    Ok((Client::new_with_client(&t.server, b.build()?), ns, t))
 }
 
 fn manifest<T: serde::de::DeserializeOwned>(v: Value) -> Result<T> {
@@ -470,14 +523,19 @@ fn manifest<T: serde::de::DeserializeOwned>(v: Value) -> Result<T> {
 }
 
 async fn run(cli: Cli) -> Result<()> {
-    let (c, ns) = client(&cli)?;
+    let (c, ns, target) = client(&cli)?;
     let fmt = cli.output;
     match cli.cmd {
         Cmd::Completion { .. } => unreachable!("handled before connecting"),
         Cmd::Create(a) => create(&c, &ns, fmt, *a).await,
-        Cmd::Get { kind, name, node, all_namespaces, selector, show_labels } => {
-            let list =
-                GetArgs { node: node.as_deref(), all: all_namespaces, selector: selector.as_deref(), show_labels };
+        Cmd::Get { kind, name, node, all_namespaces, selector, show_labels, watch } => {
+            let list = GetArgs {
+                node: node.as_deref(),
+                all: all_namespaces,
+                selector: selector.as_deref(),
+                show_labels,
+                watch,
+            };
             get(&c, &ns, fmt, kind, name.as_deref(), list).await
         }
         Cmd::Describe { kind, name } => describe(&c, &ns, fmt, kind, &name).await,
@@ -581,7 +639,20 @@ async fn run(cli: Cli) -> Result<()> {
             output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
         }
         Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
-        Cmd::Exec { name, command, cwd, timeout, env, user } => {
+        Cmd::Exec { name, command, interactive: true, .. } => {
+            let code = stream::Relays::new(&target)?.exec(&ns, &name, &command).await?;
+            exit_with(code)
+        }
+        Cmd::Console { name } => {
+            let code = stream::Relays::new(&target)?.console(&ns, &name).await?;
+            exit_with(code)
+        }
+        Cmd::PortForward { name, ports } => {
+            // A Machine that is not there is refused before anything listens.
+            get_one(&c, &ns, Kind::Machine, &name).await?;
+            std::sync::Arc::new(stream::Relays::new(&target)?).port_forward(&ns, &name, &ports).await
+        }
+        Cmd::Exec { name, command, cwd, timeout, env, user, interactive: false } => {
             // Arguments from the command line carry no NUL byte (the server refuses one).
             let req = types::ExecRequest {
                 command,
@@ -610,13 +681,7 @@ async fn run(cli: Cli) -> Result<()> {
                 let url = format!("{}/api/v1/machines/{ns}/{name}/processes/{pid}/logs", c.baseurl());
                 let resp = c.client().get(url).query(&[("follow", "true"), ("stream", stream)]).send().await?;
                 if !resp.status().is_success() {
-                    let status = resp.status().as_u16();
-                    let b: Value = resp.json().await.unwrap_or(Value::Null);
-                    return Err(anyhow::Error::new(Failure::Refused(format!(
-                        "{} ({status}): {}",
-                        b["reason"].as_str().unwrap_or("Error"),
-                        b["message"].as_str().unwrap_or("")
-                    ))));
+                    return Err(refusal(resp).await);
                 }
                 let mut body = resp.bytes_stream();
                 let mut out = std::io::stdout();
@@ -676,6 +741,12 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Ends kaironctl with a program's exit code (out of range: 1).
+fn exit_with(code: i32) -> Result<()> {
+    std::io::stdout().flush()?;
+    std::process::exit(if (0..256).contains(&code) { code } else { 1 })
 }
 
 fn dry_note(dry: bool) -> &'static str {
@@ -815,6 +886,7 @@ struct GetArgs<'a> {
     all: bool,
     selector: Option<&'a str>,
     show_labels: bool,
+    watch: bool,
 }
 
 fn items(v: Value) -> Vec<Value> {
@@ -933,6 +1005,15 @@ async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str
         GetKind::Machineclaims => Some(object(Kind::Machineclaim, output::Table::Claims)),
         _ => None,
     };
+    if a.watch {
+        let Some((k, table)) = objects else {
+            return Err(anyhow::Error::new(Failure::Refused(format!(
+                "get -w watches machines, machinepools and machineclaims, not {}",
+                kind.name()
+            ))));
+        };
+        return watch(c, ns, fmt, (k, table), name, &a).await;
+    }
     let (rows, items) = match objects {
         Some((k, table)) => {
             let items = match name {
@@ -969,7 +1050,8 @@ async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str
     };
     match fmt {
         _ if fmt.is_table() => {
-            let view = output::View { all_ns: a.all, wide: fmt == Format::Wide, labels: a.show_labels };
+            let view =
+                output::View { all_ns: a.all, wide: fmt == Format::Wide, labels: a.show_labels, no_header: false };
             output::table(rows, &items, view);
             Ok(())
         }
@@ -984,6 +1066,95 @@ async fn get(c: &Client, ns: &str, fmt: Format, kind: GetKind, name: Option<&str
             output::print(fmt, &v)
         }
     }
+}
+
+/// `get -w`: every object as it is, then each change as it happens, until interrupted. It rides
+/// the REST watch of the kind (`GET /api/v1/<kind>s?watch=true`, the caller's namespaces),
+/// resumed from the last version seen when a stream ends, and started over when the server says
+/// that version is too old (410).
+async fn watch(
+    c: &Client,
+    ns: &str,
+    fmt: Format,
+    (kind, table): (Kind, output::Table),
+    name: Option<&str>,
+    a: &GetArgs<'_>,
+) -> Result<()> {
+    let mut header = true;
+    let mut rv: Option<String> = None;
+    let url = format!("{}/api/v1/{}s", c.baseurl(), kind.name());
+    loop {
+        let mut query = vec![("watch", "true".to_string())];
+        query.extend(a.selector.map(|s| ("labelSelector", s.to_string())));
+        query.extend(rv.clone().map(|v| ("resourceVersion", v)));
+        let resp = c
+            .client()
+            .get(&url)
+            .query(&query)
+            .send()
+            .await
+            .map_err(|e| anyhow::Error::new(Failure::Unreachable(format!("could not reach the server: {e}"))))?;
+        if !resp.status().is_success() {
+            return Err(refusal(resp).await);
+        }
+        let mut body = resp.bytes_stream();
+        let mut buf = Vec::new();
+        'stream: while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| Failure::Unreachable(format!("the watch broke: {e}")))?;
+            buf.extend_from_slice(&chunk);
+            while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=end).collect();
+                let ev: Value = serde_json::from_slice(&line).context("a watch event that is not JSON")?;
+                let obj = &ev["object"];
+                match ev["type"].as_str() {
+                    Some("ERROR") if obj["code"] == 410 => {
+                        rv = None;
+                        break 'stream;
+                    }
+                    Some("ERROR") => {
+                        return Err(anyhow::Error::new(Failure::Refused(format!(
+                            "the watch failed: {}",
+                            obj["message"].as_str().unwrap_or("")
+                        ))));
+                    }
+                    _ => {}
+                }
+                rv = obj["metadata"]["resourceVersion"].as_str().map(String::from).or(rv);
+                if ev["type"] == "BOOKMARK"
+                    || (!a.all && obj["metadata"]["namespace"] != ns)
+                    || name.is_some_and(|n| obj["metadata"]["name"] != n)
+                {
+                    continue;
+                }
+                match fmt {
+                    _ if fmt.is_table() => {
+                        let view = output::View {
+                            all_ns: a.all,
+                            wide: fmt == Format::Wide,
+                            labels: a.show_labels,
+                            no_header: !header,
+                        };
+                        output::table(table, std::slice::from_ref(obj), view);
+                        header = false;
+                    }
+                    Format::Name => println!("{}", output::name_of(table.kind(), obj)),
+                    _ => output::print(fmt, obj)?,
+                }
+                std::io::stdout().flush()?;
+            }
+        }
+    }
+}
+
+/// A refusal answered outside the generated client, as its `{reason, message}`.
+async fn refusal(resp: reqwest::Response) -> anyhow::Error {
+    let status = resp.status().as_u16();
+    let b: Value = resp.json().await.unwrap_or(Value::Null);
+    anyhow::Error::new(Failure::Refused(format!(
+        "{} ({status}): {}",
+        b["reason"].as_str().unwrap_or("Error"),
+        b["message"].as_str().unwrap_or("")
+    )))
 }
 
 async fn describe(c: &Client, ns: &str, fmt: Format, kind: Kind, name: &str) -> Result<()> {
@@ -1132,6 +1303,16 @@ mod tests {
             assert!(WaitFor::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(WaitFor::Phase("Bound".into()).to_string(), "phase Bound");
+    }
+
+    #[test]
+    fn every_verb_has_examples_and_the_exit_codes() {
+        let cli = Cli::command();
+        for verb in cli.get_subcommands() {
+            let help = verb.get_after_help().map(|h| h.to_string()).unwrap_or_default();
+            assert!(help.contains("Examples:\n  kaironctl "), "{}: no examples", verb.get_name());
+            assert!(help.contains("Exit codes: 0 "), "{}: no exit codes", verb.get_name());
+        }
     }
 
     #[test]

@@ -4,8 +4,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::duration::human;
+use crate::jsonpath::Template;
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq)]
 pub enum Format {
     Table,
     /// The table with more columns.
@@ -14,9 +15,31 @@ pub enum Format {
     Name,
     Json,
     Yaml,
+    /// `jsonpath=TEMPLATE`, parsed once (kaironctl prints one answer and exits, so the template
+    /// lives as long as the process).
+    JsonPath(&'static Template),
 }
 
 impl Format {
+    /// `-o`'s value: `table`, `wide`, `name`, `json`, `yaml` or `jsonpath=TEMPLATE`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "table" => Format::Table,
+            "wide" => Format::Wide,
+            "name" => Format::Name,
+            "json" => Format::Json,
+            "yaml" => Format::Yaml,
+            _ => match s.strip_prefix("jsonpath=") {
+                Some(t) => Format::JsonPath(Box::leak(Box::new(Template::parse(t)?))),
+                None => {
+                    return Err(format!(
+                        "{s:?} is not an output format: use table, wide, name, json, yaml or jsonpath='{{.metadata.name}}'"
+                    ));
+                }
+            },
+        })
+    }
+
     /// A table or `wide`: text for a person, not a program.
     pub fn is_table(self) -> bool {
         matches!(self, Format::Table | Format::Wide)
@@ -28,6 +51,8 @@ impl Format {
 pub fn print(fmt: Format, v: &Value) -> anyhow::Result<()> {
     match fmt {
         Format::Yaml => print!("{}", serde_yaml::to_string(v)?),
+        // As kubectl: exactly the template, no newline added (end it with `{"\n"}`).
+        Format::JsonPath(t) => print!("{}", t.render(v)),
         Format::Name if v["metadata"]["name"].is_string() => println!("{}", name_of(None, v)),
         Format::Name if v["items"].is_array() => {
             for it in v["items"].as_array().into_iter().flatten() {
@@ -69,6 +94,8 @@ pub struct View {
     pub wide: bool,
     /// `--show-labels`: a LABELS column last.
     pub labels: bool,
+    /// Rows only (`get -w` prints its header once, then a row per change).
+    pub no_header: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -289,10 +316,10 @@ pub fn table(kind: Table, items: &[Value], view: View) {
             r.insert(0, s(item, &["metadata", "namespace"]));
         }
     }
-    print_rows(&head, &rows);
+    print_rows(&head, &rows, !view.no_header);
 }
 
-fn print_rows(head: &[&str], rows: &[Vec<String>]) {
+fn print_rows(head: &[&str], rows: &[Vec<String>], with_head: bool) {
     let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {
@@ -303,7 +330,9 @@ fn print_rows(head: &[&str], rows: &[Vec<String>]) {
         let parts: Vec<String> = cells.iter().enumerate().map(|(i, c)| format!("{c:<width$}", width = w[i])).collect();
         println!("{}", parts.join("   ").trim_end());
     };
-    line(head.iter().map(|h| h.to_string()).collect());
+    if with_head {
+        line(head.iter().map(|h| h.to_string()).collect());
+    }
     for r in rows {
         line(r.clone());
     }
@@ -333,7 +362,7 @@ pub fn usage_table(v: &Value) {
         })
         .unwrap_or_default();
     let by = v["groupBy"].as_str().unwrap_or("namespace").to_uppercase();
-    print_rows(&[&by, "ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"], &rows);
+    print_rows(&[&by, "ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"], &rows, true);
 }
 
 /// A quota report: for each quota, each amount it limits with the namespace's use; with no
@@ -356,7 +385,7 @@ pub fn quota_table(v: &Value) {
             })
             .collect()
     };
-    print_rows(&["QUOTA", "RESOURCE", "USED", "LIMIT"], &rows);
+    print_rows(&["QUOTA", "RESOURCE", "USED", "LIMIT"], &rows, true);
 }
 
 fn events_text(events: &Value) -> String {

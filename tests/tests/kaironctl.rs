@@ -221,28 +221,253 @@ fn kaironctl_drives_machines_with_every_verb() {
     }
 }
 
-#[test]
-fn kaironctl_logs_follow_a_background_process() {
-    let k = Kairon::start().expect("kairon up");
-    let ctl = Ctl { k: &k, ns: "ctl-logs" };
-    ctl.ok(&["create", "worker", "--sandbox-template", "busybox", "--sandbox"]);
-    ctl.wait_phase("worker", "Running");
-    // Start a process through the REST API (kaironctl has no `start-process`); logs read it.
-    let url = format!("{}/api/v1/machines/ctl-logs/worker/processes", k.url);
+/// Starts a background process through the REST API (kaironctl has no `start-process`); its id.
+fn start_process(k: &Kairon, ns: &str, machine: &str, command: &[&str]) -> String {
+    let url = format!("{}/api/v1/machines/{ns}/{machine}/processes", k.url);
     let ca = k.data_dir.path().join("tls/ca.crt");
+    let body = serde_json::json!({ "command": command }).to_string();
     let out = Command::new("curl")
         .args(["-sS", "--cacert"])
         .arg(&ca)
         .args(["-H", &format!("Authorization: Bearer {}", k.admin_token), "-H", "Content-Type: application/json"])
-        .args(["-d", r#"{"command":["sh","-c","echo one; sleep 1; echo two; echo err >&2"]}"#, &url])
+        .args(["-d", &body, &url])
         .output()
         .expect("curl");
     let p: Value = serde_json::from_slice(&out.stdout).expect("process JSON");
-    let pid = p["id"].as_str().expect("process id").to_string();
+    p["id"].as_str().unwrap_or_else(|| panic!("no process id: {p}")).to_string()
+}
+
+/// Runs kaironctl with `stdin` fed to it; its output.
+fn with_stdin(ctl: &Ctl<'_>, args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(kaironctl_bin())
+        .env("KUBECONFIG", &ctl.k.kubeconfig)
+        .env_remove("KAIRON_TOKEN")
+        .args(["-n", ctl.ns])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kaironctl");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("writing stdin");
+    child.wait_with_output().expect("kaironctl output")
+}
+
+/// A long-running kaironctl (`get -w`, `port-forward`) whose stdout is read line by line; killed
+/// when dropped.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn start(ctl: &Ctl<'_>, args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(kaironctl_bin())
+            .env("KUBECONFIG", &ctl.k.kubeconfig)
+            .env_remove("KAIRON_TOKEN")
+            .args(["-n", ctl.ns])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("kaironctl");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The lines printed until one satisfies `ok` (which is the last); a timeout shows them.
+    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> Vec<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = ok(&line);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => panic!("no line with {what} in 120 s; printed: {seen:#?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// kaironctl in a real terminal: a tmux session of its own server, which ends with it.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(ctl: &Ctl<'_>, args: &[&str]) -> Self {
+        let socket = format!("kaironctl-test-{}", std::process::id());
+        let mut line =
+            format!("env KUBECONFIG={} {} -n {}", ctl.k.kubeconfig.display(), kaironctl_bin().display(), ctl.ns);
+        for a in args {
+            line.push_str(&format!(" '{a}'"));
+        }
+        line.push_str("; echo kaironctl exited $?; sleep 600");
+        let ok = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", &line])
+            .status()
+            .expect("tmux (apt-get install tmux)");
+        assert!(ok.success(), "tmux new-session failed");
+        Self { socket }
+    }
+
+    /// Types `text` and Enter.
+    fn send(&self, text: &str) {
+        let ok = Command::new("tmux").args(["-L", &self.socket, "send-keys", "-l", text]).status().expect("tmux");
+        assert!(ok.success());
+        let ok = Command::new("tmux").args(["-L", &self.socket, "send-keys", "Enter"]).status().expect("tmux");
+        assert!(ok.success());
+    }
+
+    fn screen(&self) -> String {
+        let out = Command::new("tmux").args(["-L", &self.socket, "capture-pane", "-p"]).output().expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen();
+            if ok(&screen) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "no {what} on the terminal in 60 s:\n{screen}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).status();
+    }
+}
+
+/// An HTTP/1.0 GET of `path` through 127.0.0.1:`port`: the whole answer.
+fn http_get(port: u16, path: &str) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: guest\r\n\r\n").as_bytes())?;
+    let mut got = Vec::new();
+    conn.read_to_end(&mut got)?;
+    Ok(String::from_utf8_lossy(&got).into_owned())
+}
+
+#[test]
+fn kaironctl_streams_logs_stdin_console_port_forward_and_watches() {
+    let k = Kairon::start().expect("kairon up");
+    let ctl = Ctl { k: &k, ns: "ctl-logs" };
+    ctl.ok(&["create", "worker", "--sandbox-template", "busybox", "--sandbox"]);
+    ctl.wait_phase("worker", "Running");
+
+    // logs of a background process, followed and after the fact.
+    let pid = start_process(&k, "ctl-logs", "worker", &["sh", "-c", "echo one; sleep 1; echo two; echo err >&2"]);
     assert_eq!(ctl.ok(&["logs", "worker", &pid, "--follow"]), "one\ntwo\n");
     assert_eq!(ctl.ok(&["logs", "worker", &pid]), "one\ntwo\n");
     assert_eq!(ctl.ok(&["logs", "worker", &pid, "--stderr"]), "err\n");
     assert!(ctl.fails(1, &["logs", "worker", "nope"]).contains("NotFound"));
+
+    // -o jsonpath, as kubectl reads it.
+    assert_eq!(ctl.ok(&["get", "machines", "-o", "jsonpath={.items[*].metadata.name}"]), "worker");
+    assert_eq!(ctl.ok(&["get", "machine", "worker", "-o", "jsonpath={.status.phase}"]), "Running");
+    let range = ctl.ok(&["get", "m", "-o", "jsonpath={range .items[*]}{.metadata.name}:{.status.phase}{\"\\n\"}{end}"]);
+    assert_eq!(range, "worker:Running\n");
+    assert!(ctl.fails(2, &["get", "m", "-o", "jsonpath={.items"]).contains("no closing"));
+
+    // exec -i: stdin streamed in, output and the exit code back.
+    let out = with_stdin(&ctl, &["exec", "-i", "worker", "--", "sh", "-c", "cat; echo err >&2; exit 5"], b"a\nb\n");
+    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    // stdout and stderr share the stream, each in its own order.
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(lines, ["a", "b", "err"]);
+    let refused = with_stdin(&ctl, &["exec", "-i", "nope", "--", "true"], b"");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("NotFound"), "{refused:?}");
+
+    // console: a shell, its exit code kaironctl's.
+    let out = with_stdin(&ctl, &["console", "worker"], b"echo from-the-console\nexit 4\n");
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("from-the-console\n"), "{out:?}");
+
+    // console from a real terminal (tmux): typed lines run, `exit` ends kaironctl with the code.
+    let term = Tmux::start(&ctl, &["console", "worker"]);
+    // The prompt (`/ # `) may share its line with what the shell says next ("can't access tty").
+    term.until("the shell's prompt", |screen| screen.lines().any(|l| l.starts_with("/ #")));
+    term.send("echo from-a-terminal");
+    term.until("the output line", |screen| screen.lines().any(|l| l.trim_end() == "from-a-terminal"));
+    term.send("exit 3");
+    term.until("kaironctl's exit code", |screen| screen.contains("kaironctl exited 3"));
+    drop(term);
+
+    // port-forward carries HTTP to a server in the guest, a connection at a time.
+    ctl.ok(&["exec", "worker", "--", "sh", "-c", "mkdir -p /www && echo hello-through-the-tunnel > /www/index.html"]);
+    start_process(&k, "ctl-logs", "worker", &["httpd", "-f", "-p", "8080", "-h", "/www"]);
+    let pf = Running::start(&ctl, &["port-forward", "worker", ":8080"]);
+    let first = pf.until("Forwarding from", |l| l.starts_with("Forwarding from 127.0.0.1:"));
+    let port: u16 = first[0]
+        .trim_start_matches("Forwarding from 127.0.0.1:")
+        .split(' ')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    wait_for_sync("httpd through port-forward", Duration::from_secs(60), Duration::from_millis(300), || {
+        let got = http_get(port, "/index.html").map_err(|e| e.to_string())?;
+        if got.starts_with("HTTP/1.") && got.contains("hello-through-the-tunnel") { Ok(()) } else { Err(got) }
+    });
+    let again = http_get(port, "/index.html").expect("a second connection");
+    assert!(again.contains("hello-through-the-tunnel"), "{again}");
+    drop(pf);
+    // A closed guest port: the connection ends with nothing; a missing Machine: refused at once.
+    let closed = Running::start(&ctl, &["port-forward", "worker", ":9"]);
+    let first = closed.until("Forwarding from", |l| l.starts_with("Forwarding from 127.0.0.1:"));
+    let port: u16 =
+        first[0].trim_start_matches("Forwarding from 127.0.0.1:").split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(http_get(port, "/").unwrap_or_default(), "");
+    drop(closed);
+    assert!(ctl.fails(1, &["port-forward", "nope", "8080"]).contains("NotFound"));
+    assert!(ctl.fails(1, &["port-forward", "worker", "80:0"]).contains("remote port"));
+
+    // get -w: the objects, then each change as it happens.
+    let w = Running::start(&ctl, &["get", "machines", "-w"]);
+    let seen = w.until("worker Running", |l| l.starts_with("worker ") && l.contains(" Running "));
+    assert_eq!(header(&seen[0]), ["NAME", "PHASE", "POWER", "NODE", "IP", "AGE"]);
+    ctl.ok(&["pause", "worker"]);
+    w.until("worker Paused", |l| l.starts_with("worker ") && l.contains(" Paused "));
+    ctl.ok(&["resume", "worker"]);
+    w.until("worker Running again", |l| l.starts_with("worker ") && l.contains(" Running   Running"));
+    let j = Running::start(
+        &ctl,
+        &["get", "machine", "worker", "-w", "-o", "jsonpath={.metadata.name}={.spec.powerState}{\"\\n\"}"],
+    );
+    j.until("worker=", |l| l.starts_with("worker="));
+    ctl.ok(&["pause", "worker"]);
+    j.until("worker=Paused", |l| l == "worker=Paused");
+    assert!(ctl.fails(1, &["get", "nodes", "-w"]).contains("get -w watches"));
 }
 
 #[test]
