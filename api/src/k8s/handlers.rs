@@ -936,7 +936,9 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
 fn unchanged(old: &Value, new: &Value) -> bool {
     // Compared in place, not on copies: this runs on every update.
     let managers = |o: &Value, n: &Value| match (o.as_array(), n.as_array()) {
-        (Some(o), Some(n)) => o.len() == n.len() && o.iter().zip(n).all(|(o, n)| same_except(o, n, &["time"], |_, _, _| None)),
+        (Some(o), Some(n)) => {
+            o.len() == n.len() && o.iter().zip(n).all(|(o, n)| same_except(o, n, &["time"], |_, _, _| None))
+        }
         _ => o == n,
     };
     let metadata = |o: &Value, n: &Value| {

@@ -66,9 +66,10 @@ impl Machines {
         if let Err(refusal) = power::plan(to, from, m.spec.track()) {
             // The refusal says what a sandbox can do instead; an invalid step gets the way out.
             let (reason, message) = match refusal {
-                Refusal::Invalid { .. } => {
-                    (Reason::InvalidTransition, format!("Machine {ns}/{name}: {refusal}; resume it first (POST .../resume)"))
-                }
+                Refusal::Invalid { .. } => (
+                    Reason::InvalidTransition,
+                    format!("Machine {ns}/{name}: {refusal}; resume it first (POST .../resume)"),
+                ),
                 Refusal::NeedsVm { .. } => (Reason::PowerStateUnsupported, format!("Machine {ns}/{name}: {refusal}")),
             };
             return Err(Error::conflict(reason, message));
