@@ -62,6 +62,11 @@ def _tls_refused(e: BaseException) -> bool:
     return False
 
 
+#: A request extension: the answer's body is handed on as it arrives instead of read whole
+#: (what makes a retry of a broken read possible), for streams such as a followed log.
+STREAMED = "kairon.streamed"
+
+
 class RetryTransport(httpx.BaseTransport):
     """An `httpx` transport that retries what is safe to retry (see the module's docstring)."""
 
@@ -76,6 +81,10 @@ class RetryTransport(httpx.BaseTransport):
             started = time.monotonic()
             try:
                 resp = self._inner.handle_request(request)
+                if request.extensions.get(STREAMED) and not (idempotent and resp.status_code in _RETRY_STATUSES
+                                                             and attempt < self.retries):
+                    # Read by the caller as it arrives (a followed log), not here.
+                    return resp
                 try:
                     raw = b"".join(resp.iter_raw())
                 finally:

@@ -9,7 +9,8 @@ operations, guest exec, processes, files, waits and usage.
 from __future__ import annotations
 
 import time
-from urllib.parse import urlencode
+from collections.abc import Iterator
+from urllib.parse import quote, urlencode
 from uuid import UUID
 from typing import Any, TypeVar
 
@@ -29,7 +30,14 @@ from kairon_api.api.guest import (
 )
 from kairon_api.api.machine_claims import machineclaim_get, machineclaim_wait
 from kairon_api.api.machines import machine_delete, machine_get, machine_wait
-from kairon_api.api.power import machine_fork, machine_pause, machine_resume
+from kairon_api.api.power import (
+    machine_fork,
+    machine_halt,
+    machine_hibernate,
+    machine_pause,
+    machine_restart,
+    machine_resume,
+)
 from kairon_api.api.usage import usage_claim
 from kairon_api.models import (
     ClaimUsageHistory,
@@ -48,7 +56,7 @@ from kairon_api.models import (
 )
 from kairon_api.types import UNSET, File, Response, Unset
 
-from ._http import DEFAULT_RETRIES, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
+from ._http import DEFAULT_RETRIES, STREAMED, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
 from .errors import ApiError, GatewayTimeoutError, error_from
 
 GROUP = "kairon.zyvor.dev/v1"
@@ -109,6 +117,15 @@ class Client:
     def get_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The Machine `name` as the Kubernetes API stores it."""
         return self._send("GET", self._path("machines", namespace, name))
+
+    def patch_machine(self, name: str, patch: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        """Applies a JSON merge patch (RFC 7386) to the Machine; the Machine afterwards."""
+        r = self._http.request("PATCH", self._path("machines", namespace, name), json=patch,
+                               headers={"Content-Type": "application/merge-patch+json"})
+        if r.status_code >= 400:
+            raise error_from(r.status_code, r.content)
+        out: dict[str, Any] = r.json()
+        return out
 
     def list_machines(self, namespace: str | None = None, *, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
         """The Machines of the namespace that carry every one of `labels`."""
@@ -228,6 +245,19 @@ class UIClient:
         """Asks for the Machine to run again; returns at once."""
         return _ok(machine_resume.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
 
+    def hibernate(self, name: str, namespace: str | None = None) -> Machine:
+        """Asks for a VM to be Hibernated (memory to disk, the VMM exits); returns at once. A
+        sandbox is refused (reason `PowerStateUnsupported`): pause or stop it instead."""
+        return _ok(machine_hibernate.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
+    def halt(self, name: str, namespace: str | None = None) -> Machine:
+        """Asks for a VM's guest to power off (resume boots it again); returns at once."""
+        return _ok(machine_halt.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
+    def restart(self, name: str, namespace: str | None = None) -> Machine:
+        """Restarts a Running Machine's guest on its node; returns once the runtime has."""
+        return _ok(machine_restart.sync_detailed(self._ns(namespace), name, client=self.api), Machine)
+
     def fork(self, name: str, new_name: str, namespace: str | None = None) -> CopyResult:
         """Forks the Machine into `new_name` (live on a VM, the filesystem of a runc sandbox)."""
         body = CopyRequest(name=new_name)
@@ -299,6 +329,18 @@ class UIClient:
     def process_logs(self, name: str, pid: str, namespace: str | None = None) -> ProcessLogs:
         """A background process's output so far."""
         return _ok(process_logs.sync_detailed(self._ns(namespace), name, pid, client=self.api), ProcessLogs)
+
+    def follow_logs(self, name: str, pid: str, stream: str = "stdout", namespace: str | None = None) -> Iterator[bytes]:
+        """A background process's `stream` (`stdout` or `stderr`) from its start, as it is
+        produced, until the process exits."""
+        path = (f"/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}"
+                f"/processes/{quote(pid, safe='')}/logs")
+        http = self.api.get_httpx_client()
+        with http.stream("GET", path, params={"follow": "true", "stream": stream}, timeout=None,
+                         extensions={STREAMED: True}) as r:
+            if r.status_code >= 400:
+                raise error_from(r.status_code, r.read())
+            yield from r.iter_bytes()
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
         """Sends `signal` (default KILL) to a background process."""

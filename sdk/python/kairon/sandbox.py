@@ -21,12 +21,16 @@ a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is raised 
 from __future__ import annotations
 
 import builtins
+import codecs
 import logging
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 from kairon_api.models import Machine, ProcessState
 
@@ -279,16 +283,72 @@ class Sandbox:
     # Working in it.
 
     def run(self, cmd: str | builtins.list[str], *, check: bool = False, stdin: str | None = None,
-            cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None) -> RunResult:
+            cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None,
+            on_stdout: Callable[[str], None] | None = None,
+            on_stderr: Callable[[str], None] | None = None) -> RunResult:
         """Runs `cmd` to completion (a string goes through `/bin/sh -c`). With `check`, a non-zero
-        exit raises `CommandError` carrying the output."""
+        exit raises `CommandError` carrying the output.
+
+        With `on_stdout` / `on_stderr`, the output is handed to them as it is produced (text,
+        in pieces as they come, not split into lines) and the command runs as a background
+        process; after `timeout` seconds it is killed and the result, `timed_out`, holds the
+        output so far. Streaming takes no `stdin`."""
         argv = _argv(cmd)
+        if on_stdout is not None or on_stderr is not None:
+            if stdin is not None:
+                raise ValueError("a streamed run takes no stdin: write it to a file and redirect, or run without on_stdout/on_stderr")
+            result = self._run_streamed(argv, cwd=cwd, env=env, timeout=timeout, on_stdout=on_stdout, on_stderr=on_stderr)
+            if check and (result.exit_code != 0 or result.timed_out):
+                raise CommandError(argv, result.exit_code, result.stdout, result.stderr)
+            return result
         r = self.ui.exec(self.name, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout, namespace=self.namespace)
         timed_out = r.timed_out if isinstance(r.timed_out, bool) else False
         result = RunResult(stdout=r.stdout, stderr=r.stderr, exit_code=r.exit_code, timed_out=timed_out)
         if check and (result.exit_code != 0 or timed_out):
             raise CommandError(argv, result.exit_code, result.stdout, result.stderr)
         return result
+
+    def _run_streamed(self, argv: builtins.list[str], *, cwd: str | None, env: dict[str, str] | None,
+                      timeout: int | None, on_stdout: Callable[[str], None] | None,
+                      on_stderr: Callable[[str], None] | None) -> RunResult:
+        p = self.start(argv, cwd=cwd, env=env)
+        got: dict[str, builtins.list[str]] = {"stdout": [], "stderr": []}
+        failed: builtins.list[BaseException] = []
+
+        def follow(stream: str, hand: Callable[[str], None] | None) -> None:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            try:
+                for chunk in self.ui.follow_logs(self.name, p.pid, stream, namespace=self.namespace):
+                    text = decoder.decode(chunk)
+                    if text:
+                        got[stream].append(text)
+                        if hand is not None:
+                            hand(text)
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    got[stream].append(tail)
+                    if hand is not None:
+                        hand(tail)
+            except BaseException as e:  # handed to the caller's thread below
+                failed.append(e)
+
+        readers = [threading.Thread(target=follow, args=(name, hand), daemon=True)
+                   for name, hand in (("stdout", on_stdout), ("stderr", on_stderr))]
+        for t in readers:
+            t.start()
+        timed_out = False
+        try:
+            code = p.wait(timeout=float(timeout)) if timeout is not None else p.wait()
+        except KaironTimeoutError:
+            timed_out = True
+            p.kill()
+            code = p.wait(timeout=60.0)
+        for t in readers:
+            t.join(timeout=60.0)
+        if failed:
+            raise failed[0]
+        return RunResult(stdout="".join(got["stdout"]), stderr="".join(got["stderr"]),
+                         exit_code=code if code is not None else -1, timed_out=timed_out)
 
     def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
         """Starts `cmd` in the background."""
@@ -321,6 +381,46 @@ class Sandbox:
         """Resumes a paused sandbox and waits until commands run again."""
         self.ui.resume(self.name, namespace=self.namespace)
         self._wait_ready(timeout)
+
+    def hibernate(self, timeout: float = 300.0) -> None:
+        """Hibernates a VM (memory to disk, nothing runs, nothing held but the disk) and waits
+        until it is Hibernated; `resume()` brings it back as it was. A sandbox cannot hibernate:
+        `PowerStateUnsupportedError`, raised at once."""
+        self.ui.hibernate(self.name, namespace=self.namespace)
+        self.ui.wait_machine(self.name, phase="Hibernated", timeout=timeout, namespace=self.namespace)
+
+    def halt(self, timeout: float = 300.0) -> None:
+        """Powers a VM's guest off (its disk kept) and waits until it is Halted; `resume()` boots
+        it again. A sandbox cannot halt: a `ConflictError`
+        with reason `PowerStateUnsupported`, raised at once."""
+        self.ui.halt(self.name, namespace=self.namespace)
+        self.ui.wait_machine(self.name, phase="Halted", timeout=timeout, namespace=self.namespace)
+
+    def restart(self, timeout: float = 300.0) -> None:
+        """Restarts the guest (processes end, the disk stays) and waits until commands run."""
+        self.ui.restart(self.name, namespace=self.namespace)
+        self._wait_ready(timeout)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The Machine's labels now."""
+        labels = self.kube.get_machine(self.name, namespace=self.namespace).get("metadata", {}).get("labels") or {}
+        return dict(labels)
+
+    def set_labels(self, labels: dict[str, str | None]) -> dict[str, str]:
+        """Sets (or, with None, removes) labels on the Machine; its labels afterwards. Kairon's
+        own (`kairon.zyvor.dev/...`) are refused by the server where they are not yours to set."""
+        m = self.kube.patch_machine(self.name, {"metadata": {"labels": labels}}, namespace=self.namespace)
+        return dict(m.get("metadata", {}).get("labels") or {})
+
+    def url(self, port: int, path: str = "/") -> str:
+        """The HTTPS URL of a server listening on `port` in the sandbox, through Kairon's
+        authenticated proxy (send the same bearer token; a paused sandbox with wake-on-connect
+        wakes)."""
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is not from 1 to 65535")
+        ns, name = quote(self.namespace, safe=""), quote(self.name, safe="")
+        return f"{self.ui.url}/api/v1/machines/{ns}/{name}/sandbox-http/{port}/{path.lstrip('/')}"
 
     def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> Sandbox:
         """A copy of this sandbox (live on a VM: memory and disk; the filesystem of a runc

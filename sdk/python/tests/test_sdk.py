@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from kairon import (
@@ -20,6 +22,7 @@ from kairon import (
     UIClient,
     UnauthorizedError,
 )
+from kairon._http import ssl_context
 
 
 def test_run_returns_output_and_exit_code(sandbox: Sandbox) -> None:
@@ -111,6 +114,61 @@ def test_pause_and_resume(sandbox: Sandbox) -> None:
     sandbox.resume()
     assert sandbox.phase == "Running"
     assert sandbox.run("cat /tmp/state", check=True).stdout == "before\n"
+
+
+def test_run_streams_output_as_it_is_produced_and_keeps_it_on_a_timeout(sandbox: Sandbox) -> None:
+    seen: list[tuple[float, str, str]] = []
+    r = sandbox.run("echo first; sleep 2; echo second; echo oops >&2",
+                    on_stdout=lambda t: seen.append((time.monotonic(), "out", t)),
+                    on_stderr=lambda t: seen.append((time.monotonic(), "err", t)))
+    assert (r.stdout, r.stderr, r.exit_code, r.timed_out) == ("first\nsecond\n", "oops\n", 0, False)
+
+    def at(word: str) -> float:
+        return next(t for t, _, text in seen if word in text)
+
+    assert at("second") - at("first") >= 1.5, f"lines came as printed: {seen}"
+    assert "".join(text for _, stream, text in seen if stream == "err") == "oops\n"
+    t = time.monotonic()
+    slow = sandbox.run("echo early; sleep 60", on_stdout=lambda _: None, timeout=3)
+    assert slow.timed_out and slow.stdout == "early\n"
+    assert time.monotonic() - t < 30, "the timeout ended it"
+    with pytest.raises(ValueError, match="no stdin"):
+        sandbox.run("cat", stdin="x", on_stdout=lambda _: None)
+
+
+def test_labels_url_restart_and_vm_only_power(sandbox: Sandbox) -> None:
+    assert sandbox.labels.get("kairon.zyvor.dev/sandbox") == "true"
+    assert sandbox.set_labels({"team": "a"})["team"] == "a"
+    assert sandbox.labels["team"] == "a"
+    assert "team" not in sandbox.set_labels({"team": None})
+
+    # url(port): a server in the sandbox, through Kairon's proxy, with the same token.
+    sandbox.files.make_dir("/www")
+    sandbox.files.write("/www/index.html", "hello from the sandbox\n")
+    sandbox.start(["httpd", "-f", "-p", "8080", "-h", "/www"])
+    url = sandbox.url(8080, "/index.html")
+    assert url.endswith(f"/api/v1/machines/{sandbox.namespace}/{sandbox.name}/sandbox-http/8080/index.html")
+    verify = ssl_context(os.environ.get("KAIRON_CA_FILE"), None)
+    headers = {"Authorization": f"Bearer {os.environ['KAIRON_TOKEN']}"}
+    deadline = time.monotonic() + 30
+    while True:
+        r = httpx.get(url, headers=headers, verify=verify)
+        if r.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert r.status_code == 200 and r.text == "hello from the sandbox\n", r.text
+    with pytest.raises(ValueError):
+        sandbox.url(0)
+
+    # Hibernate and halt need a VM: refused at once, with the reason.
+    for verb in (sandbox.hibernate, sandbox.halt):
+        with pytest.raises(ConflictError) as e:
+            verb()
+        assert e.value.reason is Reason.POWERSTATEUNSUPPORTED, e.value
+    # restart: the processes end, the files stay, commands run again.
+    sandbox.restart()
+    assert sandbox.run("cat /www/index.html", check=True).stdout == "hello from the sandbox\n"
+    assert sandbox.run("pgrep httpd").exit_code != 0
 
 
 def test_fork_copies_the_filesystem(sandbox: Sandbox) -> None:

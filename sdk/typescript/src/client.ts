@@ -53,13 +53,13 @@ export class Client {
     return name ? `${p}/${encodeURIComponent(name)}` : p;
   }
 
-  async #send(method: string, path: string, body?: unknown): Promise<Json> {
+  async #send(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<Json> {
     const r = await this.#transport.fetch(new Request(this.url + path, {
       method,
       headers: {
         Authorization: `Bearer ${this.#token}`,
         Accept: "application/json",
-        ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+        ...(body === undefined ? {} : { "Content-Type": contentType }),
       },
       body: body === undefined ? undefined : JSON.stringify(body),
     }));
@@ -75,6 +75,10 @@ export class Client {
   /** The Machine `name` as the Kubernetes API stores it. */
   getMachine(name: string, namespace?: string): Promise<Json> {
     return this.#send("GET", this.#path("machines", namespace, name));
+  }
+  /** Applies a JSON merge patch (RFC 7386) to the Machine; the Machine afterwards. */
+  patchMachine(name: string, patch: Json, namespace?: string): Promise<Json> {
+    return this.#send("PATCH", this.#path("machines", namespace, name), patch, "application/merge-patch+json");
   }
   /** The Machines of the namespace that carry every one of `labels`. */
   async listMachines(opts: { labels?: Record<string, string>; namespace?: string } = {}): Promise<Json[]> {
@@ -159,10 +163,12 @@ export class UIClient {
   readonly namespace: string;
   readonly api: ReturnType<typeof createClient<paths>>;
   readonly #transport: Transport;
+  readonly #token: string;
 
   constructor(url: string, token: string, opts: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     this.namespace = opts.namespace ?? "default";
+    this.#token = token;
     this.#transport = new Transport(opts);
     this.api = createClient<paths>({
       baseUrl: this.url,
@@ -226,6 +232,19 @@ export class UIClient {
     return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/resume", { params: { path: this.#p(name, namespace) } }));
   }
   /** Forks the Machine into `newName` (live on a VM, the filesystem of a runc sandbox). */
+  /** Asks for a VM to be Hibernated (memory to disk, the VMM exits); returns at once. A sandbox is
+   * refused (reason `PowerStateUnsupported`): pause or stop it instead. */
+  async hibernate(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/hibernate", { params: { path: this.#p(name, namespace) } }));
+  }
+  /** Asks for a VM's guest to power off (resume boots it again); returns at once. */
+  async halt(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/halt", { params: { path: this.#p(name, namespace) } }));
+  }
+  /** Restarts a Running Machine's guest on its node; returns once the runtime has. */
+  async restart(name: string, namespace?: string): Promise<Machine> {
+    return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/restart", { params: { path: this.#p(name, namespace) } }));
+  }
   async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/fork", {
@@ -300,6 +319,20 @@ export class UIClient {
         params: { path: { ...this.#p(name, namespace), pid } },
       }),
     );
+  }
+  /** A background process's `stream` from its start, as it is produced, until the process exits. */
+  async *followLogs(name: string, pid: string, stream: "stdout" | "stderr" = "stdout", namespace?: string): AsyncGenerator<Uint8Array> {
+    const seg = encodeURIComponent;
+    const path = `/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/processes/${seg(pid)}/logs`;
+    // Read as it arrives: openapi-fetch's answers are whole.
+    const res = await this.#transport.get(`${this.url}${path}?follow=true&stream=${stream}`, { authorization: `Bearer ${this.#token}` });
+    const status = res.statusCode ?? 0;
+    if (status >= 400) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
+    }
+    for await (const chunk of res) yield new Uint8Array(chunk as Buffer);
   }
   /** Sends `signal` to a background process. */
   async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {

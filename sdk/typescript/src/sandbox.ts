@@ -102,6 +102,11 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** Seconds. */
   timeout?: number;
+  /** Handed stdout as it is produced (text, in pieces as they come); the command then runs as a
+   * background process, killed after `timeout` with the output so far kept. No `stdin` then. */
+  onStdout?: (text: string) => void;
+  /** Handed stderr as it is produced, as `onStdout`. */
+  onStderr?: (text: string) => void;
 }
 
 const hex = (n: number) => randomBytes(n).toString("hex").slice(0, n);
@@ -265,12 +270,56 @@ export class Sandbox {
   /** Runs `cmd` to completion; with `check`, a non-zero exit throws CommandError. */
   async run(cmd: string | string[], opts: RunOptions = {}): Promise<RunResult> {
     const command = argv(cmd);
-    const r = await this.ui.exec(this.name, command, { ...opts, namespace: this.namespace });
-    const result = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, timedOut: r.timedOut ?? false };
+    let result: RunResult;
+    if (opts.onStdout || opts.onStderr) {
+      if (opts.stdin !== undefined) {
+        throw new TypeError("a streamed run takes no stdin: write it to a file and redirect, or run without onStdout/onStderr");
+      }
+      result = await this.#runStreamed(command, opts);
+    } else {
+      const { stdin, cwd, env, timeout } = opts;
+      const r = await this.ui.exec(this.name, command, { stdin, cwd, env, timeout, namespace: this.namespace });
+      result = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, timedOut: r.timedOut ?? false };
+    }
     if (opts.check && (result.exitCode !== 0 || result.timedOut)) {
       throw new CommandError(command, result.exitCode, result.stdout, result.stderr);
     }
     return result;
+  }
+
+  async #runStreamed(command: string[], opts: RunOptions): Promise<RunResult> {
+    const p = await this.start(command, { cwd: opts.cwd, env: opts.env });
+    const follow = async (stream: "stdout" | "stderr", hand?: (text: string) => void): Promise<string> => {
+      const decoder = new TextDecoder();
+      let all = "";
+      const take = (text: string) => {
+        if (!text) return;
+        all += text;
+        hand?.(text);
+      };
+      for await (const chunk of this.ui.followLogs(this.name, p.pid, stream, this.namespace)) {
+        take(decoder.decode(chunk, { stream: true }));
+      }
+      take(decoder.decode());
+      return all;
+    };
+    const out = follow("stdout", opts.onStdout);
+    const err = follow("stderr", opts.onStderr);
+    // Awaited below; a failure meanwhile is not an unhandled rejection.
+    out.catch(() => undefined);
+    err.catch(() => undefined);
+    let timedOut = false;
+    let code: number | null;
+    try {
+      code = await p.wait(opts.timeout ?? 600);
+    } catch (e) {
+      if (!(e instanceof KaironTimeoutError)) throw e;
+      timedOut = true;
+      await p.kill();
+      code = await p.wait(60);
+    }
+    const [stdout, stderr] = await Promise.all([out, err]);
+    return { stdout, stderr, exitCode: code ?? -1, timedOut };
   }
 
   /** Starts `cmd` in the background. */
@@ -305,6 +354,46 @@ export class Sandbox {
   async resume(timeout = 300): Promise<void> {
     await this.ui.resume(this.name, this.namespace);
     await this.waitReady(timeout);
+  }
+
+  /** Hibernates a VM (memory to disk, nothing runs) and waits until Hibernated; `resume()` brings it
+   * back as it was. A sandbox cannot: a `ConflictError` with reason `PowerStateUnsupported`, at once. */
+  async hibernate(timeout = 300): Promise<void> {
+    await this.ui.hibernate(this.name, this.namespace);
+    await this.ui.waitMachine(this.name, { phase: "Hibernated", timeout, namespace: this.namespace });
+  }
+
+  /** Powers a VM's guest off (its disk kept) and waits until Halted; `resume()` boots it again. A
+   * sandbox cannot: a `ConflictError` with reason `PowerStateUnsupported`, at once. */
+  async halt(timeout = 300): Promise<void> {
+    await this.ui.halt(this.name, this.namespace);
+    await this.ui.waitMachine(this.name, { phase: "Halted", timeout, namespace: this.namespace });
+  }
+
+  /** Restarts the guest (processes end, the disk stays) and waits until commands run. */
+  async restart(timeout = 300): Promise<void> {
+    await this.ui.restart(this.name, this.namespace);
+    await this.waitReady(timeout);
+  }
+
+  /** The Machine's labels now. */
+  async labels(): Promise<Record<string, string>> {
+    const m = await this.kube.getMachine(this.name, this.namespace);
+    return { ...((m.metadata as { labels?: Record<string, string> } | undefined)?.labels ?? {}) };
+  }
+
+  /** Sets (or, with null, removes) labels on the Machine; its labels afterwards. */
+  async setLabels(labels: Record<string, string | null>): Promise<Record<string, string>> {
+    const m = await this.kube.patchMachine(this.name, { metadata: { labels } }, this.namespace);
+    return { ...((m.metadata as { labels?: Record<string, string> } | undefined)?.labels ?? {}) };
+  }
+
+  /** The HTTPS URL of a server listening on `port` in the sandbox, through Kairon's authenticated
+   * proxy (send the same bearer token; a paused sandbox with wake-on-connect wakes). */
+  url(port: number, path = "/"): string {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port} is not from 1 to 65535`);
+    const [ns, name] = [encodeURIComponent(this.namespace), encodeURIComponent(this.name)];
+    return `${this.ui.url}/api/v1/machines/${ns}/${name}/sandbox-http/${port}/${path.replace(/^\/+/, "")}`;
   }
 
   /** A copy of this sandbox (live on a VM; the filesystem of a runc sandbox); its close() deletes it. */

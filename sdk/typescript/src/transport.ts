@@ -183,6 +183,36 @@ export class Transport {
     }
   };
 
+  /** A GET read as it arrives (a followed log): the answer once its status and headers are in;
+   * its body is then read without a timeout (such a stream may stay quiet for long). A connection
+   * that could not be made is retried, as `fetch` retries it. */
+  async get(url: string, headers: Record<string, string>): Promise<http.IncomingMessage> {
+    const u = new URL(url);
+    const all = { "user-agent": USER_AGENT, ...headers };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await new Promise<http.IncomingMessage>((resolve, reject) => {
+          const mod = u.protocol === "https:" ? https : http;
+          const req = mod.request(u, { method: "GET", headers: all, agent: this.#agent(u.protocol) }, (res) => {
+            req.setTimeout(0);
+            resolve(res);
+          });
+          req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+          req.on("error", reject);
+          req.end();
+        });
+      } catch (e) {
+        if (e instanceof ReadTimeout) throw new KaironTimeoutError(`GET ${u.href}: ${e.message}`, { cause: e });
+        const err = e instanceof Error ? e : new Error(String(e));
+        const code = String((err as { code?: unknown }).code ?? "");
+        if (!NOT_SENT.has(code) || attempt >= this.retries) {
+          throw new KaironConnectionError(`GET ${u.href}: the server is unreachable: ${err.message}`, { cause: err });
+        }
+        await sleep(backoff(attempt));
+      }
+    }
+  }
+
   /** Closes idle connections. */
   close(): void {
     for (const a of this.#agents.values()) a.destroy();

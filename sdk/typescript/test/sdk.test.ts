@@ -128,6 +128,59 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     assert.equal((await sb.run("cat /tmp/state", { check: true })).stdout, "before\n");
   });
 
+  it("run streams output as it is produced, and keeps it on a timeout", async () => {
+    const seen: { at: number; text: string; stream: string }[] = [];
+    const r = await sb.run("echo first; sleep 2; echo second; echo oops >&2", {
+      onStdout: (text) => seen.push({ at: Date.now(), text, stream: "out" }),
+      onStderr: (text) => seen.push({ at: Date.now(), text, stream: "err" }),
+    });
+    assert.deepEqual([r.stdout, r.stderr, r.exitCode, r.timedOut], ["first\nsecond\n", "oops\n", 0, false]);
+    const at = (word: string) => seen.find((s) => s.text.includes(word))?.at ?? NaN;
+    assert.ok(at("second") - at("first") >= 1500, `lines came as printed: ${JSON.stringify(seen)}`);
+    assert.equal(seen.filter((s) => s.stream === "err").map((s) => s.text).join(""), "oops\n");
+    const t = Date.now();
+    const slow = await sb.run("echo early; sleep 60", { onStdout: () => undefined, timeout: 3 });
+    assert.equal(slow.timedOut, true);
+    assert.equal(slow.stdout, "early\n");
+    assert.ok(Date.now() - t < 30_000, "the timeout ended it");
+    await assert.rejects(
+      sb.run("cat", { stdin: "x", onStdout: () => undefined }),
+      (e: unknown) => e instanceof TypeError && /no stdin/.test(e.message),
+    );
+  });
+
+  it("labels, url, restart; hibernate and halt need a VM", async () => {
+    assert.equal((await sb.labels())["kairon.zyvor.dev/sandbox"], "true");
+    assert.equal((await sb.setLabels({ team: "a" })).team, "a");
+    assert.equal((await sb.labels()).team, "a");
+    assert.equal((await sb.setLabels({ team: null })).team, undefined);
+
+    await sb.files.makeDir("/www");
+    await sb.files.write("/www/index.html", "hello from the sandbox\n");
+    await sb.start(["httpd", "-f", "-p", "8080", "-h", "/www"]);
+    const url = sb.url(8080, "/index.html");
+    assert.ok(url.endsWith(`/api/v1/machines/${NS}/${sb.name}/sandbox-http/8080/index.html`), url);
+    let r: Response | undefined;
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((ok) => setTimeout(ok, 300))) {
+      r = await fetch(url, { headers: { Authorization: `Bearer ${env("KAIRON_TOKEN")}` } });
+      if (r.status === 200) break;
+    }
+    assert.equal(r?.status, 200);
+    assert.equal(await r?.text(), "hello from the sandbox\n");
+    assert.throws(() => sb.url(0), RangeError);
+
+    for (const verb of [() => sb.hibernate(), () => sb.halt()]) {
+      await assert.rejects(verb(), (e: unknown) => {
+        assert.ok(e instanceof ConflictError);
+        assert.equal(e.reason, "PowerStateUnsupported");
+        return true;
+      });
+    }
+    await sb.restart();
+    assert.equal((await sb.run("cat /www/index.html", { check: true })).stdout, "hello from the sandbox\n");
+    assert.notEqual((await sb.run("pgrep httpd")).exitCode, 0);
+  });
+
   it("forks a copy of the filesystem", async () => {
     await sb.run("echo parent > /tmp/forked", { check: true });
     const child = await sb.fork();
