@@ -175,11 +175,15 @@ impl Runtime {
 
     /// Deletes the pool and every member it holds, claimed or not.
     pub async fn delete_pool(&self, name: &str) -> Result<()> {
-        let entry = lock(&self.inner.pools)
+        let mut entry = lock(&self.inner.pools)
             .remove(name)
             .ok_or_else(|| RuntimeError::NotFound(format!("no pool {name:?} on node {}", self.node_name())))?;
-        entry.task.abort();
         let _ = std::fs::remove_file(self.pools_dir().join(format!("{name}.json")));
+        // Not aborted: a member the filler is making now would be left half made (its disk and
+        // root mounted, no record of it). It finishes that member, finds the pool gone, deletes
+        // the member and ends; woken here if it waits for a claim.
+        entry.refill.notify_one();
+        let _ = (&mut entry.task).await;
         for m in &entry.meta.members {
             match self.delete(&m.id).await {
                 Ok(()) | Err(RuntimeError::NotFound(_)) => {}

@@ -162,3 +162,32 @@ async fn one_name_one_instance_under_concurrent_creates_and_claims() {
         c.delete(&v.id).await.unwrap();
     }
 }
+
+/// Deleting a pool while it makes a member: the member is finished and deleted, nothing of it
+/// (an instance, a mount) is left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_deleted_while_it_makes_a_member_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = serve(dir.path(), "pools-gone").await;
+    for round in 0..3u64 {
+        let template = CreateVmRequest {
+            sandbox: Some(SandboxSpec { template_name: Some("busybox".into()) }),
+            ..Default::default()
+        };
+        let name = format!("gone{round}");
+        c.create_pool(&CreatePoolRequest { name: name.clone(), size: 1, template }).await.unwrap();
+        // The filler starts its first member at once: delete at a few moments into it.
+        tokio::time::sleep(Duration::from_millis(30 * round)).await;
+        c.delete_pool(&name.as_str().try_into().unwrap()).await.unwrap();
+    }
+    let left: Vec<_> = c.list().await.unwrap().into_iter().map(|v| (v.name, v.state)).collect();
+    assert!(left.is_empty(), "instances left behind: {left:?}");
+    let state = dir.path().to_string_lossy().into_owned();
+    let mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&state))
+        .map(String::from)
+        .collect();
+    assert!(mounts.is_empty(), "mounts left behind: {mounts:#?}");
+}
