@@ -678,7 +678,9 @@ async fn run(cli: Cli) -> Result<()> {
         Cmd::Logs { name, pid, follow, stderr } => {
             if follow {
                 let stream = if stderr { "stderr" } else { "stdout" };
-                let url = format!("{}/api/v1/machines/{ns}/{name}/processes/{pid}/logs", c.baseurl());
+                let seg = stream::encode;
+                let url =
+                    format!("{}/api/v1/machines/{}/{}/processes/{}/logs", c.baseurl(), seg(&ns), seg(&name), seg(&pid));
                 let resp = c.client().get(url).query(&[("follow", "true"), ("stream", stream)]).send().await?;
                 if !resp.status().is_success() {
                     return Err(refusal(resp).await);

@@ -48,7 +48,7 @@ impl Relays {
     /// Opens the relay at `/api/v1/machines/{ns}/{name}/{route}` (with `query`, already encoded).
     async fn open(&self, ns: &str, name: &str, route: &str, query: &str) -> Result<Ws> {
         let base = self.server.replacen("https://", "wss://", 1).replacen("http://", "ws://", 1);
-        let mut url = format!("{base}/api/v1/machines/{}/{}/{route}", segment(ns), segment(name));
+        let mut url = format!("{base}/api/v1/machines/{}/{}/{route}", encode(ns), encode(name));
         if !query.is_empty() {
             url = format!("{url}?{query}");
         }
@@ -118,12 +118,9 @@ impl Relays {
     }
 }
 
-/// A path segment percent-encoded (names are DNS labels, but nothing is assumed).
-fn segment(s: &str) -> String {
-    encode(s)
-}
-
-fn encode(s: &str) -> String {
+/// A path segment or query value percent-encoded (names are DNS labels, but nothing is assumed:
+/// a `/` or `?` in a name given on the command line stays in its segment).
+pub fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

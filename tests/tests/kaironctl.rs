@@ -18,12 +18,15 @@ struct Ctl<'a> {
 }
 
 impl Ctl<'_> {
+    /// kaironctl with `args`, configured as a user's is (the kubeconfig, the namespace).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(kaironctl_bin());
+        cmd.env("KUBECONFIG", &self.k.kubeconfig).env_remove("KAIRON_TOKEN").args(["-n", self.ns]).args(args);
+        cmd
+    }
+
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(kaironctl_bin())
-            .env("KUBECONFIG", &self.k.kubeconfig)
-            .env_remove("KAIRON_TOKEN")
-            .args(["-n", self.ns])
-            .args(args)
+        self.command(args)
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e} (cargo build -p kaironctl)", kaironctl_bin().display()))
     }
@@ -240,11 +243,8 @@ fn start_process(k: &Kairon, ns: &str, machine: &str, command: &[&str]) -> Strin
 /// Runs kaironctl with `stdin` fed to it; its output.
 fn with_stdin(ctl: &Ctl<'_>, args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
-    let mut child = Command::new(kaironctl_bin())
-        .env("KUBECONFIG", &ctl.k.kubeconfig)
-        .env_remove("KAIRON_TOKEN")
-        .args(["-n", ctl.ns])
-        .args(args)
+    let mut child = ctl
+        .command(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -264,11 +264,8 @@ struct Running {
 impl Running {
     fn start(ctl: &Ctl<'_>, args: &[&str]) -> Self {
         use std::io::BufRead;
-        let mut child = Command::new(kaironctl_bin())
-            .env("KUBECONFIG", &ctl.k.kubeconfig)
-            .env_remove("KAIRON_TOKEN")
-            .args(["-n", ctl.ns])
-            .args(args)
+        let mut child = ctl
+            .command(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
@@ -390,6 +387,11 @@ fn kaironctl_streams_logs_stdin_console_port_forward_and_watches() {
     assert_eq!(ctl.ok(&["logs", "worker", &pid]), "one\ntwo\n");
     assert_eq!(ctl.ok(&["logs", "worker", &pid, "--stderr"]), "err\n");
     assert!(ctl.fails(1, &["logs", "worker", "nope"]).contains("NotFound"));
+    // A pid with a `/` stays one path segment, followed or not: refused as a pid, no other route.
+    for follow in [&[][..], &["--follow"][..]] {
+        let err = ctl.fails(1, &[&["logs", "worker", "../../files?path=/etc/passwd"][..], follow].concat());
+        assert!(err.contains("BadRequest") || err.contains("NotFound"), "{err}");
+    }
 
     // -o jsonpath, as kubectl reads it.
     assert_eq!(ctl.ok(&["get", "machines", "-o", "jsonpath={.items[*].metadata.name}"]), "worker");
