@@ -53,6 +53,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         node_name: "bench".into(),
         registry: Default::default(),
         egress: Default::default(),
+        network: Default::default(),
     })
     .await
     .map_err(|e| anyhow::anyhow!("opening the runtime (needs root): {e}"))?;

@@ -44,6 +44,7 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     let egress = kairon_runtime::egress::EgressPolicy::new(&node_config.sandbox)?;
     let cfg = RuntimeConfig {
         egress,
+        network: node_config.network.clone(),
         state_dir: args.state_dir.clone(),
         node_name: args.node_name.clone(),
         registry: kairon_runtime::oci::RegistryConfig {

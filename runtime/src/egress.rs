@@ -79,6 +79,72 @@ pub const NO_ALLOWLIST_REASON: &str = "no egress allowlist is configured on this
 
 const ALLOW_FIELD: &str = "egress_allow_domains";
 const INJECT_FIELD: &str = "inject_authorization";
+const DENY_FIELD: &str = "egress_deny_cidrs";
+
+/// An IPv4 or IPv6 network: an address and a prefix length (`10.64.0.0/20`, `fe80::/10`; a
+/// bare address is a /32 or /128).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (addr, prefix) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text, None),
+        };
+        let addr: IpAddr =
+            addr.parse().map_err(|_| format!("{addr:?} is not an IP address (write a CIDR such as 10.0.0.0/8)"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("the prefix length {p:?} is not a number from 0 to {max}"))?,
+        };
+        let cidr = Cidr { addr, prefix };
+        let network = match addr {
+            IpAddr::V4(a) => {
+                IpAddr::V4(Ipv4Addr::from(u32::from(a) & u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)))
+            }
+            IpAddr::V6(a) => {
+                IpAddr::V6(Ipv6Addr::from(u128::from(a) & u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0)))
+            }
+        };
+        if network != addr {
+            return Err(format!("{text} has host bits set: the network is {network}/{prefix}"));
+        }
+        Ok(cidr)
+    }
+}
 
 /// Why a config, a pattern or a checked host was refused. No variant ever holds a credential.
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +185,31 @@ pub struct SandboxConfig {
     /// Host pattern → the credential injected as an `Authorization` header for matching hosts.
     #[serde(default)]
     pub inject_authorization: BTreeMap<String, String>,
+    /// Addresses no guest reaches, whatever the allowlist says (CIDRs; absent = the defaults,
+    /// [`DEFAULT_DENY_CIDRS`]). The guest subnet is always added.
+    #[serde(default)]
+    pub egress_deny_cidrs: Option<Vec<String>>,
 }
+
+/// The deny set a node has when its config names none: "this host" and loopback, link-local
+/// (which holds the clouds' metadata address 169.254.169.254), Alibaba's metadata address,
+/// multicast and broadcast; for IPv6 the same kinds, AWS's metadata address and every
+/// IPv4-mapped address (so a mapped form cannot name a denied IPv4 address).
+pub const DEFAULT_DENY_CIDRS: [&str; 13] = [
+    "0.0.0.0/8",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "100.100.100.200/32",
+    "224.0.0.0/4",
+    "255.255.255.255/32",
+    "::/128",
+    "::1/128",
+    "fe80::/10",
+    "fc00::/7",
+    "ff00::/8",
+    "fd00:ec2::254/128",
+    "::ffff:0:0/96",
+];
 
 impl fmt::Debug for SandboxConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -129,6 +219,7 @@ impl fmt::Debug for SandboxConfig {
                 "inject_authorization",
                 &self.inject_authorization.keys().map(|k| (k.as_str(), "<redacted>")).collect::<BTreeMap<_, _>>(),
             )
+            .field("egress_deny_cidrs", &self.egress_deny_cidrs)
             .finish()
     }
 }
@@ -145,6 +236,9 @@ pub struct NodeConfig {
     /// VMs: `[vm] image_dirs = ["/var/lib/fluxvm/images", "/images"]`.
     #[serde(default)]
     pub vm: VmSettings,
+    /// Guest networking: `[network] attach_sandboxes`, `subnet`, `netns`, `dns_upstream`.
+    #[serde(default)]
+    pub network: crate::net::NetworkSettings,
 }
 
 /// The `[vm]` table of the node config.
@@ -333,12 +427,15 @@ struct Entry {
 pub struct EgressPolicy {
     allow: Vec<Entry>,
     inject: Vec<(Entry, String)>,
+    /// Addresses never reached, with the text that put each there.
+    deny: Vec<(String, Cidr)>,
 }
 
-/// No allowlist and nothing to inject: every host is allowed (a node with no config file).
+/// No allowlist and nothing to inject: every host is allowed (a node with no config file),
+/// but for the default deny set.
 impl Default for EgressPolicy {
     fn default() -> Self {
-        EgressPolicy { allow: Vec::new(), inject: Vec::new() }
+        EgressPolicy::new(&SandboxConfig::default()).expect("the default deny set parses")
     }
 }
 
@@ -347,6 +444,7 @@ impl fmt::Debug for EgressPolicy {
         f.debug_struct("EgressPolicy")
             .field("egress_allow_domains", &self.allow.iter().map(|e| &e.text).collect::<Vec<_>>())
             .field("inject_authorization", &self.inject.iter().map(|(e, _)| &e.text).collect::<Vec<_>>())
+            .field("egress_deny_cidrs", &self.deny.iter().map(|(t, _)| t).collect::<Vec<_>>())
             .finish()
     }
 }
@@ -366,7 +464,43 @@ impl EgressPolicy {
                 Ok((entry, secret.clone()))
             })
             .collect::<Result<Vec<_>, EgressError>>()?;
-        Ok(EgressPolicy { allow, inject })
+        let deny_texts: Vec<String> = match &cfg.egress_deny_cidrs {
+            Some(list) => list.clone(),
+            None => DEFAULT_DENY_CIDRS.iter().map(|s| s.to_string()).collect(),
+        };
+        let deny = deny_texts
+            .into_iter()
+            .map(|text| {
+                let cidr = text.parse::<Cidr>().map_err(|problem| EgressError::BadPattern {
+                    field: DENY_FIELD,
+                    pattern: text.clone(),
+                    problem,
+                })?;
+                Ok((text, cidr))
+            })
+            .collect::<Result<Vec<_>, EgressError>>()?;
+        Ok(EgressPolicy { allow, inject, deny })
+    }
+
+    /// Adds the node's guest subnet to the deny set: a guest never reaches another guest.
+    pub fn deny_guest_subnet(mut self, subnet: Cidr) -> Self {
+        self.deny.push((format!("{subnet} (the guest subnet)"), subnet));
+        self
+    }
+
+    /// The deny-set entry that holds `ip`, if any.
+    pub fn denied_address(&self, ip: IpAddr) -> Option<&str> {
+        self.deny.iter().find(|(_, c)| c.contains(ip)).map(|(t, _)| t.as_str())
+    }
+
+    /// The IPv4 CIDRs of the deny set (what the node's packet filter drops).
+    pub fn denied_v4(&self) -> impl Iterator<Item = Cidr> + '_ {
+        self.deny.iter().map(|(_, c)| *c).filter(|c| matches!(c.addr, IpAddr::V4(_)))
+    }
+
+    /// Whether the allowlist is empty (every host allowed, other protocols routed).
+    pub fn allows_everything(&self) -> bool {
+        self.allow.is_empty()
     }
 
     /// Decides whether a sandbox may reach `host` (optionally `host:port`).
@@ -377,6 +511,17 @@ impl EgressPolicy {
     /// a secret and may be shown to anyone who may run the check.
     pub fn check(&self, host: &str) -> Result<EgressDecision, EgressError> {
         let parsed = parse_host(host)?;
+        if let Host::Ip(ip) = &parsed
+            && let Some(entry) = self.denied_address(*ip)
+        {
+            return Ok(EgressDecision {
+                allow: false,
+                reason: format!(
+                    "{parsed} is in this node's {DENY_FIELD} ({entry}): no guest reaches it, whatever {ALLOW_FIELD} says"
+                ),
+                credential: None,
+            });
+        }
         let mut reason = if self.allow.is_empty() {
             NO_ALLOWLIST_REASON.to_string()
         } else if let Some(entry) = self.allow.iter().find(|e| e.pattern.matches(&parsed)) {

@@ -103,6 +103,8 @@ pub struct RuntimeConfig {
     pub registry: oci::RegistryConfig,
     /// From the node's config file (`[sandbox] egress_allow_domains`, `inject_authorization`).
     pub egress: crate::egress::EgressPolicy,
+    /// The node config's `[network]` table.
+    pub network: crate::net::NetworkSettings,
 }
 
 struct TemplateEntry {
@@ -122,6 +124,10 @@ pub(crate) struct Inner {
     pub(crate) vms: crate::vm::VmHost,
     /// Freezes with a deadline, by instance id.
     pub(crate) freezes: std::sync::Mutex<BTreeMap<String, crate::vm::ops::FreezeTimer>>,
+    /// The guest network's plan (checked at startup) and, once a sandbox needed it, the
+    /// running network.
+    pub(crate) net_plan: crate::net::Plan,
+    net: tokio::sync::OnceCell<Arc<crate::net::GuestNetwork>>,
 }
 
 #[derive(Clone)]
@@ -135,6 +141,10 @@ pub struct Runtime {
 pub(crate) struct Instances {
     by_id: BTreeMap<String, Arc<Mutex<Vm>>>,
     names: BTreeMap<String, String>,
+    /// Guest IPs of sandboxes (their leases: a lease lives exactly as long as its instance
+    /// here), and where the next search for a free one starts.
+    guest_ips: BTreeMap<std::net::Ipv4Addr, String>,
+    next_ip: u32,
 }
 
 impl Instances {
@@ -145,12 +155,39 @@ impl Instances {
         }
         self.names.insert(vm.name.clone(), vm.id.to_string());
         self.by_id.insert(vm.id.to_string(), slot);
+        if vm.backend == BackendKind::Runc.as_str()
+            && let Some(ip) = vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok())
+        {
+            self.guest_ips.insert(ip, vm.id.to_string());
+        }
         Ok(())
     }
 
     pub(crate) fn remove(&mut self, id: &str) -> Option<Arc<Mutex<Vm>>> {
         self.names.retain(|_, holder| holder != id);
+        self.guest_ips.retain(|_, holder| holder != id);
         self.by_id.remove(id)
+    }
+
+    /// A free guest IP for instance `id`, the next after the last one given (so an address
+    /// just released is the last to be used again).
+    pub(crate) fn lease(&mut self, id: &str, plan: &crate::net::Plan) -> Option<std::net::Ipv4Addr> {
+        let capacity = plan.capacity();
+        for step in 0..capacity {
+            let n = (self.next_ip + step) % capacity;
+            let ip = plan.guest_ip(n);
+            if let std::collections::btree_map::Entry::Vacant(free) = self.guest_ips.entry(ip) {
+                free.insert(id.to_string());
+                self.next_ip = (n + 1) % capacity;
+                return Some(ip);
+            }
+        }
+        None
+    }
+
+    /// How many guest IPs are leased.
+    pub(crate) fn leased(&self) -> usize {
+        self.guest_ips.len()
     }
 
     /// Moves `id` to `new_name` (a claim's rename); refuses a name another instance holds.
@@ -205,7 +242,10 @@ pub(crate) fn valid_name(s: &str) -> bool {
 impl Runtime {
     /// Opens the node's state, adopts the sandboxes that still run, and makes sure the
     /// built-in busybox template exists.
-    pub async fn open(cfg: RuntimeConfig) -> Result<Runtime> {
+    pub async fn open(mut cfg: RuntimeConfig) -> Result<Runtime> {
+        let net_plan =
+            crate::net::Plan::new(&cfg.node_name, &cfg.network).map_err(|e| RuntimeError::Invalid(e.to_string()))?;
+        cfg.egress = cfg.egress.deny_guest_subnet(net_plan.subnet);
         std::fs::create_dir_all(cfg.state_dir.join("templates"))?;
         let host = SandboxHost::new(&cfg.state_dir, &cfg.node_name)?;
         let vms = crate::vm::VmHost::new(&cfg.state_dir);
@@ -218,10 +258,16 @@ impl Runtime {
                 instances: std::sync::Mutex::new(Instances::default()),
                 templates: std::sync::Mutex::new(BTreeMap::new()),
                 pools: std::sync::Mutex::new(BTreeMap::new()),
+                net_plan,
+                net: tokio::sync::OnceCell::new(),
             }),
         };
         rt.load_templates();
         rt.adopt().await?;
+        if lock(&rt.inner.instances).leased() > 0 {
+            // Adopted guests keep their addresses; their resolver and proxy must answer again.
+            rt.network().await?;
+        }
         rt.load_pools();
         if rt.template(BUSYBOX_TEMPLATE).is_err() {
             rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
@@ -553,13 +599,6 @@ impl Runtime {
                 "nothing to run: give spec.image (a VM; e.g. /var/lib/fluxvm/images/kairon-hw.qcow2) or spec.sandbox.templateName (a sandbox)".into(),
             ));
         };
-        if let Some(net) = &req.network
-            && matches!(net.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge)
-        {
-            return Err(RuntimeError::NotSupported(
-                "guest networking (tap/bridge) is not offered by this node yet: a sandbox has loopback only; reach its services through the HTTP proxy or a port tunnel".into(),
-            ));
-        }
         let Some(template_name) = sandbox.template_name.clone() else {
             return Err(RuntimeError::Invalid(
                 "a sandbox needs spec.sandbox.templateName, or spec.image to boot on the lightweight VM track".into(),
@@ -636,22 +675,91 @@ impl Runtime {
         }
     }
 
-    /// Starts a sandbox from its template (paused with `spec.startPaused`) and saves it.
+    /// Starts a sandbox from its template (paused with `spec.startPaused`) and saves it. An
+    /// attached sandbox keeps its guest IP across restarts; it gets one at its first boot.
     pub(crate) async fn boot(&self, vm: &mut Vm, template: &Template) -> Result<()> {
         let rootfs = self.templates_dir().join(&template.name).join("rootfs");
         let map = self.template_idmap(&template.name).await?;
+        let network = match self.wants_network(&vm.spec) {
+            true => Some(self.network().await?),
+            false => None,
+        };
+        let mut resolv_conf = None;
+        if let Some(net) = &network {
+            if vm.guest_ip.is_none() {
+                let ip = lock(&self.inner.instances).lease(&vm.id, &net.plan).ok_or_else(|| {
+                    RuntimeError::Conflict(format!(
+                        "the guest subnet {} of node {} has no free address",
+                        net.plan.subnet,
+                        self.node_name()
+                    ))
+                })?;
+                vm.guest_ip = Some(ip.to_string());
+                self.save(vm)?;
+            }
+            let path = self.inner.host.instance_dir(&vm.id).join("resolv.conf");
+            std::fs::write(&path, net.resolv_conf())?;
+            resolv_conf = Some(path);
+        }
         let pid = self
             .inner
             .host
-            .start(&vm.id, &rootfs, &template.config, TEMPLATE_CPU_MILLIS, TEMPLATE_MEMORY_BYTES, &map)
+            .start(
+                &vm.id,
+                &rootfs,
+                &template.config,
+                TEMPLATE_CPU_MILLIS,
+                TEMPLATE_MEMORY_BYTES,
+                &map,
+                resolv_conf.as_deref(),
+            )
             .await?;
         vm.pid = Some(pid);
+        if let (Some(net), Some(ip)) = (&network, vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok())) {
+            net.attach(pid, ip)
+                .await
+                .map_err(|e| RuntimeError::Internal(format!("attaching the guest network: {e}")))?;
+        }
         vm.state = VmState::Running;
         if vm.spec.start_paused {
             self.inner.host.set_frozen(&vm.id, true).await?;
             vm.state = VmState::Paused;
         }
         self.save(vm)
+    }
+
+    /// Whether a sandbox with this spec gets a guest IP: the node attaches every sandbox, or
+    /// its `spec.network` asks for `Tap`/`Bridge`; `None` never.
+    fn wants_network(&self, spec: &CreateVmRequest) -> bool {
+        use kairon_model::NetworkMode;
+        match spec.network.as_ref().map(|n| n.mode) {
+            Some(NetworkMode::Tap | NetworkMode::Bridge) => true,
+            Some(NetworkMode::None) => false,
+            Some(NetworkMode::User) | None => self.inner.cfg.network.attach_sandboxes,
+        }
+    }
+
+    /// The node's guest network, set up by the first sandbox that needs it.
+    pub(crate) async fn network(&self) -> Result<Arc<crate::net::GuestNetwork>> {
+        self.inner
+            .net
+            .get_or_try_init(|| async {
+                crate::net::GuestNetwork::start(self.inner.net_plan.clone(), Arc::new(self.inner.cfg.egress.clone()))
+                    .await
+                    .map_err(|e| RuntimeError::Internal(format!("setting up the guest network: {e}")))
+            })
+            .await
+            .cloned()
+    }
+
+    /// How many guest IPs are leased (tests check that none leak).
+    pub fn guest_ips_leased(&self) -> usize {
+        lock(&self.inner.instances).leased()
+    }
+
+    /// The guest network's refusals so far, by reason (empty before it starts).
+    pub fn egress_denials(&self) -> BTreeMap<&'static str, u64> {
+        self.inner.net.get().map(|n| n.denials()).unwrap_or_default()
     }
 
     /// Deletes the instance at `expires_at` (RFC 3339), unless it is gone by then.

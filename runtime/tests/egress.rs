@@ -16,6 +16,44 @@ fn config(allow: &[&str], inject: &[(&str, &str)]) -> SandboxConfig {
     SandboxConfig {
         egress_allow_domains: allow.iter().map(|s| s.to_string()).collect(),
         inject_authorization: inject.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        // The matcher's tables below use loopback and link-local literals as plain IPs; the
+        // deny set has its own tests.
+        egress_deny_cidrs: Some(vec![]),
+    }
+}
+
+/// The default deny set refuses loopback, link-local (metadata) and mapped addresses whatever
+/// the allowlist says, with a reason of its own; a configured set replaces it; bad entries are
+/// refused at load.
+#[test]
+fn the_deny_set_wins_over_the_allowlist() {
+    let open = EgressPolicy::new(&SandboxConfig::default()).expect("defaults");
+    for host in ["127.0.0.1", "169.254.169.254", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0", "[fd00:ec2::254]"] {
+        let d = open.check(host).expect("check");
+        assert!(!d.allow, "{host}: {d:?}");
+        assert!(d.reason.contains("egress_deny_cidrs"), "{host}: {}", d.reason);
+    }
+    assert!(open.check("198.51.100.7").unwrap().allow);
+    let listed = EgressPolicy::new(&SandboxConfig {
+        egress_allow_domains: vec!["169.254.169.254".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!listed.check("169.254.169.254").unwrap().allow, "an allowlisted metadata address stays denied");
+    let own = EgressPolicy::new(&SandboxConfig {
+        egress_deny_cidrs: Some(vec!["192.0.2.0/24".into()]),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!own.check("192.0.2.9").unwrap().allow);
+    assert!(own.check("127.0.0.1").unwrap().allow, "a configured set replaces the defaults");
+    let subnet = open.clone().deny_guest_subnet("10.64.16.0/20".parse().unwrap());
+    assert!(!subnet.check("10.64.17.3").unwrap().allow);
+    for bad in ["10.0.0.1/8", "10.0.0.0/33", "example.com", ""] {
+        let err = EgressPolicy::new(&SandboxConfig { egress_deny_cidrs: Some(vec![bad.into()]), ..Default::default() })
+            .expect_err(bad)
+            .to_string();
+        assert!(err.contains("egress_deny_cidrs"), "{bad}: {err}");
     }
 }
 

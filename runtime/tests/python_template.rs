@@ -127,6 +127,7 @@ async fn the_python_template_is_built_on_first_use_and_runs_python() {
         node_name: "py".into(),
         registry: Default::default(),
         egress: Default::default(),
+        network: Default::default(),
     })
     .await
     .expect("runtime");

@@ -524,6 +524,7 @@ async fn a_restarted_runtime_adopts_the_vms_that_still_run() {
             node_name: "vm-adopt".into(),
             registry: Default::default(),
             egress: Default::default(),
+            network: Default::default(),
         })
     };
     let rt = open().await.unwrap();

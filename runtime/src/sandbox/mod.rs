@@ -401,6 +401,7 @@ impl SandboxHost {
         cpu_millis: i64,
         memory_bytes: u64,
         map: &IdMap,
+        resolv_conf: Option<&Path>,
     ) -> Result<u32> {
         let dir = self.instance_dir(id);
         let legacy = dir.join("upper").is_dir();
@@ -433,6 +434,7 @@ impl SandboxHost {
             cpu_millis,
             memory_bytes,
             netns_path: None,
+            resolv_conf: resolv_conf.map(|p| p.to_string_lossy().into_owned()).as_deref(),
             idmap: (!legacy).then_some(*map),
         });
         std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&cfg).map_err(setup_err)?)?;

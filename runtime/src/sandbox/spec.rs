@@ -21,8 +21,11 @@ pub struct SandboxConfig<'a> {
     pub cpu_millis: i64,
     /// Memory limit in bytes (0 = none).
     pub memory_bytes: u64,
-    /// An existing network namespace to join (for guest networking), else a new empty one.
+    /// An existing network namespace to join, else a new one.
     pub netns_path: Option<&'a str>,
+    /// A host file (root's, read-only to the guest) mounted at `/etc/resolv.conf`: the node's
+    /// resolver, for an attached sandbox.
+    pub resolv_conf: Option<&'a str>,
     /// The host ids the sandbox's ids 0..size map to (its own user namespace); `None` runs it
     /// in the host's user namespace (guest root would be host root: tests of the config only).
     pub idmap: Option<super::idmap::IdMap>,
@@ -559,7 +562,7 @@ pub fn config(c: &SandboxConfig<'_>) -> Value {
         linux["gidMappings"] = map;
     }
     linux["namespaces"] = json!(namespaces);
-    json!({
+    let mut cfg = json!({
         "ociVersion": "1.0.2",
         "process": {
             "terminal": false,
@@ -584,7 +587,13 @@ pub fn config(c: &SandboxConfig<'_>) -> Value {
             {"destination": "/.kairon/procs", "type": "bind", "source": c.procs_dir, "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]}
         ],
         "linux": linux
-    })
+    });
+    if let Some(file) = c.resolv_conf {
+        cfg["mounts"].as_array_mut().expect("mounts").push(json!(
+            {"destination": "/etc/resolv.conf", "type": "bind", "source": file, "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}
+        ));
+    }
+    cfg
 }
 
 #[cfg(test)]
@@ -606,6 +615,7 @@ mod tests {
             cpu_millis: 500,
             memory_bytes: 512 << 20,
             netns_path: None,
+            resolv_conf: None,
             idmap: Some(super::super::idmap::IdMap { host_base: 1 << 30, size: 65536 }),
         });
         assert_eq!(c["linux"]["resources"]["cpu"]["quota"], 50_000);

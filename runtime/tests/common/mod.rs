@@ -310,6 +310,7 @@ pub async fn serve(
         node_name: node.to_string(),
         registry,
         egress: Default::default(),
+        network: Default::default(),
     })
     .await
     .expect("runtime");

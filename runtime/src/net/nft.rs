@@ -1,0 +1,88 @@
+//! The node's nftables table: what guests may send, and where it goes.
+
+use std::fmt::Write;
+
+use super::{DNS_PORT, HTTP_PORT, Plan, TLS_PORT};
+use crate::egress::EgressPolicy;
+
+/// The whole table, replacing any earlier one of this node (loaded with `nft -f -`, in one
+/// transaction).
+pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
+    let table = plan.table();
+    let guests = format!("\"{}*\"", plan.link_prefix());
+    let gw = plan.gateway;
+    let mut deny: Vec<String> = policy.denied_v4().map(|c| c.to_string()).collect();
+    deny.push(plan.subnet.to_string());
+    let other = if policy.allows_everything() { "accept" } else { "counter drop" };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "add table inet {table}\n\
+         delete table inet {table}\n\
+         table inet {table} {{\n\
+         \tcomment \"Kairon node {node}: guests {subnet}\"\n\
+         \tset deny4 {{ type ipv4_addr; flags interval; auto-merge; elements = {{ {deny} }} }}\n\
+         \tchain pre {{\n\
+         \t\ttype nat hook prerouting priority dstnat; policy accept;\n\
+         \t\tiifname {guests} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {gw}:{DNS_PORT}\n\
+         \t\tiifname {guests} tcp dport 80 dnat ip to {gw}:{HTTP_PORT}\n\
+         \t\tiifname {guests} tcp dport 443 dnat ip to {gw}:{TLS_PORT}\n\
+         \t}}\n\
+         \tchain input {{\n\
+         \t\ttype filter hook input priority filter; policy accept;\n\
+         \t\tiifname {guests} jump from_guest\n\
+         \t}}\n\
+         \tchain from_guest {{\n\
+         \t\tmeta nfproto ipv6 drop\n\
+         \t\tfib saddr . iif oif missing drop\n\
+         \t\tct state established,related accept\n\
+         \t\tip daddr {gw} udp dport {DNS_PORT} accept\n\
+         \t\tip daddr {gw} tcp dport {{ {HTTP_PORT}, {TLS_PORT} }} accept\n\
+         \t\tcounter drop\n\
+         \t}}\n\
+         \tchain forward {{\n\
+         \t\ttype filter hook forward priority filter; policy accept;\n\
+         \t\tiifname {guests} jump through_guest\n\
+         \t\toifname {guests} ct state established,related accept\n\
+         \t\toifname {guests} drop\n\
+         \t}}\n\
+         \tchain through_guest {{\n\
+         \t\tmeta nfproto ipv6 drop\n\
+         \t\tfib saddr . iif oif missing drop\n\
+         \t\tip daddr @deny4 counter drop\n\
+         \t\toifname {guests} drop\n\
+         \t\t{other}\n\
+         \t}}\n\
+         \tchain post {{\n\
+         \t\ttype nat hook postrouting priority srcnat; policy accept;\n\
+         \t\tip saddr {subnet} oifname != {guests} masquerade\n\
+         \t}}\n\
+         }}\n",
+        node = plan.node.replace(['"', '\\'], "_"),
+        subnet = plan.subnet,
+        deny = deny.join(", "),
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_reach_only_the_resolver_and_proxy_unless_everything_is_allowed() {
+        let plan = Plan::new(
+            "n1",
+            &super::super::NetworkSettings { dns_upstream: Some("192.0.2.53".into()), ..Default::default() },
+        )
+        .unwrap();
+        let open = ruleset(&plan, &EgressPolicy::default());
+        assert!(open.contains("169.254.0.0/16"), "{open}");
+        assert!(open.contains(&plan.subnet.to_string()));
+        assert!(open.contains("\t\taccept\n"));
+        let cfg = crate::egress::SandboxConfig { egress_allow_domains: vec!["a.test".into()], ..Default::default() };
+        let closed = ruleset(&plan, &EgressPolicy::new(&cfg).unwrap());
+        assert!(!closed.contains("\t\taccept\n"), "{closed}");
+        assert!(closed.contains(&format!("table inet {}", plan.table())));
+    }
+}

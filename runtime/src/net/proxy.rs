@@ -1,0 +1,365 @@
+//! The node's egress proxy: guests' HTTP (port 80) and HTTPS (443) connections, redirected
+//! here by the node's rules whatever address they were sent to.
+//!
+//! The proxy reads the host a connection is for — the `Host` header of each HTTP request, the
+//! SNI name of a TLS ClientHello — and decides with the egress-check matcher. An allowed host
+//! is resolved by the node's upstream resolver and dialled at the address the proxy found
+//! (never the guest's destination, so SNI `allowed.test` sent to another address reaches
+//! `allowed.test`); an address in the deny set or of the node itself is never dialled. Plain
+//! HTTP requests to a host with an `inject_authorization` entry get its credential as their
+//! `Authorization` header; the guest never sees it and it is never logged. HTTPS passes
+//! through untouched (the node does not terminate TLS), so no credential is injected there.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Request, Response, StatusCode, Uri, header};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::dns;
+use super::netns::NodeNetns;
+use crate::egress::EgressPolicy;
+
+/// How long a guest may take to send its ClientHello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A ClientHello larger than this (one TLS record's worth) is refused.
+const MAX_HELLO: usize = 16 * 1024 + 5;
+
+/// Why a guest's connection or question was refused (the `reason` of the denial count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DenyKind {
+    /// The host is not in the allowlist.
+    NotAllowed,
+    /// The host is, or resolves only to, an address in the deny set or of the node.
+    DenySet,
+    /// A DNS question for a name the allowlist does not hold.
+    Dns,
+    /// No host to decide on: no `Host` header, no SNI, not HTTP or TLS.
+    NoHost,
+}
+
+impl DenyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenyKind::NotAllowed => "NotAllowed",
+            DenyKind::DenySet => "DenySet",
+            DenyKind::Dns => "DnsRefused",
+            DenyKind::NoHost => "NoHost",
+        }
+    }
+}
+
+/// What the resolver and the proxy share.
+pub struct Context {
+    pub policy: Arc<EgressPolicy>,
+    pub ns: NodeNetns,
+    pub upstream: SocketAddr,
+    denials: Mutex<BTreeMap<DenyKind, u64>>,
+}
+
+impl Context {
+    pub fn new(policy: Arc<EgressPolicy>, ns: NodeNetns, upstream: SocketAddr) -> Context {
+        Context { policy, ns, upstream, denials: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// Counts and logs a refusal (the host is the guest's; never a credential).
+    pub fn denied(&self, guest: IpAddr, host: &str, kind: DenyKind) {
+        *self.denials.lock().unwrap_or_else(|e| e.into_inner()).entry(kind).or_default() += 1;
+        tracing::info!(%guest, host, reason = kind.as_str(), "egress refused");
+    }
+
+    /// Refusals so far, by reason.
+    pub fn denials(&self) -> BTreeMap<&'static str, u64> {
+        self.denials.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    }
+
+    /// Connects to `host` (allowed already) on `port` at an address the node resolved.
+    async fn connect(&self, guest: IpAddr, host: &str, port: u16) -> Result<tokio::net::TcpStream, Refusal> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let candidates: Vec<IpAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => dns::resolve(self, bare)
+                .await
+                .map_err(|e| Refusal::Upstream(format!("resolving {host}: {e}")))?
+                .into_iter()
+                .map(IpAddr::V4)
+                .collect(),
+        };
+        let mut last = None;
+        for ip in candidates {
+            if let Some(entry) = self.policy.denied_address(ip) {
+                last = Some(format!("{host} resolves to {ip}, in the node's egress_deny_cidrs ({entry})"));
+                continue;
+            }
+            if self.ns.is_local(ip).await {
+                last = Some(format!("{host} resolves to {ip}, an address of the node itself"));
+                continue;
+            }
+            return self
+                .ns
+                .dial(SocketAddr::new(ip, port))
+                .await
+                .map_err(|e| Refusal::Upstream(format!("connecting to {host} ({ip}:{port}): {e}")));
+        }
+        self.denied(guest, host, DenyKind::DenySet);
+        Err(Refusal::Denied(last.unwrap_or_else(|| format!("{host} has no address"))))
+    }
+
+    /// The policy's answer for `host`, counted when it refuses.
+    fn decide(&self, guest: IpAddr, host: &str) -> Result<Option<String>, Refusal> {
+        match self.policy.check(host) {
+            Ok(d) if d.allow => Ok(d.credential),
+            Ok(d) => {
+                let kind =
+                    if d.reason.contains("egress_deny_cidrs") { DenyKind::DenySet } else { DenyKind::NotAllowed };
+                self.denied(guest, host, kind);
+                Err(Refusal::Denied(d.reason))
+            }
+            Err(e) => {
+                self.denied(guest, host, DenyKind::NoHost);
+                Err(Refusal::Denied(e.to_string()))
+            }
+        }
+    }
+}
+
+enum Refusal {
+    /// The node's policy refuses it (403 for HTTP).
+    Denied(String),
+    /// Allowed, but the host could not be resolved or reached (502).
+    Upstream(String),
+}
+
+/// Serves guests' plain HTTP connections.
+pub async fn serve_http(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(got) => got,
+            Err(e) => {
+                tracing::warn!(error = %e, "egress proxy: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let service = hyper::service::service_fn(move |req| {
+                let ctx = ctx.clone();
+                async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
+
+/// One guest request, relayed to the host it names.
+async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>) -> Response<Body> {
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string));
+    let Some(host) = host else {
+        ctx.denied(guest, "", DenyKind::NoHost);
+        return refusal(StatusCode::BAD_REQUEST, "the request names no host (no Host header)");
+    };
+    // The port the guest asked for is not honoured: this connection came for port 80.
+    let name = strip_port(&host);
+    let credential = match ctx.decide(guest, &host) {
+        Ok(c) => c,
+        Err(Refusal::Denied(reason)) => return refusal(StatusCode::FORBIDDEN, &reason),
+        Err(Refusal::Upstream(m)) => return refusal(StatusCode::BAD_GATEWAY, &m),
+    };
+    let stream = match ctx.connect(guest, name, 80).await {
+        Ok(s) => s,
+        Err(Refusal::Denied(reason)) => return refusal(StatusCode::FORBIDDEN, &reason),
+        Err(Refusal::Upstream(m)) => return refusal(StatusCode::BAD_GATEWAY, &m),
+    };
+    let (mut parts, body) = req.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    parts.uri = Uri::try_from(path).unwrap_or_else(|_| Uri::from_static("/"));
+    parts.headers.remove(header::PROXY_AUTHORIZATION);
+    if let Some(secret) = credential {
+        match HeaderValue::from_str(&secret) {
+            Ok(mut v) => {
+                v.set_sensitive(true);
+                parts.headers.insert(header::AUTHORIZATION, v);
+            }
+            Err(_) => {
+                return refusal(StatusCode::BAD_GATEWAY, "the node's credential for this host is not a header value");
+            }
+        }
+    }
+    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
+        Ok(pair) => pair,
+        Err(e) => return refusal(StatusCode::BAD_GATEWAY, &format!("talking to {name}: {e}")),
+    };
+    tokio::spawn(conn);
+    match sender.send_request(Request::from_parts(parts, body)).await {
+        Ok(resp) => resp.map(Body::new),
+        Err(e) => refusal(StatusCode::BAD_GATEWAY, &format!("{name} did not answer: {e}")),
+    }
+}
+
+fn refusal(status: StatusCode, message: &str) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Body::from(format!("kairon egress: {message}\n")))
+        .expect("a static response")
+}
+
+/// `host` without a `:port` (keeps an IPv6 literal's brackets).
+fn strip_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.split_once(']').map_or(host, |(a, _)| &host[..a.len() + 1]);
+    }
+    host.split_once(':').map_or(host, |(h, _)| h)
+}
+
+/// Serves guests' TLS connections: decides on the ClientHello's SNI name, then splices.
+pub async fn serve_tls(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(got) => got,
+            Err(e) => {
+                tracing::warn!(error = %e, "egress proxy: accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            if let Err(e) = splice_tls(&ctx, peer.ip(), stream).await {
+                tracing::debug!(guest = %peer.ip(), error = %e, "egress proxy: TLS connection ended");
+            }
+        });
+    }
+}
+
+async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::TcpStream) -> io::Result<()> {
+    let hello = tokio::time::timeout(HELLO_TIMEOUT, read_client_hello(&mut guest_stream))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no ClientHello"))??;
+    let Some(name) = sni(&hello) else {
+        ctx.denied(guest, "", DenyKind::NoHost);
+        return Ok(());
+    };
+    if ctx.decide(guest, &name).is_err() {
+        return Ok(());
+    }
+    let mut upstream = match ctx.connect(guest, &name, 443).await {
+        Ok(s) => s,
+        Err(Refusal::Denied(m) | Refusal::Upstream(m)) => return Err(io::Error::other(m)),
+    };
+    upstream.write_all(&hello).await?;
+    tokio::io::copy_bidirectional(&mut guest_stream, &mut upstream).await?;
+    Ok(())
+}
+
+/// Reads one whole TLS record (the ClientHello) and returns its bytes.
+async fn read_client_hello(s: &mut tokio::net::TcpStream) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 5];
+    s.read_exact(&mut buf).await?;
+    if buf[0] != 0x16 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "not a TLS handshake"));
+    }
+    let len = usize::from(u16::from_be_bytes([buf[3], buf[4]]));
+    if 5 + len > MAX_HELLO {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "ClientHello too large"));
+    }
+    buf.resize(5 + len, 0);
+    s.read_exact(&mut buf[5..]).await?;
+    Ok(buf)
+}
+
+/// The server name (SNI) of a ClientHello record, lower case.
+pub fn sni(record: &[u8]) -> Option<String> {
+    let hs = record.get(5..)?;
+    if *hs.first()? != 1 {
+        return None;
+    }
+    let mut at = 4 + 2 + 32; // handshake header, version, random
+    let sid = usize::from(*hs.get(at)?);
+    at += 1 + sid;
+    let suites = usize::from(u16::from_be_bytes([*hs.get(at)?, *hs.get(at + 1)?]));
+    at += 2 + suites;
+    let comp = usize::from(*hs.get(at)?);
+    at += 1 + comp;
+    let ext_len = usize::from(u16::from_be_bytes([*hs.get(at)?, *hs.get(at + 1)?]));
+    at += 2;
+    let end = (at + ext_len).min(hs.len());
+    while at + 4 <= end {
+        let kind = u16::from_be_bytes([hs[at], hs[at + 1]]);
+        let len = usize::from(u16::from_be_bytes([hs[at + 2], hs[at + 3]]));
+        let data = hs.get(at + 4..at + 4 + len)?;
+        if kind == 0 {
+            // server_name_list: list length, then (type 0 = host_name, length, name).
+            let name_type = *data.get(2)?;
+            let name_len = usize::from(u16::from_be_bytes([*data.get(3)?, *data.get(4)?]));
+            if name_type != 0 {
+                return None;
+            }
+            let name = std::str::from_utf8(data.get(5..5 + name_len)?).ok()?;
+            return Some(name.to_ascii_lowercase());
+        }
+        at += 4 + len;
+    }
+    None
+}
+
+/// A minimal ClientHello record naming `host` (tests and benchmarks play the guest with it).
+pub fn client_hello(host: &str) -> Vec<u8> {
+    let name = host.as_bytes();
+    let mut sni_ext = Vec::new();
+    sni_ext.extend_from_slice(&((name.len() + 3) as u16).to_be_bytes());
+    sni_ext.push(0);
+    sni_ext.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    sni_ext.extend_from_slice(name);
+    let mut exts = vec![0, 0];
+    exts.extend_from_slice(&(sni_ext.len() as u16).to_be_bytes());
+    exts.extend_from_slice(&sni_ext);
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7u8; 32]);
+    body.push(0); // session id
+    body.extend_from_slice(&[0, 2, 0x13, 0x01]); // one suite: TLS_AES_128_GCM_SHA256
+    body.extend_from_slice(&[1, 0]); // no compression
+    body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    body.extend_from_slice(&exts);
+    let mut hs = vec![1];
+    hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&body);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    record.extend_from_slice(&hs);
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sni_is_read_from_a_client_hello() {
+        assert_eq!(sni(&client_hello("Allowed.Test")).as_deref(), Some("allowed.test"));
+        let mut cut = client_hello("allowed.test");
+        cut.truncate(cut.len() - 3);
+        assert_eq!(sni(&cut), None);
+        assert_eq!(sni(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[test]
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port("a.test:8080"), "a.test");
+        assert_eq!(strip_port("a.test"), "a.test");
+        assert_eq!(strip_port("[2001:db8::1]:80"), "[2001:db8::1]");
+    }
+}
