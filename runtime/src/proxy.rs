@@ -67,17 +67,22 @@ impl IntoResponse for ProxyError {
 /// init). The namespace switch happens on a dedicated OS thread that exits right after: no
 /// tokio worker ever changes namespace, and the socket stays in the sandbox's namespace.
 pub async fn dial_in_netns(pid: u32, port: u16) -> io::Result<tokio::net::TcpStream> {
+    dial_in_netns_at(pid, Ipv4Addr::LOCALHOST, port).await
+}
+
+/// Connects to `ip:port` from inside the network namespace of process `pid`.
+pub async fn dial_in_netns_at(pid: u32, ip: Ipv4Addr, port: u16) -> io::Result<tokio::net::TcpStream> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new().name(format!("netns-dial-{pid}")).spawn(move || {
         // The receiver only goes away when the caller gave up; then the socket just closes.
-        let _ = tx.send(dial_blocking(pid, port));
+        let _ = tx.send(dial_blocking(pid, ip, port));
     })?;
     let stream = rx.await.map_err(|_| io::Error::other("the namespace dialing thread died"))??;
     tokio::net::TcpStream::from_std(stream)
 }
 
 /// Runs on its own thread: it moves that thread (only) into the sandbox's network namespace.
-fn dial_blocking(pid: u32, port: u16) -> io::Result<std::net::TcpStream> {
+fn dial_blocking(pid: u32, ip: Ipv4Addr, port: u16) -> io::Result<std::net::TcpStream> {
     let ns_path = format!("/proc/{pid}/ns/net");
     let ns = std::fs::File::open(&ns_path).map_err(|e| {
         if e.kind() == io::ErrorKind::NotFound {
@@ -89,10 +94,20 @@ fn dial_blocking(pid: u32, port: u16) -> io::Result<std::net::TcpStream> {
     move_into_link_name_space(std::os::fd::AsFd::as_fd(&ns), Some(LinkNameSpaceType::Network))
         .map_err(|e| io::Error::other(format!("entering the sandbox's network namespace ({ns_path}): {e}")))?;
     drop(ns);
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let addr = SocketAddr::from((ip, port));
     let stream = std::net::TcpStream::connect_timeout(&addr, DIAL_TIMEOUT).map_err(|e| match e.kind() {
         io::ErrorKind::ConnectionRefused => {
-            io::Error::new(e.kind(), format!("nothing listens on port {port} inside the sandbox"))
+            if ip.is_loopback() {
+                io::Error::new(e.kind(), format!("nothing listens on port {port} inside the sandbox"))
+            } else {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "nothing listens on port {port} at the sandbox's guest IP {ip} (a server listening on \
+                         127.0.0.1 only cannot be reached: listen on 0.0.0.0)"
+                    ),
+                )
+            }
         }
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => io::Error::new(
             io::ErrorKind::TimedOut,
@@ -110,6 +125,12 @@ fn dial_blocking(pid: u32, port: u16) -> io::Result<std::net::TcpStream> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     Netns(u32),
+    /// A sandbox on the guest network: its guest IP, dialled inside its namespace (so a
+    /// server the guest bound to that address answers, as it would from the node).
+    Guest {
+        pid: u32,
+        ip: Ipv4Addr,
+    },
     Addr(SocketAddr),
 }
 
@@ -117,6 +138,7 @@ pub enum Target {
 pub async fn dial(target: Target, port: u16) -> io::Result<tokio::net::TcpStream> {
     match target {
         Target::Netns(pid) => dial_in_netns(pid, port).await,
+        Target::Guest { pid, ip } => dial_in_netns_at(pid, ip, port).await,
         Target::Addr(addr) => {
             let s = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::TcpStream::connect(addr))
                 .await

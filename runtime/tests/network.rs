@@ -269,9 +269,14 @@ fn tls_from_guest(pid: u32, to: Ipv4Addr, sni: &str) -> String {
     .expect("guest thread")
 }
 
-async fn open_runtime(state: &std::path::Path, node: &Netns) -> Runtime {
+/// The allowlist of the main test.
+fn allowlist() -> Vec<String> {
+    ["allowed.test", "*.wild.test", "meta.test", "node.test"].map(String::from).to_vec()
+}
+
+async fn open_runtime(state: &std::path::Path, node: &Netns, allow: Vec<String>) -> Runtime {
     let egress = EgressPolicy::new(&SandboxConfig {
-        egress_allow_domains: vec!["allowed.test".into(), "*.wild.test".into(), "meta.test".into(), "node.test".into()],
+        egress_allow_domains: allow,
         inject_authorization: BTreeMap::from([("allowed.test".into(), SECRET.into())]),
         egress_deny_cidrs: None,
     })
@@ -301,7 +306,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     serve_internet(&internet, seen.clone());
     let node_hits = serve_node_service(&node);
     let state = tempfile::tempdir().expect("tempdir");
-    let rt = open_runtime(state.path(), &node).await;
+    let rt = open_runtime(state.path(), &node, allowlist()).await;
     rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
 
     let a = rt.create(sandbox("kairon-net-a")).await.expect("sandbox a");
@@ -401,12 +406,34 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         assert!(denials.get(reason).copied().unwrap_or(0) > 0, "{reason} counted: {denials:?}");
     }
 
+    // The guest HTTP proxy dials the guest IP: a server bound to it answers; one on the
+    // guest's loopback only is out of reach, and the refusal says why.
+    rt.start_process(
+        &a.id,
+        &sh(&format!("mkdir -p /www && echo served > /www/index.html && httpd -f -p {a_ip}:8081 -h /www")),
+    )
+    .await
+    .expect("httpd on the guest IP");
+    rt.start_process(&a.id, &sh("httpd -f -p 127.0.0.1:8082 -h /www")).await.expect("httpd on loopback");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let target = rt.guest_target(&a.id, 8081).await.expect("target");
+    let mut conn = kairon_runtime::proxy::dial(target, 8081).await.expect("the guest IP's server answers");
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        conn.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").await.unwrap();
+        let mut body = String::new();
+        conn.read_to_string(&mut body).await.unwrap();
+        assert!(body.ends_with("served\n"), "{body}");
+    }
+    let refused = kairon_runtime::proxy::dial(rt.guest_target(&a.id, 8082).await.unwrap(), 8082).await.unwrap_err();
+    assert!(refused.to_string().contains("listen on 0.0.0.0"), "{refused}");
+
     // The address is kept across pause/resume and a runtime restart, and the guest still works.
     rt.power(&a.id, PowerAction::Pause, false).await.expect("pause");
     let resumed = rt.power(&a.id, PowerAction::Resume, false).await.expect("resume");
     assert_eq!(resumed.guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     drop(rt);
-    let rt = open_runtime(state.path(), &node).await;
+    let rt = open_runtime(state.path(), &node, allowlist()).await;
     assert_eq!(rt.get(&a.id).await.expect("adopted").guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     let again = rt.exec(&a.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
     assert_eq!(again.stdout, format!("hello from {ALLOWED_IP}\n"), "after a runtime restart: {again:?}");
@@ -432,4 +459,34 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         rt.delete(id).await.expect("delete");
     }
     assert_eq!(rt.guest_ips_leased(), 0);
+}
+
+/// With no allowlist every host is allowed and other protocols are routed (masqueraded), but
+/// the deny set and the node itself stay out of reach. Runs beside the test above: a second
+/// node on the same host, its names and subnet its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() {
+    let node = Netns::new("ktn-");
+    let internet = Netns::new("kti-");
+    wire(&node, &internet);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    serve_internet(&internet, seen.clone());
+    let node_hits = serve_node_service(&node);
+    let state = tempfile::tempdir().expect("tempdir");
+    let rt = open_runtime(state.path(), &node, vec![]).await;
+    rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
+    let vm = rt.create(sandbox("kairon-open-a")).await.expect("sandbox");
+
+    let got = rt.exec(&vm.id, &sh("wget -q -O - http://refused.test/")).await.expect("exec");
+    assert_eq!(got.stdout, format!("hello from {REFUSED_IP}\n"), "every name is allowed: {got:?}");
+    let other = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {ALLOWED_IP} 8080 && echo CONNECTED"))).await.unwrap();
+    assert!(other.stdout.contains("CONNECTED"), "{other:?}");
+    assert_eq!(seen.lock().unwrap().other, vec![(ALLOWED_IP, 8080)]);
+    for (target, port) in [(METADATA_IP, 8080), (NODE_IP, 7444)] {
+        let r = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {target} {port} && echo CONNECTED"))).await.unwrap();
+        assert!(!r.stdout.contains("CONNECTED"), "the guest reached {target}:{port}: {r:?}");
+    }
+    assert_eq!(seen.lock().unwrap().other.len(), 1);
+    assert_eq!(*node_hits.lock().unwrap(), 0);
+    rt.delete(&vm.id).await.expect("delete");
 }

@@ -229,7 +229,10 @@ impl Backend for SandboxHost {
     fn guest_target<'a>(&'a self, vm: &'a Vm, _port: u16) -> Op<'a, Target> {
         Box::pin(async move {
             let pid = vm.pid.ok_or_else(|| RuntimeError::Conflict(format!("{} has no running process", vm.name)))?;
-            Ok(Target::Netns(pid))
+            Ok(match vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok()) {
+                Some(ip) => Target::Guest { pid, ip },
+                None => Target::Netns(pid),
+            })
         })
     }
 
