@@ -8,6 +8,7 @@ mod claims;
 mod controller;
 mod hotpath;
 mod leaks;
+mod network;
 mod node;
 mod rest;
 mod sandbox;
@@ -155,6 +156,9 @@ enum Scenario {
     Controller,
     /// The node runtime on QEMU: boot, exec, pause, resume, hibernate, restore, fork, pool claim.
     Vm,
+    /// The guest network: sandbox create time attached vs not, and the egress proxy's added
+    /// latency per HTTP request (in network namespaces it creates).
+    Network,
     /// Exec, claim → first exec, wake → exec and GET one Machine: Kairon beside this machine's
     /// limit and the naive path without a control plane.
     Hotpath,
@@ -763,6 +767,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Vm | Scenario::All) {
         vm::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Network | Scenario::All) {
+        network::run(&cli, &mut report).await?;
     }
     if cli.scenario == Scenario::Soak {
         soak::run(&cli, &mut report).await?;
