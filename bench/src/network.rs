@@ -171,6 +171,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
             netns: Some(node.0.clone()),
             dns_upstream: Some(SERVER.to_string()),
             subnet: None,
+            max_connections: None,
         },
     })
     .await

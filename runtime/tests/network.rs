@@ -274,7 +274,12 @@ fn allowlist() -> Vec<String> {
     ["allowed.test", "*.wild.test", "meta.test", "node.test"].map(String::from).to_vec()
 }
 
-async fn open_runtime(state: &std::path::Path, node: &Netns, allow: Vec<String>) -> Runtime {
+async fn open_runtime(
+    state: &std::path::Path,
+    node: &Netns,
+    allow: Vec<String>,
+    max_connections: Option<u32>,
+) -> Runtime {
     let egress = EgressPolicy::new(&SandboxConfig {
         egress_allow_domains: allow,
         inject_authorization: BTreeMap::from([("allowed.test".into(), SECRET.into())]),
@@ -291,6 +296,7 @@ async fn open_runtime(state: &std::path::Path, node: &Netns, allow: Vec<String>)
             netns: Some(node.0.clone()),
             dns_upstream: Some(RESOLVER_IP.to_string()),
             subnet: None,
+            max_connections,
         },
     })
     .await
@@ -306,7 +312,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     serve_internet(&internet, seen.clone());
     let node_hits = serve_node_service(&node);
     let state = tempfile::tempdir().expect("tempdir");
-    let rt = open_runtime(state.path(), &node, allowlist()).await;
+    let rt = open_runtime(state.path(), &node, allowlist(), None).await;
     rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
 
     let a = rt.create(sandbox("kairon-net-a")).await.expect("sandbox a");
@@ -433,7 +439,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     let resumed = rt.power(&a.id, PowerAction::Resume, false).await.expect("resume");
     assert_eq!(resumed.guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     drop(rt);
-    let rt = open_runtime(state.path(), &node, allowlist()).await;
+    let rt = open_runtime(state.path(), &node, allowlist(), None).await;
     assert_eq!(rt.get(&a.id).await.expect("adopted").guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     let again = rt.exec(&a.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
     assert_eq!(again.stdout, format!("hello from {ALLOWED_IP}\n"), "after a runtime restart: {again:?}");
@@ -461,8 +467,11 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     assert_eq!(rt.guest_ips_leased(), 0);
 }
 
+const CONNECTION_LIMIT: u32 = 5;
+
 /// With no allowlist every host is allowed and other protocols are routed (masqueraded), but
-/// the deny set and the node itself stay out of reach. Runs beside the test above: a second
+/// the deny set and the node itself stay out of reach; a sandbox's open connections are
+/// limited. Runs beside the test above: a second
 /// node on the same host, its names and subnet its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() {
@@ -473,7 +482,7 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     serve_internet(&internet, seen.clone());
     let node_hits = serve_node_service(&node);
     let state = tempfile::tempdir().expect("tempdir");
-    let rt = open_runtime(state.path(), &node, vec![]).await;
+    let rt = open_runtime(state.path(), &node, vec![], Some(CONNECTION_LIMIT)).await;
     rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
     let vm = rt.create(sandbox("kairon-open-a")).await.expect("sandbox");
 
@@ -488,5 +497,19 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     }
     assert_eq!(seen.lock().unwrap().other.len(), 1);
     assert_eq!(*node_hits.lock().unwrap(), 0);
+
+    // Connection N+1 is refused while N are open (the proxy holds each, waiting for a request).
+    let pid = vm.pid.expect("pid");
+    let opened = std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let dial = || std::net::TcpStream::connect_timeout(&SocketAddr::from((ALLOWED_IP, 80)), Duration::from_secs(3));
+        let held: Vec<_> = (0..CONNECTION_LIMIT).map(|_| dial()).collect();
+        let one_more = dial();
+        (held.iter().filter(|c| c.is_ok()).count(), one_more.map(|_| ()).map_err(|e| e.kind()))
+    })
+    .join()
+    .expect("guest thread");
+    assert_eq!(opened.0, CONNECTION_LIMIT as usize, "the first {CONNECTION_LIMIT} connect");
+    assert_eq!(opened.1, Err(std::io::ErrorKind::ConnectionRefused), "connection {} is refused", CONNECTION_LIMIT + 1);
     rt.delete(&vm.id).await.expect("delete");
 }

@@ -62,6 +62,10 @@ pub struct NetworkSettings {
     /// `nameserver` of `/etc/resolv.conf`.
     #[serde(default)]
     pub dns_upstream: Option<String>,
+    /// TCP connections one sandbox may have open at once (through the proxy or routed); the
+    /// next one is reset. Default: no limit.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
 }
 
 /// Why the guest network could not be set up or a sandbox attached.
@@ -89,6 +93,7 @@ pub struct Plan {
     pub gateway: Ipv4Addr,
     pub netns: Option<String>,
     pub dns_upstream: SocketAddr,
+    pub max_connections: Option<u32>,
 }
 
 impl Plan {
@@ -114,6 +119,9 @@ impl Plan {
             Some(text) => parse_upstream(text)?,
             None => system_resolver()?,
         };
+        if s.max_connections == Some(0) {
+            return Err(NetError::Config("max_connections must be at least 1 (leave it out for no limit)".into()));
+        }
         if let Some(ns) = &s.netns
             && (ns.is_empty() || ns.contains('/') || ns.starts_with('.'))
         {
@@ -126,6 +134,7 @@ impl Plan {
             gateway: Ipv4Addr::from(u32::from(base) + 1),
             netns: s.netns.clone(),
             dns_upstream,
+            max_connections: s.max_connections,
         })
     }
 

@@ -14,6 +14,16 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
     let mut deny: Vec<String> = policy.denied_v4().map(|c| c.to_string()).collect();
     deny.push(plan.subnet.to_string());
     let other = if policy.allows_everything() { "accept" } else { "counter drop" };
+    // nf_conncount: the guest's open connections (closed ones leave the count).
+    let (conns_set, limit) = match plan.max_connections {
+        Some(n) => (
+            "\tset conns { type ipv4_addr; flags dynamic; size 65535; }\n".to_string(),
+            format!(
+                "\t\tmeta l4proto tcp ct state new add @conns {{ ip saddr ct count over {n} }} counter reject with tcp reset\n"
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     let mut s = String::new();
     let _ = write!(
         s,
@@ -22,6 +32,7 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
          table inet {table} {{\n\
          \tcomment \"Kairon node {node}: guests {subnet}\"\n\
          \tset deny4 {{ type ipv4_addr; flags interval; auto-merge; elements = {{ {deny} }} }}\n\
+         {conns_set}\
          \tchain pre {{\n\
          \t\ttype nat hook prerouting priority dstnat; policy accept;\n\
          \t\tiifname {guests} meta l4proto {{ tcp, udp }} th dport 53 dnat ip to {gw}:{DNS_PORT}\n\
@@ -36,6 +47,7 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
          \t\tmeta nfproto ipv6 drop\n\
          \t\tfib saddr . iif oif missing drop\n\
          \t\tct state established,related accept\n\
+         {limit}\
          \t\tip daddr {gw} udp dport {DNS_PORT} accept\n\
          \t\tip daddr {gw} tcp dport {{ {HTTP_PORT}, {TLS_PORT} }} accept\n\
          \t\tcounter drop\n\
@@ -51,6 +63,7 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
          \t\tfib saddr . iif oif missing drop\n\
          \t\tip daddr @deny4 counter drop\n\
          \t\toifname {guests} drop\n\
+         {limit}\
          \t\t{other}\n\
          \t}}\n\
          \tchain post {{\n\
