@@ -303,17 +303,34 @@ async fn open_runtime(
     .expect("runtime")
 }
 
+/// A node wired to the internet, with its runtime open and its busybox template ready.
+struct Testbed {
+    node: Netns,
+    _internet: Netns,
+    seen: Arc<Mutex<Seen>>,
+    node_hits: Arc<Mutex<u32>>,
+    state: tempfile::TempDir,
+    rt: Runtime,
+}
+
+impl Testbed {
+    async fn start(allow: Vec<String>, max_connections: Option<u32>) -> Testbed {
+        let node = Netns::new("ktn-");
+        let internet = Netns::new("kti-");
+        wire(&node, &internet);
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        serve_internet(&internet, seen.clone());
+        let node_hits = serve_node_service(&node);
+        let state = tempfile::tempdir().expect("tempdir");
+        let rt = open_runtime(state.path(), &node, allow, max_connections).await;
+        rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
+        Testbed { node, _internet: internet, seen, node_hits, state, rt }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
-    let node = Netns::new("ktn-");
-    let internet = Netns::new("kti-");
-    wire(&node, &internet);
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    serve_internet(&internet, seen.clone());
-    let node_hits = serve_node_service(&node);
-    let state = tempfile::tempdir().expect("tempdir");
-    let rt = open_runtime(state.path(), &node, allowlist(), None).await;
-    rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
+    let Testbed { node, _internet, seen, node_hits, state, rt } = Testbed::start(allowlist(), None).await;
 
     let a = rt.create(sandbox("kairon-net-a")).await.expect("sandbox a");
     let a_ip: Ipv4Addr = a.guest_ip.as_deref().expect("status.guestIP is set").parse().expect("an IPv4 address");
@@ -471,19 +488,14 @@ const CONNECTION_LIMIT: u32 = 5;
 
 /// With no allowlist every host is allowed and other protocols are routed (masqueraded), but
 /// the deny set and the node itself stay out of reach; a sandbox's open connections are
-/// limited. Runs beside the test above: a second
-/// node on the same host, its names and subnet its own.
+/// limited. Runs beside the test above: a second node on the same host, its names and subnet its
+/// own.
 #[tokio::test(flavor = "multi_thread")]
 async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() {
-    let node = Netns::new("ktn-");
-    let internet = Netns::new("kti-");
-    wire(&node, &internet);
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    serve_internet(&internet, seen.clone());
-    let node_hits = serve_node_service(&node);
-    let state = tempfile::tempdir().expect("tempdir");
-    let rt = open_runtime(state.path(), &node, vec![], Some(CONNECTION_LIMIT)).await;
-    rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
+    // Every part is bound: what `..` would leave out is dropped at once (the state dir, the
+    // node's namespace).
+    let Testbed { node: _node, _internet, seen, node_hits, state: _state, rt } =
+        Testbed::start(vec![], Some(CONNECTION_LIMIT)).await;
     let vm = rt.create(sandbox("kairon-open-a")).await.expect("sandbox");
 
     let got = rt.exec(&vm.id, &sh("wget -q -O - http://refused.test/")).await.expect("exec");

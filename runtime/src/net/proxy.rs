@@ -138,6 +138,23 @@ enum Refusal {
 
 /// Serves guests' plain HTTP connections.
 pub async fn serve_http(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
+    accept_loop(listener, ctx, |ctx, stream, peer| async move {
+        let service = hyper::service::service_fn(move |req| {
+            let ctx = ctx.clone();
+            async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+    })
+    .await
+}
+
+/// Accepts guests' connections on `listener` for as long as the runtime runs, each handled on
+/// its own task.
+async fn accept_loop<F, Fut>(listener: tokio::net::TcpListener, ctx: Arc<Context>, handle: F)
+where
+    F: Fn(Arc<Context>, tokio::net::TcpStream, SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(got) => got,
@@ -147,15 +164,8 @@ pub async fn serve_http(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
                 continue;
             }
         };
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            let service = hyper::service::service_fn(move |req| {
-                let ctx = ctx.clone();
-                async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-        });
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(handle(ctx.clone(), stream, peer));
     }
 }
 
@@ -226,23 +236,12 @@ fn strip_port(host: &str) -> &str {
 
 /// Serves guests' TLS connections: decides on the ClientHello's SNI name, then splices.
 pub async fn serve_tls(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(got) => got,
-            Err(e) => {
-                tracing::warn!(error = %e, "egress proxy: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            if let Err(e) = splice_tls(&ctx, peer.ip(), stream).await {
-                tracing::debug!(guest = %peer.ip(), error = %e, "egress proxy: TLS connection ended");
-            }
-        });
-    }
+    accept_loop(listener, ctx, |ctx, stream, peer| async move {
+        if let Err(e) = splice_tls(&ctx, peer.ip(), stream).await {
+            tracing::debug!(guest = %peer.ip(), error = %e, "egress proxy: TLS connection ended");
+        }
+    })
+    .await
 }
 
 async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::TcpStream) -> io::Result<()> {
