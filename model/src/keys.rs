@@ -70,6 +70,8 @@ pub mod reasons {
     pub const FAILED_SCHEDULING: &str = "FailedScheduling";
     /// An autoscaled pool's replicas changed.
     pub const SCALED: &str = "Scaled";
+    /// A guest's egress was refused by its node (at most one Event per host a minute).
+    pub const EGRESS_DENIED: &str = "EgressDenied";
 }
 
 /// Prometheus metric names.
@@ -80,6 +82,8 @@ pub mod metrics {
     pub const CLAIM_USAGE_MEMORY_GIB_SECONDS_TOTAL: &str = "kairon_claim_usage_memory_gib_seconds_total";
     pub const POOL_CLAIMS_TOTAL: &str = "kairon_pool_claims_total";
     pub const POOL_CLAIM_WAIT_SECONDS: &str = "kairon_pool_claim_wait_seconds";
+    /// Guest connections and DNS questions a node's egress rules refused, by node and reason.
+    pub const EGRESS_DENIED_TOTAL: &str = "kairon_egress_denied_total";
 }
 
 /// Environment variables the product documents name.

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -86,6 +87,8 @@ struct Ctx {
     /// The last counters of each lifecycle Machine (by uid), for the activity check.
     samples: Mutex<HashMap<String, Sample>>,
     started: Instant,
+    /// The Machine of each runtime instance this agent has seen (for egress Events).
+    machines: Mutex<HashMap<String, ObjectReference>>,
 }
 
 /// A node advertises this many vCPUs per host CPU by default: Machines are placed by what they
@@ -183,7 +186,9 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationTo
         cfg: cfg.clone(),
         samples: Mutex::new(HashMap::new()),
         started: Instant::now(),
+        machines: Mutex::new(HashMap::new()),
     });
+    tokio::spawn(follow_egress_denials(ctx.clone(), shutdown.child_token()));
     let machines: Api<Machine> = Api::all(client);
     let mine = watcher::Config::default().fields(&format!("status.nodeName={}", cfg.node_name));
     Controller::new(machines, mine)
@@ -427,6 +432,10 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         status.phase = Some(phase_of(vm.state));
         status.runtime_id = Some(vm.id.to_string());
         status.guest_ip = vm.guest_ip.clone();
+        ctx.machines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(vm.id.to_string(), m.object_ref(&()));
         let ready = vm.state == VmState::Running;
         conditions.push(condition(
             "Ready",
@@ -603,8 +612,83 @@ async fn cleanup(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
             Err(e) => return Err(e.into()),
         }
     }
-    ctx.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&m.uid().unwrap_or_default());
+    let uid = m.uid().unwrap_or_default();
+    ctx.samples.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&uid);
+    ctx.machines
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .retain(|_, r| r.uid.as_deref() != Some(uid.as_str()));
     Ok(Action::await_change())
+}
+
+/// Follows the runtime's refused egress: counts every refusal in `kairon_egress_denied_total`
+/// and shows each one the runtime keeps (one per sandbox and host a minute) as an Event on its
+/// Machine, so a user sees why `pip install` fails. Long polls: nothing is asked while nothing
+/// is refused.
+async fn follow_egress_denials(ctx: Arc<Ctx>, stop: CancellationToken) {
+    use kairon_model::keys::metrics::EGRESS_DENIED_TOTAL;
+    let registry = kairon_model::metrics::global();
+    registry.describe(
+        EGRESS_DENIED_TOTAL,
+        "Guest connections and DNS questions the node's egress rules refused, by node and reason.",
+    );
+    let node = ctx.cfg.node_name.clone();
+    let (mut after, mut counted, mut first) = (0u64, HashMap::<String, u64>::new(), true);
+    loop {
+        // The first answer only says where the runtime stands: refusals from before this
+        // agent are not shown again.
+        let wait = if first { Duration::ZERO } else { Duration::from_secs(30) };
+        let got = tokio::select! {
+            r = ctx.runtime.egress_denials(after, wait) => r,
+            _ = stop.cancelled() => return,
+        };
+        let got = match got {
+            Ok(got) => got,
+            Err(e) => {
+                tracing::debug!(error = %e, "following egress denials");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(5)) => continue,
+                    _ = stop.cancelled() => return,
+                }
+            }
+        };
+        if got.next < after {
+            // The runtime restarted: its count began again.
+            counted.clear();
+        }
+        for (reason, total) in &got.totals {
+            let seen = counted.insert(reason.clone(), *total).unwrap_or(0);
+            if *total > seen {
+                registry.add(EGRESS_DENIED_TOTAL, &[("node", &node), ("reason", reason)], (*total - seen) as f64);
+            }
+        }
+        if !first {
+            for d in &got.denials {
+                let machine =
+                    ctx.machines.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&d.instance).cloned();
+                let Some(machine) = machine else { continue };
+                let ev = Event {
+                    type_: EventType::Warning,
+                    reason: kairon_model::keys::reasons::EGRESS_DENIED.into(),
+                    note: Some(format!("egress to {} refused: {}", display_host(&d.host), d.message)),
+                    action: "Egress".into(),
+                    secondary: None,
+                };
+                if let Err(e) = ctx.recorder.publish(&ev, &machine).await {
+                    tracing::debug!(error = %e, "publishing an egress event failed");
+                }
+            }
+        }
+        first = false;
+        after = got.next;
+    }
+}
+
+/// A guest-written host, fit for an Event's note: at most 253 characters, no control
+/// characters.
+fn display_host(host: &str) -> String {
+    let clean: String = host.chars().filter(|c| !c.is_control()).take(253).collect();
+    if clean.is_empty() { "(no host)".into() } else { clean }
 }
 
 /// A kube client from a kubeconfig file (what `kairon up` writes).

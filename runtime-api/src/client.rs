@@ -12,8 +12,8 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
 use crate::types::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
-    ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus, Pool,
-    PowerAction, Process, SetOwnerRequest, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
+    EgressDenials, ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus,
+    Pool, PowerAction, Process, SetOwnerRequest, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -363,6 +363,15 @@ impl RuntimeClient {
     pub async fn egress_check(&self, host: &str) -> Result<EgressDecision> {
         let req = EgressCheckRequest { host: host.to_string() };
         self.json(self.post_req(self.url(["v1", "egress-check"])).json(&req)).await
+    }
+
+    /// Egress denials after `after`; waits up to `wait` for one when there are none yet.
+    pub async fn egress_denials(&self, after: u64, wait: Duration) -> Result<EgressDenials> {
+        let req = self
+            .get_req(self.url(["v1", "egress", "denials"]))
+            .query(&[("after", after.to_string()), ("waitSeconds", wait.as_secs().to_string())])
+            .timeout(wait + Duration::from_secs(10));
+        self.json(req).await
     }
 
     /// A copy of an instance; see `ForkResult::live`.

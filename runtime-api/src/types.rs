@@ -363,6 +363,36 @@ pub struct EgressDecision {
     pub credential: Option<String>,
 }
 
+/// A guest's egress the node refused, as shown on its Machine: at most one per instance and
+/// host a minute (every refusal is counted in [`EgressDenials::totals`]).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressDenial {
+    /// Its place in the node's sequence of denials (resume after it).
+    pub seq: u64,
+    /// The instance whose guest IP it came from.
+    pub instance: String,
+    /// The host (name or address) the guest asked for, as the guest wrote it.
+    pub host: String,
+    /// `NotAllowed`, `DenySet`, `DnsRefused` or `NoHost`.
+    pub reason: String,
+    /// Why, in words (never a credential).
+    pub message: String,
+    /// RFC 3339.
+    pub at: String,
+}
+
+/// Denials after a sequence number, and every refusal counted since the runtime started.
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressDenials {
+    /// The sequence number to ask after next.
+    pub next: u64,
+    /// Refusals by reason, all of them (also those not shown).
+    pub totals: BTreeMap<String, u64>,
+    pub denials: Vec<EgressDenial>,
+}
+
 /// Every error body of the runtime API.
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]

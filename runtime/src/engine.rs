@@ -128,6 +128,8 @@ pub(crate) struct Inner {
     /// running network.
     pub(crate) net_plan: crate::net::Plan,
     net: tokio::sync::OnceCell<Arc<crate::net::GuestNetwork>>,
+    /// Refused egress, for the node agent.
+    denials: Arc<crate::net::denials::DenialLog>,
 }
 
 #[derive(Clone)]
@@ -155,7 +157,7 @@ impl Instances {
         }
         self.names.insert(vm.name.clone(), vm.id.to_string());
         self.by_id.insert(vm.id.to_string(), slot);
-        if vm.backend == BackendKind::Runc.as_str()
+        if BackendKind::of(vm) == BackendKind::Runc
             && let Some(ip) = vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok())
         {
             self.guest_ips.insert(ip, vm.id.to_string());
@@ -183,6 +185,11 @@ impl Instances {
             }
         }
         None
+    }
+
+    /// The instance a guest IP is leased to.
+    pub(crate) fn lease_holder(&self, ip: std::net::Ipv4Addr) -> Option<String> {
+        self.guest_ips.get(&ip).cloned()
     }
 
     /// How many guest IPs are leased.
@@ -260,6 +267,7 @@ impl Runtime {
                 pools: std::sync::Mutex::new(BTreeMap::new()),
                 net_plan,
                 net: tokio::sync::OnceCell::new(),
+                denials: Default::default(),
             }),
         };
         rt.load_templates();
@@ -744,9 +752,20 @@ impl Runtime {
         self.inner
             .net
             .get_or_try_init(|| async {
-                crate::net::GuestNetwork::start(self.inner.net_plan.clone(), Arc::new(self.inner.cfg.egress.clone()))
-                    .await
-                    .map_err(|e| RuntimeError::Internal(format!("setting up the guest network: {e}")))
+                // Weak: the network lives in the runtime it looks instances up in.
+                let inner = Arc::downgrade(&self.inner);
+                let owner_of: crate::net::proxy::OwnerOf = Arc::new(move |ip| {
+                    let std::net::IpAddr::V4(ip) = ip else { return None };
+                    inner.upgrade().and_then(|inner| lock(&inner.instances).lease_holder(ip))
+                });
+                crate::net::GuestNetwork::start(
+                    self.inner.net_plan.clone(),
+                    Arc::new(self.inner.cfg.egress.clone()),
+                    self.inner.denials.clone(),
+                    owner_of,
+                )
+                .await
+                .map_err(|e| RuntimeError::Internal(format!("setting up the guest network: {e}")))
             })
             .await
             .cloned()
@@ -757,9 +776,14 @@ impl Runtime {
         lock(&self.inner.instances).leased()
     }
 
-    /// The guest network's refusals so far, by reason (empty before it starts).
+    /// The guest network's refusals so far, by reason.
     pub fn egress_denials(&self) -> BTreeMap<&'static str, u64> {
-        self.inner.net.get().map(|n| n.denials()).unwrap_or_default()
+        self.inner.denials.totals()
+    }
+
+    /// Refusals to show after sequence number `after`, waiting up to `wait` for one.
+    pub async fn egress_denials_since(&self, after: u64, wait: Duration) -> kairon_runtime_api::types::EgressDenials {
+        self.inner.denials.since(after, wait).await
     }
 
     /// Deletes the instance at `expires_at` (RFC 3339), unless it is gone by then.

@@ -73,6 +73,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/sandboxes/{id}/snapshot", post(snapshot))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))
+        .route("/v1/egress/denials", get(egress_denials))
         .route("/v1/pools", get(list_pools).post(create_pool))
         .route("/v1/pools/{name}", get(get_pool).delete(delete_pool))
         .route("/v1/pools/{name}/claim", post(claim))
@@ -401,6 +402,18 @@ async fn relay(st: AppState, id: String, port: u16, path: Option<String>, req: R
 
 async fn egress_check(State(st): State<AppState>, Json(req): Json<EgressCheckRequest>) -> R<Response> {
     Ok(Json(st.rt.egress_check(&req.host)?).into_response())
+}
+
+/// Refused egress after `after`, waiting up to `waitSeconds` (at most 60) for one.
+async fn egress_denials(State(st): State<AppState>, Query(q): Query<HashMap<String, String>>) -> R<Response> {
+    let number = |key: &str| -> Result<u64, RuntimeError> {
+        q.get(key)
+            .map(|v| v.parse::<u64>().map_err(|_| RuntimeError::Invalid(format!("{key} must be a whole number"))))
+            .transpose()
+            .map(Option::unwrap_or_default)
+    };
+    let (after, wait) = (number("after")?, number("waitSeconds")?.min(60));
+    Ok(Json(st.rt.egress_denials_since(after, Duration::from_secs(wait)).await).into_response())
 }
 
 /// A WebSocket carrying raw TCP bytes to and from a port inside the sandbox.

@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kairon_model::SandboxSpec;
@@ -15,216 +14,9 @@ use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction};
 use kairon_runtime::egress::{EgressPolicy, SandboxConfig};
 use kairon_runtime::engine::{Runtime, RuntimeConfig};
 use kairon_runtime::net::NetworkSettings;
-use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+use kairon_runtime::net::testbed::{self, ALLOWED_IP, METADATA_IP, NODE_IP, REFUSED_IP, RESOLVER_IP, enter};
 
 const SECRET: &str = "Bearer s3cret-token-4711";
-const ALLOWED_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
-const REFUSED_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
-const RESOLVER_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 53);
-const NODE_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 254);
-const METADATA_IP: Ipv4Addr = Ipv4Addr::new(169, 254, 169, 254);
-
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("ip");
-    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A named network namespace, deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn new(prefix: &str) -> Netns {
-        let name = format!("{prefix}{:06x}", rand::random::<u32>() & 0xff_ffff);
-        ip(&["netns", "add", &name]);
-        ip(&["-n", &name, "link", "set", "lo", "up"]);
-        Netns(name)
-    }
-
-    fn path(&self) -> String {
-        format!("/run/netns/{}", self.0)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// Moves the calling thread into the network namespace at `path`.
-fn enter(path: &str) {
-    let f = std::fs::File::open(path).expect("netns");
-    move_into_link_name_space(std::os::fd::AsFd::as_fd(&f), Some(LinkNameSpaceType::Network)).expect("setns");
-}
-
-/// What "the internet" saw.
-#[derive(Default)]
-struct Seen {
-    /// (address the request came to, Host header, Authorization header)
-    http: Vec<(Ipv4Addr, String, Option<String>)>,
-    /// (address, SNI name)
-    tls: Vec<(Ipv4Addr, Option<String>)>,
-    /// Names asked.
-    dns: Vec<String>,
-    /// Connections to any other port.
-    other: Vec<(Ipv4Addr, u16)>,
-}
-
-/// Name → address the test resolver answers.
-fn zone() -> BTreeMap<&'static str, Ipv4Addr> {
-    BTreeMap::from([
-        ("allowed.test", ALLOWED_IP),
-        ("refused.test", REFUSED_IP),
-        ("a.wild.test", ALLOWED_IP),
-        ("wild.test", ALLOWED_IP),
-        ("allowed.test.evil.test", REFUSED_IP),
-        ("meta.test", METADATA_IP),
-        ("node.test", NODE_IP),
-    ])
-}
-
-/// Starts the internet's servers on a thread inside `ns`; they live as long as the process.
-fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>) {
-    let path = ns.path();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        enter(&path);
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-        rt.block_on(async move {
-            let http = tokio::net::TcpListener::bind("0.0.0.0:80").await.expect("80");
-            let tls = tokio::net::TcpListener::bind("0.0.0.0:443").await.expect("443");
-            let other = tokio::net::TcpListener::bind("0.0.0.0:8080").await.expect("8080");
-            let dns = tokio::net::UdpSocket::bind((RESOLVER_IP, 53)).await.expect("53");
-            ready_tx.send(()).expect("ready");
-            let s = seen.clone();
-            tokio::spawn(async move {
-                loop {
-                    let (mut c, _) = http.accept().await.expect("accept");
-                    let local = local_v4(&c);
-                    let s = s.clone();
-                    tokio::spawn(async move {
-                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                        let mut buf = Vec::new();
-                        let mut chunk = [0u8; 2048];
-                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match c.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let head = String::from_utf8_lossy(&buf).to_string();
-                        let header = |name: &str| {
-                            head.lines().find_map(|l| {
-                                let (k, v) = l.split_once(':')?;
-                                k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-                            })
-                        };
-                        s.lock().unwrap().http.push((
-                            local,
-                            header("host").unwrap_or_default(),
-                            header("authorization"),
-                        ));
-                        let body = format!("hello from {local}\n");
-                        let resp = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = c.write_all(resp.as_bytes()).await;
-                    });
-                }
-            });
-            let s = seen.clone();
-            tokio::spawn(async move {
-                loop {
-                    let (mut c, _) = tls.accept().await.expect("accept");
-                    let local = local_v4(&c);
-                    let s = s.clone();
-                    tokio::spawn(async move {
-                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                        let mut buf = vec![0u8; 4096];
-                        let n = c.read(&mut buf).await.unwrap_or(0);
-                        s.lock().unwrap().tls.push((local, kairon_runtime::net::proxy::sni(&buf[..n])));
-                        let _ = c.write_all(format!("tls-ok from {local}\n").as_bytes()).await;
-                    });
-                }
-            });
-            let s = seen.clone();
-            tokio::spawn(async move {
-                loop {
-                    let (c, _) = other.accept().await.expect("accept");
-                    let local = local_v4(&c);
-                    s.lock().unwrap().other.push((local, 8080));
-                }
-            });
-            let mut buf = [0u8; 1500];
-            loop {
-                let (n, from) = dns.recv_from(&mut buf).await.expect("dns");
-                let q = &buf[..n];
-                let Some((name, qtype, end)) = kairon_runtime::net::dns::question(q) else { continue };
-                seen.lock().unwrap().dns.push(name.clone());
-                let mut reply = q[..end].to_vec();
-                reply[2] = 0x81;
-                match zone().get(name.as_str()) {
-                    Some(addr) if qtype == 1 => {
-                        reply[3] = 0x80;
-                        reply[7] = 1;
-                        reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4]);
-                        reply.extend_from_slice(&addr.octets());
-                    }
-                    Some(_) => reply[3] = 0x80,
-                    None => reply[3] = 0x83,
-                }
-                let _ = dns.send_to(&reply, from).await;
-            }
-        });
-    });
-    ready_rx.recv_timeout(Duration::from_secs(10)).expect("the internet's servers start");
-}
-
-fn local_v4(c: &tokio::net::TcpStream) -> Ipv4Addr {
-    match c.local_addr().expect("local").ip() {
-        std::net::IpAddr::V4(v4) => v4,
-        other => panic!("{other}"),
-    }
-}
-
-/// Links the node's namespace to the internet's: the node at 198.51.100.254, routing
-/// everything there; the internet holds the servers' addresses and the metadata address.
-fn wire(node: &Netns, internet: &Netns) {
-    let tag = format!("{:05x}", rand::random::<u32>() & 0xf_ffff);
-    let (a, b) = (format!("ktn{tag}"), format!("kti{tag}"));
-    ip(&["link", "add", &a, "netns", &node.0, "type", "veth", "peer", "name", &b, "netns", &internet.0]);
-    ip(&["-n", &node.0, "addr", "add", &format!("{NODE_IP}/24"), "dev", &a]);
-    ip(&["-n", &node.0, "link", "set", &a, "up"]);
-    ip(&["-n", &node.0, "route", "add", "default", "via", &ALLOWED_IP.to_string()]);
-    for addr in [ALLOWED_IP, REFUSED_IP, RESOLVER_IP] {
-        ip(&["-n", &internet.0, "addr", "add", &format!("{addr}/24"), "dev", &b]);
-    }
-    ip(&["-n", &internet.0, "addr", "add", &format!("{METADATA_IP}/32"), "dev", &b]);
-    ip(&["-n", &internet.0, "link", "set", &b, "up"]);
-    ip(&["-n", &internet.0, "route", "add", "default", "via", &NODE_IP.to_string()]);
-}
-
-/// A service of the node itself (as the runtime's or the API's port would be), on every
-/// address of the node's namespace; counts its connections.
-fn serve_node_service(node: &Netns) -> Arc<Mutex<u32>> {
-    let hits = Arc::new(Mutex::new(0));
-    let path = node.path();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let h = hits.clone();
-    std::thread::spawn(move || {
-        enter(&path);
-        let l = std::net::TcpListener::bind("0.0.0.0:7444").expect("7444");
-        tx.send(()).expect("ready");
-        for c in l.incoming() {
-            drop(c);
-            *h.lock().unwrap() += 1;
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(5)).expect("node service");
-    hits
-}
-
 fn sh(script: &str) -> ExecRequest {
     ExecRequest {
         command: vec!["sh".into(), "-c".into(), script.into()],
@@ -276,7 +68,7 @@ fn allowlist() -> Vec<String> {
 
 async fn open_runtime(
     state: &std::path::Path,
-    node: &Netns,
+    bed: &testbed::Testbed,
     allow: Vec<String>,
     max_connections: Option<u32>,
 ) -> Runtime {
@@ -288,49 +80,36 @@ async fn open_runtime(
     .expect("policy");
     Runtime::open(RuntimeConfig {
         state_dir: state.to_path_buf(),
-        node_name: format!("net-{}", node.0),
+        node_name: format!("net-{}", bed.node.0),
         registry: Default::default(),
         egress,
-        network: NetworkSettings {
-            attach_sandboxes: true,
-            netns: Some(node.0.clone()),
-            dns_upstream: Some(RESOLVER_IP.to_string()),
-            subnet: None,
-            max_connections,
-        },
+        network: NetworkSettings { attach_sandboxes: true, max_connections, ..bed.network() },
     })
     .await
     .expect("runtime")
 }
 
-/// A node wired to the internet, with its runtime open and its busybox template ready.
-struct Testbed {
-    node: Netns,
-    _internet: Netns,
-    seen: Arc<Mutex<Seen>>,
-    node_hits: Arc<Mutex<u32>>,
+/// The test bed with a runtime open on its node and the busybox template ready.
+struct Node {
+    bed: testbed::Testbed,
     state: tempfile::TempDir,
     rt: Runtime,
 }
 
-impl Testbed {
-    async fn start(allow: Vec<String>, max_connections: Option<u32>) -> Testbed {
-        let node = Netns::new("ktn-");
-        let internet = Netns::new("kti-");
-        wire(&node, &internet);
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        serve_internet(&internet, seen.clone());
-        let node_hits = serve_node_service(&node);
+impl Node {
+    async fn start(allow: Vec<String>, max_connections: Option<u32>) -> Node {
+        let bed = testbed::Testbed::start();
         let state = tempfile::tempdir().expect("tempdir");
-        let rt = open_runtime(state.path(), &node, allow, max_connections).await;
+        let rt = open_runtime(state.path(), &bed, allow, max_connections).await;
         rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
-        Testbed { node, _internet: internet, seen, node_hits, state, rt }
+        Node { bed, state, rt }
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
-    let Testbed { node, _internet, seen, node_hits, state, rt } = Testbed::start(allowlist(), None).await;
+    let Node { bed, state, rt } = Node::start(allowlist(), None).await;
+    let (seen, node_hits) = (bed.seen.clone(), bed.node_hits.clone());
 
     let a = rt.create(sandbox("kairon-net-a")).await.expect("sandbox a");
     let a_ip: Ipv4Addr = a.guest_ip.as_deref().expect("status.guestIP is set").parse().expect("an IPv4 address");
@@ -456,7 +235,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     let resumed = rt.power(&a.id, PowerAction::Resume, false).await.expect("resume");
     assert_eq!(resumed.guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     drop(rt);
-    let rt = open_runtime(state.path(), &node, allowlist(), None).await;
+    let rt = open_runtime(state.path(), &bed, allowlist(), None).await;
     assert_eq!(rt.get(&a.id).await.expect("adopted").guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     let again = rt.exec(&a.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
     assert_eq!(again.stdout, format!("hello from {ALLOWED_IP}\n"), "after a runtime restart: {again:?}");
@@ -475,7 +254,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         rt.delete(id).await.expect("delete");
     }
     assert_eq!(rt.guest_ips_leased(), before, "leases leaked");
-    let links = Command::new("ip").args(["-n", &node.0, "-o", "link"]).output().expect("ip link");
+    let links = Command::new("ip").args(["-n", &bed.node.0, "-o", "link"]).output().expect("ip link");
     let links = String::from_utf8_lossy(&links.stdout);
     assert_eq!(links.matches(": kg").count(), 2, "only a's and b's links stay: {links}");
     for id in [&a.id, &b.id] {
@@ -494,8 +273,8 @@ const CONNECTION_LIMIT: u32 = 5;
 async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() {
     // Every part is bound: what `..` would leave out is dropped at once (the state dir, the
     // node's namespace).
-    let Testbed { node: _node, _internet, seen, node_hits, state: _state, rt } =
-        Testbed::start(vec![], Some(CONNECTION_LIMIT)).await;
+    let Node { bed, state: _state, rt } = Node::start(vec![], Some(CONNECTION_LIMIT)).await;
+    let (seen, node_hits) = (bed.seen.clone(), bed.node_hits.clone());
     let vm = rt.create(sandbox("kairon-open-a")).await.expect("sandbox");
 
     let got = rt.exec(&vm.id, &sh("wget -q -O - http://refused.test/")).await.expect("exec");

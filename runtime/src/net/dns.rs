@@ -40,12 +40,13 @@ pub async fn serve(socket: tokio::net::UdpSocket, ctx: Arc<Context>) {
 
 async fn answer(ctx: &Context, guest: IpAddr, msg: &[u8]) -> Option<Vec<u8>> {
     let (name, _qtype, _end) = question(msg)?;
-    let allowed = match ctx.policy.check(&name) {
-        Ok(d) => d.allow,
-        Err(_) => false,
+    let refusal = match ctx.policy.check(&name) {
+        Ok(d) if d.allow => None,
+        Ok(d) => Some(d.reason),
+        Err(e) => Some(e.to_string()),
     };
-    if !allowed {
-        ctx.denied(guest, &name, DenyKind::Dns);
+    if let Some(reason) = refusal {
+        ctx.denied(guest, &name, DenyKind::Dns, &format!("the node's resolver refused the name: {reason}"));
         return Some(error_reply(msg, RCODE_REFUSED));
     }
     match exchange(ctx, msg).await {

@@ -24,10 +24,12 @@
 //! Addresses: a sandbox's guest IP is kept in its instance record (`vm.json`), so the plan is
 //! rebuilt from the records at startup and a lease lives exactly as long as its instance.
 
+pub mod denials;
 pub mod dns;
 pub mod netns;
 pub mod nft;
 pub mod proxy;
+pub mod testbed;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -203,7 +205,7 @@ fn system_resolver() -> Result<SocketAddr, NetError> {
 pub struct GuestNetwork {
     pub plan: Plan,
     ns: NodeNetns,
-    ctx: Arc<proxy::Context>,
+    _ctx: Arc<proxy::Context>,
     /// The resolver and proxy loops. They stop with the runtime, so a runtime opened again
     /// in the same process binds their ports anew; the rules stay, guarding the guests.
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -219,7 +221,12 @@ impl Drop for GuestNetwork {
 
 impl GuestNetwork {
     /// Installs the node's rules and starts the resolver and the egress proxy.
-    pub async fn start(plan: Plan, policy: Arc<EgressPolicy>) -> Result<Arc<GuestNetwork>, NetError> {
+    pub async fn start(
+        plan: Plan,
+        policy: Arc<EgressPolicy>,
+        log: Arc<denials::DenialLog>,
+        owner_of: proxy::OwnerOf,
+    ) -> Result<Arc<GuestNetwork>, NetError> {
         let ns = NodeNetns::open(plan.netns.as_deref())?;
         // Forwarding is needed only to route other protocols, which an allowlist forbids.
         let forward = if policy.allows_everything() { "1" } else { "0" };
@@ -238,19 +245,14 @@ impl GuestNetwork {
         let dns = ns.udp_socket(SocketAddr::new(gateway.ip(), DNS_PORT)).await?;
         let http = ns.tcp_listener(SocketAddr::new(gateway.ip(), HTTP_PORT)).await?;
         let tls = ns.tcp_listener(SocketAddr::new(gateway.ip(), TLS_PORT)).await?;
-        let ctx = Arc::new(proxy::Context::new(policy, ns.clone(), plan.dns_upstream));
+        let ctx = Arc::new(proxy::Context { policy, ns: ns.clone(), upstream: plan.dns_upstream, log, owner_of });
         let tasks = vec![
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
             tokio::spawn(proxy::serve_tls(tls, ctx.clone())),
         ];
         tracing::info!(node = %plan.node, subnet = %plan.subnet, netns = ?plan.netns, "guest network is up");
-        Ok(Arc::new(GuestNetwork { plan, ns, ctx, tasks }))
-    }
-
-    /// Refusals so far, by reason.
-    pub fn denials(&self) -> std::collections::BTreeMap<&'static str, u64> {
-        self.ctx.denials()
+        Ok(Arc::new(GuestNetwork { plan, ns, _ctx: ctx, tasks }))
     }
 
     /// The `/etc/resolv.conf` an attached guest gets.

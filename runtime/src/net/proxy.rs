@@ -10,10 +10,9 @@
 //! `Authorization` header; the guest never sees it and it is never logged. HTTPS passes
 //! through untouched (the node does not terminate TLS), so no credential is injected there.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -55,28 +54,23 @@ impl DenyKind {
     }
 }
 
+/// Which instance holds a guest IP.
+pub type OwnerOf = Arc<dyn Fn(IpAddr) -> Option<String> + Send + Sync>;
+
 /// What the resolver and the proxy share.
 pub struct Context {
     pub policy: Arc<EgressPolicy>,
     pub ns: NodeNetns,
     pub upstream: SocketAddr,
-    denials: Mutex<BTreeMap<DenyKind, u64>>,
+    pub log: Arc<super::denials::DenialLog>,
+    pub owner_of: OwnerOf,
 }
 
 impl Context {
-    pub fn new(policy: Arc<EgressPolicy>, ns: NodeNetns, upstream: SocketAddr) -> Context {
-        Context { policy, ns, upstream, denials: Mutex::new(BTreeMap::new()) }
-    }
-
-    /// Counts and logs a refusal (the host is the guest's; never a credential).
-    pub fn denied(&self, guest: IpAddr, host: &str, kind: DenyKind) {
-        *self.denials.lock().unwrap_or_else(|e| e.into_inner()).entry(kind).or_default() += 1;
-        tracing::info!(%guest, host, reason = kind.as_str(), "egress refused");
-    }
-
-    /// Refusals so far, by reason.
-    pub fn denials(&self) -> BTreeMap<&'static str, u64> {
-        self.denials.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    /// Counts, logs and keeps a refusal (the host is the guest's; never a credential).
+    pub fn denied(&self, guest: IpAddr, host: &str, kind: DenyKind, message: &str) {
+        tracing::info!(%guest, host, reason = kind.as_str(), message, "egress refused");
+        self.log.record((self.owner_of)(guest), host, kind, message);
     }
 
     /// Connects to `host` (allowed already) on `port` at an address the node resolved.
@@ -107,8 +101,9 @@ impl Context {
                 .await
                 .map_err(|e| Refusal::Upstream(format!("connecting to {host} ({ip}:{port}): {e}")));
         }
-        self.denied(guest, host, DenyKind::DenySet);
-        Err(Refusal::Denied(last.unwrap_or_else(|| format!("{host} has no address"))))
+        let message = last.unwrap_or_else(|| format!("{host} has no address"));
+        self.denied(guest, host, DenyKind::DenySet, &message);
+        Err(Refusal::Denied(message))
     }
 
     /// The policy's answer for `host`, counted when it refuses.
@@ -118,11 +113,11 @@ impl Context {
             Ok(d) => {
                 let kind =
                     if d.reason.contains("egress_deny_cidrs") { DenyKind::DenySet } else { DenyKind::NotAllowed };
-                self.denied(guest, host, kind);
+                self.denied(guest, host, kind, &d.reason);
                 Err(Refusal::Denied(d.reason))
             }
             Err(e) => {
-                self.denied(guest, host, DenyKind::NoHost);
+                self.denied(guest, host, DenyKind::NoHost, &e.to_string());
                 Err(Refusal::Denied(e.to_string()))
             }
         }
@@ -177,8 +172,9 @@ async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>) -> Response
         .map(|a| a.as_str().to_string())
         .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string));
     let Some(host) = host else {
-        ctx.denied(guest, "", DenyKind::NoHost);
-        return refusal(StatusCode::BAD_REQUEST, "the request names no host (no Host header)");
+        let message = "the request names no host (no Host header)";
+        ctx.denied(guest, "", DenyKind::NoHost, message);
+        return refusal(StatusCode::BAD_REQUEST, message);
     };
     // The port the guest asked for is not honoured: this connection came for port 80.
     let name = strip_port(&host);
@@ -249,7 +245,7 @@ async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no ClientHello"))??;
     let Some(name) = sni(&hello) else {
-        ctx.denied(guest, "", DenyKind::NoHost);
+        ctx.denied(guest, "", DenyKind::NoHost, "the TLS ClientHello names no server (no SNI)");
         return Ok(());
     };
     if ctx.decide(guest, &name).is_err() {
