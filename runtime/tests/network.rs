@@ -126,6 +126,19 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         let (to, host, auth) = s.http.last().expect("the server saw the request");
         assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", Some(SECRET)));
     }
+    // The guest never sees the credential: not in the answer (headers and body), its
+    // environment, its init's environment or any file of its root.
+    let needle = SECRET.split_whitespace().last().expect("token");
+    let dump = rt
+        .exec(
+            &a.id,
+            &sh("wget -S -O - http://allowed.test/ 2>&1; env; tr '\\0' '\\n' < /proc/1/environ; \
+                 find / -xdev -type f 2>/dev/null | xargs grep -l s3cret 2>/dev/null; echo dumped"),
+        )
+        .await
+        .expect("exec");
+    assert!(dump.stdout.contains("dumped") && dump.stdout.contains("HTTP/1.1 200"), "{dump:?}");
+    assert!(!dump.stdout.contains(needle) && !dump.stderr.contains(needle), "the guest saw the credential: {dump:?}");
 
     // The refused name is not even resolved: the question never reaches the resolver.
     let refused = rt.exec(&a.id, &sh("wget -q -O - http://refused.test/")).await.expect("exec");
@@ -229,6 +242,14 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     }
     let refused = kairon_runtime::proxy::dial(rt.guest_target(&a.id, 8082).await.unwrap(), 8082).await.unwrap_err();
     assert!(refused.to_string().contains("listen on 0.0.0.0"), "{refused}");
+
+    // A fork is re-identified: its own address, and it reaches the network as its parent does.
+    let child = rt.fork(&a.id, "kairon-net-a-fork").await.expect("fork");
+    let child_ip = child.guest_ip.clone().expect("the fork's guest IP");
+    assert!(child_ip != a_ip.to_string() && child_ip != b_ip, "{child_ip}");
+    let from_child = rt.exec(&child.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
+    assert_eq!(from_child.stdout, format!("hello from {ALLOWED_IP}\n"), "{from_child:?}");
+    rt.delete(&child.id).await.expect("delete the fork");
 
     // The address is kept across pause/resume and a runtime restart, and the guest still works.
     rt.power(&a.id, PowerAction::Pause, false).await.expect("pause");
