@@ -498,6 +498,11 @@ impl EgressPolicy {
         self.deny.iter().map(|(_, c)| *c).filter(|c| matches!(c.addr, IpAddr::V4(_)))
     }
 
+    /// Whether some host has a credential to inject.
+    pub fn injects_anything(&self) -> bool {
+        !self.inject.is_empty()
+    }
+
     /// Whether the allowlist is empty (every host allowed, other protocols routed).
     pub fn allows_everything(&self) -> bool {
         self.allow.is_empty()

@@ -692,7 +692,7 @@ impl Runtime {
             true => Some(self.network().await?),
             false => None,
         };
-        let mut resolv_conf = None;
+        let mut guest_net = None;
         if let Some(net) = &network {
             if vm.guest_ip.is_none() {
                 let ip = lock(&self.inner.instances).lease(&vm.id, &net.plan).ok_or_else(|| {
@@ -707,7 +707,10 @@ impl Runtime {
             }
             let path = self.inner.host.instance_dir(&vm.id).join("resolv.conf");
             std::fs::write(&path, net.resolv_conf())?;
-            resolv_conf = Some(path);
+            guest_net = Some(crate::sandbox::GuestNet {
+                resolv_conf: path,
+                ca_bundle: net.guest_bundle().map(Path::to_path_buf),
+            });
         }
         let pid = self
             .inner
@@ -719,7 +722,7 @@ impl Runtime {
                 TEMPLATE_CPU_MILLIS,
                 TEMPLATE_MEMORY_BYTES,
                 &map,
-                resolv_conf.as_deref(),
+                guest_net.as_ref(),
             )
             .await?;
         vm.pid = Some(pid);
@@ -763,6 +766,8 @@ impl Runtime {
                     Arc::new(self.inner.cfg.egress.clone()),
                     self.inner.denials.clone(),
                     owner_of,
+                    &self.inner.cfg.state_dir.join("egress-ca"),
+                    self.inner.cfg.network.upstream_ca_file.as_deref(),
                 )
                 .await
                 .map_err(|e| RuntimeError::Internal(format!("setting up the guest network: {e}")))

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kairon_model::SandboxSpec;
@@ -41,21 +42,51 @@ async fn http_status(rt: &Runtime, id: &str, to: Ipv4Addr, host: &str) -> String
     rt.exec(id, &sh(&script)).await.expect("exec").stdout.trim().to_string()
 }
 
-/// Plays the guest: from inside `pid`'s network namespace, sends a ClientHello for `sni` to
-/// `to`:443 and returns what came back before the connection closed.
-fn tls_from_guest(pid: u32, to: Ipv4Addr, sni: &str) -> String {
+/// Plays the guest: from inside `pid`'s network namespace, sends a bare ClientHello for `sni`
+/// to `to`:443 and waits for the connection to end.
+fn hello_from_guest(pid: u32, to: Ipv4Addr, sni: &str) {
     let hello = kairon_runtime::net::proxy::client_hello(sni);
     std::thread::spawn(move || {
         enter(&format!("/proc/{pid}/ns/net"));
         let Ok(mut c) = std::net::TcpStream::connect_timeout(&SocketAddr::from((to, 443)), Duration::from_secs(5))
         else {
-            return String::new();
+            return;
         };
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         c.write_all(&hello).unwrap();
-        let mut out = String::new();
-        let _ = c.read_to_string(&mut out);
-        out
+        let _ = c.read_to_end(&mut Vec::new());
+    })
+    .join()
+    .expect("guest thread")
+}
+
+/// Plays the guest's HTTPS client: trusting only `bundle` (PEM, what the guest was given),
+/// `GET /` from `host` at `to`:443 from inside `pid`'s network namespace; the answer.
+fn https_from_guest(pid: u32, to: Ipv4Addr, host: &str, bundle: &str) -> Result<String, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(bundle.as_bytes()).flatten() {
+        let _ = roots.add(cert);
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = host.to_string();
+    std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+        let mut conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+        let mut tcp = std::net::TcpStream::connect_timeout(&SocketAddr::from((to, 443)), Duration::from_secs(5))
+            .map_err(|e| e.to_string())?;
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+        tls.write_all(format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        let _ = tls.read_to_end(&mut out);
+        Ok(String::from_utf8_lossy(&out).into_owned())
     })
     .join()
     .expect("guest thread")
@@ -181,15 +212,34 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         assert!(http_status(&rt, &a.id, ALLOWED_IP, host).await.contains(" 403 "), "{host}");
     }
 
-    // TLS: the SNI name decides, and the node dials that name's address.
-    let via_refused_ip = tls_from_guest(pid, REFUSED_IP, "allowed.test");
-    assert_eq!(via_refused_ip, format!("tls-ok from {ALLOWED_IP}\n"));
-    assert_eq!(tls_from_guest(pid, ALLOWED_IP, "refused.test"), "", "a refused SNI name gets nothing");
+    // TLS: the SNI name decides, and the node dials that name's address (a host with no
+    // credential to inject is passed through untouched).
+    hello_from_guest(pid, REFUSED_IP, "a.wild.test");
+    hello_from_guest(pid, ALLOWED_IP, "refused.test");
     {
         let s = seen.lock().unwrap();
-        assert!(s.tls.iter().all(|(to, _)| *to == ALLOWED_IP), "{:?}", s.tls);
-        assert_eq!(s.tls.len(), 1, "only the allowed hello arrived: {:?}", s.tls);
+        assert_eq!(s.tls, vec![(ALLOWED_IP, Some("a.wild.test".to_string()))], "only the allowed hello arrived");
     }
+
+    // HTTPS to a host with a credential: the node answers with a certificate the guest trusts
+    // (the bundle it was given, named by the usual variables), injects the credential and
+    // talks TLS to the host, verifying it.
+    let env = rt.exec(&a.id, &sh("env")).await.unwrap().stdout;
+    for var in kairon_runtime::net::tls::GUEST_BUNDLE_ENV {
+        assert!(env.contains(&format!("{var}={}", kairon_runtime::net::tls::GUEST_BUNDLE_PATH)), "{var}: {env}");
+    }
+    let bundle = rt.exec(&a.id, &sh(&format!("cat {}", kairon_runtime::net::tls::GUEST_BUNDLE_PATH))).await.unwrap();
+    assert!(bundle.stdout.contains("BEGIN CERTIFICATE"), "{bundle:?}");
+    let answer = https_from_guest(pid, REFUSED_IP, "allowed.test", &bundle.stdout).expect("HTTPS through the node");
+    assert!(answer.ends_with(&format!("hello from {ALLOWED_IP}\n")), "{answer}");
+    {
+        let s = seen.lock().unwrap();
+        let (to, host, auth) = s.https.last().expect("the host saw the request over TLS");
+        assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", Some(SECRET)));
+    }
+    // A client that trusts only the public store cannot be fooled by the node's certificate.
+    let no_bundle = https_from_guest(pid, REFUSED_IP, "allowed.test", "");
+    assert!(no_bundle.is_err() || no_bundle.as_deref() == Ok(""), "{no_bundle:?}");
 
     // Nothing else leaves: other ports, the node itself, the metadata address, another guest.
     let b = rt.create(sandbox("kairon-net-b")).await.expect("sandbox b");

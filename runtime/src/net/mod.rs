@@ -30,6 +30,7 @@ pub mod netns;
 pub mod nft;
 pub mod proxy;
 pub mod testbed;
+pub mod tls;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -68,6 +69,10 @@ pub struct NetworkSettings {
     /// next one is reset. Default: no limit.
     #[serde(default)]
     pub max_connections: Option<u32>,
+    /// More CAs (PEM) the proxy trusts when it talks TLS to a host for a guest, beyond the
+    /// node's `/etc/ssl/certs/ca-certificates.crt` (an internal CA).
+    #[serde(default)]
+    pub upstream_ca_file: Option<std::path::PathBuf>,
 }
 
 /// Why the guest network could not be set up or a sandbox attached.
@@ -206,6 +211,7 @@ pub struct GuestNetwork {
     pub plan: Plan,
     ns: NodeNetns,
     _ctx: Arc<proxy::Context>,
+    ca: Option<Arc<tls::EgressCa>>,
     /// The resolver and proxy loops. They stop with the runtime, so a runtime opened again
     /// in the same process binds their ports anew; the rules stay, guarding the guests.
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -221,11 +227,14 @@ impl Drop for GuestNetwork {
 
 impl GuestNetwork {
     /// Installs the node's rules and starts the resolver and the egress proxy.
+    /// `ca_dir` keeps the egress CA, made when some host has a credential to inject.
     pub async fn start(
         plan: Plan,
         policy: Arc<EgressPolicy>,
         log: Arc<denials::DenialLog>,
         owner_of: proxy::OwnerOf,
+        ca_dir: &std::path::Path,
+        upstream_ca_file: Option<&std::path::Path>,
     ) -> Result<Arc<GuestNetwork>, NetError> {
         let ns = NodeNetns::open(plan.netns.as_deref())?;
         // Forwarding is needed only to route other protocols, which an allowlist forbids.
@@ -245,14 +254,31 @@ impl GuestNetwork {
         let dns = ns.udp_socket(SocketAddr::new(gateway.ip(), DNS_PORT)).await?;
         let http = ns.tcp_listener(SocketAddr::new(gateway.ip(), HTTP_PORT)).await?;
         let tls = ns.tcp_listener(SocketAddr::new(gateway.ip(), TLS_PORT)).await?;
-        let ctx = Arc::new(proxy::Context { policy, ns: ns.clone(), upstream: plan.dns_upstream, log, owner_of });
+        let ca = match policy.injects_anything() {
+            true => Some(Arc::new(tls::EgressCa::open(ca_dir, upstream_ca_file)?)),
+            false => None,
+        };
+        let ctx = Arc::new(proxy::Context {
+            policy,
+            ns: ns.clone(),
+            upstream: plan.dns_upstream,
+            log,
+            owner_of,
+            ca: ca.clone(),
+        });
         let tasks = vec![
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
             tokio::spawn(proxy::serve_tls(tls, ctx.clone())),
         ];
         tracing::info!(node = %plan.node, subnet = %plan.subnet, netns = ?plan.netns, "guest network is up");
-        Ok(Arc::new(GuestNetwork { plan, ns, _ctx: ctx, tasks }))
+        Ok(Arc::new(GuestNetwork { plan, ns, _ctx: ctx, ca, tasks }))
+    }
+
+    /// The CA bundle guests trust (the node's store plus its egress CA), when the node
+    /// terminates TLS to inject credentials.
+    pub fn guest_bundle(&self) -> Option<&std::path::Path> {
+        self.ca.as_deref().map(tls::EgressCa::guest_bundle)
     }
 
     /// The `/etc/resolv.conf` an attached guest gets.

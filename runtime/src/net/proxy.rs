@@ -7,8 +7,10 @@
 //! (never the guest's destination, so SNI `allowed.test` sent to another address reaches
 //! `allowed.test`); an address in the deny set or of the node itself is never dialled. Plain
 //! HTTP requests to a host with an `inject_authorization` entry get its credential as their
-//! `Authorization` header; the guest never sees it and it is never logged. HTTPS passes
-//! through untouched (the node does not terminate TLS), so no credential is injected there.
+//! `Authorization` header; the guest never sees it and it is never logged. HTTPS to such a
+//! host is answered by the node with a certificate from its egress CA (which guests trust, see
+//! [`super::tls`]) so the credential can go into each request, sent on over TLS verified
+//! against the node's trust store; HTTPS to any other host passes through untouched.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -64,6 +66,9 @@ pub struct Context {
     pub upstream: SocketAddr,
     pub log: Arc<super::denials::DenialLog>,
     pub owner_of: OwnerOf,
+    /// The egress CA, when some host has a credential to inject (HTTPS is terminated only
+    /// for such hosts).
+    pub ca: Option<Arc<super::tls::EgressCa>>,
 }
 
 impl Context {
@@ -136,7 +141,7 @@ pub async fn serve_http(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
     accept_loop(listener, ctx, |ctx, stream, peer| async move {
         let service = hyper::service::service_fn(move |req| {
             let ctx = ctx.clone();
-            async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req).await) }
+            async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req, &Leg::Plain).await) }
         });
         let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
     })
@@ -164,8 +169,18 @@ where
     }
 }
 
+/// Which connection a guest's request came on, so which the proxy opens to the host.
+#[derive(Clone)]
+enum Leg {
+    /// Plain HTTP (port 80).
+    Plain,
+    /// HTTPS the proxy terminated for `sni` to inject a credential (port 443, TLS again to the
+    /// host, verified).
+    Tls { sni: String },
+}
+
 /// One guest request, relayed to the host it names.
-async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>) -> Response<Body> {
+async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>, leg: &Leg) -> Response<Body> {
     let host = req
         .uri()
         .authority()
@@ -176,14 +191,21 @@ async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>) -> Response
         ctx.denied(guest, "", DenyKind::NoHost, message);
         return refusal(StatusCode::BAD_REQUEST, message);
     };
-    // The port the guest asked for is not honoured: this connection came for port 80.
+    // The port the guest asked for is not honoured: this connection came for port 80 or 443.
     let name = strip_port(&host);
+    if let Leg::Tls { sni } = leg
+        && !name.eq_ignore_ascii_case(sni)
+    {
+        let message = format!("the request's host {host} is not the TLS server name {sni} it came under");
+        return refusal(StatusCode::MISDIRECTED_REQUEST, &message);
+    }
     let credential = match ctx.decide(guest, &host) {
         Ok(c) => c,
         Err(Refusal::Denied(reason)) => return refusal(StatusCode::FORBIDDEN, &reason),
         Err(Refusal::Upstream(m)) => return refusal(StatusCode::BAD_GATEWAY, &m),
     };
-    let stream = match ctx.connect(guest, name, 80).await {
+    let port = if matches!(leg, Leg::Plain) { 80 } else { 443 };
+    let stream = match ctx.connect(guest, name, port).await {
         Ok(s) => s,
         Err(Refusal::Denied(reason)) => return refusal(StatusCode::FORBIDDEN, &reason),
         Err(Refusal::Upstream(m)) => return refusal(StatusCode::BAD_GATEWAY, &m),
@@ -203,15 +225,43 @@ async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>) -> Response
             }
         }
     }
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-        Ok(pair) => pair,
-        Err(e) => return refusal(StatusCode::BAD_GATEWAY, &format!("talking to {name}: {e}")),
+    let req = Request::from_parts(parts, body);
+    let sent = match leg {
+        Leg::Plain => send(stream, req).await,
+        Leg::Tls { sni } => match tls_to(ctx, sni, stream).await {
+            Ok(tls) => send(tls, req).await,
+            Err(e) => Err(e),
+        },
     };
-    tokio::spawn(conn);
-    match sender.send_request(Request::from_parts(parts, body)).await {
+    match sent {
         Ok(resp) => resp.map(Body::new),
-        Err(e) => refusal(StatusCode::BAD_GATEWAY, &format!("{name} did not answer: {e}")),
+        Err(e) => refusal(StatusCode::BAD_GATEWAY, &format!("{name}: {e}")),
     }
+}
+
+/// A verified TLS connection to `sni` over `stream`.
+async fn tls_to(
+    ctx: &Context,
+    sni: &str,
+    stream: tokio::net::TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, String> {
+    let ca = ctx.ca.as_ref().ok_or("the node terminates no TLS")?;
+    let server = rustls::pki_types::ServerName::try_from(sni.to_string()).map_err(|e| format!("{sni}: {e}"))?;
+    tokio_rustls::TlsConnector::from(ca.upstream())
+        .connect(server, stream)
+        .await
+        .map_err(|e| format!("TLS to the host failed: {e}"))
+}
+
+/// Sends one request on a new HTTP/1.1 connection over `io`.
+async fn send<IO>(io: IO, req: Request<Incoming>) -> Result<Response<Incoming>, String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(io)).await.map_err(|e| format!("talking to it: {e}"))?;
+    tokio::spawn(conn);
+    sender.send_request(req).await.map_err(|e| format!("it did not answer: {e}"))
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response<Body> {
@@ -233,14 +283,14 @@ fn strip_port(host: &str) -> &str {
 /// Serves guests' TLS connections: decides on the ClientHello's SNI name, then splices.
 pub async fn serve_tls(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
     accept_loop(listener, ctx, |ctx, stream, peer| async move {
-        if let Err(e) = splice_tls(&ctx, peer.ip(), stream).await {
+        if let Err(e) = splice_tls(ctx, peer.ip(), stream).await {
             tracing::debug!(guest = %peer.ip(), error = %e, "egress proxy: TLS connection ended");
         }
     })
     .await
 }
 
-async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::TcpStream) -> io::Result<()> {
+async fn splice_tls(ctx: Arc<Context>, guest: IpAddr, mut guest_stream: tokio::net::TcpStream) -> io::Result<()> {
     let hello = tokio::time::timeout(HELLO_TIMEOUT, read_client_hello(&mut guest_stream))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "no ClientHello"))??;
@@ -248,8 +298,11 @@ async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::
         ctx.denied(guest, "", DenyKind::NoHost, "the TLS ClientHello names no server (no SNI)");
         return Ok(());
     };
-    if ctx.decide(guest, &name).is_err() {
-        return Ok(());
+    match ctx.decide(guest, &name) {
+        Err(_) => return Ok(()),
+        // A credential to inject: the node answers for the host itself.
+        Ok(Some(_)) if ctx.ca.is_some() => return terminate(ctx, guest, hello, guest_stream, name).await,
+        Ok(_) => {}
     }
     let mut upstream = match ctx.connect(guest, &name, 443).await {
         Ok(s) => s,
@@ -260,8 +313,31 @@ async fn splice_tls(ctx: &Context, guest: IpAddr, mut guest_stream: tokio::net::
     Ok(())
 }
 
+/// Answers the guest's TLS for `sni` with the node's egress CA, and relays its requests
+/// (their credential injected) over TLS to the host.
+async fn terminate(
+    ctx: Arc<Context>,
+    guest: IpAddr,
+    hello: Vec<u8>,
+    stream: tokio::net::TcpStream,
+    sni: String,
+) -> io::Result<()> {
+    let ca = ctx.ca.clone().ok_or_else(|| io::Error::other("no egress CA"))?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(ca.server_config(&sni)?);
+    let tls = acceptor.accept(super::tls::Prefixed::new(hello, stream)).await?;
+    let leg = Leg::Tls { sni };
+    let service = hyper::service::service_fn(move |req| {
+        let (ctx, leg) = (ctx.clone(), leg.clone());
+        async move { Ok::<_, std::convert::Infallible>(relay(&ctx, guest, req, &leg).await) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(tls), service)
+        .await
+        .map_err(io::Error::other)
+}
+
 /// Reads one whole TLS record (the ClientHello) and returns its bytes.
-async fn read_client_hello(s: &mut tokio::net::TcpStream) -> io::Result<Vec<u8>> {
+pub(crate) async fn read_client_hello(s: &mut tokio::net::TcpStream) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; 5];
     s.read_exact(&mut buf).await?;
     if buf[0] != 0x16 {

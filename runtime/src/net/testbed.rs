@@ -56,7 +56,9 @@ pub fn enter(path: &str) {
 pub struct Seen {
     /// (address the request came to, Host header, Authorization header)
     pub http: Vec<(Ipv4Addr, String, Option<String>)>,
-    /// (address, SNI name)
+    /// The same, over TLS.
+    pub https: Vec<(Ipv4Addr, String, Option<String>)>,
+    /// (address, SNI name) of every TLS connection, handshake or not
     pub tls: Vec<(Ipv4Addr, Option<String>)>,
     /// Names asked.
     pub dns: Vec<String>,
@@ -78,7 +80,7 @@ pub fn zone() -> BTreeMap<&'static str, Ipv4Addr> {
 }
 
 /// Starts the internet's servers on a thread inside `ns`; they live as long as the process.
-pub fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>) {
+pub fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>, ca: Arc<crate::net::tls::EgressCa>) {
     let path = ns.path();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -93,52 +95,30 @@ pub fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>) {
             let s = seen.clone();
             tokio::spawn(async move {
                 loop {
-                    let (mut c, _) = http.accept().await.expect("accept");
+                    let (c, _) = http.accept().await.expect("accept");
                     let local = local_v4(&c);
-                    let s = s.clone();
-                    tokio::spawn(async move {
-                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                        let mut buf = Vec::new();
-                        let mut chunk = [0u8; 2048];
-                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match c.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                            }
-                        }
-                        let head = String::from_utf8_lossy(&buf).to_string();
-                        let header = |name: &str| {
-                            head.lines().find_map(|l| {
-                                let (k, v) = l.split_once(':')?;
-                                k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-                            })
-                        };
-                        s.lock().unwrap().http.push((
-                            local,
-                            header("host").unwrap_or_default(),
-                            header("authorization"),
-                        ));
-                        let body = format!("hello from {local}\n");
-                        let resp = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = c.write_all(resp.as_bytes()).await;
-                    });
+                    tokio::spawn(answer_http(c, local, s.clone(), false));
                 }
             });
             let s = seen.clone();
+            let certs = ca.clone();
             tokio::spawn(async move {
                 loop {
-                    let (mut c, _) = tls.accept().await.expect("accept");
+                    let (c, _) = tls.accept().await.expect("accept");
                     let local = local_v4(&c);
-                    let s = s.clone();
+                    let (s, certs) = (s.clone(), certs.clone());
                     tokio::spawn(async move {
-                        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                        let mut buf = vec![0u8; 4096];
-                        let n = c.read(&mut buf).await.unwrap_or(0);
-                        s.lock().unwrap().tls.push((local, crate::net::proxy::sni(&buf[..n])));
-                        let _ = c.write_all(format!("tls-ok from {local}\n").as_bytes()).await;
+                        // The SNI name is recorded before the handshake (a bare ClientHello
+                        // counts), then the host's certificate answers it.
+                        let mut c = c;
+                        let Ok(hello) = crate::net::proxy::read_client_hello(&mut c).await else { return };
+                        let sni = crate::net::proxy::sni(&hello);
+                        s.lock().unwrap().tls.push((local, sni.clone()));
+                        let Ok(config) = certs.server_config(sni.as_deref().unwrap_or("unnamed.test")) else { return };
+                        let stream = crate::net::tls::Prefixed::new(hello, c);
+                        if let Ok(stream) = tokio_rustls::TlsAcceptor::from(config).accept(stream).await {
+                            answer_http(stream, local, s, true).await;
+                        }
                     });
                 }
             });
@@ -173,6 +153,42 @@ pub fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>) {
         });
     });
     ready_rx.recv_timeout(Duration::from_secs(10)).expect("the internet's servers start");
+}
+
+/// One HTTP/1.1 request: recorded (with whether it came over TLS), answered with the
+/// address it came to.
+async fn answer_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut c: S,
+    local: Ipv4Addr,
+    seen: Arc<Mutex<Seen>>,
+    tls: bool,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 2048];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match c.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_string();
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    let request = (local, header("host").unwrap_or_default(), header("authorization"));
+    {
+        let mut s = seen.lock().unwrap();
+        let list = if tls { &mut s.https } else { &mut s.http };
+        list.push(request);
+    }
+    let body = format!("hello from {local}\n");
+    let resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    let _ = c.write_all(resp.as_bytes()).await;
+    let _ = c.shutdown().await;
 }
 
 fn local_v4(c: &tokio::net::TcpStream) -> Ipv4Addr {
@@ -227,6 +243,9 @@ pub struct Testbed {
     pub seen: Arc<Mutex<Seen>>,
     /// Connections to the node's own service (port 7444 on every node address).
     pub node_hits: Arc<Mutex<u32>>,
+    /// The CA of the internet's TLS certificates (for `[network] upstream_ca_file`).
+    pub ca_file: std::path::PathBuf,
+    _ca_dir: tempfile::TempDir,
 }
 
 impl Testbed {
@@ -235,9 +254,14 @@ impl Testbed {
         let internet = Netns::new("kti-");
         wire(&node, &internet);
         let seen = Arc::new(Mutex::new(Seen::default()));
-        serve_internet(&internet, seen.clone());
+        // The internet's hosts have certificates from a CA of their own (the egress CA type,
+        // a different key): the node trusts it through `upstream_ca_file`.
+        let ca_dir = tempfile::tempdir().expect("tempdir");
+        let ca = Arc::new(crate::net::tls::EgressCa::open(ca_dir.path(), None).expect("the internet's CA"));
+        let ca_file = ca_dir.path().join("ca.crt");
+        serve_internet(&internet, seen.clone(), ca);
         let node_hits = serve_node_service(&node);
-        Testbed { node, internet, seen, node_hits }
+        Testbed { node, internet, seen, node_hits, ca_file, _ca_dir: ca_dir }
     }
 
     /// The `[network]` settings of a runtime whose node side is this bed's node namespace.
@@ -245,6 +269,7 @@ impl Testbed {
         crate::net::NetworkSettings {
             netns: Some(self.node.0.clone()),
             dns_upstream: Some(RESOLVER_IP.to_string()),
+            upstream_ca_file: Some(self.ca_file.clone()),
             ..Default::default()
         }
     }

@@ -121,6 +121,13 @@ pub struct SandboxHost {
     agent: Arc<OnceLock<PathBuf>>,
 }
 
+/// What an attached sandbox gets from the node's guest network: its resolver, and the CA
+/// bundle when the node terminates TLS to inject credentials.
+pub struct GuestNet {
+    pub resolv_conf: PathBuf,
+    pub ca_bundle: Option<PathBuf>,
+}
+
 /// What runc says about a container.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuncState {
@@ -401,7 +408,7 @@ impl SandboxHost {
         cpu_millis: i64,
         memory_bytes: u64,
         map: &IdMap,
-        resolv_conf: Option<&Path>,
+        net: Option<&GuestNet>,
     ) -> Result<u32> {
         let dir = self.instance_dir(id);
         let legacy = dir.join("upper").is_dir();
@@ -417,6 +424,18 @@ impl SandboxHost {
             env.push("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
         }
         env.push("HOME=/root".into());
+        let ca_bundle = net.and_then(|n| n.ca_bundle.as_deref());
+        if ca_bundle.is_some() {
+            for var in crate::net::tls::GUEST_BUNDLE_ENV {
+                env.retain(|e| !e.starts_with(&format!("{var}=")));
+                env.push(format!("{var}={}", crate::net::tls::GUEST_BUNDLE_PATH));
+            }
+        }
+        // Debian-like templates keep their system store here: it becomes the bundle too (only
+        // a regular file of the template is replaced).
+        let system_store = template_rootfs.join(crate::net::tls::SYSTEM_BUNDLE_PATH.trim_start_matches('/'));
+        let replace_system_store =
+            ca_bundle.is_some() && std::fs::symlink_metadata(&system_store).is_ok_and(|m| m.file_type().is_file());
         let hostname: String = id.chars().take(12).collect();
         let rootfs = self.rootfs(id).to_string_lossy().to_string();
         let socket = agent::socket_path(&dir);
@@ -434,7 +453,9 @@ impl SandboxHost {
             cpu_millis,
             memory_bytes,
             netns_path: None,
-            resolv_conf: resolv_conf.map(|p| p.to_string_lossy().into_owned()).as_deref(),
+            resolv_conf: net.map(|n| n.resolv_conf.to_string_lossy().into_owned()).as_deref(),
+            ca_bundle: ca_bundle.map(|p| p.to_string_lossy().into_owned()).as_deref(),
+            replace_system_store,
             idmap: (!legacy).then_some(*map),
         });
         std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&cfg).map_err(setup_err)?)?;

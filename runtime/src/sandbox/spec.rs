@@ -26,6 +26,11 @@ pub struct SandboxConfig<'a> {
     /// A host file (root's, read-only to the guest) mounted at `/etc/resolv.conf`: the node's
     /// resolver, for an attached sandbox.
     pub resolv_conf: Option<&'a str>,
+    /// A host file (root's, read-only) mounted at `net::tls::GUEST_BUNDLE_PATH`: the CA bundle
+    /// guests trust when the node terminates TLS; with `replace_system_store`, also over the
+    /// template's system store.
+    pub ca_bundle: Option<&'a str>,
+    pub replace_system_store: bool,
     /// The host ids the sandbox's ids 0..size map to (its own user namespace); `None` runs it
     /// in the host's user namespace (guest root would be host root: tests of the config only).
     pub idmap: Option<super::idmap::IdMap>,
@@ -588,10 +593,16 @@ pub fn config(c: &SandboxConfig<'_>) -> Value {
         ],
         "linux": linux
     });
+    let read_only = |destination: &str, source: &str| json!({"destination": destination, "type": "bind", "source": source, "options": ["bind", "ro", "nosuid", "nodev", "noexec"]});
+    let mounts = cfg["mounts"].as_array_mut().expect("mounts");
     if let Some(file) = c.resolv_conf {
-        cfg["mounts"].as_array_mut().expect("mounts").push(json!(
-            {"destination": "/etc/resolv.conf", "type": "bind", "source": file, "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}
-        ));
+        mounts.push(read_only("/etc/resolv.conf", file));
+    }
+    if let Some(file) = c.ca_bundle {
+        mounts.push(read_only(crate::net::tls::GUEST_BUNDLE_PATH, file));
+        if c.replace_system_store {
+            mounts.push(read_only(crate::net::tls::SYSTEM_BUNDLE_PATH, file));
+        }
     }
     cfg
 }
@@ -616,6 +627,8 @@ mod tests {
             memory_bytes: 512 << 20,
             netns_path: None,
             resolv_conf: None,
+            ca_bundle: None,
+            replace_system_store: false,
             idmap: Some(super::super::idmap::IdMap { host_base: 1 << 30, size: 65536 }),
         });
         assert_eq!(c["linux"]["resources"]["cpu"]["quota"], 50_000);
