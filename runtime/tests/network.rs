@@ -97,12 +97,7 @@ fn allowlist() -> Vec<String> {
     ["allowed.test", "*.wild.test", "meta.test", "node.test"].map(String::from).to_vec()
 }
 
-async fn open_runtime(
-    state: &std::path::Path,
-    bed: &testbed::Testbed,
-    allow: Vec<String>,
-    max_connections: Option<u32>,
-) -> Runtime {
+async fn open_runtime(state: &std::path::Path, bed: &testbed::Testbed, allow: Vec<String>, limits: Limits) -> Runtime {
     let egress = EgressPolicy::new(&SandboxConfig {
         egress_allow_domains: allow,
         inject_authorization: BTreeMap::from([("allowed.test".into(), SECRET.into())]),
@@ -114,10 +109,22 @@ async fn open_runtime(
         node_name: format!("net-{}", bed.node.0),
         registry: Default::default(),
         egress,
-        network: NetworkSettings { attach_sandboxes: true, max_connections, ..bed.network() },
+        network: NetworkSettings {
+            attach_sandboxes: true,
+            max_connections: limits.max_connections,
+            bandwidth_mbit: limits.bandwidth_mbit,
+            ..bed.network()
+        },
     })
     .await
     .expect("runtime")
+}
+
+/// The per-sandbox limits of a node.
+#[derive(Clone, Copy, Default)]
+struct Limits {
+    max_connections: Option<u32>,
+    bandwidth_mbit: Option<u32>,
 }
 
 /// The test bed with a runtime open on its node and the busybox template ready.
@@ -128,10 +135,10 @@ struct Node {
 }
 
 impl Node {
-    async fn start(allow: Vec<String>, max_connections: Option<u32>) -> Node {
+    async fn start(allow: Vec<String>, limits: Limits) -> Node {
         let bed = testbed::Testbed::start();
         let state = tempfile::tempdir().expect("tempdir");
-        let rt = open_runtime(state.path(), &bed, allow, max_connections).await;
+        let rt = open_runtime(state.path(), &bed, allow, limits).await;
         rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
         Node { bed, state, rt }
     }
@@ -139,7 +146,7 @@ impl Node {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
-    let Node { bed, state, rt } = Node::start(allowlist(), None).await;
+    let Node { bed, state, rt } = Node::start(allowlist(), Limits::default()).await;
     let (seen, node_hits) = (bed.seen.clone(), bed.node_hits.clone());
 
     let a = rt.create(sandbox("kairon-net-a")).await.expect("sandbox a");
@@ -306,7 +313,7 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     let resumed = rt.power(&a.id, PowerAction::Resume, false).await.expect("resume");
     assert_eq!(resumed.guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     drop(rt);
-    let rt = open_runtime(state.path(), &bed, allowlist(), None).await;
+    let rt = open_runtime(state.path(), &bed, allowlist(), Limits::default()).await;
     assert_eq!(rt.get(&a.id).await.expect("adopted").guest_ip.as_deref(), Some(a_ip.to_string().as_str()));
     let again = rt.exec(&a.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
     assert_eq!(again.stdout, format!("hello from {ALLOWED_IP}\n"), "after a runtime restart: {again:?}");
@@ -335,6 +342,8 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
 }
 
 const CONNECTION_LIMIT: u32 = 5;
+const BANDWIDTH_MBIT: u32 = 80;
+const LIMITS: Limits = Limits { max_connections: Some(CONNECTION_LIMIT), bandwidth_mbit: Some(BANDWIDTH_MBIT) };
 
 /// With no allowlist every host is allowed and other protocols are routed (masqueraded), but
 /// the deny set and the node itself stay out of reach; a sandbox's open connections are
@@ -344,7 +353,7 @@ const CONNECTION_LIMIT: u32 = 5;
 async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() {
     // Every part is bound: what `..` would leave out is dropped at once (the state dir, the
     // node's namespace).
-    let Node { bed, state: _state, rt } = Node::start(vec![], Some(CONNECTION_LIMIT)).await;
+    let Node { bed, state: _state, rt } = Node::start(vec![], LIMITS).await;
     let (seen, node_hits) = (bed.seen.clone(), bed.node_hits.clone());
     let vm = rt.create(sandbox("kairon-open-a")).await.expect("sandbox");
 
@@ -373,5 +382,39 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     .expect("guest thread");
     assert_eq!(opened.0, CONNECTION_LIMIT as usize, "the first {CONNECTION_LIMIT} connect");
     assert_eq!(opened.1, Err(std::io::ErrorKind::ConnectionRefused), "connection {} is refused", CONNECTION_LIMIT + 1);
+
+    // Throughput each way is the configured rate, within 20 %.
+    let (up, down) = std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let sent = 16usize << 20;
+        // The connections held above leave the count as they close.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut c = loop {
+            match std::net::TcpStream::connect((ALLOWED_IP, testbed::SINK_PORT)) {
+                Ok(c) => break c,
+                Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+                Err(e) => panic!("the connection limit did not free up: {e}"),
+            }
+        };
+        let t = std::time::Instant::now();
+        c.write_all(&vec![1u8; sent]).expect("upload");
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut ack = String::new();
+        c.read_to_string(&mut ack).unwrap();
+        assert_eq!(ack.trim(), sent.to_string());
+        let up = sent as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e6;
+        let mut c = std::net::TcpStream::connect((ALLOWED_IP, testbed::SOURCE_PORT)).expect("source");
+        let t = std::time::Instant::now();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        assert_eq!(got.len(), testbed::SOURCE_BYTES);
+        (up, got.len() as f64 * 8.0 / t.elapsed().as_secs_f64() / 1e6)
+    })
+    .join()
+    .expect("guest thread");
+    eprintln!("shaped to {BANDWIDTH_MBIT} Mbit/s: upload {up:.1}, download {down:.1} Mbit/s");
+    let (low, high) = (f64::from(BANDWIDTH_MBIT) * 0.8, f64::from(BANDWIDTH_MBIT) * 1.2);
+    assert!((low..=high).contains(&up), "upload {up:.1} Mbit/s against {BANDWIDTH_MBIT}");
+    assert!((low..=high).contains(&down), "download {down:.1} Mbit/s against {BANDWIDTH_MBIT}");
     rt.delete(&vm.id).await.expect("delete");
 }

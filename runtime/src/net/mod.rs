@@ -73,6 +73,10 @@ pub struct NetworkSettings {
     /// node's `/etc/ssl/certs/ca-certificates.crt` (an internal CA).
     #[serde(default)]
     pub upstream_ca_file: Option<std::path::PathBuf>,
+    /// Each sandbox's bandwidth in megabits a second, each way (shaped on both ends of its
+    /// link, where the guest cannot change it). Default: no limit.
+    #[serde(default)]
+    pub bandwidth_mbit: Option<u32>,
 }
 
 /// Why the guest network could not be set up or a sandbox attached.
@@ -101,6 +105,7 @@ pub struct Plan {
     pub netns: Option<String>,
     pub dns_upstream: SocketAddr,
     pub max_connections: Option<u32>,
+    pub bandwidth_mbit: Option<u32>,
 }
 
 impl Plan {
@@ -126,6 +131,9 @@ impl Plan {
             Some(text) => parse_upstream(text)?,
             None => system_resolver()?,
         };
+        if s.bandwidth_mbit == Some(0) {
+            return Err(NetError::Config("bandwidth_mbit must be at least 1 (leave it out for no limit)".into()));
+        }
         if s.max_connections == Some(0) {
             return Err(NetError::Config("max_connections must be at least 1 (leave it out for no limit)".into()));
         }
@@ -142,6 +150,7 @@ impl Plan {
             netns: s.netns.clone(),
             dns_upstream,
             max_connections: s.max_connections,
+            bandwidth_mbit: s.bandwidth_mbit,
         })
     }
 
@@ -310,11 +319,27 @@ impl GuestNetwork {
         );
         let mut enter = Command::new("nsenter");
         enter.arg(format!("--net=/proc/{pid}/ns/net")).args(["ip", "-batch", "-"]);
-        if let Err(e) = run_with_input(&mut enter, &guest).await {
-            let _ = self.ns.command("ip").args(["link", "del", &link]).output().await;
-            return Err(e);
+        let mut attached = run_with_input(&mut enter, &guest).await;
+        if let (Ok(()), Some(mbit)) = (&attached, self.plan.bandwidth_mbit) {
+            attached = self.shape(pid, &link, mbit).await;
         }
-        Ok(())
+        if attached.is_err() {
+            let _ = self.ns.command("ip").args(["link", "del", &link]).output().await;
+        }
+        attached
+    }
+
+    /// Shapes both directions of a guest's link to `mbit`: the node's end (what the guest
+    /// receives) and the guest's `eth0` (what it sends; its root has no `CAP_NET_ADMIN` to
+    /// lift it).
+    async fn shape(&self, pid: u32, link: &str, mbit: u32) -> Result<(), NetError> {
+        // A burst of 20 ms at the rate (at least 32 KiB) keeps TCP near the rate.
+        let burst = (u64::from(mbit) * 1_000_000 / 8 / 50).max(32 * 1024);
+        let tbf = |dev: &str| format!("qdisc replace dev {dev} root tbf rate {mbit}mbit burst {burst} latency 50ms\n");
+        run_with_input(self.ns.command("tc").args(["-batch", "-"]), &tbf(link)).await?;
+        let mut enter = Command::new("nsenter");
+        enter.arg(format!("--net=/proc/{pid}/ns/net")).args(["tc", "-batch", "-"]);
+        run_with_input(&mut enter, &tbf("eth0")).await
     }
 }
 

@@ -16,6 +16,11 @@ pub const ALLOWED_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 1);
 pub const REFUSED_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 2);
 pub const RESOLVER_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 53);
 pub const NODE_IP: Ipv4Addr = Ipv4Addr::new(198, 51, 100, 254);
+/// Reads everything sent to it, then answers how many bytes came.
+pub const SINK_PORT: u16 = 9000;
+/// Sends [`SOURCE_BYTES`] and closes.
+pub const SOURCE_PORT: u16 = 9001;
+pub const SOURCE_BYTES: usize = 16 << 20;
 pub const METADATA_IP: Ipv4Addr = Ipv4Addr::new(169, 254, 169, 254);
 
 fn ip(args: &[&str]) {
@@ -91,7 +96,32 @@ pub fn serve_internet(ns: &Netns, seen: Arc<Mutex<Seen>>, ca: Arc<crate::net::tl
             let tls = tokio::net::TcpListener::bind("0.0.0.0:443").await.expect("443");
             let other = tokio::net::TcpListener::bind("0.0.0.0:8080").await.expect("8080");
             let dns = tokio::net::UdpSocket::bind((RESOLVER_IP, 53)).await.expect("53");
+            let sink = tokio::net::TcpListener::bind(("0.0.0.0", SINK_PORT)).await.expect("sink");
+            let source = tokio::net::TcpListener::bind(("0.0.0.0", SOURCE_PORT)).await.expect("source");
             ready_tx.send(()).expect("ready");
+            tokio::spawn(async move {
+                while let Ok((mut c, _)) = sink.accept().await {
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncWriteExt;
+                        let n = tokio::io::copy(&mut c, &mut tokio::io::sink()).await.unwrap_or(0);
+                        let _ = c.write_all(format!("{n}\n").as_bytes()).await;
+                    });
+                }
+            });
+            tokio::spawn(async move {
+                while let Ok((mut c, _)) = source.accept().await {
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncWriteExt;
+                        let chunk = vec![7u8; 64 * 1024];
+                        for _ in 0..SOURCE_BYTES / chunk.len() {
+                            if c.write_all(&chunk).await.is_err() {
+                                return;
+                            }
+                        }
+                        let _ = c.shutdown().await;
+                    });
+                }
+            });
             let s = seen.clone();
             tokio::spawn(async move {
                 loop {
