@@ -85,14 +85,35 @@ fn ip(args: &[&str]) {
     }
 }
 
-/// QEMU user networking: the guest is 10.0.2.15, the gateway 10.0.2.2, DNS 10.0.2.3.
+/// The node's guest network, when the kernel command line gives `kairon.ip=` and `kairon.gw=`:
+/// the address alone (/32), routed through the gateway, which also resolves names. Else QEMU
+/// user networking: the guest is 10.0.2.15, the gateway 10.0.2.2, DNS 10.0.2.3.
 fn network() {
     ip(&["link", "set", "lo", "up"]);
-    if std::path::Path::new("/sys/class/net/eth0").exists() {
-        ip(&["link", "set", "eth0", "up"]);
-        ip(&["addr", "add", "10.0.2.15/24", "dev", "eth0"]);
-        ip(&["route", "add", "default", "via", "10.0.2.2"]);
-        let _ = std::fs::write("/etc/resolv.conf", "nameserver 10.0.2.3\n");
+    if !std::path::Path::new("/sys/class/net/eth0").exists() {
+        return;
+    }
+    ip(&["link", "set", "eth0", "up"]);
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let arg = |key: &str| {
+        cmdline
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse::<std::net::Ipv4Addr>().ok())
+            .map(|a| a.to_string())
+    };
+    match (arg("kairon.ip="), arg("kairon.gw=")) {
+        (Some(addr), Some(gw)) => {
+            ip(&["addr", "add", &format!("{addr}/32"), "dev", "eth0"]);
+            ip(&["route", "add", &gw, "dev", "eth0", "scope", "link"]);
+            ip(&["route", "add", "default", "via", &gw, "dev", "eth0"]);
+            let _ = std::fs::write("/etc/resolv.conf", format!("nameserver {gw}\n"));
+        }
+        _ => {
+            ip(&["addr", "add", "10.0.2.15/24", "dev", "eth0"]);
+            ip(&["route", "add", "default", "via", "10.0.2.2"]);
+            let _ = std::fs::write("/etc/resolv.conf", "nameserver 10.0.2.3\n");
+        }
     }
 }
 

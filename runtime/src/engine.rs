@@ -157,9 +157,7 @@ impl Instances {
         }
         self.names.insert(vm.name.clone(), vm.id.to_string());
         self.by_id.insert(vm.id.to_string(), slot);
-        if BackendKind::of(vm) == BackendKind::Runc
-            && let Some(ip) = vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok())
-        {
+        if let Some(ip) = vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok()) {
             self.guest_ips.insert(ip, vm.id.to_string());
         }
         Ok(())
@@ -271,6 +269,17 @@ impl Runtime {
             }),
         };
         rt.load_templates();
+        let weak = Arc::downgrade(&rt.inner);
+        let hook: crate::vm::NetHook = Arc::new(move |pid, ip| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                let inner = weak.upgrade().ok_or("the runtime is gone")?;
+                let net = Runtime { inner }.network().await.map_err(|e| e.to_string())?;
+                net.attach_vm(pid, ip).await.map_err(|e| e.to_string())
+            })
+        });
+        let node_netns = rt.inner.net_plan.netns.as_ref().map(|n| PathBuf::from("/run/netns").join(n));
+        rt.inner.vms.set_net_hook(hook, node_netns);
         rt.adopt().await?;
         if lock(&rt.inner.instances).leased() > 0 {
             // Adopted guests keep their addresses; their resolver and proxy must answer again.
@@ -695,14 +704,7 @@ impl Runtime {
         let mut guest_net = None;
         if let Some(net) = &network {
             if vm.guest_ip.is_none() {
-                let ip = lock(&self.inner.instances).lease(&vm.id, &net.plan).ok_or_else(|| {
-                    RuntimeError::Conflict(format!(
-                        "the guest subnet {} of node {} has no free address",
-                        net.plan.subnet,
-                        self.node_name()
-                    ))
-                })?;
-                vm.guest_ip = Some(ip.to_string());
+                vm.guest_ip = Some(self.lease_guest_addr(&vm.id)?.ip.to_string());
                 self.save(vm)?;
             }
             let path = self.inner.host.instance_dir(&vm.id).join("resolv.conf");
@@ -774,6 +776,20 @@ impl Runtime {
             })
             .await
             .cloned()
+    }
+
+    /// A guest address for instance `id` on this node's guest network (its lease lives as
+    /// long as the instance's record).
+    pub(crate) fn lease_guest_addr(&self, id: &str) -> Result<crate::vm::GuestAddr> {
+        let plan = &self.inner.net_plan;
+        let ip = lock(&self.inner.instances).lease(id, plan).ok_or_else(|| {
+            RuntimeError::Conflict(format!(
+                "the guest subnet {} of node {} has no free address",
+                plan.subnet,
+                self.node_name()
+            ))
+        })?;
+        Ok(crate::vm::GuestAddr { ip, gateway: plan.gateway })
     }
 
     /// How many guest IPs are leased (tests check that none leak).

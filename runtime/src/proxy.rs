@@ -122,7 +122,7 @@ fn dial_blocking(pid: u32, ip: Ipv4Addr, port: u16) -> io::Result<std::net::TcpS
 
 /// Where a guest port is dialled: in a sandbox's network namespace (its init's pid), or at a
 /// host address that leads to it (a VM's forwarded port on loopback).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
     Netns(u32),
     /// A sandbox on the guest network: its guest IP, dialled inside its namespace (so a
@@ -130,6 +130,12 @@ pub enum Target {
     Guest {
         pid: u32,
         ip: Ipv4Addr,
+    },
+    /// An address dialled from a network namespace file (`None`: this process's): a VM's guest
+    /// IP from the node side of the guest network.
+    InNetns {
+        netns: Option<std::path::PathBuf>,
+        addr: SocketAddr,
     },
     Addr(SocketAddr),
 }
@@ -139,6 +145,10 @@ pub async fn dial(target: Target, port: u16) -> io::Result<tokio::net::TcpStream
     match target {
         Target::Netns(pid) => dial_in_netns(pid, port).await,
         Target::Guest { pid, ip } => dial_in_netns_at(pid, ip, port).await,
+        Target::InNetns { netns, addr } => crate::net::netns::NodeNetns::at(netns)
+            .dial(addr)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("port {port} at the VM's guest IP {}: {e}", addr.ip()))),
         Target::Addr(addr) => {
             let s = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::TcpStream::connect(addr))
                 .await

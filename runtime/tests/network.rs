@@ -127,17 +127,33 @@ struct Limits {
     bandwidth_mbit: Option<u32>,
 }
 
+/// A runtime's state dir whose sandboxes and VMs go with it, also when a test fails.
+struct State(tempfile::TempDir);
+
+impl State {
+    fn path(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        kairon_runtime::vm::kill_all_under(self.0.path());
+        kairon_runtime::sandbox::remove_all_under(self.0.path());
+    }
+}
+
 /// The test bed with a runtime open on its node and the busybox template ready.
 struct Node {
     bed: testbed::Testbed,
-    state: tempfile::TempDir,
+    state: State,
     rt: Runtime,
 }
 
 impl Node {
     async fn start(allow: Vec<String>, limits: Limits) -> Node {
         let bed = testbed::Testbed::start();
-        let state = tempfile::tempdir().expect("tempdir");
+        let state = State(tempfile::tempdir().expect("tempdir"));
         let rt = open_runtime(state.path(), &bed, allow, limits).await;
         rt.wait_template("busybox", Duration::from_secs(120)).await.expect("busybox template");
         Node { bed, state, rt }
@@ -417,4 +433,62 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     assert!((low..=high).contains(&up), "upload {up:.1} Mbit/s against {BANDWIDTH_MBIT}");
     assert!((low..=high).contains(&down), "download {down:.1} Mbit/s against {BANDWIDTH_MBIT}");
     rt.delete(&vm.id).await.expect("delete");
+}
+
+/// A VM on the guest network (real QEMU, TCG): it takes its address from the node, reaches the
+/// allowed host by name and nothing else, and its server answers at its guest IP from the
+/// node's side (as the HTTP proxy, port-forward and SSH reach it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_on_the_guest_network_is_held_to_the_allowlist() {
+    let Node { bed, state: _state, rt } = Node::start(allowlist(), Limits::default()).await;
+    let image = rt.ensure_default_image().await.expect("the default VM image");
+    let req = CreateVmRequest {
+        name: "kairon-net-vm".into(),
+        image: Some(kairon_model::ImageSource { path: image.to_string_lossy().into_owned() }),
+        network: Some(kairon_model::NetworkSpec { mode: kairon_model::NetworkMode::Tap, ..Default::default() }),
+        ..Default::default()
+    };
+    let vm = rt.create(req).await.expect("an attached VM");
+    let ip = vm.guest_ip.clone().expect("the VM's guest IP");
+    let bb = "/usr/lib/kairon/busybox";
+    let shown = rt.exec(&vm.id, &sh(&format!("{bb} ip -4 addr show eth0"))).await.expect("exec in the VM");
+    assert!(shown.stdout.contains(&format!("{ip}/32")), "the guest took its address: {shown:?}");
+
+    let got = rt.exec(&vm.id, &sh(&format!("{bb} wget -q -O - http://allowed.test/"))).await.expect("exec");
+    assert_eq!(got.stdout, format!("hello from {ALLOWED_IP}\n"), "{got:?}");
+    assert_eq!(bed.seen.lock().unwrap().http.last().and_then(|r| r.2.clone()).as_deref(), Some(SECRET));
+    let refused = rt.exec(&vm.id, &sh(&format!("{bb} wget -q -O - http://refused.test/"))).await.expect("exec");
+    assert_ne!(refused.exit_code, 0, "{refused:?}");
+    for (target, port) in [(NODE_IP.to_string(), 7444), (METADATA_IP.to_string(), 8080), (ALLOWED_IP.to_string(), 8080)]
+    {
+        let r = rt
+            .exec(&vm.id, &sh(&format!("echo x | {bb} nc -w 3 {target} {port} && echo CONNECTED")))
+            .await
+            .expect("exec");
+        assert!(!r.stdout.contains("CONNECTED"), "the VM reached {target}:{port}: {r:?}");
+    }
+    assert_eq!(*bed.node_hits.lock().unwrap(), 0);
+
+    rt.start_process(
+        &vm.id,
+        &sh(&format!(
+            "mkdir -p /root/www && echo vm-on-its-ip > /root/www/index.html && exec {bb} httpd -f -p 8080 -h /root/www"
+        )),
+    )
+    .await
+    .expect("httpd in the VM");
+    let target = rt.guest_target(&vm.id, 8080).await.expect("target");
+    let mut body = String::new();
+    for _ in 0..50 {
+        if let Ok(mut conn) = kairon_runtime::proxy::dial(target.clone(), 8080).await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            conn.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").await.unwrap();
+            conn.read_to_string(&mut body).await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(body.ends_with("vm-on-its-ip\n"), "the VM's server at its guest IP: {body:?}");
+    rt.delete(&vm.id).await.expect("delete");
+    assert_eq!(rt.guest_ips_leased(), 0, "the VM's lease is released");
 }

@@ -323,60 +323,7 @@ impl Drop for Kairon {
 /// execve can keep that freeze from finishing, which hangs runc (and the test) for good. Each
 /// container's cgroup is thawed and its processes are killed directly instead.
 pub fn remove_sandboxes(state_dir: &Path) {
-    let root = state_dir.join("runc");
-    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-        let id = entry.file_name().to_string_lossy().to_string();
-        let state: serde_json::Value = std::fs::read(entry.path().join("state.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        if let Some(freezer) = state["cgroup_paths"]["freezer"].as_str() {
-            kill_cgroup(Path::new(freezer));
-        }
-        let mut delete = Command::new("runc");
-        delete.arg("--root").arg(&root).args(["delete", "--force", &id]);
-        run_bounded(delete, Duration::from_secs(30));
-    }
-    // The sandboxes' overlay roots are mounted outside the state dir (under
-    // /run/kairon/sandboxes) with their layers inside it: unmount every mount whose line names
-    // the state dir, the roots before the disks they sit on (so the loop devices go too).
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let prefix = format!("{}/", state_dir.to_string_lossy());
-    let ours: Vec<&str> = mounts.lines().filter(|l| l.contains(&prefix)).filter_map(|l| l.split(' ').nth(4)).collect();
-    let (roots, disks): (Vec<&str>, Vec<&str>) = ours.into_iter().partition(|mp| !mp.starts_with(&prefix));
-    for mp in roots.iter().chain(&disks) {
-        let _ = Command::new("umount").arg("-l").arg(mp).output();
-    }
-    for root in roots.iter().filter(|mp| mp.starts_with(kairon_runtime::sandbox::ROOTS_DIR)) {
-        let _ = std::fs::remove_dir(root);
-    }
-}
-
-fn kill_cgroup(freezer: &Path) {
-    let _ = std::fs::write(freezer.join("freezer.state"), "THAWED");
-    for _ in 0..100 {
-        let procs = std::fs::read_to_string(freezer.join("cgroup.procs")).unwrap_or_default();
-        let pids: Vec<&str> = procs.lines().filter(|l| !l.trim().is_empty()).collect();
-        if pids.is_empty() {
-            return;
-        }
-        let _ = Command::new("kill").arg("-KILL").args(&pids).stderr(Stdio::null()).status();
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs a command, killing it if it takes longer than `limit`.
-fn run_bounded(mut cmd: Command, limit: Duration) {
-    let Ok(mut child) = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn() else { return };
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    kairon_runtime::sandbox::remove_all_under(state_dir);
 }
 
 /// Removes a runtime state dir's sandboxes when dropped (for `kairon runtime` / `kairon node`

@@ -103,7 +103,8 @@ pub struct Plan {
     pub subnet: Cidr,
     pub gateway: Ipv4Addr,
     pub netns: Option<String>,
-    pub dns_upstream: SocketAddr,
+    /// The resolver the node asks (none found: attaching fails, saying so).
+    pub dns_upstream: Option<SocketAddr>,
     pub max_connections: Option<u32>,
     pub bandwidth_mbit: Option<u32>,
 }
@@ -128,8 +129,10 @@ impl Plan {
         };
         let IpAddr::V4(base) = subnet.addr else { unreachable!("checked above") };
         let dns_upstream = match &s.dns_upstream {
-            Some(text) => parse_upstream(text)?,
-            None => system_resolver()?,
+            Some(text) => Some(parse_upstream(text)?),
+            // Looked up now, needed only once a sandbox is attached (a missing one is an
+            // error then, not at startup). A loopback resolver serves the host's namespace only.
+            None => system_resolver(s.netns.is_none()),
         };
         if s.bandwidth_mbit == Some(0) {
             return Err(NetError::Config("bandwidth_mbit must be at least 1 (leave it out for no limit)".into()));
@@ -202,16 +205,13 @@ fn parse_upstream(text: &str) -> Result<SocketAddr, NetError> {
         .map_err(|_| NetError::Config(format!("dns_upstream {text:?} is not IP or IP:PORT")))
 }
 
-fn system_resolver() -> Result<SocketAddr, NetError> {
+fn system_resolver(allow_loopback: bool) -> Option<SocketAddr> {
     let text = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("nameserver"))
         .filter_map(|rest| rest.trim().parse::<IpAddr>().ok())
-        .find(|ip| !ip.is_loopback())
+        .find(|ip| allow_loopback || !ip.is_loopback())
         .map(|ip| SocketAddr::new(ip, 53))
-        .ok_or_else(|| {
-            NetError::Config("no non-loopback nameserver in /etc/resolv.conf: set [network] dns_upstream".into())
-        })
 }
 
 /// The running guest network of a node: its rules are installed, its resolver and proxy
@@ -246,9 +246,17 @@ impl GuestNetwork {
         upstream_ca_file: Option<&std::path::Path>,
     ) -> Result<Arc<GuestNetwork>, NetError> {
         let ns = NodeNetns::open(plan.netns.as_deref())?;
-        // Forwarding is needed only to route other protocols, which an allowlist forbids.
-        let forward = if policy.allows_everything() { "1" } else { "0" };
-        ns.write_sysctl("net/ipv4/ip_forward", forward).await?;
+        // Forwarding is needed only to route other protocols, which an allowlist forbids. It
+        // is never turned off: the host's namespace may route for others (guests' forwarded
+        // traffic is dropped by the rules whatever the setting).
+        if policy.allows_everything() {
+            ns.write_sysctl("net/ipv4/ip_forward", "1").await?;
+        }
+        let upstream = plan.dns_upstream.ok_or_else(|| {
+            NetError::Config(
+                "no usable nameserver in /etc/resolv.conf for the guests' resolver: set [network] dns_upstream".into(),
+            )
+        })?;
         // One neighbour entry per guest: the default limit (1,024) is below a full node. The
         // limits exist in the host's namespace only (other namespaces share them).
         for (key, value) in [("gc_thresh3", "8192"), ("gc_thresh2", "4096")] {
@@ -267,14 +275,7 @@ impl GuestNetwork {
             true => Some(Arc::new(tls::EgressCa::open(ca_dir, upstream_ca_file)?)),
             false => None,
         };
-        let ctx = Arc::new(proxy::Context {
-            policy,
-            ns: ns.clone(),
-            upstream: plan.dns_upstream,
-            log,
-            owner_of,
-            ca: ca.clone(),
-        });
+        let ctx = Arc::new(proxy::Context { policy, ns: ns.clone(), upstream, log, owner_of, ca: ca.clone() });
         let tasks = vec![
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
@@ -290,6 +291,11 @@ impl GuestNetwork {
         self.ca.as_deref().map(tls::EgressCa::guest_bundle)
     }
 
+    /// Where the node side lives (`None`: this process's namespace).
+    pub fn node_netns(&self) -> Option<std::path::PathBuf> {
+        self.ns.path().map(std::path::Path::to_path_buf)
+    }
+
     /// The `/etc/resolv.conf` an attached guest gets.
     pub fn resolv_conf(&self) -> String {
         format!("nameserver {}\n", self.plan.gateway)
@@ -298,6 +304,27 @@ impl GuestNetwork {
     /// Gives the network namespace of process `pid` (a sandbox's init) its `eth0` with guest
     /// address `ip`, routed through the node.
     pub async fn attach(&self, pid: u32, ip: Ipv4Addr) -> Result<(), NetError> {
+        let gw = self.plan.gateway;
+        let guest = format!(
+            "link set lo up\n\
+             addr add {ip}/32 dev eth0\n\
+             link set eth0 up\n\
+             route add {gw}/32 dev eth0 scope link\n\
+             route add default via {gw} dev eth0\n"
+        );
+        self.link(pid, ip, &guest).await
+    }
+
+    /// Links a VM's QEMU (`pid`; its namespace holds `br0` with QEMU's `tap0`) to the node for
+    /// guest address `ip`: the namespace's end of the link joins `br0`, so the guest's NIC sits
+    /// on the link as a sandbox's `eth0` would (the guest sets its address itself).
+    pub async fn attach_vm(&self, pid: u32, ip: Ipv4Addr) -> Result<(), NetError> {
+        self.link(pid, ip, "link set eth0 master br0\nlink set eth0 up\n").await
+    }
+
+    /// The link of guest address `ip`: the node's end routed to it, the other (`eth0`) in the
+    /// namespace of `pid`, set up there by the `ip -batch` lines `inside`.
+    async fn link(&self, pid: u32, ip: Ipv4Addr, inside: &str) -> Result<(), NetError> {
         let link = self.plan.host_link(ip);
         let gw = self.plan.gateway;
         // A link left by an instance that died without its namespace going (cannot normally
@@ -310,16 +337,9 @@ impl GuestNetwork {
              route add {ip}/32 dev {link} src {gw}\n"
         );
         run_with_input(self.ns.command("ip").args(["-batch", "-"]), &host).await?;
-        let guest = format!(
-            "link set lo up\n\
-             addr add {ip}/32 dev eth0\n\
-             link set eth0 up\n\
-             route add {gw}/32 dev eth0 scope link\n\
-             route add default via {gw} dev eth0\n"
-        );
         let mut enter = Command::new("nsenter");
         enter.arg(format!("--net=/proc/{pid}/ns/net")).args(["ip", "-batch", "-"]);
-        let mut attached = run_with_input(&mut enter, &guest).await;
+        let mut attached = run_with_input(&mut enter, inside).await;
         if let (Ok(()), Some(mbit)) = (&attached, self.plan.bandwidth_mbit) {
             attached = self.shape(pid, &link, mbit).await;
         }
@@ -390,7 +410,7 @@ mod tests {
         assert_eq!(a.capacity(), 4093);
         assert_eq!(a.index_of(a.guest_ip(4092)), Some(4092));
         assert!(a.host_link(a.guest_ip(4092)).len() <= 15);
-        assert_eq!(a.dns_upstream, "192.0.2.53:53".parse().unwrap());
+        assert_eq!(a.dns_upstream, Some("192.0.2.53:53".parse().unwrap()));
     }
 
     #[test]

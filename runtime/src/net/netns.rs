@@ -37,6 +37,16 @@ impl NodeNetns {
         Ok(NodeNetns { path })
     }
 
+    /// The namespace at `path` (`None`: this process's), as it is.
+    pub fn at(path: Option<PathBuf>) -> NodeNetns {
+        NodeNetns { path }
+    }
+
+    /// Its namespace file (`None`: this process's namespace).
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
+    }
+
     /// `program` run in the node's namespace.
     pub fn command(&self, program: &str) -> Command {
         match &self.path {

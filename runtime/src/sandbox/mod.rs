@@ -1143,6 +1143,69 @@ async fn read_capped<R: tokio::io::AsyncRead + Unpin>(r: R, cap: u64) -> std::io
     Ok((buf, cut))
 }
 
+/// Kills and removes every sandbox of the runtime state dir `state_dir`, and unmounts their
+/// roots and disks: what a test (or an operator retiring a node's state) does after a runtime
+/// that will not come back. Sandboxes outlive their runtime on purpose otherwise.
+pub fn remove_all_under(state_dir: &Path) {
+    let root = state_dir.join("runc");
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        let id = entry.file_name().to_string_lossy().to_string();
+        let state: serde_json::Value = std::fs::read(entry.path().join("state.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if let Some(freezer) = state["cgroup_paths"]["freezer"].as_str() {
+            kill_cgroup(Path::new(freezer));
+        }
+        let mut delete = std::process::Command::new("runc");
+        delete.arg("--root").arg(&root).args(["delete", "--force", &id]);
+        run_bounded(delete, Duration::from_secs(30));
+    }
+    // The sandboxes' overlay roots are mounted outside the state dir (under
+    // /run/kairon/sandboxes) with their layers inside it: unmount every mount whose line names
+    // the state dir, the roots before the disks they sit on (so the loop devices go too).
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let prefix = format!("{}/", state_dir.to_string_lossy());
+    let ours: Vec<&str> = mounts.lines().filter(|l| l.contains(&prefix)).filter_map(|l| l.split(' ').nth(4)).collect();
+    let (roots, disks): (Vec<&str>, Vec<&str>) = ours.into_iter().partition(|mp| !mp.starts_with(&prefix));
+    for mp in roots.iter().chain(&disks) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(mp).output();
+    }
+    for root in roots.iter().filter(|mp| mp.starts_with(ROOTS_DIR)) {
+        let _ = std::fs::remove_dir(root);
+    }
+}
+
+fn kill_cgroup(freezer: &Path) {
+    let _ = std::fs::write(freezer.join("freezer.state"), "THAWED");
+    for _ in 0..100 {
+        let procs = std::fs::read_to_string(freezer.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<&str> = procs.lines().filter(|l| !l.trim().is_empty()).collect();
+        if pids.is_empty() {
+            return;
+        }
+        let _ =
+            std::process::Command::new("kill").arg("-KILL").args(&pids).stderr(std::process::Stdio::null()).status();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs a command, killing it if it takes longer than `limit`.
+fn run_bounded(mut cmd: std::process::Command, limit: Duration) {
+    let Ok(mut child) = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn() else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -102,6 +102,12 @@ impl VmHost {
         cfg.hostname = hostname_for(name);
         // Volumes are the parent's own disks: the copy gets copies of them.
         let r: Result<()> = async {
+            // Its own address on the guest network (re-identification gives it to the guest).
+            if cfg.guest_net.is_some() {
+                let addr = rt.lease_guest_addr(&child_id)?;
+                child.guest_ip = Some(addr.ip.to_string());
+                cfg.guest_net = Some(addr);
+            }
             std::fs::create_dir_all(self.instance_dir(&child_id))?;
             let mut vols = std::collections::BTreeMap::new();
             for (vname, file) in &cfg.volumes {
@@ -151,6 +157,11 @@ impl VmHost {
         cfg.hostname = hostname_for(name);
         cfg.volumes.clear();
         let r: Result<()> = async {
+            if cfg.guest_net.is_some() {
+                let addr = rt.lease_guest_addr(&id)?;
+                vm.guest_ip = Some(addr.ip.to_string());
+                cfg.guest_net = Some(addr);
+            }
             self.copy_disk(&source.id, &id, running && source.state == VmState::Running).await?;
             rt.save(&vm)?;
             let spec = vm.spec.clone();

@@ -24,6 +24,9 @@
 //!   the host's, and the guest has no way out. The HTTP proxy, port tunnels and SSH reach a
 //!   guest port through a forward on that loopback with the guest port's number, added on
 //!   demand (`hostfwd_add`) and dialled inside the namespace (see [`VmHost::target`]).
+//!   A VM on the guest network (`spec.network.mode` Tap/Bridge, see `crate::net`) has `tap0`
+//!   in a bridge in that namespace instead, joined by its link to the node; the guest takes its
+//!   address from the kernel command line, and is dialled at it from the node side.
 
 pub mod backend;
 pub mod ga;
@@ -82,9 +85,16 @@ const SANDBOX: &str = "on,obsolete=deny,spawn=deny,resourcecontrol=deny";
 /// bound in it by QEMU's unprivileged user (a forward keeps the guest port's number). Where
 /// `/proc/sys` is read-only (some containers) the VM still starts; only guest ports below 1024
 /// cannot be forwarded then.
+///
+/// With `KAIRON_TAP_UID` set (a VM on the guest network) it also makes `tap0`, owned by QEMU's
+/// uid, in a bridge `br0`; the runtime then adds the namespace's end of the VM's link to `br0`.
 const NETNS_SETUP: &str = "ip link set lo up || exit 125
 echo 0 2>/dev/null > /proc/sys/net/ipv4/ip_unprivileged_port_start ||
   echo 'kairon: cannot allow low ports in the VM network namespace: guest ports below 1024 cannot be forwarded' >&2
+if [ -n \"$KAIRON_TAP_UID\" ]; then
+  ip tuntap add dev tap0 mode tap user \"$KAIRON_TAP_UID\" && ip link add br0 type bridge &&
+    ip link set tap0 master br0 && ip link set tap0 up && ip link set br0 up || exit 125
+fi
 exec \"$@\"";
 
 #[derive(Debug, thiserror::Error)]
@@ -152,7 +162,28 @@ pub struct MachineConfig {
     /// Volume name → its disk file.
     #[serde(default)]
     pub volumes: BTreeMap<String, String>,
+    /// On the node's guest network (`spec.network.mode` Tap or Bridge): its address and
+    /// gateway; else QEMU user networking.
+    #[serde(default)]
+    pub guest_net: Option<GuestAddr>,
 }
+
+/// A VM's address on the guest network. The guest learns it from the kernel command line
+/// (`kairon.ip=`, `kairon.gw=`; Kairon's image configures `eth0` from them) and, after a fork,
+/// from re-identification.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct GuestAddr {
+    pub ip: std::net::Ipv4Addr,
+    pub gateway: std::net::Ipv4Addr,
+}
+
+/// Attaches a started QEMU (its pid: the VM's network namespace holds `br0` with `tap0`) to
+/// the guest network at an address.
+pub type NetHook = Arc<
+    dyn Fn(u32, std::net::Ipv4Addr) -> futures::future::BoxFuture<'static, std::result::Result<(), String>>
+        + Send
+        + Sync,
+>;
 
 impl MachineConfig {
     pub fn microvm(&self) -> bool {
@@ -207,6 +238,11 @@ pub struct VmHost {
     /// The uids of the QEMUs that run or are starting (see [`VM_UID_BASE`]).
     uids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
+    /// How a VM on the guest network gets its link (set by the runtime that owns the network).
+    net_hook: std::sync::OnceLock<NetHook>,
+    /// Where the node side of the guest network lives (`None`: this process's namespace), for
+    /// dialling a VM's guest IP.
+    node_netns: std::sync::OnceLock<Option<PathBuf>>,
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -427,6 +463,10 @@ hostname "$2" 2>/dev/null || echo "$2" > /proc/sys/kernel/hostname
 if [ -e /sys/class/net/eth0 ]; then
   if command -v ip >/dev/null; then IP=ip; else IP="/usr/lib/kairon/busybox ip"; fi
   $IP link set dev eth0 address "$3"
+  if [ -n "$4" ]; then
+    $IP addr flush dev eth0 && $IP addr add "$4/32" dev eth0 &&
+      $IP route replace "$5" dev eth0 scope link && $IP route replace default via "$5" dev eth0 || exit 1
+  fi
 fi
 "#;
 
@@ -437,7 +477,15 @@ impl VmHost {
             image_dirs: std::sync::Mutex::new(hostpaths::DEFAULT_IMAGE_DIRS.iter().map(PathBuf::from).collect()),
             uids: std::sync::Mutex::new(Default::default()),
             running: std::sync::Mutex::new(BTreeMap::new()),
+            net_hook: std::sync::OnceLock::new(),
+            node_netns: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets how VMs on the guest network are attached, and where its node side lives.
+    pub fn set_net_hook(&self, hook: NetHook, node_netns: Option<PathBuf>) {
+        let _ = self.net_hook.set(hook);
+        let _ = self.node_netns.set(node_netns);
     }
 
     pub fn instance_dir(&self, id: &str) -> PathBuf {
@@ -644,6 +692,7 @@ impl VmHost {
             hostname: hostname_for(&req.name),
             machine_id: random_machine_id(),
             volumes,
+            guest_net: None,
         })
     }
 
@@ -732,6 +781,9 @@ impl VmHost {
             }
             let base = cfg.cmdline.clone().unwrap_or_else(|| "console=ttyS0 root=/dev/vda rw quiet panic=-1".into());
             let mut line = format!("{base} kairon.hostname={} kairon.machine_id={}", cfg.hostname, cfg.machine_id);
+            if let Some(net) = &cfg.guest_net {
+                line.push_str(&format!(" kairon.ip={} kairon.gw={}", net.ip, net.gateway));
+            }
             if accel == Accel::Tcg {
                 // Under TCG on a loaded host the kernel's PIT calibration of the TSC can fail,
                 // and the boot then hangs: give it the frequency (TCG's TSC runs at the host's).
@@ -752,7 +804,9 @@ impl VmHost {
             a.extend(["-drive".into(), format!("id=vol{i},file={file},format={fmt},if=none,auto-read-only=off")]);
             a.extend(["-device".into(), format!("virtio-blk-{bus},drive=vol{i}")]);
         }
-        a.extend(["-netdev".into(), "user,id=net0".into()]);
+        let netdev =
+            if cfg.guest_net.is_some() { "tap,id=net0,ifname=tap0,script=no,downscript=no" } else { "user,id=net0" };
+        a.extend(["-netdev".into(), netdev.into()]);
         a.extend(["-device".into(), format!("virtio-net-{bus},netdev=net0,mac={}", cfg.mac)]);
         a.extend(["-device".into(), format!("virtio-rng-{bus}")]);
         a.extend(["-device".into(), format!("virtio-serial-{bus}")]);
@@ -806,7 +860,17 @@ impl VmHost {
             },
             None => (None, None),
         };
-        let r = self.spawn_as(id, cfg, accel, incoming, log, runas.as_deref(), uid).await;
+        let mut r = self.spawn_as(id, cfg, accel, incoming, log, runas.as_deref(), uid).await;
+        if let (Ok(run), Some(net)) = (&r, &cfg.guest_net) {
+            let attached = match self.net_hook.get() {
+                Some(hook) => hook(run.pid, net.ip).await,
+                None => Err("this runtime has no guest network".to_string()),
+            };
+            if let Err(e) = attached {
+                self.kill(id).await;
+                r = Err(VmError::Failed(format!("attaching the VM to the guest network: {e}")));
+            }
+        }
         if r.is_err()
             && let Some(u) = uid
         {
@@ -848,9 +912,23 @@ impl VmHost {
         // on that namespace's loopback, not the host's. `unshare` and the shell exec QEMU in
         // place, so the child's pid is QEMU's; the namespace lives and dies with it.
         let netns = user.is_some();
+        if cfg.guest_net.is_some() && !netns {
+            return Err(VmError::Invalid(
+                "a VM on the guest network needs a runtime running as root (its QEMU gets a network namespace with a tap device)".into(),
+            ));
+        }
         let mut cmd = if netns {
             let mut c = tokio::process::Command::new("unshare");
             c.args(["--net", "--", "/bin/sh", "-c", NETNS_SETUP, "sh", QEMU]);
+            if cfg.guest_net.is_some() {
+                // QEMU opens tap0 after dropping to its uid (or by name when only that is known).
+                c.env(
+                    "KAIRON_TAP_UID",
+                    uid.map(|u| u.to_string())
+                        .or(user.map(|u| u.split(':').next().unwrap_or(u).to_string()))
+                        .unwrap_or_default(),
+                );
+            }
             c
         } else {
             tokio::process::Command::new(QEMU)
@@ -1510,6 +1588,11 @@ impl VmHost {
     /// How the runtime dials `guest_port`: inside QEMU's network namespace (when it has its
     /// own) or at the forwarded port on the host's loopback.
     pub async fn target(&self, id: &str, guest_port: u16) -> Result<crate::proxy::Target> {
+        if let Some(net) = self.config(id)?.guest_net {
+            // On the guest network: its address, from the node side.
+            let netns = self.node_netns.get().cloned().flatten();
+            return Ok(crate::proxy::Target::InNetns { netns, addr: std::net::SocketAddr::from((net.ip, guest_port)) });
+        }
         let port = self.forward(id, guest_port).await?;
         let run = self.running_or_err(id)?;
         Ok(if run.netns {
@@ -1552,7 +1635,12 @@ impl VmHost {
     /// Gives a copy its own identity (see [`REIDENTIFY`]).
     pub async fn reidentify(&self, id: &str, cfg: &MachineConfig) -> Result<()> {
         let entropy: [u8; 64] = rand::random();
-        let r = self.script(id, REIDENTIFY, &[&cfg.machine_id, &cfg.hostname, &cfg.mac], Some(&entropy)).await?;
+        let (ip, gw) = match &cfg.guest_net {
+            Some(n) => (n.ip.to_string(), n.gateway.to_string()),
+            None => (String::new(), String::new()),
+        };
+        let r =
+            self.script(id, REIDENTIFY, &[&cfg.machine_id, &cfg.hostname, &cfg.mac, &ip, &gw], Some(&entropy)).await?;
         if r.exit_code != 0 {
             return Err(VmError::Failed(format!("re-identifying the guest: {} {}", r.stdout.trim(), r.stderr.trim())));
         }
@@ -1682,6 +1770,7 @@ mod tests {
             hostname: "h".into(),
             machine_id: "m".into(),
             volumes: BTreeMap::new(),
+            guest_net: None,
         };
         let a = host.args("id", &cfg, Accel::Tcg, true, Some(VM_USER)).join(" ");
         assert!(a.contains(" -runas kairon-vm -sandbox on,obsolete=deny,spawn=deny,resourcecontrol=deny "), "{a}");

@@ -51,7 +51,7 @@ impl Runtime {
             name: req.name.clone(),
             backend: BackendKind::Qemu.as_str().into(),
             state: VmState::Creating,
-            guest_ip: Some("10.0.2.15".into()),
+            guest_ip: None,
             pid: None,
             created_at: now(),
             template: None,
@@ -74,17 +74,21 @@ impl Runtime {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
-        if let Some(net) = &req.network
-            && net.mode != kairon_model::NetworkMode::User
-        {
-            return Err(RuntimeError::NotSupported(
-                "this node networks VMs with QEMU user networking only (network.mode User): reach guest services through the HTTP proxy or port-forward".into(),
-            ));
-        }
+        // Tap or Bridge: on the node's guest network; else QEMU user networking in a namespace of
+        // its own (no way out, no guest IP).
+        let attached = req
+            .network
+            .as_ref()
+            .is_some_and(|n| matches!(n.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge));
         let mut cfg = self.vms().plan(&req)?;
         let (_slot, mut vm) = self.register(self.new_vm_record(req)).await?;
         let id = vm.id.clone();
         let r: Result<()> = async {
+            if attached {
+                let addr = self.lease_guest_addr(&id)?;
+                vm.guest_ip = Some(addr.ip.to_string());
+                cfg.guest_net = Some(addr);
+            }
             std::fs::create_dir_all(self.vms().instance_dir(&id))?;
             self.save(&vm)?;
             self.vms().prepare_disks(&id, &vm.spec, &mut cfg).await?;
