@@ -489,6 +489,17 @@ async fn a_vm_on_the_guest_network_is_held_to_the_allowlist() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(body.ends_with("vm-on-its-ip\n"), "the VM's server at its guest IP: {body:?}");
+
+    // A live fork is re-addressed: with its parent's address (in the memory it copied) the
+    // node would drop its packets as spoofed.
+    let child = rt.fork(&vm.id, "kairon-net-vm-fork").await.expect("live fork");
+    let child_ip = child.guest_ip.clone().expect("the fork's guest IP");
+    assert_ne!(child_ip, ip);
+    let shown = rt.exec(&child.id, &sh(&format!("{bb} ip -4 addr show eth0"))).await.expect("exec in the fork");
+    assert!(shown.stdout.contains(&format!("{child_ip}/32")) && !shown.stdout.contains(&format!("{ip}/")), "{shown:?}");
+    let got = rt.exec(&child.id, &sh(&format!("{bb} wget -q -O - http://allowed.test/"))).await.expect("exec");
+    assert_eq!(got.stdout, format!("hello from {ALLOWED_IP}\n"), "the fork reaches the network: {got:?}");
+    rt.delete(&child.id).await.expect("delete the fork");
     rt.delete(&vm.id).await.expect("delete");
     assert_eq!(rt.guest_ips_leased(), 0, "the VM's lease is released");
 }
