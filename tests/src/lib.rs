@@ -375,6 +375,83 @@ impl Drop for Process {
     }
 }
 
+/// A node of its own beside a `kairon up --no-runtime`: a `kairon runtime` process on a state
+/// dir and a `kairon node` agent (with the scheduler, ticking every second) for it; its
+/// sandboxes go when it is dropped.
+pub struct SeparateNode {
+    pub runtime: Process,
+    pub agent: Option<Process>,
+    /// The runtime's URL and token.
+    pub endpoint: String,
+    pub token: &'static str,
+    agent_args: Vec<String>,
+    _cleanup: SandboxCleanup,
+}
+
+impl SeparateNode {
+    /// Starts both; `runtime_extra` goes to `kairon runtime` (`--config FILE`).
+    pub fn start(k: &Kairon, name: &str, state: &Path, runtime_extra: &[&str]) -> Result<SeparateNode> {
+        let token = "separate-node-token-of-at-least-32-bytes";
+        let cleanup = SandboxCleanup(state.to_path_buf());
+        let state_dir = state.to_string_lossy().to_string();
+        let mut args = vec![
+            "runtime",
+            "--listen",
+            "127.0.0.1:0",
+            "--node-name",
+            name,
+            "--token",
+            token,
+            "--state-dir",
+            &state_dir,
+        ];
+        args.extend_from_slice(runtime_extra);
+        let runtime = Process::start(&args, "is up at")?;
+        let endpoint = runtime.ready_line.split_whitespace().last().context("the runtime's URL")?.to_string();
+        let agent_args: Vec<String> = [
+            "node",
+            "--kubeconfig",
+            &k.kubeconfig.to_string_lossy(),
+            "--node-name",
+            name,
+            "--runtime-endpoint",
+            &endpoint,
+            "--runtime-token",
+            token,
+            "--scheduler",
+            "--heartbeat-interval",
+            "1s",
+            "--node-tick",
+            "1s",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let mut node = SeparateNode { runtime, agent: None, endpoint, token, agent_args, _cleanup: cleanup };
+        node.start_agent()?;
+        Ok(node)
+    }
+
+    /// Starts the node agent (again).
+    pub fn start_agent(&mut self) -> Result<()> {
+        let args: Vec<&str> = self.agent_args.iter().map(String::as_str).collect();
+        self.agent = Some(Process::start(&args, "is up")?);
+        Ok(())
+    }
+
+    /// kill -9 of the node agent.
+    pub fn kill_agent(&mut self) {
+        if let Some(mut a) = self.agent.take() {
+            a.kill9();
+        }
+    }
+
+    /// A client of its runtime.
+    pub fn runtime_client(&self) -> Result<kairon_runtime_api::RuntimeClient> {
+        Ok(kairon_runtime_api::RuntimeClient::new(&self.endpoint, self.token)?)
+    }
+}
+
 /// kube-rs and rustls need one process-wide crypto provider.
 pub fn ensure_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use kairon_e2e::{Kairon, MINUTE, Process, SandboxCleanup, eventually, wait_phase};
+use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually, wait_phase};
 use kairon_model::{Machine, MachinePhase};
 use kairon_runtime::net::testbed::{ALLOWED_IP, RESOLVER_IP, Testbed};
 
@@ -115,45 +115,7 @@ async fn guest_ips_stay_across_a_killed_node_agent() {
     let config = node_config(&bed, dir.path());
     let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let token = "network-e2e-token-of-at-least-32-bytes";
-    let state_dir = state.path().to_string_lossy().to_string();
-    let runtime = Process::start(
-        &[
-            "runtime",
-            "--listen",
-            "127.0.0.1:0",
-            "--node-name",
-            "netnode",
-            "--token",
-            token,
-            "--state-dir",
-            &state_dir,
-            "--config",
-            &config,
-        ],
-        "is up at",
-    )
-    .unwrap();
-    let endpoint = runtime.ready_line.split_whitespace().last().unwrap().to_string();
-    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
-    let node_args = [
-        "node",
-        "--kubeconfig",
-        &kubeconfig,
-        "--node-name",
-        "netnode",
-        "--runtime-endpoint",
-        &endpoint,
-        "--runtime-token",
-        token,
-        "--scheduler",
-        "--heartbeat-interval",
-        "1s",
-        "--node-tick",
-        "1s",
-    ];
-    let mut node = Process::start(&node_args, "is up").unwrap();
+    let mut node = SeparateNode::start(&k, "netnode", state.path(), &["--config", &config]).unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     let names = ["n1", "n2", "n3"];
     for n in names {
@@ -167,8 +129,8 @@ async fn guest_ips_stay_across_a_killed_node_agent() {
     let unique: std::collections::BTreeSet<_> = before.iter().collect();
     assert_eq!(unique.len(), names.len(), "{before:?}");
 
-    node.kill9();
-    let _node = Process::start(&node_args, "is up").unwrap();
+    node.kill_agent();
+    node.start_agent().unwrap();
     // The new agent reports every Machine again; the addresses are those they had.
     for (n, ip) in names.iter().zip(&before) {
         let m = eventually("a report from the new agent", Duration::from_secs(30), || async {
@@ -179,7 +141,7 @@ async fn guest_ips_stay_across_a_killed_node_agent() {
         .await;
         assert_eq!(m.status.and_then(|s| s.guest_ip).as_ref(), Some(ip), "{n}");
     }
-    let rt = kairon_runtime_api::RuntimeClient::new(&endpoint, token).unwrap();
+    let rt = node.runtime_client().unwrap();
     let ips: Vec<Option<String>> = rt.list().await.unwrap().into_iter().map(|v| v.guest_ip).collect();
     assert_eq!(ips.iter().flatten().count(), names.len(), "no instance made twice, none lost: {ips:?}");
 }

@@ -10,7 +10,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kairon_e2e::{
-    Flags, Kairon, MINUTE, Process, SandboxCleanup, during, eventually, hold, phase, wait_for_and_report, wait_phase,
+    Flags, Kairon, MINUTE, Process, SandboxCleanup, SeparateNode, during, eventually, hold, phase, wait_for_and_report,
+    wait_phase,
 };
 use kairon_model::{Machine, MachinePhase};
 use kairon_runtime_api::types::{ExecRequest, VmState};
@@ -268,43 +269,8 @@ async fn errors_reach_the_user_as_conditions_and_events() {
 async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
     let k = Kairon::start_with(&["--no-runtime"]).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let token = "node-e2e-token-of-at-least-32-bytes";
-    let runtime = Process::start(
-        &[
-            "runtime",
-            "--listen",
-            "127.0.0.1:0",
-            "--node-name",
-            "killme",
-            "--token",
-            token,
-            "--state-dir",
-            &state.path().to_string_lossy(),
-        ],
-        "is up at",
-    )
-    .unwrap();
-    let endpoint = runtime.ready_line.split_whitespace().last().unwrap().to_string();
-    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
-    let node_args = [
-        "node",
-        "--kubeconfig",
-        &kubeconfig,
-        "--node-name",
-        "killme",
-        "--runtime-endpoint",
-        &endpoint,
-        "--runtime-token",
-        token,
-        "--scheduler",
-        "--heartbeat-interval",
-        "1s",
-        "--node-tick",
-        "1s",
-    ];
-    let mut node = Process::start(&node_args, "is up").unwrap();
-    let rt = kairon_runtime_api::RuntimeClient::new(&endpoint, token).unwrap();
+    let mut node = SeparateNode::start(&k, "killme", state.path(), &[]).unwrap();
+    let rt = node.runtime_client().unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
     for n in ["k1", "k2", "k3"] {
         api.create(&PostParams::default(), &sandbox(n, None)).await.unwrap();
@@ -313,13 +279,13 @@ async fn a_killed_node_agent_creates_nothing_twice_and_loses_nothing() {
         wait_phase(&api, n, MachinePhase::Running, MINUTE).await;
     }
 
-    node.kill9();
+    node.kill_agent();
     // While it is down: one more Machine, one deleted, one paused.
     api.create(&PostParams::default(), &sandbox("k4", None)).await.unwrap();
     api.delete("k1", &DeleteParams::default()).await.unwrap();
     api.patch("k2", &PatchParams::default(), &Patch::Merge(json!({"spec": {"powerState": "Paused"}}))).await.unwrap();
 
-    let _node = Process::start(&node_args, "is up").unwrap();
+    node.start_agent().unwrap();
     wait_phase(&api, "k4", MachinePhase::Running, MINUTE).await;
     wait_phase(&api, "k2", MachinePhase::Paused, MINUTE).await;
     eventually("k1 to be gone", Duration::from_secs(30), || async {
