@@ -260,6 +260,19 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         let (to, host, auth) = s.https.last().expect("the host saw the request over TLS");
         assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", Some(SECRET)));
     }
+    // egress-check gives the answer real HTTPS gets too, for the same table: a host with a
+    // credential through the node's TLS, any other by its hello passed on or not.
+    for host in cases {
+        let check = rt.egress_check(host).expect("check");
+        let passed = if check.credential.is_some() {
+            https_from_guest(pid, REFUSED_IP, host, &bundle.stdout).is_ok_and(|a| a.starts_with("HTTP/1.1 200"))
+        } else {
+            let before = seen.lock().unwrap().tls.len();
+            hello_from_guest(pid, REFUSED_IP, host);
+            seen.lock().unwrap().tls.len() > before
+        };
+        assert_eq!(check.allow, passed, "{host} over TLS: egress-check says {check:?}");
+    }
     // A client that trusts only the public store cannot be fooled by the node's certificate.
     let no_bundle = https_from_guest(pid, REFUSED_IP, "allowed.test", "");
     assert!(no_bundle.is_err() || no_bundle.as_deref() == Ok(""), "{no_bundle:?}");
