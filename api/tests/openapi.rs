@@ -41,3 +41,41 @@ fn every_operation_is_named_once_and_every_response_described() {
     }
     assert!(ids.len() >= 70, "only {} operations: a route list lost some", ids.len());
 }
+
+/// The node's egress settings (allowlist, credentials, deny set, guest network) are read from
+/// its config file at startup and nothing else: no route and no kind takes them. The only
+/// egress route is the read-only check, and the only egress field says whether a credential
+/// would be injected. (On the runtime's side the policy is built once into its immutable
+/// config.)
+#[test]
+fn no_route_or_kind_carries_the_nodes_egress_settings() {
+    let looks_like_egress = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        ["egress", "inject", "deny", "allowlist", "allowdomains", "allow_domains", "attachsandboxes", "bandwidth"]
+            .iter()
+            .any(|k| n.contains(k))
+    };
+    let doc = kairon_api::rest::openapi();
+    let paths: Vec<(String, Vec<String>)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(p, _)| looks_like_egress(p))
+        .map(|(p, item)| (p.clone(), item.as_object().unwrap().keys().cloned().collect()))
+        .collect();
+    assert_eq!(paths, vec![("/api/v1/nodes/{node}/egress-check".to_string(), vec!["post".to_string()])]);
+    let mut fields = Vec::new();
+    for (schema, body) in doc["components"]["schemas"].as_object().unwrap() {
+        for prop in body["properties"].as_object().into_iter().flat_map(|p| p.keys()) {
+            if looks_like_egress(prop) {
+                fields.push(format!("{schema}.{prop}"));
+            }
+        }
+    }
+    assert_eq!(fields, ["EgressCheckResult.wouldInjectCredential"], "a schema takes egress settings");
+    // The kinds (what kubectl and the Kubernetes paths write) carry none either.
+    let crds = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds.yaml"))
+        .expect("deploy/crds.yaml");
+    let hits: Vec<&str> = crds.lines().filter(|l| looks_like_egress(l.trim().trim_end_matches(':'))).collect();
+    assert!(hits.is_empty(), "a CRD field looks like an egress setting: {hits:?}");
+}
