@@ -42,6 +42,29 @@ async fn http_status(rt: &Runtime, id: &str, to: Ipv4Addr, host: &str) -> String
     rt.exec(id, &sh(&script)).await.expect("exec").stdout.trim().to_string()
 }
 
+/// The kept refusal for `host`, waited for.
+async fn eventually_denied(rt: &Runtime, host: &str) -> kairon_runtime::api::EgressDenial {
+    for _ in 0..50 {
+        let all = rt.egress_denials_since(0, Duration::ZERO).await;
+        if let Some(d) = all.denials.into_iter().find(|d| d.host == host) {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no refusal for {host}");
+}
+
+/// `ip ARGS` inside the network namespace of process `pid` (as the host's root).
+fn ip_in(pid: u32, args: &[&str]) {
+    let out = std::process::Command::new("nsenter")
+        .arg(format!("--net=/proc/{pid}/ns/net"))
+        .arg("ip")
+        .args(args)
+        .output()
+        .expect("nsenter");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Plays the guest: from inside `pid`'s network namespace, sends a bare ClientHello for `sni`
 /// to `to`:443 and waits for the connection to end.
 fn hello_from_guest(pid: u32, to: Ipv4Addr, sni: &str) {
@@ -289,6 +312,25 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     .expect("a listener in b");
     let control = rt.exec(&a.id, &sh(&format!("echo x | nc -w 3 {ALLOWED_IP} 80 && echo CONNECTED"))).await.unwrap();
     assert!(control.stdout.contains("CONNECTED"), "the probe works where the node lets it through: {control:?}");
+    // A guest cannot pass for another: a DNS question from a's link with b's address (put there
+    // by root on the host, as a guest cannot) is dropped, so no refusal is charged to b; the
+    // same question from a's own address is charged to a.
+    ip_in(pid, &["addr", "add", &format!("{b_ip}/32"), "dev", "eth0"]);
+    let spoofed: Ipv4Addr = b_ip.parse().unwrap();
+    std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        for (from, name) in [(spoofed, "spoofed-probe.test"), (a_ip, "own-probe.test")] {
+            let s = std::net::UdpSocket::bind((from, 0)).expect("bind");
+            s.send_to(&kairon_runtime::net::dns::query(7, name, 1), (RESOLVER_IP, 53)).expect("send");
+        }
+    })
+    .join()
+    .expect("probing thread");
+    ip_in(pid, &["addr", "del", &format!("{b_ip}/32"), "dev", "eth0"]);
+    let charged = eventually_denied(&rt, "own-probe.test").await;
+    assert_eq!(charged.instance, a.id.as_str(), "the own-address probe is a's");
+    let all = rt.egress_denials_since(0, Duration::ZERO).await;
+    assert!(!all.denials.iter().any(|d| d.host == "spoofed-probe.test"), "a spoofed packet was served: {all:?}");
     let gateway = rt.exec(&a.id, &sh("ip route | sed -n 's/^default via \\([0-9.]*\\).*/\\1/p'")).await.unwrap().stdout;
     for (target, port) in [
         (ALLOWED_IP.to_string(), 8080),
@@ -515,4 +557,33 @@ async fn a_vm_on_the_guest_network_is_held_to_the_allowlist() {
     rt.delete(&child.id).await.expect("delete the fork");
     rt.delete(&vm.id).await.expect("delete");
     assert_eq!(rt.guest_ips_leased(), 0, "the VM's lease is released");
+}
+
+/// The refusals route is the runtime's, behind its token like every other: a wrong token (a
+/// tenant, a guest that found the port) is refused; the node's token reads the counts.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_refusals_route_needs_the_runtime_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = Runtime::open(RuntimeConfig {
+        state_dir: dir.path().to_path_buf(),
+        node_name: "net-token".into(),
+        registry: Default::default(),
+        egress: Default::default(),
+        network: Default::default(),
+    })
+    .await
+    .expect("runtime");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(
+        async move { axum::serve(listener, kairon_runtime::server::router(rt, "the-node-token".into())).await },
+    );
+    let stranger = kairon_runtime_api::RuntimeClient::new(&url, "a-guessed-token").unwrap();
+    match stranger.egress_denials(0, Duration::ZERO).await {
+        Err(kairon_runtime_api::ClientError::Api { status, .. }) => assert_eq!(status, 401),
+        other => panic!("a wrong token read the refusals: {other:?}"),
+    }
+    let node = kairon_runtime_api::RuntimeClient::new(&url, "the-node-token").unwrap();
+    let got = node.egress_denials(0, Duration::ZERO).await.expect("the node reads them");
+    assert!(got.denials.is_empty() && got.next == 0);
 }
