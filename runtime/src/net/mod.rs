@@ -219,7 +219,6 @@ fn system_resolver(allow_loopback: bool) -> Option<SocketAddr> {
 pub struct GuestNetwork {
     pub plan: Plan,
     ns: NodeNetns,
-    _ctx: Arc<proxy::Context>,
     ca: Option<Arc<tls::EgressCa>>,
     /// The resolver and proxy loops. They stop with the runtime, so a runtime opened again
     /// in the same process binds their ports anew; the rules stay, guarding the guests.
@@ -279,10 +278,10 @@ impl GuestNetwork {
         let tasks = vec![
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
-            tokio::spawn(proxy::serve_tls(tls, ctx.clone())),
+            tokio::spawn(proxy::serve_tls(tls, ctx)),
         ];
         tracing::info!(node = %plan.node, subnet = %plan.subnet, netns = ?plan.netns, "guest network is up");
-        Ok(Arc::new(GuestNetwork { plan, ns, _ctx: ctx, ca, tasks }))
+        Ok(Arc::new(GuestNetwork { plan, ns, ca, tasks }))
     }
 
     /// The CA bundle guests trust (the node's store plus its egress CA), when the node

@@ -922,12 +922,8 @@ impl VmHost {
             c.args(["--net", "--", "/bin/sh", "-c", NETNS_SETUP, "sh", QEMU]);
             if cfg.guest_net.is_some() {
                 // QEMU opens tap0 after dropping to its uid (or by name when only that is known).
-                c.env(
-                    "KAIRON_TAP_UID",
-                    uid.map(|u| u.to_string())
-                        .or(user.map(|u| u.split(':').next().unwrap_or(u).to_string()))
-                        .unwrap_or_default(),
-                );
+                // `-runas` is `uid:gid`, or the user's name when its group is unknown.
+                c.env("KAIRON_TAP_UID", user.and_then(|u| u.split(':').next()).unwrap_or_default());
             }
             c
         } else {
