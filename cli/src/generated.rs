@@ -477,6 +477,20 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub truncated: ::std::option::Option<bool>,
     }
+    #[doc = "`ExtendRequest`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct ExtendRequest {
+        #[doc = "How much later the Machine ends: 1 to 31536000 (a year)."]
+        pub seconds: i64,
+    }
+    #[doc = "The answer of an extension."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct Extended {
+        #[doc = "The Machine's new end (the lifecycle controller records it as\n`status.lifecycle.expiresAt`)."]
+        #[serde(rename = "expiresAt")]
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub machine: Machine,
+    }
     #[doc = "File contents, sent and received as raw bytes."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -989,6 +1003,9 @@ pub mod types {
     #[doc = "`LifecycleStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct LifecycleStatus {
+        #[doc = "When the Machine will be deleted: the earliest of its max lifetime, its `ttlSeconds` and\nits claim's `ttlSeconds` (written by the lifecycle controller; unset: no deadline).\n`POST .../extend` moves it."]
+        #[serde(rename = "expiresAt", skip_serializing_if = "::std::option::Option::is_none")]
+        pub expires_at: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
         #[doc = "Last guest activity kairon-node saw (written at most every 30 s)."]
         #[serde(rename = "lastActivityTime", skip_serializing_if = "::std::option::Option::is_none")]
         pub last_activity_time: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
@@ -2244,6 +2261,7 @@ pub mod types {
         VncUnsupported,
         NoTargetNode,
         MigrationUnsupported,
+        NoDeadline,
         Timeout,
         WakeTimeout,
         NotSupported,
@@ -2285,6 +2303,7 @@ pub mod types {
                 Self::VncUnsupported => f.write_str("VncUnsupported"),
                 Self::NoTargetNode => f.write_str("NoTargetNode"),
                 Self::MigrationUnsupported => f.write_str("MigrationUnsupported"),
+                Self::NoDeadline => f.write_str("NoDeadline"),
                 Self::Timeout => f.write_str("Timeout"),
                 Self::WakeTimeout => f.write_str("WakeTimeout"),
                 Self::NotSupported => f.write_str("NotSupported"),
@@ -2329,6 +2348,7 @@ pub mod types {
                 "VncUnsupported" => Ok(Self::VncUnsupported),
                 "NoTargetNode" => Ok(Self::NoTargetNode),
                 "MigrationUnsupported" => Ok(Self::MigrationUnsupported),
+                "NoDeadline" => Ok(Self::NoDeadline),
                 "Timeout" => Ok(Self::Timeout),
                 "WakeTimeout" => Ok(Self::WakeTimeout),
                 "NotSupported" => Ok(Self::NotSupported),
@@ -4249,6 +4269,54 @@ impl Client {
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Extend: move the Machine's end (`status.lifecycle.expiresAt`) `seconds` later. Each deadline\nthat would end it sooner is lengthened: `spec.lifecycle.maxLifetimeSeconds`,\n`spec.ttlSeconds`, and the binding MachineClaim's `spec.ttlSeconds`\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/extend`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: validate and answer with the result without storing it.\n- `body`\n"]
+    pub async fn machine_extend<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        dry_run: Option<&'a str>,
+        body: &'a types::ExtendRequest,
+    ) -> Result<ResponseValue<types::Extended>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/extend",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .query(&progenitor_client::QueryParam::new("dryRun", &dry_run))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "machine_extend" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }

@@ -161,6 +161,16 @@ enum Cmd {
         #[command(flatten)]
         dry: DryRun,
     },
+    /// Move a Machine's end (max lifetime, ttlSeconds, its claim's TTL) later by DURATION.
+    #[command(after_help = concat!("Examples:\n  kaironctl extend agent-42 1h\n  kaironctl extend agent-42 90s --dry-run", exit_codes!()))]
+    Extend {
+        name: String,
+        /// How much later, e.g. 30m, 1h, 90 (seconds).
+        #[arg(value_parser = duration::parse)]
+        by: Duration,
+        #[command(flatten)]
+        dry: DryRun,
+    },
     /// Freeze a VM's filesystems through the guest agent, thawing on its own after the timeout.
     #[command(after_help = concat!("Examples:\n  kaironctl freeze vm-1 --unfreeze-timeout 2m", exit_codes!()))]
     Freeze {
@@ -623,6 +633,12 @@ async fn run(cli: Cli) -> Result<()> {
             let m =
                 c.machine_migrate(&ns, &name, dry.param(), target_node.as_deref()).await.map_err(fail)?.into_inner();
             power_done(fmt, &m, &name, "migrating", dry.dry_run)
+        }
+        Cmd::Extend { name, by, dry } => {
+            let body = types::ExtendRequest { seconds: by.as_secs() as i64 };
+            let r = c.machine_extend(&ns, &name, dry.param(), &body).await.map_err(fail)?.into_inner();
+            let note = format!("machine {name} now expires at {}{}", r.expires_at, dry_note(dry.dry_run));
+            output::done(fmt, &to_value(&r), &note)
         }
         Cmd::Freeze { name, unfreeze_timeout } => {
             let t = unfreeze_timeout.map(|d| format!("{}s", d.as_secs()));

@@ -400,10 +400,18 @@ fn events_text(events: &Value) -> String {
     out
 }
 
-/// The Lifecycle line: `idle 3m12s of 10m0s, expires in 23h…`.
+/// The Lifecycle line: `idle 3m12s of 10m0s, expires in 23h…`. The end is the server's
+/// (`status.lifecycle.expiresAt`, which counts the claim's TTL too); until the controller has
+/// recorded it, the max lifetime's.
 pub fn lifecycle_line(m: &Value, now: DateTime<Utc>) -> Option<String> {
-    let lc = m["spec"]["lifecycle"].as_object()?;
     let ts = |v: &Value| v.as_str().and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc));
+    let expires = ts(&m["status"]["lifecycle"]["expiresAt"]);
+    let empty = serde_json::Map::new();
+    let lc = match m["spec"]["lifecycle"].as_object() {
+        Some(lc) => lc,
+        None if expires.is_some() => &empty,
+        None => return None,
+    };
     let mut parts = Vec::new();
     if let Some(timeout) = lc.get("idleTimeoutSeconds").and_then(Value::as_i64) {
         let guest = ts(&m["status"]["lifecycle"]["lastActivityTime"]);
@@ -413,13 +421,15 @@ pub fn lifecycle_line(m: &Value, now: DateTime<Utc>) -> Option<String> {
         let idle = last.map(|t| (now - t).num_seconds().max(0)).unwrap_or(0);
         parts.push(format!("idle {} of {}", human(idle), human(timeout)));
     }
-    if let Some(max) = lc.get("maxLifetimeSeconds").and_then(Value::as_i64) {
+    let end = expires.or_else(|| {
+        let max = lc.get("maxLifetimeSeconds").and_then(Value::as_i64)?;
         let start = ts(&m["metadata"]["annotations"]["kairon.zyvor.dev/lifecycle-start"])
-            .or(ts(&m["metadata"]["creationTimestamp"]));
-        if let Some(st) = start {
-            let left = max - (now - st).num_seconds();
-            parts.push(if left >= 0 { format!("expires in {}", human(left)) } else { "expired".into() });
-        }
+            .or(ts(&m["metadata"]["creationTimestamp"]))?;
+        Some(start + chrono::Duration::seconds(max))
+    });
+    if let Some(end) = end {
+        let left = (end - now).num_seconds();
+        parts.push(if left >= 0 { format!("expires in {}", human(left)) } else { "expired".into() });
     }
     if m["metadata"]["annotations"]["kairon.zyvor.dev/idle-suspended"].is_string() {
         parts.push("idle-suspended".into());
@@ -538,5 +548,16 @@ mod tests {
             lifecycle_line(&m, now).unwrap(),
             "idle 3m12s of 10m0s, expires in 23h50m (idle action Pause, wake on connect)"
         );
+        // The server's end wins (it counts ttlSeconds and the claim's TTL too).
+        let mut ended = m.clone();
+        ended["status"]["lifecycle"]["expiresAt"] = json!("2026-01-01T01:10:00Z");
+        assert_eq!(
+            lifecycle_line(&ended, now).unwrap(),
+            "idle 3m12s of 10m0s, expires in 1h0m (idle action Pause, wake on connect)"
+        );
+        // ttlSeconds alone, no spec.lifecycle: the line still says when.
+        let ttl = json!({"status": {"lifecycle": {"expiresAt": "2026-01-01T00:15:00Z"}}});
+        assert_eq!(lifecycle_line(&ttl, now).unwrap(), "expires in 5m0s (idle action Pause)");
+        assert_eq!(lifecycle_line(&json!({"spec": {}}), now), None);
     }
 }

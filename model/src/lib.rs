@@ -9,6 +9,7 @@ pub mod binding;
 pub mod claim;
 pub mod crds;
 pub mod duration;
+pub mod expiry;
 pub mod keys;
 pub mod machine;
 pub mod meta;

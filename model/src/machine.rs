@@ -415,6 +415,12 @@ pub struct LifecycleStatus {
     #[schema(value_type = Option<String>, format = DateTime)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_activity_time: Option<Time>,
+    /// When the Machine will be deleted: the earliest of its max lifetime, its `ttlSeconds` and
+    /// its claim's `ttlSeconds` (written by the lifecycle controller; unset: no deadline).
+    /// `POST .../extend` moves it.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Time>,
     /// The VMM (or sandbox init) process id last sampled; a new one counts as activity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vmm_pid: Option<i64>,

@@ -462,6 +462,11 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
     status.observed_generation = m.metadata.generation;
     if status != old {
         let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+        // `lifecycle.expiresAt` is the lifecycle controller's: left out, so a stale copy read
+        // here never undoes its write.
+        if let Some(l) = status.lifecycle.as_mut() {
+            l.expires_at = None;
+        }
         api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
     }
     Ok(Action::requeue(requeue))

@@ -11,12 +11,14 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use kairon_model::keys::{annotations, labels, metrics, reasons};
-use kairon_model::{IdleAction, Machine, MachinePhase, PowerState};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kairon_model::keys::{annotations, metrics, reasons};
+use kairon_model::{IdleAction, Machine, MachineClaim, MachinePhase, PowerState};
 
 /// What the controller does to a Machine now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,22 +37,6 @@ pub struct Plan {
     pub next: Option<Timestamp>,
 }
 
-fn parse_time(s: &str) -> Option<Timestamp> {
-    s.trim().parse::<Timestamp>().ok()
-}
-
-fn annotation_time(m: &Machine, key: &str) -> Option<Timestamp> {
-    m.metadata.annotations.as_ref()?.get(key).and_then(|v| parse_time(v))
-}
-
-fn has_label(m: &Machine, key: &str) -> bool {
-    m.metadata.labels.as_ref().is_some_and(|l| l.contains_key(key))
-}
-
-fn plus(t: Timestamp, secs: i64) -> Timestamp {
-    t.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(secs)).unwrap_or(Timestamp::MAX)
-}
-
 fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
     let ms = to.as_millisecond() - from.as_millisecond();
     Duration::from_millis(ms.max(0) as u64)
@@ -58,15 +44,7 @@ fn elapsed(from: Timestamp, to: Timestamp) -> Duration {
 
 /// Go-style duration text ("10m0s", "1h0m0s", "5s"), whole seconds.
 pub fn fmt_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, s) = (s / 3600, (s / 60) % 60, s % 60);
-    if h > 0 {
-        format!("{h}h{m}m{s}s")
-    } else if m > 0 {
-        format!("{m}m{s}s")
-    } else {
-        format!("{s}s")
-    }
+    kairon_model::duration::exact(d.as_secs() as i64)
 }
 
 /// The past tense of an idle action, for Event notes.
@@ -80,18 +58,8 @@ pub fn done_word(a: IdleAction) -> &'static str {
     }
 }
 
-/// A warm pool member (pool label, no claim label) is exempt from idle actions, lifetime and
-/// TTL: its pool keeps it in the power state it wants, and its life starts when a claim binds
-/// it. Both labels are the controllers' to write (`api/src/guard.rs`), so a tenant can neither
-/// make its own Machine exempt nor strip a member of its exemption.
-pub fn warm_pool_member(m: &Machine) -> bool {
-    has_label(m, labels::POOL) && !has_label(m, labels::CLAIM)
-}
-
-/// A pool member bound to a MachineClaim.
-fn claimed_pool_member(m: &Machine) -> bool {
-    has_label(m, labels::POOL) && has_label(m, labels::CLAIM)
-}
+pub use kairon_model::expiry::warm_pool_member;
+use kairon_model::expiry::{self, annotation_time, claimed_pool_member, plus};
 
 /// Since when a Machine has been idle: the later of `status.lifecycle.lastActivityTime` and
 /// the last-activity annotation; with neither, its creation (or lifecycle-start, if later).
@@ -120,47 +88,17 @@ pub fn decide(m: &Machine, now: Timestamp, min_idle: Duration) -> Plan {
     if m.metadata.deletion_timestamp.is_some() {
         return Plan { act: None, next: None };
     }
-    let created = m.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let lifecycle = m.spec.lifecycle.as_ref();
     let mut next: Option<Timestamp> = None;
     let mut due = |t: Timestamp| next = Some(next.map_or(t, |n: Timestamp| n.min(t)));
 
-    // Max lifetime and TTL: deletion wins over everything.
-    if !warm_pool_member(m) {
-        let mut ends: Vec<(Timestamp, String)> = Vec::new();
-        if let Some(max) = lifecycle.and_then(|l| l.max_lifetime_seconds) {
-            let claimed_start =
-                if claimed_pool_member(m) { annotation_time(m, annotations::LIFECYCLE_START) } else { None };
-            let (start, from) = match (claimed_start, created) {
-                (Some(s), _) => (Some(s), "lifecycle start"),
-                (None, c) => (c, "creation"),
-            };
-            if let Some(start) = start {
-                ends.push((
-                    plus(start, max),
-                    format!(
-                        "max lifetime of {} since {from} reached",
-                        fmt_duration(Duration::from_secs(max.max(0) as u64))
-                    ),
-                ));
-            }
+    // Max lifetime and TTL: deletion wins over everything. (A claim's TTL is the claims
+    // controller's: it deletes the claim, whose release deletes the Machine.)
+    if let Some(end) = expiry::earliest(&expiry::machine_ends(m)) {
+        if now >= end.at() {
+            return Plan { act: Some(Act::Expire { why: end.why() }), next: None };
         }
-        if let (Some(ttl), Some(c)) = (m.spec.ttl_seconds, created) {
-            ends.push((
-                plus(c, ttl),
-                format!(
-                    "ttlSeconds of {} since creation reached",
-                    fmt_duration(Duration::from_secs(ttl.max(0) as u64))
-                ),
-            ));
-        }
-        ends.sort_by_key(|(t, _)| *t);
-        if let Some((end, why)) = ends.into_iter().next() {
-            if now >= end {
-                return Plan { act: Some(Act::Expire { why }), next: None };
-            }
-            due(end);
-        }
+        due(end.at());
     }
 
     // Idleness; a warm pool member's power state is its pool's business.
@@ -216,13 +154,40 @@ async fn publish(ctx: &Ctx, m: &Machine, type_: EventType, reason: &str, action:
     }
 }
 
+/// Records the Machine's end (its own deadlines and its claim's) as `status.lifecycle.expiresAt`
+/// when it changed.
+async fn record_expiry(api: &Api<Machine>, m: &Machine, ctx: &Ctx) -> Result<(), kube::Error> {
+    if m.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let claim = match expiry::claim_name(m) {
+        Some(c) => Api::<MachineClaim>::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default())
+            .get_opt(c)
+            .await?
+            .filter(|c| c.status.as_ref().and_then(|s| s.machine_name.as_deref()) == Some(m.name_any().as_str())),
+        None => None,
+    };
+    let want = expiry::earliest(&expiry::ends(m, claim.as_ref())).map(|e| e.at().as_second());
+    let have = m.status.as_ref().and_then(|s| s.lifecycle.as_ref()?.expires_at.as_ref()).map(|t| t.0.as_second());
+    if want == have {
+        return Ok(());
+    }
+    let at = want.and_then(|s| Timestamp::from_second(s).ok()).map(Time);
+    let patch = json!({"status": {"lifecycle": {"expiresAt": at}}});
+    match api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Err(e) if is_not_found(&e) => Ok(()),
+        r => r.map(|_| ()),
+    }
+}
+
 async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, LifecycleError> {
     let now = Timestamp::now();
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+    record_expiry(&api, &m, &ctx).await?;
     let plan = decide(&m, now, ctx.min_idle);
     let Some(act) = plan.act else {
         return Ok(requeue_at(plan.next, now));
     };
-    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
     let name = m.name_any();
     let preconditions = Preconditions { uid: m.uid(), resource_version: m.resource_version() };
     match act {
@@ -296,7 +261,13 @@ pub async fn run(client: kube::Client, cfg: crate::ControllerConfig, shutdown: t
         recorder: Recorder::new(client, reporter),
         min_idle: cfg.min_idle_timeout,
     });
+    let claims: Api<MachineClaim> = Api::all(ctx.client.clone());
     Controller::new(machines, watcher::Config::default())
+        // A claim's TTL is part of its Machine's end.
+        .watches(claims, watcher::Config::default(), |c: MachineClaim| {
+            let ns = c.namespace().unwrap_or_default();
+            c.status.and_then(|s| s.machine_name).map(|name| ObjectRef::new(&name).within(&ns))
+        })
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
@@ -348,7 +319,7 @@ mod tests {
         let mut m = machine(json!({"idleTimeoutSeconds": 100}));
         m.status.as_mut().unwrap().lifecycle = Some(kairon_model::LifecycleStatus {
             last_activity_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(50))),
-            vmm_pid: None,
+            ..Default::default()
         });
         assert_eq!(idle_since(&m), Some(at(50)));
         assert_eq!(decide(&m, at(120), MIN).next, Some(at(150)));
@@ -421,9 +392,9 @@ mod tests {
     }
 
     fn labelled(m: &mut Machine, claim: bool, start: Option<i64>) {
-        let mut l = std::collections::BTreeMap::from([(labels::POOL.to_string(), "p".to_string())]);
+        let mut l = std::collections::BTreeMap::from([(kairon_model::keys::labels::POOL.to_string(), "p".to_string())]);
         if claim {
-            l.insert(labels::CLAIM.to_string(), "c".into());
+            l.insert(kairon_model::keys::labels::CLAIM.to_string(), "c".into());
         }
         m.metadata.labels = Some(l);
         if let Some(s) = start {
@@ -462,7 +433,7 @@ mod tests {
         labelled(&mut m, claim_at.is_some(), claim_at);
         m.status.as_mut().unwrap().lifecycle = Some(kairon_model::LifecycleStatus {
             last_activity_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5))),
-            vmm_pid: None,
+            ..Default::default()
         });
         m
     }
@@ -494,7 +465,7 @@ mod tests {
             Some([(annotations::LIFECYCLE_START.to_string(), at(100).to_string())].into_iter().collect());
         plain.status.as_mut().unwrap().lifecycle = Some(kairon_model::LifecycleStatus {
             last_activity_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(5))),
-            vmm_pid: None,
+            ..Default::default()
         });
         assert_eq!(idle_since(&plain), Some(at(5)));
     }

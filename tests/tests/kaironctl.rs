@@ -139,6 +139,23 @@ fn kaironctl_drives_machines_with_every_verb() {
     // Created this second or a few ago: 24h0m or 23h59m… left.
     assert!(line.contains(" of 10m0s, expires in 23h") || line.contains(" of 10m0s, expires in 24h0m"), "{line}");
     assert!(line.contains("idle "), "{line}");
+    // extend: the end moves a day later, and the Lifecycle line says so once it is recorded.
+    assert!(ctl.ok(&["extend", "agent-42", "24h", "--dry-run"]).contains("dry run"));
+    assert_eq!(ctl.machine("agent-42")["spec"]["lifecycle"]["maxLifetimeSeconds"], 86400);
+    let out = ctl.ok(&["extend", "agent-42", "24h"]);
+    assert!(out.starts_with("machine agent-42 now expires at "), "{out}");
+    assert_eq!(ctl.machine("agent-42")["spec"]["lifecycle"]["maxLifetimeSeconds"], 2 * 86400);
+    wait_for_sync(
+        "the Lifecycle line to show the extension",
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        || {
+            let d = ctl.ok(&["describe", "machine", "agent-42"]);
+            let line = d.lines().find(|l| l.starts_with("Lifecycle:")).unwrap_or_default().to_string();
+            if line.contains("expires in 47h") || line.contains("expires in 2d0h") { Ok(()) } else { Err(line) }
+        },
+    );
+    assert!(ctl.fails(2, &["extend", "agent-42", "soon"]).contains("soon"));
 
     // exec passes output and the exit code through.
     let out = ctl.run(&["exec", "agent-42", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3"]);

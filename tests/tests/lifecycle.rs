@@ -14,8 +14,8 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Flags, Kairon, MINUTE, eventually, hold, phase, wait_gone, wait_phase};
-use kairon_model::{Machine, MachinePhase, PowerState};
+use kairon_e2e::{Flags, Kairon, MINUTE, eventually, hold, phase, wait_for_object, wait_gone, wait_phase};
+use kairon_model::{Machine, MachineClaim, MachinePhase, MachinePool, PowerState};
 use kairon_runtime_api::types::ExecRequest;
 
 fn flags() -> Flags<'static> {
@@ -226,6 +226,125 @@ async fn max_lifetime_and_ttl_delete_and_warm_pool_members_are_exempt() {
     api.patch("warm", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
     wait_gone(&api, "warm", Duration::from_secs(30)).await;
     wait_event(&client, "LifetimeExpired", "warm").await;
+}
+
+fn expires_at(m: &Machine) -> Option<i64> {
+    m.status.as_ref()?.lifecycle.as_ref()?.expires_at.as_ref().map(|t| t.0.as_second())
+}
+
+fn created(m: &Machine) -> i64 {
+    m.metadata.creation_timestamp.as_ref().unwrap().0.as_second()
+}
+
+async fn wait_expires_at(api: &Api<Machine>, name: &str, want: i64) -> Machine {
+    wait_for_object(api, name, &format!("{name}'s status.lifecycle.expiresAt to be {want}"), MINUTE, |m| {
+        expires_at(m) == Some(want)
+    })
+    .await
+}
+
+/// `status.lifecycle.expiresAt` is the earliest of max lifetime, ttlSeconds and the claim's TTL;
+/// `extend` moves it (lengthening each deadline that would end the Machine sooner, the claim's
+/// too), answers the new end, and refuses what it cannot do with a reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn extend_moves_the_end_and_expires_at_follows() {
+    let k = Kairon::start_with(&flags()).unwrap();
+    let client = k.client().await.unwrap();
+    let rest = k.rest().unwrap();
+    let api: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+    let both = json!({"lifecycle": {"maxLifetimeSeconds": 3600}, "ttlSeconds": 600});
+    let m = api.create(&pp, &sandbox("both", both, json!({}))).await.unwrap();
+    let c = created(&m);
+    wait_expires_at(&api, "both", c + 600).await;
+
+    let base = "/api/v1/machines/default/both/extend";
+    // A dry run answers the new end and stores nothing.
+    let before = api.get("both").await.unwrap();
+    let dry = rest.post(&format!("{base}?dryRun=All"), json!({"seconds": 300})).await.ok();
+    assert_eq!(dry["expiresAt"].as_str().map(ts), Some(c + 900), "{dry}");
+    assert_eq!(api.get("both").await.unwrap().resource_version(), before.resource_version());
+
+    let ext = rest.post(base, json!({"seconds": 300})).await.ok();
+    assert_eq!(ext["expiresAt"].as_str().map(ts), Some(c + 900), "{ext}");
+    assert_eq!(ext["machine"]["spec"]["ttlSeconds"], 900, "the earlier deadline moved: {ext}");
+    assert_eq!(ext["machine"]["spec"]["lifecycle"]["maxLifetimeSeconds"], 3600, "a later one is kept: {ext}");
+    wait_expires_at(&api, "both", c + 900).await;
+    // Past the max lifetime: both move.
+    let ext = rest.post(base, json!({"seconds": 3000})).await.ok();
+    assert_eq!(ext["expiresAt"].as_str().map(ts), Some(c + 3900), "{ext}");
+    assert_eq!(ext["machine"]["spec"]["ttlSeconds"], 3900);
+    assert_eq!(ext["machine"]["spec"]["lifecycle"]["maxLifetimeSeconds"], 3900);
+    wait_expires_at(&api, "both", c + 3900).await;
+
+    // Refusals, each with its reason; none changes anything.
+    for (body, status, reason) in [
+        (json!({"seconds": 0}), 422, "Invalid"),
+        (json!({"seconds": 31_536_001}), 422, "Invalid"),
+        (json!({"seconds": "soon"}), 422, "Invalid"),
+        (json!({}), 422, "Invalid"),
+    ] {
+        let r = rest.post(base, body.clone()).await;
+        assert_eq!((r.status, r.reason()), (status, reason), "{body}: {r:?}");
+    }
+    let r = rest.post(base, json!({"seconds": 0})).await;
+    assert!(r.message().contains("must be 1 to 31536000"), "{r:?}");
+    api.create(&pp, &sandbox("forever", json!({}), json!({}))).await.unwrap();
+    let r = rest.post("/api/v1/machines/default/forever/extend", json!({"seconds": 60})).await;
+    assert_eq!((r.status, r.reason()), (409, "NoDeadline"), "{r:?}");
+    assert!(r.message().contains("nothing to extend"), "{r:?}");
+    let r = rest.post("/api/v1/machines/default/nosuch/extend", json!({"seconds": 60})).await;
+    assert_eq!((r.status, r.reason()), (404, "NotFound"), "{r:?}");
+    assert_eq!(expires_at(&api.get("forever").await.unwrap()), None);
+
+    // A claimed member: its claim's TTL is its end; extend lengthens the claim's TTL.
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), "default");
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), "default");
+    let pool: MachinePool = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
+        "metadata": {"name": "p"},
+        "spec": {"replicas": 1, "warmPowerState": "Running", "template": {"spec": {
+            "sandbox": {"templateName": "busybox"}, "lifecycle": {"maxLifetimeSeconds": 7200}}}}
+    }))
+    .unwrap();
+    pools.create(&pp, &pool).await.unwrap();
+    let warm = eventually("a warm member", MINUTE, || async {
+        let l = api.list(&ListParams::default().labels("kairon.zyvor.dev/pool=p")).await.ok()?;
+        l.items.into_iter().find(|m| phase(m) == Some(MachinePhase::Running))
+    })
+    .await;
+    assert_eq!(expires_at(&warm), None, "a warm member has no end yet");
+    let r = rest.post(&format!("/api/v1/machines/default/{}/extend", warm.name_any()), json!({"seconds": 60})).await;
+    assert_eq!((r.status, r.reason()), (409, "NoDeadline"), "{r:?}");
+    assert!(r.message().contains("warm pool member"), "{r:?}");
+
+    let claim: MachineClaim = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachineClaim",
+        "metadata": {"name": "c"}, "spec": {"poolName": "p", "ttlSeconds": 600}
+    }))
+    .unwrap();
+    claims.create(&pp, &claim).await.unwrap();
+    let bound = wait_for_object(&claims, "c", "claim c bound", MINUTE, |c| {
+        c.status.as_ref().is_some_and(|s| s.bound_time.is_some() && s.machine_name.is_some())
+    })
+    .await;
+    let status = bound.status.unwrap();
+    let (member, at) = (status.machine_name.unwrap(), status.bound_time.unwrap().0.as_second());
+    wait_expires_at(&api, &member, at + 600).await;
+    let ext = rest.post(&format!("/api/v1/machines/default/{member}/extend"), json!({"seconds": 120})).await.ok();
+    assert_eq!(ext["expiresAt"].as_str().map(ts), Some(at + 720), "{ext}");
+    assert_eq!(claims.get("c").await.unwrap().spec.ttl_seconds, Some(720), "the claim's TTL moved");
+    assert_eq!(ext["machine"]["spec"]["lifecycle"]["maxLifetimeSeconds"], 7200, "the member's own is later");
+    // The claim's change reaches the Machine's status (the controller watches claims).
+    wait_expires_at(&api, &member, at + 720).await;
+    // A change to the claim alone moves it too.
+    let patch = json!({"spec": {"ttlSeconds": 300}});
+    claims.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    wait_expires_at(&api, &member, at + 300).await;
+}
+
+fn ts(s: &str) -> i64 {
+    s.parse::<k8s_openapi::jiff::Timestamp>().unwrap().as_second()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -71,6 +71,8 @@ pub enum Reason {
     NoTargetNode,
     /// Live migration is not available.
     MigrationUnsupported,
+    /// The Machine has no deadline to extend (or, a warm pool member, none yet).
+    NoDeadline,
 
     // Waiting.
     /// A wait did not see what it waited for in time.
@@ -123,7 +125,8 @@ impl Reason {
             | ExecStreamUnsupported
             | VncUnsupported
             | NoTargetNode
-            | MigrationUnsupported => StatusCode::CONFLICT,
+            | MigrationUnsupported
+            | NoDeadline => StatusCode::CONFLICT,
             Gone => StatusCode::GONE,
             Timeout | WakeTimeout => StatusCode::GATEWAY_TIMEOUT,
             NotSupported | RuntimeError | RuntimeUnreachable | GuestUnreachable | GuestClosed => {

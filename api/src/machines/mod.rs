@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod guest;
+pub mod lifetime;
 pub mod nodes;
 pub mod objects;
 pub mod power;

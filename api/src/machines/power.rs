@@ -41,7 +41,7 @@ fn field_manager() -> PatchParams {
 
 impl Machines {
     /// A Machine the caller may change.
-    async fn writable(&self, id: &Identity, ns: &str, name: &str) -> Result<Machine> {
+    pub(super) async fn writable(&self, id: &Identity, ns: &str, name: &str) -> Result<Machine> {
         let m: Machine = self.get(id, ns, name).await?;
         allowed(auth::may_access(id, Verb::Write, Some(ns), false))?;
         Ok(m)

@@ -15,6 +15,7 @@ use kairon_runtime_api::types::SnapshotResult;
 use super::objects::{DryRunQuery, ObjectPath};
 use super::{Caller, ErrorBody, JsonBody, schema};
 use crate::machines::Result;
+use crate::machines::lifetime::Extended;
 use crate::machines::power::{Copy, CopyResult};
 use crate::state::AppState;
 
@@ -149,6 +150,32 @@ async fn machine_clone(
     Ok((axum::http::StatusCode::CREATED, Json(cloned)))
 }
 
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtendRequest {
+    /// How much later the Machine ends: 1 to 31536000 (a year).
+    pub seconds: i64,
+}
+
+/// Extend: move the Machine's end (`status.lifecycle.expiresAt`) `seconds` later. Each deadline
+/// that would end it sooner is lengthened: `spec.lifecycle.maxLifetimeSeconds`,
+/// `spec.ttlSeconds`, and the binding MachineClaim's `spec.ttlSeconds`.
+#[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/extend", tag = "Power", params(ObjectPath, DryRunQuery),
+    request_body = ExtendRequest,
+    responses((status = 200, description = "The new end and the Machine", body = Extended),
+              (status = 404, description = "No such Machine", body = ErrorBody),
+              (status = 409, description = "No deadline to extend, or the Machine is being deleted", body = ErrorBody),
+              (status = 422, description = "seconds is out of range", body = ErrorBody)))]
+async fn machine_extend(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(d): Query<DryRunQuery>,
+    body: JsonBody<ExtendRequest>,
+) -> Result<Json<Extended>> {
+    let dry = d.is_dry_run()?;
+    Ok(Json(c.machines.extend(&c.id, &p.namespace, &p.name, || Ok(body.parse()?.seconds), dry).await?))
+}
+
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
@@ -198,6 +225,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(machine_hibernate))
         .routes(routes!(machine_restart))
         .routes(routes!(machine_migrate))
+        .routes(routes!(machine_extend))
         .routes(routes!(machine_fork))
         .routes(routes!(machine_clone))
         .routes(routes!(machine_freeze))

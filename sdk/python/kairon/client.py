@@ -31,6 +31,7 @@ from kairon_api.api.guest import (
 from kairon_api.api.machine_claims import machineclaim_get, machineclaim_wait
 from kairon_api.api.machines import machine_delete, machine_get, machine_wait
 from kairon_api.api.power import (
+    machine_extend,
     machine_fork,
     machine_halt,
     machine_hibernate,
@@ -47,6 +48,8 @@ from kairon_api.models import (
     ExecRequest,
     ExecRequestEnv,
     ExecResult,
+    ExtendRequest,
+    Extended,
     FileEntry,
     Machine,
     MachineClaim,
@@ -262,6 +265,13 @@ class UIClient:
         """Forks the Machine into `new_name` (live on a VM, the filesystem of a runc sandbox)."""
         body = CopyRequest(name=new_name)
         return _ok(machine_fork.sync_detailed(self._ns(namespace), name, client=self.api, body=body), CopyResult)
+
+    def extend(self, name: str, seconds: int, namespace: str | None = None) -> Extended:
+        """Moves the Machine's end (`status.lifecycle.expiresAt`) `seconds` later: each of its
+        deadlines that would end it sooner (max lifetime, ttlSeconds, its claim's ttlSeconds) is
+        lengthened. A Machine with no deadline is refused (reason `NoDeadline`)."""
+        body = ExtendRequest(seconds=seconds)
+        return _ok(machine_extend.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Extended)
 
     def get_claim(self, name: str, namespace: str | None = None) -> MachineClaim:
         """The MachineClaim `name`."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import codecs
+import datetime
 import logging
 import threading
 import time
@@ -421,6 +422,22 @@ class Sandbox:
             raise ValueError(f"port {port} is not from 1 to 65535")
         ns, name = quote(self.namespace, safe=""), quote(self.name, safe="")
         return f"{self.ui.url}/api/v1/machines/{ns}/{name}/sandbox-http/{port}/{path.lstrip('/')}"
+
+    def extend(self, seconds: int) -> datetime.datetime:
+        """Moves the sandbox's end `seconds` later and returns the new end: each deadline that
+        would end it sooner (its max lifetime, ttlSeconds, its claim's ttl) is lengthened. A
+        sandbox with no deadline raises `ConflictError` (reason `NoDeadline`)."""
+        return self.ui.extend(self.name, int(seconds), namespace=self.namespace).expires_at
+
+    @property
+    def expires_at(self) -> datetime.datetime | None:
+        """When the sandbox will be deleted (the earliest of its max lifetime, ttlSeconds and its
+        claim's ttl), as the server last recorded it (`status.lifecycle.expiresAt`); None when it
+        has no deadline."""
+        status = self.info().status
+        lifecycle = getattr(status, "lifecycle", None)
+        at = getattr(lifecycle, "expires_at", None)
+        return at if isinstance(at, datetime.datetime) else None
 
     def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> Sandbox:
         """A copy of this sandbox (live on a VM: memory and disk; the filesystem of a runc

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 import os
 import time
 import uuid
@@ -225,6 +226,25 @@ def _eventually(what: str, check: Callable[[], bool], timeout: float = 180.0) ->
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def test_extend_moves_the_end_and_expires_at_follows(sandbox: Sandbox, kube: Client, ui: UIClient,
+                                                     template: str) -> None:
+    # The session's sandbox has a max lifetime of an hour from its creation.
+    _eventually("expires_at to be recorded", lambda: sandbox.expires_at is not None)
+    before = sandbox.expires_at
+    assert before is not None and before.tzinfo is not None
+    new = sandbox.extend(600)
+    assert new == before + datetime.timedelta(seconds=600)
+    _eventually("expires_at to follow the extension", lambda: sandbox.expires_at == new)
+    with Sandbox.create(kube, ui, template=template) as forever:
+        assert forever.expires_at is None
+        with pytest.raises(ConflictError) as e:
+            forever.extend(60)
+        assert e.value.reason == "NoDeadline" and "nothing to extend" in e.value.message
+    with pytest.raises(BadRequestError) as bad:
+        sandbox.extend(0)
+    assert bad.value.status == 422 and "must be 1 to" in bad.value.message
 
 
 def test_claim_from_a_paused_pool_and_close_releases_it(kube: Client, ui: UIClient, template: str) -> None:

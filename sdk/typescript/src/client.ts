@@ -21,6 +21,7 @@ export type ExecResult = Schemas["ExecResult"];
 export type Process = Schemas["Process"];
 export type ProcessLogs = Schemas["ProcessLogs"];
 export type CopyResult = Schemas["CopyResult"];
+export type Extended = Schemas["Extended"];
 /** The signals a process can be sent (`TERM` when none is given). */
 export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
@@ -245,6 +246,18 @@ export class UIClient {
   async restart(name: string, namespace?: string): Promise<Machine> {
     return ok(await this.api.POST("/api/v1/machines/{namespace}/{name}/restart", { params: { path: this.#p(name, namespace) } }));
   }
+  /** Moves the Machine's end (`status.lifecycle.expiresAt`) `seconds` later: each of its deadlines
+   * that would end it sooner (max lifetime, ttlSeconds, its claim's ttlSeconds) is lengthened. A
+   * Machine with no deadline is refused (reason `NoDeadline`). */
+  async extend(name: string, seconds: number, namespace?: string): Promise<Extended> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/extend", {
+        params: { path: this.#p(name, namespace) },
+        body: { seconds },
+      }),
+    );
+  }
+
   async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/fork", {

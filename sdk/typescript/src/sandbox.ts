@@ -396,6 +396,21 @@ export class Sandbox {
     return `${this.ui.url}/api/v1/machines/${ns}/${name}/sandbox-http/${port}/${path.replace(/^\/+/, "")}`;
   }
 
+  /** Moves the sandbox's end `seconds` later and returns the new end: each deadline that would end it
+   * sooner (its max lifetime, ttlSeconds, its claim's ttl) is lengthened. A sandbox with no deadline
+   * is refused with a `ConflictError` (reason `NoDeadline`). */
+  async extend(seconds: number): Promise<Date> {
+    const r = await this.ui.extend(this.name, seconds, this.namespace);
+    return new Date(r.expiresAt);
+  }
+
+  /** When the sandbox will be deleted (the earliest of its max lifetime, ttlSeconds and its claim's
+   * ttl), as the server last recorded it (`status.lifecycle.expiresAt`); null when it has no deadline. */
+  async expiresAt(): Promise<Date | null> {
+    const at = (await this.info()).status?.lifecycle?.expiresAt;
+    return at ? new Date(at) : null;
+  }
+
   /** A copy of this sandbox (live on a VM; the filesystem of a runc sandbox); its close() deletes it. */
   async fork(name?: string, readyTimeout = 300): Promise<Sandbox> {
     const child = name ?? `${this.name}-f${hex(6)}`;

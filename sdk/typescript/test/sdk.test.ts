@@ -193,6 +193,33 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     }
     await assert.rejects(child.machine(), NotFoundError);
   });
+
+  it("extend moves the end and expiresAt follows; no deadline is a ConflictError", async () => {
+    // The sandbox has a max lifetime of an hour from its creation.
+    await eventually("expiresAt to be recorded", async () => (await sb.expiresAt()) !== null);
+    const before = (await sb.expiresAt())!;
+    const next = await sb.extend(600);
+    assert.equal(next.getTime(), before.getTime() + 600_000);
+    await eventually("expiresAt to follow the extension", async () => (await sb.expiresAt())?.getTime() === next.getTime());
+    await assert.rejects(sb.extend(0), (e: unknown) => {
+      assert.ok(e instanceof BadRequestError);
+      assert.equal(e.status, 422);
+      assert.match(e.serverMessage, /must be 1 to/);
+      return true;
+    });
+    const forever = await Sandbox.create(kube, ui, { template: TEMPLATE });
+    try {
+      assert.equal(await forever.expiresAt(), null);
+      await assert.rejects(forever.extend(60), (e: unknown) => {
+        assert.ok(e instanceof ConflictError);
+        assert.equal(e.reason, "NoDeadline");
+        assert.match(e.serverMessage, /nothing to extend/);
+        return true;
+      });
+    } finally {
+      await forever.close();
+    }
+  });
 });
 
 describe("errors", { timeout: 600_000 }, () => {

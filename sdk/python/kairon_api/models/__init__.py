@@ -23,6 +23,8 @@ from .event_series import EventSeries
 from .exec_request import ExecRequest
 from .exec_request_env import ExecRequestEnv
 from .exec_result import ExecResult
+from .extend_request import ExtendRequest
+from .extended import Extended
 from .file_entry import FileEntry
 from .guest_agent import GuestAgent
 from .hugepages import Hugepages
@@ -51,6 +53,7 @@ from .machine_claim_status import MachineClaimStatus
 from .machine_claim_watch_event import MachineClaimWatchEvent
 from .machine_create_dry_run import MachineCreateDryRun
 from .machine_delete_dry_run import MachineDeleteDryRun
+from .machine_extend_dry_run import MachineExtendDryRun
 from .machine_halt_dry_run import MachineHaltDryRun
 from .machine_hibernate_dry_run import MachineHibernateDryRun
 from .machine_kind import MachineKind
@@ -153,6 +156,8 @@ __all__ = (
     "ExecRequest",
     "ExecRequestEnv",
     "ExecResult",
+    "ExtendRequest",
+    "Extended",
     "FileEntry",
     "GuestAgent",
     "Hugepages",
@@ -181,6 +186,7 @@ __all__ = (
     "MachineClaimWatchEvent",
     "MachineCreateDryRun",
     "MachineDeleteDryRun",
+    "MachineExtendDryRun",
     "MachineHaltDryRun",
     "MachineHibernateDryRun",
     "MachineKind",

@@ -16,16 +16,29 @@ T = TypeVar("T", bound="LifecycleStatus")
 class LifecycleStatus:
     """
     Attributes:
+        expires_at (datetime.datetime | None | Unset): When the Machine will be deleted: the earliest of its max
+            lifetime, its `ttlSeconds` and
+            its claim's `ttlSeconds` (written by the lifecycle controller; unset: no deadline).
+            `POST .../extend` moves it.
         last_activity_time (datetime.datetime | None | Unset): Last guest activity kairon-node saw (written at most
             every 30 s).
         vmm_pid (int | None | Unset): The VMM (or sandbox init) process id last sampled; a new one counts as activity.
     """
 
+    expires_at: datetime.datetime | None | Unset = UNSET
     last_activity_time: datetime.datetime | None | Unset = UNSET
     vmm_pid: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        expires_at: None | str | Unset
+        if isinstance(self.expires_at, Unset):
+            expires_at = UNSET
+        elif isinstance(self.expires_at, datetime.datetime):
+            expires_at = self.expires_at.isoformat()
+        else:
+            expires_at = self.expires_at
+
         last_activity_time: None | str | Unset
         if isinstance(self.last_activity_time, Unset):
             last_activity_time = UNSET
@@ -43,6 +56,8 @@ class LifecycleStatus:
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update({})
+        if expires_at is not UNSET:
+            field_dict["expiresAt"] = expires_at
         if last_activity_time is not UNSET:
             field_dict["lastActivityTime"] = last_activity_time
         if vmm_pid is not UNSET:
@@ -53,6 +68,23 @@ class LifecycleStatus:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         d = dict(src_dict)
+
+        def _parse_expires_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                expires_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return expires_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        expires_at = _parse_expires_at(d.pop("expiresAt", UNSET))
 
         def _parse_last_activity_time(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -81,6 +113,7 @@ class LifecycleStatus:
         vmm_pid = _parse_vmm_pid(d.pop("vmmPid", UNSET))
 
         lifecycle_status = cls(
+            expires_at=expires_at,
             last_activity_time=last_activity_time,
             vmm_pid=vmm_pid,
         )

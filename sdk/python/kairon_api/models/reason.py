@@ -18,6 +18,7 @@ class Reason(StrEnum):
     MACHINESUSPENDED = "MachineSuspended"
     METHODNOTALLOWED = "MethodNotAllowed"
     MIGRATIONUNSUPPORTED = "MigrationUnsupported"
+    NODEADLINE = "NoDeadline"
     NOTARGETNODE = "NoTargetNode"
     NOTFOUND = "NotFound"
     NOTPROVISIONED = "NotProvisioned"

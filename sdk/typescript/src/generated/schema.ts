@@ -300,6 +300,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/machines/{namespace}/{name}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Extend: move the Machine's end (`status.lifecycle.expiresAt`) `seconds` later. Each deadline
+         *     that would end it sooner is lengthened: `spec.lifecycle.maxLifetimeSeconds`,
+         *     `spec.ttlSeconds`, and the binding MachineClaim's `spec.ttlSeconds`.
+         */
+        post: operations["machine_extend"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/machines/{namespace}/{name}/files": {
         parameters: {
             query?: never;
@@ -1174,6 +1195,24 @@ export interface components {
              */
             truncated?: boolean;
         };
+        ExtendRequest: {
+            /**
+             * Format: int64
+             * @description How much later the Machine ends: 1 to 31536000 (a year).
+             */
+            seconds: number;
+        };
+        /** @description The answer of an extension. */
+        Extended: {
+            /**
+             * Format: date-time
+             * @description The Machine's new end (the lifecycle controller records it as
+             *     `status.lifecycle.expiresAt`).
+             */
+            expiresAt: string;
+            /** @description The Machine as changed. */
+            machine: components["schemas"]["Machine"];
+        };
         /**
          * Format: binary
          * @description File contents, sent and received as raw bytes.
@@ -1289,6 +1328,13 @@ export interface components {
             wakeTimeoutSeconds?: number;
         };
         LifecycleStatus: {
+            /**
+             * Format: date-time
+             * @description When the Machine will be deleted: the earliest of its max lifetime, its `ttlSeconds` and
+             *     its claim's `ttlSeconds` (written by the lifecycle controller; unset: no deadline).
+             *     `POST .../extend` moves it.
+             */
+            expiresAt?: string | null;
             /**
              * Format: date-time
              * @description Last guest activity kairon-node saw (written at most every 30 s).
@@ -1674,7 +1720,7 @@ export interface components {
          *     generated clients and the SDKs' typed errors switch on it.
          * @enum {string}
          */
-        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
+        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "NoDeadline" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
         /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
         RedactedSandbox: {
             backend: string;
@@ -4270,6 +4316,128 @@ export interface operations {
             };
             /** @description The Machine did not wake within its wakeTimeoutSeconds */
             504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    machine_extend: {
+        parameters: {
+            query?: {
+                /** @description `All`: validate and answer with the result without storing it. */
+                dryRun?: "All" | "";
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExtendRequest"];
+            };
+        };
+        responses: {
+            /** @description The new end and the Machine */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Extended"];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such Machine */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No deadline to extend, or the Machine is being deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than this route takes: the message says the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description seconds is out of range */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

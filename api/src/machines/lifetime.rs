@@ -1,0 +1,96 @@
+//! A Machine's end (`status.lifecycle.expiresAt`) and `extend`, which moves it later.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::ToSchema;
+
+use kairon_model::expiry::{self, MAX_EXTEND_SECONDS};
+use kairon_model::{Machine, MachineClaim};
+
+use super::{Error, Machines, Reason, Result};
+use crate::auth::Identity;
+
+/// The answer of an extension.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Extended {
+    /// The Machine's new end (the lifecycle controller records it as
+    /// `status.lifecycle.expiresAt`).
+    #[schema(value_type = String, format = DateTime)]
+    pub expires_at: Time,
+    /// The Machine as changed.
+    #[schema(value_type = crate::rest::schema::Machine)]
+    pub machine: Machine,
+}
+
+impl Machines {
+    /// Moves the Machine's end `seconds` later: each of its deadlines (max lifetime, ttlSeconds,
+    /// its claim's ttlSeconds) that would end it sooner is lengthened. The claim is changed
+    /// first; each write is conditional on what was read, so a retry after a failure half-way
+    /// moves nothing twice. `seconds` is read only once the caller may write.
+    pub async fn extend(
+        &self,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        seconds: impl FnOnce() -> Result<i64>,
+        dry_run: bool,
+    ) -> Result<Extended> {
+        let m = self.writable(id, ns, name).await?;
+        let seconds = seconds()?;
+        if !(1..=MAX_EXTEND_SECONDS).contains(&seconds) {
+            return Err(Error::new(
+                Reason::Invalid,
+                format!("seconds: Invalid value: {seconds}: must be 1 to {MAX_EXTEND_SECONDS} (a year)"),
+            ));
+        }
+        if m.metadata.deletion_timestamp.is_some() {
+            return Err(Error::conflict(Reason::Terminating, format!("Machine {ns}/{name} is being deleted")));
+        }
+        if expiry::warm_pool_member(&m) {
+            return Err(Error::conflict(
+                Reason::NoDeadline,
+                format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
+            ));
+        }
+        let claim = match expiry::claim_name(&m) {
+            Some(c) => self
+                .api::<MachineClaim>(ns)
+                .get_opt(c)
+                .await?
+                .filter(|c| c.status.as_ref().and_then(|s| s.machine_name.as_deref()) == Some(name)),
+            None => None,
+        };
+        let ends = expiry::ends(&m, claim.as_ref());
+        let ext = expiry::extend(&ends, seconds).ok_or_else(|| {
+            Error::conflict(
+                Reason::NoDeadline,
+                format!(
+                    "Machine {ns}/{name} has no deadline (no spec.lifecycle.maxLifetimeSeconds, spec.ttlSeconds or claim ttlSeconds): there is nothing to extend"
+                ),
+            )
+        })?;
+        let pp = PatchParams { dry_run, field_manager: Some("kairon-api".into()), ..Default::default() };
+        if let (Some(ttl), Some(c)) = (ext.claim_ttl_seconds, &claim) {
+            let patch = json!({"metadata": {"resourceVersion": c.resource_version()}, "spec": {"ttlSeconds": ttl}});
+            self.api::<MachineClaim>(ns).patch(&c.name_any(), &pp, &Patch::Merge(&patch)).await?;
+        }
+        let mut spec = json!({});
+        if let Some(max) = ext.max_lifetime_seconds {
+            spec["lifecycle"] = json!({"maxLifetimeSeconds": max});
+        }
+        if let Some(ttl) = ext.ttl_seconds {
+            spec["ttlSeconds"] = json!(ttl);
+        }
+        let machine = if spec.as_object().is_some_and(|s| s.is_empty()) {
+            m
+        } else {
+            let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": spec});
+            self.api::<Machine>(ns).patch(name, &pp, &Patch::Merge(&patch)).await?
+        };
+        Ok(Extended { expires_at: Time(ext.expires_at), machine })
+    }
+}
