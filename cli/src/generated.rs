@@ -1156,6 +1156,9 @@ pub mod types {
     #[doc = "Binds one warm member of a MachinePool; its usage accrues while bound."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachineClaimSpec {
+        #[doc = "Environment variables for every exec and process in the bound Machine, over its own\n`spec.env` (written onto the member when the claim binds, so a warm member gets them\nwithout a cold start; immutable). Not for secrets: every reader of the namespace sees them."]
+        #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
+        pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
         #[doc = "The MachinePool (same namespace) to take a member from."]
         #[serde(rename = "poolName")]
         pub pool_name: MachineClaimSpecPoolName,
@@ -1505,6 +1508,9 @@ pub mod types {
         #[doc = "PCI passthrough (VFIO) devices; refused on a sandbox."]
         #[serde(rename = "deviceClaims", default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub device_claims: ::std::vec::Vec<DeviceClaim>,
+        #[doc = "Environment variables of every exec and process in the guest (a request's own `env`\nwins). A claimed pool member also gets its claim's. Not for secrets: every reader of the\nnamespace sees them (SECURITY.md)."]
+        #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
+        pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
         #[doc = "The guest agent: exec, files and filesystem freeze go through it."]
         #[serde(rename = "guestAgent", skip_serializing_if = "::std::option::Option::is_none")]
         pub guest_agent: ::std::option::Option<GuestAgent>,

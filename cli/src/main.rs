@@ -186,19 +186,8 @@ enum Cmd {
     #[command(after_help = concat!("Examples:\n  kaironctl fork agent-42 agent-42-try", exit_codes!()))]
     Fork { name: String, new_name: String },
     /// Claim a warm member of a MachinePool.
-    #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
-    Claim {
-        pool: String,
-        /// Release the claim this long after it binds (e.g. 1h).
-        #[arg(long, value_parser = duration::parse)]
-        ttl: Option<Duration>,
-        /// The claim's name (default POOL-<random>).
-        #[arg(long)]
-        name: Option<String>,
-        /// Return at once instead of waiting for the claim to bind.
-        #[arg(long)]
-        no_wait: bool,
-    },
+    #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim -e TASK=42\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
+    Claim(ClaimArgs),
     /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`).
     #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3", exit_codes!()))]
     Exec {
@@ -281,6 +270,23 @@ enum Cmd {
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!("Examples:\n  kaironctl completion bash > /etc/bash_completion.d/kaironctl\n  source <(kaironctl completion zsh)", exit_codes!()))]
     Completion { shell: clap_complete::Shell },
+}
+
+#[derive(Args)]
+struct ClaimArgs {
+    pool: String,
+    /// Release the claim this long after it binds (e.g. 1h).
+    #[arg(long, value_parser = duration::parse)]
+    ttl: Option<Duration>,
+    /// The claim's name (default POOL-<random>).
+    #[arg(long)]
+    name: Option<String>,
+    /// Return at once instead of waiting for the claim to bind.
+    #[arg(long)]
+    no_wait: bool,
+    /// `KEY=VALUE` for every exec and process in the claimed Machine; repeat for more.
+    #[arg(short = 'e', long = "env", value_parser = parse_key_value)]
+    env: Vec<(String, String)>,
 }
 
 #[derive(Args)]
@@ -434,6 +440,9 @@ struct CreateArgs {
     /// A label `KEY=VALUE` on the Machine (a pool's: on its members); repeat for more.
     #[arg(short = 'L', long = "label", value_parser = parse_key_value)]
     labels: Vec<(String, String)>,
+    /// `KEY=VALUE` for every exec and process in the Machine (a pool's: its members); repeat for more.
+    #[arg(short = 'e', long = "env", value_parser = parse_key_value)]
+    env: Vec<(String, String)>,
     /// Pool size.
     #[arg(long)]
     replicas: Option<i64>,
@@ -654,7 +663,7 @@ async fn run(cli: Cli) -> Result<()> {
             let how = if r.live { "live: memory and disk" } else { "filesystem" };
             output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
         }
-        Cmd::Claim { pool, ttl, name, no_wait } => claim(&c, &ns, fmt, &pool, ttl, name, no_wait).await,
+        Cmd::Claim(a) => claim(&c, &ns, fmt, a).await,
         Cmd::Exec { name, command, interactive: true, .. } => {
             let code = stream::Relays::new(&target)?.exec(&ns, &name, &command).await?;
             exit_with(code)
@@ -891,6 +900,9 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     }
     if let Some(p) = &a.power_state {
         spec["powerState"] = json!(p);
+    }
+    if !a.env.is_empty() {
+        spec["env"] = json!(a.env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>());
     }
     Ok(spec)
 }
@@ -1199,19 +1211,16 @@ async fn describe(c: &Client, ns: &str, fmt: Format, kind: Kind, name: &str) -> 
     Ok(())
 }
 
-async fn claim(
-    c: &Client,
-    ns: &str,
-    fmt: Format,
-    pool: &str,
-    ttl: Option<Duration>,
-    name: Option<String>,
-    no_wait: bool,
-) -> Result<()> {
+async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
+    let ClaimArgs { pool, ttl, name, no_wait, env } = a;
+    let pool = pool.as_str();
     let name = name.unwrap_or_else(|| format!("{pool}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
     let mut spec = json!({ "poolName": pool });
     if let Some(t) = ttl {
         spec["ttlSeconds"] = json!(t.as_secs());
+    }
+    if !env.is_empty() {
+        spec["env"] = json!(env.into_iter().collect::<std::collections::BTreeMap<_, _>>());
     }
     let body: types::MachineClaim = manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
     let mut cl = c.machineclaim_create(ns, None, &body).await.map_err(fail)?.into_inner();

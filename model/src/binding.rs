@@ -92,7 +92,7 @@ pub async fn bind<S: BindingStore>(store: &S, claim: &MachineClaim, now_ms: i64)
         .collect();
     for member in try_order(warm, &name) {
         let Some(m) = members.iter().find(|m| m.name_any() == member) else { continue };
-        if store.take(&ns, &member, &take_patch(m, &name, &at), &bound_status(claim, &member, &at)).await? {
+        if store.take(&ns, &member, &take_patch(m, claim, &at), &bound_status(claim, &member, &at)).await? {
             return Ok(Binding::Bound { machine: member, at });
         }
         // Another claim (or the pool) changed it first: try the next.
@@ -115,12 +115,13 @@ pub fn quota_exceeded_message(pool: &str, why: &str) -> String {
 
 /// The patch that takes `member` for `claim`: only the resourceVersion seen warm and unclaimed,
 /// labelled for the claim, its lifecycle starting now (no suspension from before stays; the
-/// claim is its first activity, so its first guest call has no stamp to write), and asked to run.
-pub fn take_patch(member: &Machine, claim: &str, at: &str) -> Value {
-    json!({
+/// claim is its first activity, so its first guest call has no stamp to write), asked to run,
+/// and given the claim's environment over its own (a merge patch merges the two maps).
+pub fn take_patch(member: &Machine, claim: &MachineClaim, at: &str) -> Value {
+    let mut patch = json!({
         "metadata": {
             "resourceVersion": member.resource_version(),
-            "labels": {labels::CLAIM: claim},
+            "labels": {labels::CLAIM: claim.name_any()},
             "annotations": {
                 annotations::LIFECYCLE_START: at,
                 annotations::LAST_ACTIVITY: at,
@@ -128,7 +129,11 @@ pub fn take_patch(member: &Machine, claim: &str, at: &str) -> Value {
             },
         },
         "spec": {"powerState": "Running"},
-    })
+    });
+    if !claim.spec.env.is_empty() {
+        patch["spec"]["env"] = json!(claim.spec.env);
+    }
+    patch
 }
 
 /// The order a claim tries warm members in: rotated by a hash of its name so many claims
@@ -292,7 +297,7 @@ mod tests {
 
     #[test]
     fn a_claim_being_bound_by_the_api_is_left_to_it_for_the_grace_only() {
-        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ttl_seconds: None });
+        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ..Default::default() });
         assert_eq!(binding_until(&claim), None, "no status: nobody is binding it");
         let now = "2026-01-01T00:00:00Z";
         let status = pending_status(&claim, BINDING, binding_message("p"), now).unwrap();
@@ -313,7 +318,7 @@ mod tests {
 
     #[test]
     fn a_claim_that_was_told_to_wait_is_cold_and_says_how_long() {
-        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ttl_seconds: None });
+        let mut claim = MachineClaim::new("c", crate::MachineClaimSpec { pool_name: "p".into(), ..Default::default() });
         let created = "2026-01-01T00:00:00Z";
         claim.metadata.creation_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created.parse().unwrap()));

@@ -1,5 +1,7 @@
 //! MachineClaim: takes one warm member of a pool, and reports what it used.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -35,6 +37,11 @@ pub struct MachineClaimSpec {
     /// Release the claim this many seconds after it binds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// Environment variables for every exec and process in the bound Machine, over its own
+    /// `spec.env` (written onto the member when the claim binds, so a warm member gets them
+    /// without a cold start; immutable). Not for secrets: every reader of the namespace sees them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]

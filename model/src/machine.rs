@@ -48,6 +48,11 @@ pub struct MachineSpec {
     /// Delete the Machine this many seconds after creation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
+    /// Environment variables of every exec and process in the guest (a request's own `env`
+    /// wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+    /// namespace sees them (SECURITY.md).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// Opts into the lightweight sandbox track.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSpec>,

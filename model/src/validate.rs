@@ -1,7 +1,7 @@
 //! Validation of the Kairon kinds. Each rule reports the field it is about, in the words
 //! Kubernetes uses (`spec.x: Invalid value: 30: must be …`), so a user knows what to fix.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::claim::MachineClaimSpec;
@@ -168,6 +168,7 @@ pub fn validate_machine_spec(
         errs.positive(p("lifecycle.wakeTimeoutSeconds"), Some(l.wake_timeout_seconds));
     }
     errs.positive(p("ttlSeconds"), spec.ttl_seconds);
+    validate_env(&mut errs, &p("env"), &spec.env);
 
     let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
     if let Some(r) = &spec.resources {
@@ -404,16 +405,54 @@ pub fn validate_claim_spec(spec: &MachineClaimSpec, old: Option<&MachineClaimSpe
         errs.invalid("spec.poolName", format!("{:?}", spec.pool_name), "must be a lowercase DNS name");
     }
     errs.positive("spec.ttlSeconds", spec.ttl_seconds);
-    if let Some(old) = old
-        && old.pool_name != spec.pool_name
-    {
-        errs.invalid(
-            "spec.poolName",
-            format!("{:?}", spec.pool_name),
-            "field is immutable: create a new claim instead",
-        );
+    validate_env(&mut errs, "spec.env", &spec.env);
+    if let Some(old) = old {
+        if old.pool_name != spec.pool_name {
+            errs.invalid(
+                "spec.poolName",
+                format!("{:?}", spec.pool_name),
+                "field is immutable: create a new claim instead",
+            );
+        }
+        if old.env != spec.env {
+            errs.forbidden("spec.env", "field is immutable (written onto the Machine when the claim binds): set the Machine's spec.env instead");
+        }
     }
     errs.0
+}
+
+/// The most environment variables a Machine or claim carries, and their total size.
+pub const MAX_ENV_VARS: usize = 128;
+pub const MAX_ENV_BYTES: usize = 64 * 1024;
+
+/// An environment variable's name as POSIX shells take it: a letter or `_`, then letters,
+/// digits and `_`.
+pub fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn validate_env(errs: &mut Errors, path: &str, env: &BTreeMap<String, String>) {
+    if env.len() > MAX_ENV_VARS {
+        errs.invalid(path, env.len(), format!("must have at most {MAX_ENV_VARS} variables"));
+    }
+    let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    if size > MAX_ENV_BYTES {
+        errs.invalid(path, format!("{size} bytes"), format!("must be at most {MAX_ENV_BYTES} bytes in all"));
+    }
+    for (k, v) in env {
+        if !is_env_name(k) {
+            errs.invalid(
+                format!("{path}.{k}"),
+                format!("{k:?}"),
+                "a name must be a letter or '_', then letters, digits or '_'",
+            );
+        }
+        if v.contains('\0') {
+            errs.invalid(format!("{path}.{k}"), "a NUL byte", "a value cannot hold a NUL byte");
+        }
+    }
 }
 
 pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
@@ -630,9 +669,27 @@ mod tests {
 
     #[test]
     fn claim_pool_is_immutable() {
-        let a = MachineClaimSpec { pool_name: "agents".into(), ttl_seconds: Some(3600) };
-        let b = MachineClaimSpec { pool_name: "other".into(), ttl_seconds: Some(0) };
+        let a = MachineClaimSpec { pool_name: "agents".into(), ttl_seconds: Some(3600), ..Default::default() };
+        let b = MachineClaimSpec { pool_name: "other".into(), ttl_seconds: Some(0), ..Default::default() };
         assert_eq!(fields(&validate_claim_spec(&b, Some(&a))), ["spec.ttlSeconds", "spec.poolName"]);
+        let mut c = a.clone();
+        c.env.insert("MODE".into(), "fast".into());
+        assert_eq!(fields(&validate_claim_spec(&c, Some(&a))), ["spec.env"]);
+        assert!(validate_claim_spec(&c, None).is_empty());
+    }
+
+    #[test]
+    fn env_names_sizes_and_values() {
+        let mut m: MachineSpec = serde_json::from_value(serde_json::json!({"image": {"path": "/i.qcow2"}})).unwrap();
+        for (k, v) in [("OK_1", "x"), ("_x", ""), ("1BAD", "x"), ("A-B", "x"), ("", "x"), ("NUL", "a\0b")] {
+            m.env.insert(k.into(), v.into());
+        }
+        let errs = validate_machine_spec("spec", &m, None, Default::default());
+        assert_eq!(fields(&errs), ["spec.env.", "spec.env.1BAD", "spec.env.A-B", "spec.env.NUL"]);
+        m.env = (0..=MAX_ENV_VARS).map(|i| (format!("V{i}"), String::new())).collect();
+        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.env"]);
+        m.env = [("BIG".to_string(), "x".repeat(MAX_ENV_BYTES))].into();
+        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.env"]);
     }
 
     #[test]

@@ -50,8 +50,9 @@ pub enum Relay {
     Vnc,
     /// Raw TCP to a guest port.
     Tunnel(u16),
-    /// A command with stdin and output streamed; `command` is its JSON array.
-    ExecStream { command: String },
+    /// A command with stdin and output streamed; `command` is its JSON array, `env` extra
+    /// environment variables (the Machine's `spec.env`).
+    ExecStream { command: String, env: std::collections::BTreeMap<String, String> },
 }
 
 /// The connections shared by every client of one process: one pool for API calls and one for
@@ -461,8 +462,12 @@ impl RuntimeClient {
             }
             Relay::ExecStream { .. } => self.vm_url(id, ["exec-stream"]),
         };
-        if let Relay::ExecStream { command } = relay {
+        if let Relay::ExecStream { command, env } = relay {
             url.query_pairs_mut().append_pair("command", command);
+            if !env.is_empty() {
+                let env = serde_json::to_string(env).unwrap_or_default();
+                url.query_pairs_mut().append_pair("env", &env);
+            }
         }
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         url.set_scheme(scheme).map_err(|_| ClientError::BadEndpoint(self.endpoint().into()))?;

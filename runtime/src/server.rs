@@ -434,6 +434,8 @@ async fn ws_console(State(st): State<AppState>, Path(id): Path<String>, ws: crat
 struct ExecStreamQuery {
     /// The command as a JSON array of strings.
     command: String,
+    /// Extra environment variables as a JSON object of strings.
+    env: Option<String>,
 }
 
 async fn ws_exec_stream(
@@ -442,7 +444,7 @@ async fn ws_exec_stream(
     Query(q): Query<ExecStreamQuery>,
     ws: crate::stream::Upgrade,
 ) -> Response {
-    crate::stream::exec_stream(&st.rt, &id, &q.command, ws).await
+    crate::stream::exec_stream(&st.rt, &id, &q.command, q.env.as_deref(), ws).await
 }
 
 async fn fork(

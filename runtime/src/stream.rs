@@ -13,6 +13,7 @@
 //! engine's message, before any upgrade. Both relays hold at most one frame in flight per
 //! direction: a slow reader on one side slows the writer on the other, nothing piles up.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -234,7 +235,7 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
         vm.id.to_string(),
         host.clone(),
     );
-    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, shell);
+    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &BTreeMap::new(), shell);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -247,7 +248,7 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
 /// Client frames are its stdin (an empty frame closes stdin), its stdout and stderr come back
 /// as binary frames as they are produced, and its exit closes the socket with reason
 /// `exit <code>`; the client closing kills it.
-pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> Response {
+pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, env: Option<&str>, ws: Upgrade) -> Response {
     let argv: Vec<String> = match serde_json::from_str(command) {
         Ok(v) => v,
         Err(_) => {
@@ -260,6 +261,19 @@ pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> 
     if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) || argv[0].is_empty() {
         return RuntimeError::Invalid("command must name a program, and no argument may hold a NUL byte".into())
             .into_response();
+    }
+    let env: BTreeMap<String, String> = match env.map(serde_json::from_str).transpose() {
+        Ok(env) => env.unwrap_or_default(),
+        Err(_) => {
+            return RuntimeError::Invalid("env must be a JSON object of strings, e.g. {\"MODE\":\"fast\"}".into())
+                .into_response();
+        }
+    };
+    if env.iter().any(|(k, v)| !kairon_model::validate::is_env_name(k) || v.contains('\0')) {
+        return RuntimeError::Invalid(
+            "env names must be a letter or '_', then letters, digits or '_'; values cannot hold a NUL byte".into(),
+        )
+        .into_response();
     }
     if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
         return RuntimeError::NotSupported(
@@ -282,7 +296,7 @@ pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, ws: Upgrade) -> 
         host.clone(),
     );
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let mut cmd = host.attached_exec(id, &pid_file.0, &args);
+    let mut cmd = host.attached_exec(id, &pid_file.0, &env, &args);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,

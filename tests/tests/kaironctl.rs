@@ -525,8 +525,11 @@ fn kaironctl_pools_and_claims_with_their_columns() {
         "Paused",
         "--warmup",
         "2s",
+        "-e",
+        "FROM=pool",
     ]);
     let p = ctl.json(&["get", "machinepool", "agents"]);
+    assert_eq!(p["spec"]["template"]["spec"]["env"], serde_json::json!({"FROM": "pool"}));
     assert_eq!(p["spec"]["warmPowerState"], "Paused");
     assert_eq!(p["spec"]["warmupSeconds"], 2);
     let t = ctl.ok(&["get", "machinepools"]);
@@ -534,12 +537,14 @@ fn kaironctl_pools_and_claims_with_their_columns() {
     let row: Vec<&str> = t.lines().nth(1).expect("a row").split_whitespace().collect();
     assert_eq!((row[0], row[1], row[4]), ("agents", "1", "Paused"), "{t}");
 
-    let out = ctl.ok(&["claim", "agents", "--ttl", "1h", "--name", "job-42"]);
+    let out = ctl.ok(&["claim", "agents", "--ttl", "1h", "--name", "job-42", "-e", "TASK=42"]);
     assert!(out.starts_with("machineclaim job-42 claimed "), "{out}");
     let c = ctl.json(&["get", "machineclaim", "job-42"]);
     assert_eq!(c["spec"]["ttlSeconds"], 3600);
     assert_eq!(c["status"]["phase"], "Bound");
     let machine = c["status"]["machineName"].as_str().expect("bound machine").to_string();
+    // The pool's env and the claim's reach the claimant's commands.
+    assert_eq!(ctl.ok(&["exec", &machine, "--", "sh", "-c", "echo $FROM $TASK"]), "pool 42\n");
     let t = ctl.ok(&["get", "machineclaims"]);
     assert_eq!(header(&t), ["NAME", "POOL", "PHASE", "MACHINE", "LAUNCH", "ACTIVE", "SUSPENDED", "VCPU-S", "AGE"]);
     // Warm or Cold depends on whether the member had warmed up (2 s) when the claim came.

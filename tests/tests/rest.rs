@@ -718,3 +718,78 @@ async fn an_open_relay_session_keeps_stamping_activity_until_it_closes() {
     hold(Duration::from_secs(3), "a closed session must stamp no more").await;
     assert_eq!(stamp().await, after_close, "a closed session stamps no more");
 }
+
+/// `spec.env` of a Machine reaches every exec, process and streamed exec (a request's own env
+/// wins); a claim's `spec.env` is written onto the member it binds, over the template's, so a
+/// warm member gets it without a cold start; bad names and a changed claim env are refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn machine_and_claim_env_reach_every_exec_process_and_stream() {
+    let k = Kairon::start_with(&fast()).unwrap();
+    let rest = k.rest().unwrap();
+    let mut m = sandbox("envy");
+    m["spec"]["env"] = json!({"A": "from-machine", "B": "machine", "SPACED": "x y"});
+    rest.post("/api/v1/machines/agents", m).await.ok();
+    rest.running("agents", "envy").await;
+    let base = "/api/v1/machines/agents/envy";
+
+    let mut req = sh("echo \"$A|$B|$C|$SPACED\"");
+    req["env"] = json!({"B": "request", "C": "c"});
+    let r = rest.post(&format!("{base}/exec"), req.clone()).await.ok();
+    assert_eq!(r["stdout"], "from-machine|request|c|x y\n", "{r}");
+    let p = rest.post(&format!("{base}/processes"), req).await;
+    assert_eq!(p.status, 201, "{p:?}");
+    let pid = p.body["id"].as_str().unwrap().to_string();
+    rest.post(&format!("{base}/processes/{pid}/wait?timeoutSeconds=30"), json!({})).await.ok();
+    let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
+    assert_eq!(logs["stdout"], "from-machine|request|c|x y\n", "{logs}");
+    // The streamed exec gets the Machine's env too.
+    let cmd = "%5B%22sh%22%2C%22-c%22%2C%22echo%20%24A%20%24B%22%5D";
+    let mut streamed = rest.websocket(&format!("{base}/exec/stream?command={cmd}")).await.unwrap();
+    let mut out = Vec::new();
+    let reason = loop {
+        match tokio::time::timeout(Duration::from_secs(60), streamed.next()).await.unwrap() {
+            Some(Ok(Message::Binary(b))) => out.extend_from_slice(&b),
+            Some(Ok(Message::Close(Some(f)))) => break f.reason.to_string(),
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!((String::from_utf8_lossy(&out).as_ref(), reason.as_str()), ("from-machine machine\n", "exit 0"));
+
+    // Bad names are refused with the field named; nothing is stored.
+    let mut bad = sandbox("badenv");
+    bad["spec"]["env"] = json!({"1BAD": "x", "OK": "y"});
+    let r = rest.post("/api/v1/machines/agents", bad).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert!(r.message().contains("spec.env.1BAD"), "{r:?}");
+    assert_eq!(rest.get("/api/v1/machines/agents/badenv").await.status, 404);
+
+    // A claim's env over the pool template's, on a member that was already warm.
+    let pool = json!({
+        "metadata": {"name": "envpool"},
+        "spec": {"replicas": 1, "warmPowerState": "Paused", "warmupSeconds": 1, "template": {
+            "metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
+            "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true},
+                     "env": {"T": "template", "X": "template"}}}}
+    });
+    rest.post("/api/v1/machinepools/agents", pool).await.ok();
+    eventually("a warm member", Duration::from_secs(120), || async {
+        let p = rest.get("/api/v1/machinepools/agents/envpool").await.ok();
+        (p["status"]["warm"].as_i64() == Some(1)).then_some(())
+    })
+    .await;
+    let claim =
+        json!({"metadata": {"name": "envclaim"}, "spec": {"poolName": "envpool", "env": {"X": "claim", "Y": "y"}}});
+    rest.post("/api/v1/machineclaims/agents", claim).await.ok();
+    let bound = rest.get("/api/v1/machineclaims/agents/envclaim/wait?phase=Bound&timeoutSeconds=60").await.ok();
+    assert_eq!(bound["status"]["launchType"], "Warm", "{bound}");
+    let member = bound["status"]["machineName"].as_str().unwrap().to_string();
+    let r = rest.post(&format!("/api/v1/machines/agents/{member}/exec"), sh("echo \"$T|$X|$Y\"")).await.ok();
+    assert_eq!(r["stdout"], "template|claim|y\n", "{r}");
+    // A claim's env is immutable once made.
+    let mut changed = rest.get("/api/v1/machineclaims/agents/envclaim").await.ok();
+    changed["spec"]["env"]["X"] = json!("other");
+    changed.as_object_mut().unwrap().remove("status");
+    let r = rest.put("/api/v1/machineclaims/agents/envclaim", changed).await;
+    assert_eq!(r.status, 422, "{r:?}");
+    assert!(r.message().contains("spec.env"), "{r:?}");
+}

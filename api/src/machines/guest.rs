@@ -3,6 +3,7 @@
 //! relays (console, port-forward, VNC, the sandbox HTTP proxy) open a [`Session`] here and pump
 //! bytes at the edge.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,6 +81,14 @@ pub fn check_command(req: &ExecRequest) -> Result<()> {
         return Err(Error::bad_request("env names must be non-empty and contain no '='"));
     }
     Ok(())
+}
+
+/// Adds the Machine's `spec.env` (its claim's included, written there at binding) under a
+/// request's own `env`, which wins.
+pub fn with_machine_env(m: &Machine, env: &mut BTreeMap<String, String>) {
+    for (k, v) in &m.spec.env {
+        env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
 }
 
 /// The timeout of an exec: the default when the request gives none, refused above the most.
@@ -342,6 +351,7 @@ impl Machines {
         let m = self.authorize(id, ns, name, Needs::GuestAgent).instrument(trace_span!("hop.exec.authorize")).await?;
         let mut req = req()?;
         check_command(&req)?;
+        with_machine_env(&m, &mut req.env);
         req.timeout_seconds = Some(exec_timeout(limits, req.timeout_seconds)?);
         let s = self.connect(id, ns, name, m).instrument(trace_span!("hop.exec.connect")).await?;
         let run = s.runtime.exec_bounded(&s.id, &req, limits.max_exec_output_bytes);
@@ -357,8 +367,9 @@ impl Machines {
         req: impl FnOnce() -> Result<ExecRequest>,
     ) -> Result<Process> {
         let m = self.authorize(id, ns, name, Needs::GuestAgent).await?;
-        let req = req()?;
+        let mut req = req()?;
         check_command(&req)?;
+        with_machine_env(&m, &mut req.env);
         let s = self.connect(id, ns, name, m).await?;
         Ok(s.runtime.start_process(&s.id, &req).await?)
     }

@@ -481,7 +481,8 @@ async fn machine_exec_stream(
             "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
         ));
     }
-    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command }).await?;
+    let env = s.machine.spec.env.clone();
+    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command, env }).await?;
     Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 

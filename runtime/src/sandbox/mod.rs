@@ -980,9 +980,19 @@ impl SandboxHost {
     /// A `runc exec` of `command` in sandbox `id` that stays attached (runc relays the
     /// process's stdio and exits with its status), writing the process's host pid to
     /// `pid_file`. The interactive console streams over it.
-    pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &[&str]) -> Command {
+    pub(crate) fn attached_exec(
+        &self,
+        id: &str,
+        pid_file: &Path,
+        env: &BTreeMap<String, String>,
+        command: &[&str],
+    ) -> Command {
         let mut c = self.runc(id);
-        c.arg("exec").arg("--pid-file").arg(pid_file).arg(id).args(command);
+        c.arg("exec").arg("--pid-file").arg(pid_file);
+        for (k, v) in env {
+            c.arg("--env").arg(format!("{k}={v}"));
+        }
+        c.arg(id).args(command);
         c
     }
 }

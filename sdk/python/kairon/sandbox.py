@@ -166,11 +166,14 @@ class Sandbox:
         memory: str | None = None,
         name: str | None = None,
         labels: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
         ready_timeout: float = 300.0,
     ) -> Sandbox:
         """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a
         sandbox `template` or a VM `image` (see `machine_source`) and waits until commands run in
-        it. `idle_timeout` and `max_lifetime` are seconds."""
+        it. `idle_timeout` and `max_lifetime` are seconds. `env` is set for every command and
+        process in it (a run's own `env` wins); not for secrets: every reader of the namespace
+        sees it."""
         source = machine_source(image, template)
         name = name or f"sb-{uuid.uuid4().hex[:10]}"
         spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}, **source}
@@ -186,6 +189,8 @@ class Sandbox:
         if idle_action is not None:
             lifecycle["idleAction"] = idle_action
         spec["lifecycle"] = lifecycle
+        if env:
+            spec["env"] = dict(env)
         meta = {"name": name, "labels": {SANDBOX_LABEL: "true", **(labels or {})}}
         kube.create_machine({"metadata": meta, "spec": spec})
         sb = cls(kube, ui, name)
@@ -198,12 +203,16 @@ class Sandbox:
 
     @classmethod
     def claim_from(cls, kube: Client, ui: UIClient, pool: str, *, ttl: int | None = None,
-                   ready_timeout: float = 300.0) -> Sandbox:
-        """Claims a warm member of the MachinePool `pool`; `close()` releases the claim."""
+                   env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> Sandbox:
+        """Claims a warm member of the MachinePool `pool`; `close()` releases the claim. `env` is
+        set for every command and process of this claimant (over the pool template's), without
+        a cold start."""
         claim = f"{pool}-{uuid.uuid4().hex[:8]}"
         spec: dict[str, Any] = {"poolName": pool}
         if ttl is not None:
             spec["ttlSeconds"] = int(ttl)
+        if env:
+            spec["env"] = dict(env)
         created = kube.create_claim({"metadata": {"name": claim}, "spec": spec})
         try:
             # A claim binds in its create request when a member is warm; else wait for it.

@@ -237,7 +237,9 @@ def test_extend_moves_the_end_and_expires_at_follows(sandbox: Sandbox, kube: Cli
     new = sandbox.extend(600)
     assert new == before + datetime.timedelta(seconds=600)
     _eventually("expires_at to follow the extension", lambda: sandbox.expires_at == new)
-    with Sandbox.create(kube, ui, template=template) as forever:
+    with Sandbox.create(kube, ui, template=template, env={"MODE": "fast", "B": "sandbox"}) as forever:
+        # The sandbox's env reaches every command; a run's own env wins.
+        assert forever.run('echo "$MODE $B"', env={"B": "run"}, check=True).stdout == "fast run\n"
         assert forever.expires_at is None
         with pytest.raises(ConflictError) as e:
             forever.extend(60)
@@ -255,16 +257,19 @@ def test_claim_from_a_paused_pool_and_close_releases_it(kube: Client, ui: UIClie
             "replicas": 1, "warmPowerState": "Paused", "warmupSeconds": 1,
             "template": {
                 "metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
-                "spec": {"sandbox": {"templateName": template}, "guestAgent": {"console": True}},
+                "spec": {"sandbox": {"templateName": template}, "guestAgent": {"console": True},
+                         "env": {"T": "template", "X": "template"}},
             },
         },
     })
     try:
         _eventually(f"pool {pool} to have a warm member",
                     lambda: (kube.get_pool(pool).get("status") or {}).get("warm", 0) >= 1)
-        with Sandbox.claim_from(kube, ui, pool) as sb:
+        with Sandbox.claim_from(kube, ui, pool, env={"X": "claim"}) as sb:
             assert sb.claim is not None and sb.name.startswith(f"{pool}-")
             assert sb.run("echo claimed", check=True).stdout == "claimed\n"
+            # The claim's env over the template's, on a member that was already warm.
+            assert sb.run('echo "$T $X"', check=True).stdout == "template claim\n"
             claim = kube.get_claim(sb.claim)
             assert claim["status"]["phase"] == "Bound" and claim["status"]["machineName"] == sb.name
             member, claim_name = sb.name, sb.claim

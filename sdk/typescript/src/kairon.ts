@@ -26,7 +26,7 @@ export class Sandboxes {
     return Sandbox.create(this.kube, this.ui, opts);
   }
   /** `Sandbox.claimFrom(kube, ui, pool, opts)`: a warm member of the pool. */
-  claimFrom(pool: string, opts: { ttl?: number; readyTimeout?: number } = {}): Promise<Sandbox> {
+  claimFrom(pool: string, opts: Parameters<typeof Sandbox.claimFrom>[3] = {}): Promise<Sandbox> {
     return Sandbox.claimFrom(this.kube, this.ui, pool, opts);
   }
   /** `Sandbox.connect(kube, ui, name, opts)`: attaches to an existing Machine. */

@@ -90,6 +90,9 @@ export interface CreateOptions {
   memory?: string;
   name?: string;
   labels?: Record<string, string>;
+  /** Environment variables of every command and process in the sandbox (a run's own `env` wins).
+   * Not for secrets: every reader of the namespace sees them. */
+  env?: Record<string, string>;
   /** Seconds to wait until commands run (default 300). */
   readyTimeout?: number;
 }
@@ -184,6 +187,7 @@ export class Sandbox {
     if (opts.maxLifetime !== undefined) lifecycle.maxLifetimeSeconds = Math.round(opts.maxLifetime);
     if (opts.idleAction !== undefined) lifecycle.idleAction = opts.idleAction;
     spec.lifecycle = lifecycle;
+    if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
     await kube.createMachine({ metadata: { name, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } }, spec });
     const sb = new Sandbox(kube, ui, name);
     try {
@@ -196,10 +200,18 @@ export class Sandbox {
   }
 
   /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim. */
-  static async claimFrom(kube: Client, ui: UIClient, pool: string, opts: { ttl?: number; readyTimeout?: number } = {}): Promise<Sandbox> {
+  /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim. `env` is set for every
+   * command and process of this claimant (over the pool template's), without a cold start. */
+  static async claimFrom(
+    kube: Client,
+    ui: UIClient,
+    pool: string,
+    opts: { ttl?: number; env?: Record<string, string>; readyTimeout?: number } = {},
+  ): Promise<Sandbox> {
     const claim = `${pool}-${hex(8)}`;
     const spec: Record<string, unknown> = { poolName: pool };
     if (opts.ttl !== undefined) spec.ttlSeconds = Math.round(opts.ttl);
+    if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
     const created = await kube.createClaim({ metadata: { name: claim }, spec });
     try {
       // A claim binds in its create request when a member is warm; else wait for it.

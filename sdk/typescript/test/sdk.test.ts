@@ -207,8 +207,10 @@ describe("Sandbox", { timeout: 900_000 }, () => {
       assert.match(e.serverMessage, /must be 1 to/);
       return true;
     });
-    const forever = await Sandbox.create(kube, ui, { template: TEMPLATE });
+    const forever = await Sandbox.create(kube, ui, { template: TEMPLATE, env: { MODE: "fast", B: "sandbox" } });
     try {
+      // The sandbox's env reaches every command; a run's own env wins.
+      assert.equal((await forever.run('echo "$MODE $B"', { env: { B: "run" }, check: true })).stdout, "fast run\n");
       assert.equal(await forever.expiresAt(), null);
       await assert.rejects(forever.extend(60), (e: unknown) => {
         assert.ok(e instanceof ConflictError);
@@ -294,7 +296,7 @@ describe("pools", { timeout: 600_000 }, () => {
         warmupSeconds: 1,
         template: {
           metadata: { labels: { "kairon.zyvor.dev/sandbox": "true" } },
-          spec: { sandbox: { templateName: TEMPLATE }, guestAgent: { console: true } },
+          spec: { sandbox: { templateName: TEMPLATE }, guestAgent: { console: true }, env: { T: "template", X: "template" } },
         },
       },
     });
@@ -303,11 +305,13 @@ describe("pools", { timeout: 600_000 }, () => {
         const p = (await kube.getPool(pool)) as { status?: { warm?: number } };
         return (p.status?.warm ?? 0) >= 1;
       });
-      const sb = await Sandbox.claimFrom(kube, ui, pool);
+      const sb = await Sandbox.claimFrom(kube, ui, pool, { env: { X: "claim" } });
       const claim = sb.claim as string;
       try {
         assert.ok(sb.name.startsWith(`${pool}-`), sb.name);
         assert.equal((await sb.run("echo claimed", { check: true })).stdout, "claimed\n");
+        // The claim's env over the template's, on a member that was already warm.
+        assert.equal((await sb.run('echo "$T $X"', { check: true })).stdout, "template claim\n");
         const c = (await kube.getClaim(claim)) as { status?: { phase?: string; machineName?: string } };
         assert.deepEqual([c.status?.phase, c.status?.machineName], ["Bound", sb.name]);
       } finally {

@@ -49,6 +49,7 @@ from .machine_claim_api_version import MachineClaimApiVersion
 from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
 from .machine_claim_spec import MachineClaimSpec
+from .machine_claim_spec_env import MachineClaimSpecEnv
 from .machine_claim_status import MachineClaimStatus
 from .machine_claim_watch_event import MachineClaimWatchEvent
 from .machine_create_dry_run import MachineCreateDryRun
@@ -72,6 +73,7 @@ from .machine_replace_dry_run import MachineReplaceDryRun
 from .machine_restart_dry_run import MachineRestartDryRun
 from .machine_resume_dry_run import MachineResumeDryRun
 from .machine_spec import MachineSpec
+from .machine_spec_env import MachineSpecEnv
 from .machine_start_dry_run import MachineStartDryRun
 from .machine_status import MachineStatus
 from .machine_stop_dry_run import MachineStopDryRun
@@ -182,6 +184,7 @@ __all__ = (
     "MachineClaimKind",
     "MachineClaimList",
     "MachineClaimSpec",
+    "MachineClaimSpecEnv",
     "MachineClaimStatus",
     "MachineClaimWatchEvent",
     "MachineCreateDryRun",
@@ -205,6 +208,7 @@ __all__ = (
     "MachineRestartDryRun",
     "MachineResumeDryRun",
     "MachineSpec",
+    "MachineSpecEnv",
     "MachineStartDryRun",
     "MachineStatus",
     "MachineStopDryRun",

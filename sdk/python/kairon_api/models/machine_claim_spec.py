@@ -1,12 +1,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.machine_claim_spec_env import MachineClaimSpecEnv
+
 
 T = TypeVar("T", bound="MachineClaimSpec")
 
@@ -17,15 +21,24 @@ class MachineClaimSpec:
 
     Attributes:
         pool_name (str): The MachinePool (same namespace) to take a member from.
+        env (MachineClaimSpecEnv | Unset): Environment variables for every exec and process in the bound Machine, over
+            its own
+            `spec.env` (written onto the member when the claim binds, so a warm member gets them
+            without a cold start; immutable). Not for secrets: every reader of the namespace sees them.
         ttl_seconds (int | None | Unset): Release the claim this many seconds after it binds.
     """
 
     pool_name: str
+    env: MachineClaimSpecEnv | Unset = UNSET
     ttl_seconds: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         pool_name = self.pool_name
+
+        env: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.env, Unset):
+            env = self.env.to_dict()
 
         ttl_seconds: int | None | Unset
         if isinstance(self.ttl_seconds, Unset):
@@ -40,6 +53,8 @@ class MachineClaimSpec:
                 "poolName": pool_name,
             }
         )
+        if env is not UNSET:
+            field_dict["env"] = env
         if ttl_seconds is not UNSET:
             field_dict["ttlSeconds"] = ttl_seconds
 
@@ -47,8 +62,17 @@ class MachineClaimSpec:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.machine_claim_spec_env import MachineClaimSpecEnv
+
         d = dict(src_dict)
         pool_name = d.pop("poolName")
+
+        _env = d.pop("env", UNSET)
+        env: MachineClaimSpecEnv | Unset
+        if isinstance(_env, Unset):
+            env = UNSET
+        else:
+            env = MachineClaimSpecEnv.from_dict(_env)
 
         def _parse_ttl_seconds(data: object) -> int | None | Unset:
             if data is None:
@@ -61,6 +85,7 @@ class MachineClaimSpec:
 
         machine_claim_spec = cls(
             pool_name=pool_name,
+            env=env,
             ttl_seconds=ttl_seconds,
         )
 

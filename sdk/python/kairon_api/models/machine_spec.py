@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..models.hugepages import Hugepages
     from ..models.image_source import ImageSource
     from ..models.lifecycle import Lifecycle
+    from ..models.machine_spec_env import MachineSpecEnv
     from ..models.network_spec import NetworkSpec
     from ..models.numa_spec import NumaSpec
     from ..models.resources import Resources
@@ -33,6 +34,10 @@ class MachineSpec:
     Attributes:
         cpu_set (None | str | Unset): Host CPUs to pin vCPUs to, e.g. `0-3,6` (admin-only, QEMU backend).
         device_claims (list[DeviceClaim] | Unset): PCI passthrough (VFIO) devices; refused on a sandbox.
+        env (MachineSpecEnv | Unset): Environment variables of every exec and process in the guest (a request's own
+            `env`
+            wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+            namespace sees them (SECURITY.md).
         guest_agent (GuestAgent | None | Unset):
         hugepages (Hugepages | None | Unset):
         image (ImageSource | None | Unset):
@@ -50,6 +55,7 @@ class MachineSpec:
 
     cpu_set: None | str | Unset = UNSET
     device_claims: list[DeviceClaim] | Unset = UNSET
+    env: MachineSpecEnv | Unset = UNSET
     guest_agent: GuestAgent | None | Unset = UNSET
     hugepages: Hugepages | None | Unset = UNSET
     image: ImageSource | None | Unset = UNSET
@@ -88,6 +94,10 @@ class MachineSpec:
             for device_claims_item_data in self.device_claims:
                 device_claims_item = device_claims_item_data.to_dict()
                 device_claims.append(device_claims_item)
+
+        env: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.env, Unset):
+            env = self.env.to_dict()
 
         guest_agent: dict[str, Any] | None | Unset
         if isinstance(self.guest_agent, Unset):
@@ -195,6 +205,8 @@ class MachineSpec:
             field_dict["cpuSet"] = cpu_set
         if device_claims is not UNSET:
             field_dict["deviceClaims"] = device_claims
+        if env is not UNSET:
+            field_dict["env"] = env
         if guest_agent is not UNSET:
             field_dict["guestAgent"] = guest_agent
         if hugepages is not UNSET:
@@ -231,6 +243,7 @@ class MachineSpec:
         from ..models.hugepages import Hugepages
         from ..models.image_source import ImageSource
         from ..models.lifecycle import Lifecycle
+        from ..models.machine_spec_env import MachineSpecEnv
         from ..models.network_spec import NetworkSpec
         from ..models.numa_spec import NumaSpec
         from ..models.resources import Resources
@@ -257,6 +270,13 @@ class MachineSpec:
                 device_claims_item = DeviceClaim.from_dict(device_claims_item_data)
 
                 device_claims.append(device_claims_item)
+
+        _env = d.pop("env", UNSET)
+        env: MachineSpecEnv | Unset
+        if isinstance(_env, Unset):
+            env = UNSET
+        else:
+            env = MachineSpecEnv.from_dict(_env)
 
         def _parse_guest_agent(data: object) -> GuestAgent | None | Unset:
             if data is None:
@@ -458,6 +478,7 @@ class MachineSpec:
         machine_spec = cls(
             cpu_set=cpu_set,
             device_claims=device_claims,
+            env=env,
             guest_agent=guest_agent,
             hugepages=hugepages,
             image=image,

@@ -1381,6 +1381,14 @@ export interface components {
         };
         /** @description Binds one warm member of a MachinePool; its usage accrues while bound. */
         MachineClaimSpec: {
+            /**
+             * @description Environment variables for every exec and process in the bound Machine, over its own
+             *     `spec.env` (written onto the member when the claim binds, so a warm member gets them
+             *     without a cold start; immutable). Not for secrets: every reader of the namespace sees them.
+             */
+            env?: {
+                [key: string]: string;
+            };
             /** @description The MachinePool (same namespace) to take a member from. */
             poolName: string;
             /**
@@ -1493,6 +1501,14 @@ export interface components {
             cpuSet?: string | null;
             /** @description PCI passthrough (VFIO) devices; refused on a sandbox. */
             deviceClaims?: components["schemas"]["DeviceClaim"][];
+            /**
+             * @description Environment variables of every exec and process in the guest (a request's own `env`
+             *     wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+             *     namespace sees them (SECURITY.md).
+             */
+            env?: {
+                [key: string]: string;
+            };
             guestAgent?: components["schemas"]["GuestAgent"] | null;
             hugepages?: components["schemas"]["Hugepages"] | null;
             image?: components["schemas"]["ImageSource"] | null;
