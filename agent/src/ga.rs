@@ -17,6 +17,8 @@ use crate::procs::{self, Capture};
 
 /// qemu-ga's cap on captured output per stream.
 const OUTPUT_CAP: usize = 16 * 1024 * 1024;
+/// The most of each stream `kairon-exec-output` hands over in one answer.
+const OUTPUT_CHUNK: usize = 256 * 1024;
 /// Largest read of one guest-file-read.
 const READ_CAP: usize = 48 * 1024 * 1024;
 
@@ -38,6 +40,7 @@ const COMMANDS: &[&str] = &[
     "guest-fsfreeze-thaw",
     "guest-shutdown",
     "guest-get-host-name",
+    "kairon-exec-output",
 ];
 
 struct Exec {
@@ -94,6 +97,7 @@ impl Agent {
             })),
             "guest-exec" => self.exec(&args),
             "guest-exec-status" => self.exec_status(&args),
+            "kairon-exec-output" => self.exec_output(&args),
             "guest-file-open" => self.file_open(&args),
             "guest-file-close" => self.file_close(&args),
             "guest-file-read" => self.file_read(&args),
@@ -198,6 +202,26 @@ impl Agent {
                     out[format!("{key}-truncated")] = json!(true);
                 }
             }
+        }
+        Ok(out)
+    }
+
+    /// Kairon's own command: a running process's output from byte offsets (`out-offset`,
+    /// `err-offset`), as it is produced, at most [`OUTPUT_CHUNK`] bytes of each, with the offset
+    /// just past what is sent (`out-end`, `err-end`). qemu-ga hands output over only at exit;
+    /// with this the host follows it. The bytes are those `guest-exec-status` hands over at exit.
+    fn exec_output(&mut self, args: &Value) -> Answer {
+        let pid = int(args, "pid")? as u32;
+        let exec = self.execs.get(&pid).ok_or_else(|| format!("Invalid parameter 'pid': no such process {pid}"))?;
+        let mut out = json!({});
+        for (key, cap) in [("out", &exec.stdout), ("err", &exec.stderr)] {
+            let from = args.get(format!("{key}-offset")).and_then(Value::as_u64).unwrap_or(0);
+            let (bytes, end) = cap
+                .as_ref()
+                .map(|c| c.since(usize::try_from(from).unwrap_or(usize::MAX), OUTPUT_CHUNK))
+                .unwrap_or((Vec::new(), 0));
+            out[format!("{key}-data")] = json!(B64.encode(bytes));
+            out[format!("{key}-end")] = json!(end);
         }
         Ok(out)
     }

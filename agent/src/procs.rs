@@ -197,6 +197,14 @@ impl Capture {
         lock(&self.buf).clone()
     }
 
+    /// At most `max` of the bytes read so far from byte `from`, and the offset just past them.
+    pub fn since(&self, from: usize, max: usize) -> (Vec<u8>, usize) {
+        let g = lock(&self.buf);
+        let from = from.min(g.0.len());
+        let to = from.saturating_add(max).min(g.0.len());
+        (g.0[from..to].to_vec(), to)
+    }
+
     /// Whether the pipe has reached its end.
     pub fn done(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())

@@ -2156,6 +2156,26 @@ pub mod types {
         pub started_at: ::std::string::String,
         pub state: ProcessState,
     }
+    #[doc = "One event of a process's stream (one JSON line each)."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(tag = "type")]
+    pub enum ProcessEvent {
+        #[doc = "Output on stdout: `data` (whole characters) ends at byte `end`, the offset to resume from."]
+        #[serde(rename = "stdout")]
+        Stdout { data: ::std::string::String, end: i64 },
+        #[doc = "Output on stderr, as for stdout."]
+        #[serde(rename = "stderr")]
+        Stderr { data: ::std::string::String, end: i64 },
+        #[doc = "The process exited (after all its output): its exit code, none when a signal ended it."]
+        #[serde(rename = "exit")]
+        Exit {
+            #[serde(rename = "exitCode", skip_serializing_if = "::std::option::Option::is_none")]
+            exit_code: ::std::option::Option<i32>,
+        },
+        #[doc = "The stream broke off (the runtime failed): resume from the last offsets seen."]
+        #[serde(rename = "error")]
+        Error { message: ::std::string::String, reason: Reason },
+    }
     #[doc = "`ProcessLogs`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ProcessLogs {
@@ -5052,6 +5072,54 @@ impl Client {
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "A process's stdout, stderr and exit as one stream, one JSON object a line\n(`application/x-ndjson`): `{\"type\":\"stdout\",\"data\":\"…\",\"end\":N}`, the same for `stderr`, and\nlast `{\"type\":\"exit\",\"exitCode\":0}`. Each output event's `end` is the offset to resume from:\na client that lost the connection asks again with `stdoutOffset`/`stderrOffset` and misses\nnothing. Sandboxes and VMs\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/processes/{pid}/stream`\n\nArguments:\n- `namespace`\n- `name`\n- `pid`: The process id the start answered.\n- `stderr_offset`: Send stderr from this byte (likewise).\n- `stdout_offset`: Send stdout from this byte (the `end` of the last stdout event seen; default 0).\n"]
+    pub async fn process_stream<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        pid: &'a str,
+        stderr_offset: Option<u64>,
+        stdout_offset: Option<u64>,
+    ) -> Result<ResponseValue<ByteStream>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/processes/{}/stream",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+            encode_path(&pid.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .query(&progenitor_client::QueryParam::new("stderrOffset", &stderr_offset))
+            .query(&progenitor_client::QueryParam::new("stdoutOffset", &stdout_offset))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "process_stream" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => Ok(ResponseValue::stream(response)),
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),

@@ -74,6 +74,25 @@ impl Rest {
         Answer { status, body }
     }
 
+    /// A stream of JSON lines (`application/x-ndjson`), each line with when it arrived, until
+    /// the server ends it. Panics on an answer that is not a 200.
+    pub async fn json_lines(&self, path: &str) -> Vec<(std::time::Instant, Value)> {
+        use futures::StreamExt;
+        let resp = self.request(reqwest::Method::GET, path).send().await.expect("the server answers");
+        assert_eq!(resp.status().as_u16(), 200, "{path}: {:?}", resp.text().await);
+        let mut body = resp.bytes_stream();
+        let (mut out, mut buf) = (Vec::new(), Vec::<u8>::new());
+        while let Some(chunk) = body.next().await {
+            buf.extend_from_slice(&chunk.expect("the stream reads"));
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                out.push((std::time::Instant::now(), serde_json::from_slice(&line).expect("a JSON line")));
+            }
+        }
+        assert!(buf.is_empty(), "a partial last line: {:?}", String::from_utf8_lossy(&buf));
+        out
+    }
+
     pub async fn get(&self, path: &str) -> Answer {
         self.send(self.request(reqwest::Method::GET, path)).await
     }

@@ -234,9 +234,32 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     assert_eq!(done["exitCode"], 0);
     let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
     assert_eq!(logs["stderr"], "bye\n");
+    // One stream: stdout, stderr and the exit, each as it comes, with offsets to resume from.
+    let p = rest.post(&format!("{base}/processes"), sh("echo out1; echo err1 >&2; sleep 1.5; echo out2; exit 4")).await;
+    let pid = p.body["id"].as_str().unwrap().to_string();
+    let events = rest.json_lines(&format!("{base}/processes/{pid}/stream")).await;
+    let (first_at, exit_at) = (events[0].0, events.last().unwrap().0);
+    assert!(exit_at - first_at >= Duration::from_millis(1000), "the first output came as it was produced: {events:?}");
+    let text = |kind: &str| -> String {
+        events.iter().filter(|(_, e)| e["type"] == kind).map(|(_, e)| e["data"].as_str().unwrap()).collect()
+    };
+    assert_eq!((text("stdout"), text("stderr")), ("out1\nout2\n".to_string(), "err1\n".to_string()), "{events:?}");
+    assert_eq!(events.last().unwrap().1, json!({"type": "exit", "exitCode": 4}));
+    assert_eq!(events.iter().filter(|(_, e)| e["type"] == "exit").count(), 1);
+    let last_end = |kind: &str| events.iter().rev().find(|(_, e)| e["type"] == kind).map(|(_, e)| e["end"].clone());
+    assert_eq!((last_end("stdout"), last_end("stderr")), (Some(json!(10)), Some(json!(5))));
+    // Resumed from offsets: only what comes after them.
+    let resumed = rest.json_lines(&format!("{base}/processes/{pid}/stream?stdoutOffset=5&stderrOffset=5")).await;
+    let resumed: Vec<Value> = resumed.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(
+        resumed,
+        [json!({"type": "stdout", "data": "out2\n", "end": 10}), json!({"type": "exit", "exitCode": 4})]
+    );
+    assert_eq!(rest.get(&format!("{base}/processes/0123456789ab/stream")).await.status, 404);
+
     let long = rest.post(&format!("{base}/processes"), sh("sleep 600")).await.body["id"].as_str().unwrap().to_string();
     let listed = rest.get(&format!("{base}/processes")).await.ok();
-    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(listed.as_array().unwrap().len(), 3, "the two above and this one: {listed}");
     assert_eq!(rest.post(&format!("{base}/processes/{long}/kill?signal=KILL"), json!({})).await.status, 204);
     let killed = rest.post(&format!("{base}/processes/{long}/wait?timeoutSeconds=30"), json!({})).await.ok();
     assert_eq!(killed["state"], "exited");

@@ -56,6 +56,24 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     let uname = exec("uname -s").await;
     assert_eq!(uname["stdout"], "Linux\n", "{uname}");
 
+    // A process's one stream on a VM (kairon-agent): output as produced, then the exit.
+    let p = rest
+        .post(
+            &format!("{base}/processes"),
+            json!({"command": ["sh", "-c", "echo a; echo b >&2; sleep 2; echo c; exit 3"]}),
+        )
+        .await;
+    assert_eq!(p.status, 201, "{p:?}");
+    let pid = p.body["id"].as_str().unwrap().to_string();
+    let events = rest.json_lines(&format!("{base}/processes/{pid}/stream")).await;
+    let (first_at, exit_at) = (events[0].0, events.last().unwrap().0);
+    assert!(exit_at - first_at >= Duration::from_millis(1000), "output came before the exit: {events:?}");
+    let text = |kind: &str| -> String {
+        events.iter().filter(|(_, e)| e["type"] == kind).map(|(_, e)| e["data"].as_str().unwrap()).collect()
+    };
+    assert_eq!((text("stdout"), text("stderr")), ("a\nc\n".to_string(), "b\n".to_string()), "{events:?}");
+    assert_eq!(events.last().unwrap().1, json!({"type": "exit", "exitCode": 3}));
+
     // SSH through port-forward: the image's dropbear greets.
     let mut ssh = rest.websocket(&format!("{base}/portforward/22")).await.unwrap();
     let banner = first_bytes(&mut ssh, b"\r\n").await;

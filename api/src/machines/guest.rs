@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tracing::{Instrument, trace_span};
+use utoipa::ToSchema;
 
 use kairon_model::keys::{annotations, labels, reasons};
 use kairon_model::{Machine, MachinePhase, PowerState};
-use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, PowerAction, Process, VmState};
+use kairon_runtime_api::types::{ExecRequest, ExecResult, FileEntry, PowerAction, Process, ProcessState, VmState};
 use kairon_runtime_api::{InstanceId, Pid, RuntimeClient};
 
 use super::{Error, Machines, Reason, Result, Resuming, allowed, check_name};
@@ -81,6 +83,65 @@ pub fn check_command(req: &ExecRequest) -> Result<()> {
         return Err(Error::bad_request("env names must be non-empty and contain no '='"));
     }
     Ok(())
+}
+
+/// Where a process's output stream is read from: byte offsets into stdout and stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offsets {
+    pub stdout: u64,
+    pub stderr: u64,
+}
+
+/// One event of a process's stream (one JSON line each).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ProcessEvent {
+    /// Output on stdout: `data` (whole characters) ends at byte `end`, the offset to resume from.
+    Stdout { data: String, end: u64 },
+    /// Output on stderr, as for stdout.
+    Stderr { data: String, end: u64 },
+    /// The process exited (after all its output): its exit code, none when a signal ended it.
+    #[serde(rename_all = "camelCase")]
+    Exit { exit_code: Option<i32> },
+    /// The stream broke off (the runtime failed): resume from the last offsets seen.
+    Error { reason: Reason, message: String },
+}
+
+/// How often a followed process is looked at when it printed nothing new.
+const PROCESS_POLL: Duration = Duration::from_millis(100);
+
+struct EventsState {
+    s: Session,
+    pid: Pid,
+    at: Offsets,
+    pending: std::collections::VecDeque<ProcessEvent>,
+    done: bool,
+}
+
+impl EventsState {
+    /// Reads what is new; true when there is something to send. The state is read before the
+    /// output, so an exit is sent only after the output it left.
+    async fn poll(&mut self) -> Result<bool> {
+        let (rt, id, pid) = (&self.s.runtime, &self.s.id, &self.pid);
+        let p = rt.process(id, pid).await?;
+        let (out, err) = futures::try_join!(
+            rt.process_log_chunk(id, pid, false, self.at.stdout),
+            rt.process_log_chunk(id, pid, true, self.at.stderr)
+        )?;
+        if out.end > self.at.stdout {
+            self.at.stdout = out.end;
+            self.pending.push_back(ProcessEvent::Stdout { data: out.data, end: out.end });
+        }
+        if err.end > self.at.stderr {
+            self.at.stderr = err.end;
+            self.pending.push_back(ProcessEvent::Stderr { data: err.data, end: err.end });
+        }
+        if self.pending.is_empty() && p.state == ProcessState::Exited {
+            self.pending.push_back(ProcessEvent::Exit { exit_code: p.exit_code });
+            self.done = true;
+        }
+        Ok(!self.pending.is_empty())
+    }
 }
 
 /// Adds the Machine's `spec.env` (its claim's included, written there at binding) under a
@@ -396,6 +457,44 @@ impl Machines {
         let pid = Pid::new(pid)?;
         let s = self.open(id, ns, name, Needs::GuestAgent).await?;
         Ok(s.runtime.process_logs(&s.id, &pid).await?)
+    }
+
+    /// A process's output and exit as one stream of [`ProcessEvent`]s: what each of stdout and
+    /// stderr holds from the offsets given (a reconnecting client passes the `end` it saw last,
+    /// so nothing is sent twice or lost), as it is produced, then the exit. The session (and its
+    /// activity stamp) lives as long as the stream. Sandboxes and VMs alike: it reads the
+    /// runtime's kept output, never the guest's pipes.
+    pub async fn process_events(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        pid: &str,
+        from: Offsets,
+    ) -> Result<impl futures::Stream<Item = Result<ProcessEvent>> + Send + 'static> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        // The process must exist: a 404 now, not an empty stream.
+        s.runtime.process(&s.id, &pid).await?;
+        let state = EventsState { s, pid, at: from, pending: std::collections::VecDeque::new(), done: false };
+        Ok(futures::stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(ev) = st.pending.pop_front() {
+                    return Some((Ok(ev), st));
+                }
+                if st.done {
+                    return None;
+                }
+                match st.poll().await {
+                    Ok(true) => {}
+                    Ok(false) => tokio::time::sleep(PROCESS_POLL).await,
+                    Err(e) => {
+                        st.done = true;
+                        return Some((Err(e), st));
+                    }
+                }
+            }
+        }))
     }
 
     /// Waits up to `timeout` for a process to exit; its state then.

@@ -25,7 +25,7 @@ use kairon_runtime_api::{GuestPath, Pid, Relay, RelaySocket};
 
 use super::objects::ObjectPath;
 use super::{Caller, ErrorBody, JsonBody};
-use crate::machines::guest::check_command;
+use crate::machines::guest::{Offsets, ProcessEvent, check_command};
 use crate::machines::{Error, Needs, Reason, Result, Session};
 use crate::state::AppState;
 
@@ -130,6 +130,39 @@ async fn process_logs(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<Log
     // activity stamp) and the connection slot live as long as the stream.
     let body = async_stream(s, pid, want_stderr, slot);
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response())
+}
+
+#[derive(Deserialize, IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamQuery {
+    /// Send stdout from this byte (the `end` of the last stdout event seen; default 0).
+    pub stdout_offset: Option<u64>,
+    /// Send stderr from this byte (likewise).
+    pub stderr_offset: Option<u64>,
+}
+
+/// A process's stdout, stderr and exit as one stream, one JSON object a line
+/// (`application/x-ndjson`): `{"type":"stdout","data":"…","end":N}`, the same for `stderr`, and
+/// last `{"type":"exit","exitCode":0}`. Each output event's `end` is the offset to resume from:
+/// a client that lost the connection asks again with `stdoutOffset`/`stderrOffset` and misses
+/// nothing. Sandboxes and VMs.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/processes/{pid}/stream", tag = "Guest", params(ProcessPath, StreamQuery),
+    responses((status = 200, description = "Events, one JSON object a line, until the process exits", body = ProcessEvent, content_type = "application/x-ndjson"),
+              (status = 404, description = "No such process", body = ErrorBody)))]
+async fn process_stream(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<StreamQuery>) -> Result<Response> {
+    let slot = c.connection_slot()?;
+    let from = Offsets { stdout: q.stdout_offset.unwrap_or(0), stderr: q.stderr_offset.unwrap_or(0) };
+    let events = c.machines.process_events(&c.id, &p.namespace, &p.name, &p.pid, from).await?;
+    let lines = events.map(move |ev| {
+        // The connection slot is held as long as the stream.
+        let _held = &slot;
+        let ev = ev.unwrap_or_else(|e| ProcessEvent::Error { reason: e.reason, message: e.message });
+        let mut line = serde_json::to_vec(&ev).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        Ok::<_, std::io::Error>(Bytes::from(line))
+    });
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
 }
 
 fn async_stream(
@@ -529,6 +562,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(machine_exec))
         .routes(routes!(machine_exec_stream))
+        .routes(routes!(process_stream))
         .routes(routes!(process_start, process_list))
         .routes(routes!(process_get))
         .routes(routes!(process_logs))

@@ -33,6 +33,16 @@ pub struct GuestAgent {
     next_id: u64,
 }
 
+/// What `kairon-exec-output` hands over: each stream's bytes from the offset asked for, and the
+/// offset just past them.
+#[derive(Debug, Default)]
+pub struct ExecOutput {
+    pub stdout: Vec<u8>,
+    pub stdout_end: u64,
+    pub stderr: Vec<u8>,
+    pub stderr_end: u64,
+}
+
 /// A command's output, as `guest-exec-status` reports it once the command has exited.
 #[derive(Debug, Clone, Default)]
 pub struct ExecStatus {
@@ -232,6 +242,22 @@ impl GuestAgent {
             truncated: ["out-truncated", "err-truncated"]
                 .iter()
                 .any(|k| v.get(*k).and_then(Value::as_bool).unwrap_or(false)),
+        })
+    }
+
+    /// A running process's output from byte offsets, through kairon-agent's own
+    /// `kairon-exec-output`: `(stdout bytes, stdout end, stderr bytes, stderr end)`. A stock
+    /// qemu-ga does not have it (an error naming the command): its output comes at exit.
+    pub async fn exec_output(&mut self, pid: i64, out_offset: u64, err_offset: u64) -> Result<ExecOutput> {
+        let args = json!({"pid": pid, "out-offset": out_offset, "err-offset": err_offset});
+        let v = self.call("kairon-exec-output", args, Duration::from_secs(30)).await?;
+        let data = |k: &str| v.get(k).and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();
+        let end = |k: &str, from: u64| v.get(k).and_then(Value::as_u64).unwrap_or(from);
+        Ok(ExecOutput {
+            stdout: data("out-data"),
+            stdout_end: end("out-end", out_offset),
+            stderr: data("err-data"),
+            stderr_end: end("err-end", err_offset),
         })
     }
 

@@ -1361,9 +1361,21 @@ impl VmHost {
         Ok(self.refresh(id, pid).await?.meta)
     }
 
-    /// One output stream of a background process from byte `offset` (delivered at exit).
+    /// One output stream of a background process from byte `offset`: while it runs, what
+    /// kairon-agent has read so far (`kairon-exec-output`); a stock qemu-ga's only at exit.
     pub async fn log_chunk(&self, id: &str, pid: &str, stderr: bool, offset: u64) -> Result<LogChunk> {
         let r = self.refresh(id, pid).await?;
+        if r.meta.state == ProcessState::Running {
+            let run = self.running_or_err(id)?;
+            let mut ga = run.ga.lock().await;
+            let (out_from, err_from) = if stderr { (0, offset) } else { (offset, 0) };
+            return Ok(match ga.exec_output(r.guest_pid, out_from, err_from).await {
+                Ok(o) if stderr => LogChunk::from_bytes(&o.stderr, offset),
+                Ok(o) => LogChunk::from_bytes(&o.stdout, offset),
+                // A stock qemu-ga (no such command), or the process just ended: nothing new yet.
+                Err(_) => LogChunk::from_bytes(&[], offset),
+            });
+        }
         let text = if stderr { r.stderr } else { r.stdout };
         let from = usize::try_from(offset).unwrap_or(usize::MAX).min(text.len());
         Ok(LogChunk::from_bytes(&text.as_bytes()[from..], from as u64))

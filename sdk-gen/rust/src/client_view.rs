@@ -2,16 +2,39 @@
 //! fields (`allOf` entries marked `x-kairon-cross-field-rule`, api/src/rest/contract.rs). The
 //! generators drop a kind that carries them (openapi-python-client: "can't be merged"), and a
 //! client's types need only the fields; the server still checks the rules, and says which.
+//! Streams of JSON lines (`application/x-ndjson`, which no generator reads) are offered as bytes:
+//! the SDKs read those routes line by line themselves, with the event types generated from the
+//! components.
 
 use serde_json::Value;
 
 /// The extension that marks a rule between fields (`contract::CROSS_FIELD_RULE`).
 const CROSS_FIELD_RULE: &str = "x-kairon-cross-field-rule";
 
-/// `doc` without its rules between fields.
+/// The media type of a stream of JSON lines, and what the generators are shown instead.
+const NDJSON: &str = "application/x-ndjson";
+const BYTES: &str = "application/octet-stream";
+
+/// `doc` without its rules between fields, its JSON-lines streams shown as bytes.
 pub fn client_view(mut doc: Value) -> Value {
     strip(&mut doc);
+    ndjson_as_bytes(&mut doc);
     doc
+}
+
+fn ndjson_as_bytes(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if let Some(Value::Object(content)) = map.get_mut("content")
+                && content.remove(NDJSON).is_some()
+            {
+                content.insert(BYTES.into(), serde_json::json!({"schema": {"type": "string", "format": "binary"}}));
+            }
+            map.values_mut().for_each(ndjson_as_bytes);
+        }
+        Value::Array(items) => items.iter_mut().for_each(ndjson_as_bytes),
+        _ => {}
+    }
 }
 
 fn strip(v: &mut Value) {
@@ -34,6 +57,17 @@ fn strip(v: &mut Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_lines_are_shown_as_bytes() {
+        let doc = json!({"paths": {"/s": {"get": {"responses": {"200": {"content": {
+            "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/E"}}}}}}}}});
+        assert_eq!(
+            client_view(doc),
+            json!({"paths": {"/s": {"get": {"responses": {"200": {"content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}}}}})
+        );
+    }
 
     #[test]
     fn only_the_marked_entries_go() {

@@ -41,7 +41,7 @@ from .errors import (
 from kairon_api.models.reason import Reason
 
 from .files import Files
-from .sandbox import RunResult, Sandbox, SandboxProcess, machine_source
+from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source
 from ._kairon import Kairon, Sandboxes
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "NotFoundError",
     "PayloadTooLargeError",
     "Reason",
+    "Output",
     "RunResult",
     "Sandbox",
     "SandboxProcess",

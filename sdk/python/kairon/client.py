@@ -8,6 +8,7 @@ operations, guest exec, processes, files, waits and usage.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from urllib.parse import quote, urlencode
@@ -24,6 +25,7 @@ from kairon_api.api.guest import (
     machine_exec,
     process_get,
     process_kill,
+    process_list,
     process_logs,
     process_start,
     process_wait,
@@ -327,6 +329,13 @@ class UIClient:
         body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET)
         return _ok(process_start.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Process)
 
+    def list_processes(self, name: str, namespace: str | None = None) -> list[Process]:
+        """Every background process of the Machine, oldest first."""
+        resp = process_list.sync_detailed(self._ns(namespace), name, client=self.api)
+        if resp.status_code >= 400 or not isinstance(resp.parsed, list):
+            raise error_from(int(resp.status_code), resp.content)
+        return resp.parsed
+
     def get_process(self, name: str, pid: str, namespace: str | None = None) -> Process:
         """A background process's state."""
         return _ok(process_get.sync_detailed(self._ns(namespace), name, pid, client=self.api), Process)
@@ -351,6 +360,28 @@ class UIClient:
             if r.status_code >= 400:
                 raise error_from(r.status_code, r.read())
             yield from r.iter_bytes()
+
+    def process_events(self, name: str, pid: str, *, stdout_offset: int = 0, stderr_offset: int = 0,
+                       namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """A background process's stdout, stderr and exit as one stream of events, as they come:
+        `{"type": "stdout"|"stderr", "data": str, "end": int}` (`end` is the byte offset to
+        resume that stream from) and last `{"type": "exit", "exitCode": int | None}`. Starts at
+        the offsets given (0: from the beginning); sandboxes and VMs."""
+        path = (f"/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}"
+                f"/processes/{quote(pid, safe='')}/stream")
+        params = {"stdoutOffset": str(stdout_offset), "stderrOffset": str(stderr_offset)}
+        http = self.api.get_httpx_client()
+        with http.stream("GET", path, params=params, timeout=None, extensions={STREAMED: True}) as r:
+            if r.status_code >= 400:
+                raise error_from(r.status_code, r.read())
+            for line in r.iter_lines():
+                if not line:
+                    continue
+                event: dict[str, Any] = json.loads(line)
+                if event.get("type") == "error":
+                    # The stream broke off on the server's side (its runtime failed).
+                    raise error_from(502, line.encode())
+                yield event
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
         """Sends `signal` (default KILL) to a background process."""

@@ -21,22 +21,22 @@ a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is raised 
 from __future__ import annotations
 
 import builtins
-import codecs
 import datetime
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 from kairon_api.models import Machine, ProcessState
 
 from .client import Client, UIClient
-from .errors import ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError
+from .errors import ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError
 from .files import Files
 
 #: The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for).
@@ -92,14 +92,60 @@ def _phase(m: Machine | None) -> str | None:
     return str(phase.value) if phase is not None and hasattr(phase, "value") else None
 
 
+@dataclass(frozen=True)
+class Output:
+    """A piece of a process's output, as it was produced: `stream` is `stdout` or `stderr`."""
+
+    stream: str
+    data: str
+
+
 class SandboxProcess:
-    """A background process started by `Sandbox.start`."""
+    """A background process: from `Sandbox.start`, or re-attached by its id with
+    `Sandbox.process(pid)` (from another client, after a reconnect: its output is kept by the
+    server). Iterating it yields its `Output` as it is produced until it exits, then sets
+    `exit_code`; a dropped connection is resumed where it stopped, and iterating again goes on
+    from there."""
 
     def __init__(self, sandbox: Sandbox, pid: str, command: list[str]) -> None:
         self.sandbox = sandbox
         self.pid = pid
         self.command = command
         self.exit_code: int | None = None
+        self.exited = False
+        # Where this handle has read each stream up to (byte offsets the server gave).
+        self.offsets = {"stdout": 0, "stderr": 0}
+
+    def __iter__(self) -> Iterator[Output]:
+        return self.output()
+
+    def output(self, *, reconnect_for: float = 60.0) -> Iterator[Output]:
+        """The process's output from where this handle stopped, as it comes, until it exits. A
+        connection that breaks is opened again from the offsets seen, for `reconnect_for`
+        seconds at most."""
+        ui, name, ns = self.sandbox.ui, self.sandbox.name, self.sandbox.namespace
+        broken_since: float | None = None
+        while not self.exited:
+            try:
+                for ev in ui.process_events(name, self.pid, stdout_offset=self.offsets["stdout"],
+                                            stderr_offset=self.offsets["stderr"], namespace=ns):
+                    broken_since = None
+                    kind = ev.get("type")
+                    if kind in ("stdout", "stderr"):
+                        self.offsets[kind] = int(ev["end"])
+                        yield Output(str(kind), str(ev.get("data", "")))
+                    elif kind == "exit":
+                        code = ev.get("exitCode")
+                        self.exit_code = code if isinstance(code, int) else None
+                        self.exited = True
+                return
+            except (KaironConnectionError, httpx.TransportError) as e:
+                now = time.monotonic()
+                broken_since = broken_since or now
+                if now - broken_since > reconnect_for:
+                    raise KaironConnectionError(f"process {self.pid}: the stream broke and did not come back: {e}") from e
+                log.debug("process %s: stream broke (%s); resuming from %s", self.pid, e, self.offsets)
+                time.sleep(0.5)
 
     def wait(self, timeout: float = 600.0) -> int | None:
         """Waits for the process to exit and returns its exit code (None when killed by a signal)."""
@@ -131,6 +177,9 @@ class SandboxProcess:
     def kill(self, signal: str | None = None) -> None:
         """Sends `signal` (default KILL) to the process."""
         self.sandbox.ui.kill_process(self.sandbox.name, self.pid, signal, namespace=self.sandbox.namespace)
+
+    def __repr__(self) -> str:
+        return f"SandboxProcess({self.pid!r}, {self.command!r})"
 
 
 class Sandbox:
@@ -323,29 +372,22 @@ class Sandbox:
                       on_stderr: Callable[[str], None] | None) -> RunResult:
         p = self.start(argv, cwd=cwd, env=env)
         got: dict[str, builtins.list[str]] = {"stdout": [], "stderr": []}
+        hands = {"stdout": on_stdout, "stderr": on_stderr}
         failed: builtins.list[BaseException] = []
 
-        def follow(stream: str, hand: Callable[[str], None] | None) -> None:
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        def follow() -> None:
+            # One stream carries both outputs and the exit (the process keeps it server-side).
             try:
-                for chunk in self.ui.follow_logs(self.name, p.pid, stream, namespace=self.namespace):
-                    text = decoder.decode(chunk)
-                    if text:
-                        got[stream].append(text)
-                        if hand is not None:
-                            hand(text)
-                tail = decoder.decode(b"", final=True)
-                if tail:
-                    got[stream].append(tail)
+                for out in p:
+                    got[out.stream].append(out.data)
+                    hand = hands.get(out.stream)
                     if hand is not None:
-                        hand(tail)
+                        hand(out.data)
             except BaseException as e:  # handed to the caller's thread below
                 failed.append(e)
 
-        readers = [threading.Thread(target=follow, args=(name, hand), daemon=True)
-                   for name, hand in (("stdout", on_stdout), ("stderr", on_stderr))]
-        for t in readers:
-            t.start()
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
         timed_out = False
         try:
             code = p.wait(timeout=float(timeout)) if timeout is not None else p.wait()
@@ -353,18 +395,30 @@ class Sandbox:
             timed_out = True
             p.kill()
             code = p.wait(timeout=60.0)
-        for t in readers:
-            t.join(timeout=60.0)
+        reader.join(timeout=60.0)
         if failed:
             raise failed[0]
         return RunResult(stdout="".join(got["stdout"]), stderr="".join(got["stderr"]),
                          exit_code=code if code is not None else -1, timed_out=timed_out)
 
     def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
-        """Starts `cmd` in the background."""
+        """Starts `cmd` in the background; iterate the handle for its output as it comes."""
         argv = _argv(cmd)
         p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, namespace=self.namespace)
         return SandboxProcess(self, p.id, argv)
+
+    def process(self, pid: str) -> SandboxProcess:
+        """Re-attaches to the background process `pid` (one this or another client started; its
+        output so far is kept by the server): `NotFoundError` if there is none."""
+        p = self.ui.get_process(self.name, pid, namespace=self.namespace)
+        handle = SandboxProcess(self, p.id, list(p.command))
+        if p.state == ProcessState.EXITED:
+            handle.exit_code = p.exit_code if isinstance(p.exit_code, int) else None
+        return handle
+
+    def processes(self) -> builtins.list[SandboxProcess]:
+        """Every background process of the sandbox, running or exited, oldest first."""
+        return [self.process(p.id) for p in self.ui.list_processes(self.name, namespace=self.namespace)]
 
     @property
     def files(self) -> Files:

@@ -17,6 +17,7 @@ from kairon import (
     GuestAgentDisabledError,
     MachineSuspendedError,
     NotFoundError,
+    Output,
     PayloadTooLargeError,
     Reason,
     Sandbox,
@@ -101,6 +102,34 @@ def test_background_process_wait_logs_kill(sandbox: Sandbox) -> None:
     long.kill()
     long.wait(timeout=60)
     assert not long.running()
+
+
+def test_a_process_is_iterated_as_it_runs_and_re_attached_by_pid_from_another_client(
+        sandbox: Sandbox, kube: Client, ui: UIClient) -> None:
+    p = sandbox.start("for i in 1 2 3; do echo line$i; sleep 1; done; echo done >&2; exit 5")
+    it = iter(p)
+    first = next(it)
+    started = time.monotonic()
+    assert first == Output("stdout", "line1\n")
+    assert p.exit_code is None and not p.exited
+    # Another client, as after a reconnect: the same sandbox by name, the process by its id.
+    url, token = os.environ["KAIRON_URL"], os.environ["KAIRON_TOKEN"]
+    again = Sandbox.connect(Client(url, token, namespace=kube.namespace), UIClient(url, token, namespace=ui.namespace),
+                            sandbox.name)
+    attached = again.process(p.pid)
+    assert attached.command == p.command and attached.pid in [q.pid for q in again.processes()]
+    seen = list(attached)
+    # Everything from the start (kept by the server), each stream in order, then the exit.
+    assert "".join(o.data for o in seen if o.stream == "stdout") == "line1\nline2\nline3\n"
+    assert [o.data for o in seen if o.stream == "stderr"] == ["done\n"]
+    assert attached.exited and attached.exit_code == 5
+    assert time.monotonic() - started >= 1.5, "the re-attached handle followed the running process"
+    # The first handle goes on from where it stopped: nothing twice.
+    rest = list(it)
+    assert "".join(o.data for o in rest if o.stream == "stdout") == "line2\nline3\n"
+    assert p.exit_code == 5 and p.offsets == {"stdout": 18, "stderr": 5}
+    with pytest.raises(NotFoundError):
+        sandbox.process("0123456789ab")
 
 
 def test_pause_and_resume(sandbox: Sandbox) -> None:

@@ -22,6 +22,7 @@ export type Process = Schemas["Process"];
 export type ProcessLogs = Schemas["ProcessLogs"];
 export type CopyResult = Schemas["CopyResult"];
 export type Extended = Schemas["Extended"];
+export type ProcessEvent = Schemas["ProcessEvent"];
 /** The signals a process can be sent (`TERM` when none is given). */
 export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
@@ -308,6 +309,47 @@ export class UIClient {
         body: { command, cwd: opts.cwd, env: opts.env },
       }),
     );
+  }
+  /** Every background process of the Machine, oldest first. */
+  async listProcesses(name: string, namespace?: string): Promise<Process[]> {
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/processes", { params: { path: this.#p(name, namespace) } }),
+    );
+  }
+  /** A background process's stdout, stderr and exit as one stream of events, as they come:
+   * `{ type: "stdout" | "stderr", data, end }` (`end`: the byte offset to resume that stream from) and
+   * last `{ type: "exit", exitCode }`. Starts at the offsets given (0: from the beginning); sandboxes and VMs. */
+  async *processEvents(
+    name: string,
+    pid: string,
+    opts: { stdoutOffset?: number; stderrOffset?: number; namespace?: string } = {},
+  ): AsyncGenerator<ProcessEvent> {
+    const seg = encodeURIComponent;
+    const path = `/api/v1/machines/${seg(opts.namespace ?? this.namespace)}/${seg(name)}/processes/${seg(pid)}/stream`;
+    const query = `stdoutOffset=${opts.stdoutOffset ?? 0}&stderrOffset=${opts.stderrOffset ?? 0}`;
+    // Read as it arrives: openapi-fetch's answers are whole.
+    const res = await this.#transport.get(`${this.url}${path}?${query}`, { authorization: `Bearer ${this.#token}` });
+    const status = res.statusCode ?? 0;
+    if (status >= 400) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
+    }
+    let buf = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of res) {
+      buf += decoder.decode(chunk as Buffer, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line) continue;
+        const event = JSON.parse(line) as ProcessEvent;
+        // The stream broke off on the server's side (its runtime failed).
+        if (event.type === "error") throw errorFrom(502, line);
+        yield event;
+      }
+    }
   }
   /** A background process's state. */
   async getProcess(name: string, pid: string, namespace?: string): Promise<Process> {

@@ -21,7 +21,7 @@
 
 import { randomBytes } from "node:crypto";
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
-import { ApiError, CommandError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
+import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
@@ -117,14 +117,61 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A string is a shell command line, as a person types it; an array is argv as is.
 const argv = (cmd: string | string[]) => (typeof cmd === "string" ? ["/bin/sh", "-c", cmd] : [...cmd]);
 
-/** A background process started by `Sandbox.start`. */
+/** A piece of a process's output, as it was produced. */
+export interface Output {
+  stream: "stdout" | "stderr";
+  data: string;
+}
+
+/** A background process: from `Sandbox.start`, or re-attached by its id with `sandbox.process(pid)` (from
+ * another client, after a reconnect: the server keeps its output). Iterating it (`for await`) yields its
+ * `Output` as it is produced until it exits, then sets `exitCode`; a dropped connection is resumed where it
+ * stopped, and iterating again goes on from there. */
 export class SandboxProcess {
   exitCode: number | null = null;
+  exited = false;
+  /** Where this handle has read each stream up to (byte offsets the server gave). */
+  readonly offsets = { stdout: 0, stderr: 0 };
   constructor(
     readonly sandbox: Sandbox,
     readonly pid: string,
     readonly command: string[],
   ) {}
+
+  [Symbol.asyncIterator](): AsyncGenerator<Output> {
+    return this.output();
+  }
+
+  /** The output from where this handle stopped, as it comes, until the process exits. A broken
+   * connection is opened again from the offsets seen, for `reconnectFor` seconds at most. */
+  async *output(reconnectFor = 60): AsyncGenerator<Output> {
+    const { ui, name, namespace } = this.sandbox;
+    let brokenSince: number | null = null;
+    while (!this.exited) {
+      try {
+        const events = ui.processEvents(name, this.pid, { stdoutOffset: this.offsets.stdout, stderrOffset: this.offsets.stderr, namespace });
+        for await (const ev of events) {
+          brokenSince = null;
+          if (ev.type === "stdout" || ev.type === "stderr") {
+            this.offsets[ev.type] = ev.end;
+            yield { stream: ev.type, data: ev.data };
+          } else if (ev.type === "exit") {
+            this.exitCode = typeof ev.exitCode === "number" ? ev.exitCode : null;
+            this.exited = true;
+          }
+        }
+        return;
+      } catch (e) {
+        if (e instanceof ApiError) throw e;
+        const now = Date.now();
+        brokenSince ??= now;
+        if (now - brokenSince > reconnectFor * 1000) {
+          throw new KaironConnectionError(`process ${this.pid}: the stream broke and did not come back: ${String(e)}`);
+        }
+        await sleep(500);
+      }
+    }
+  }
 
   /** Waits for the process to exit; its exit code (null when a signal ended it). */
   async wait(timeout = 600): Promise<number | null> {
@@ -301,25 +348,17 @@ export class Sandbox {
 
   async #runStreamed(command: string[], opts: RunOptions): Promise<RunResult> {
     const p = await this.start(command, { cwd: opts.cwd, env: opts.env });
-    const follow = async (stream: "stdout" | "stderr", hand?: (text: string) => void): Promise<string> => {
-      const decoder = new TextDecoder();
-      let all = "";
-      const take = (text: string) => {
-        if (!text) return;
-        all += text;
-        hand?.(text);
-      };
-      for await (const chunk of this.ui.followLogs(this.name, p.pid, stream, this.namespace)) {
-        take(decoder.decode(chunk, { stream: true }));
+    const got = { stdout: "", stderr: "" };
+    const hands = { stdout: opts.onStdout, stderr: opts.onStderr };
+    // One stream carries both outputs and the exit (the server keeps them).
+    const follow = (async () => {
+      for await (const out of p) {
+        got[out.stream] += out.data;
+        hands[out.stream]?.(out.data);
       }
-      take(decoder.decode());
-      return all;
-    };
-    const out = follow("stdout", opts.onStdout);
-    const err = follow("stderr", opts.onStderr);
+    })();
     // Awaited below; a failure meanwhile is not an unhandled rejection.
-    out.catch(() => undefined);
-    err.catch(() => undefined);
+    follow.catch(() => undefined);
     let timedOut = false;
     let code: number | null;
     try {
@@ -330,15 +369,30 @@ export class Sandbox {
       await p.kill();
       code = await p.wait(60);
     }
-    const [stdout, stderr] = await Promise.all([out, err]);
-    return { stdout, stderr, exitCode: code ?? -1, timedOut };
+    await follow;
+    return { stdout: got.stdout, stderr: got.stderr, exitCode: code ?? -1, timedOut };
   }
 
-  /** Starts `cmd` in the background. */
+  /** Starts `cmd` in the background; iterate the handle (`for await`) for its output as it comes. */
   async start(cmd: string | string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<SandboxProcess> {
     const command = argv(cmd);
     const p = await this.ui.startProcess(this.name, command, { ...opts, namespace: this.namespace });
     return new SandboxProcess(this, p.id, command);
+  }
+
+  /** Re-attaches to the background process `pid` (one this or another client started; the server keeps its
+   * output): `NotFoundError` if there is none. */
+  async process(pid: string): Promise<SandboxProcess> {
+    const p = await this.ui.getProcess(this.name, pid, this.namespace);
+    const handle = new SandboxProcess(this, p.id, [...p.command]);
+    if (p.state === "exited") handle.exitCode = typeof p.exitCode === "number" ? p.exitCode : null;
+    return handle;
+  }
+
+  /** Every background process of the sandbox, running or exited, oldest first. */
+  async processes(): Promise<SandboxProcess[]> {
+    const all = await this.ui.listProcesses(this.name, this.namespace);
+    return all.map((p) => new SandboxProcess(this, p.id, [...p.command]));
   }
 
   /** Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`). */

@@ -11,6 +11,7 @@ import {
   GuestAgentDisabledError,
   MachineSuspendedError,
   NotFoundError,
+  type Output,
   PayloadTooLargeError,
   Sandbox,
   UIClient,
@@ -112,6 +113,35 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     await long.kill();
     await long.wait(60);
     assert.equal(await long.running(), false);
+  });
+
+  it("a process is iterated as it runs and re-attached by pid from another client", async () => {
+    const p = await sb.start("for i in 1 2 3; do echo line$i; sleep 1; done; echo done >&2; exit 5");
+    const it = p[Symbol.asyncIterator]();
+    const first = await it.next();
+    const started = Date.now();
+    assert.deepEqual(first.value, { stream: "stdout", data: "line1\n" });
+    assert.equal(p.exited, false);
+    // Another client, as after a reconnect: the same sandbox by name, the process by its id.
+    const kube2 = new Client(env("KAIRON_URL"), env("KAIRON_TOKEN"), { namespace: NS });
+    const ui2 = new UIClient(env("KAIRON_URL"), env("KAIRON_TOKEN"), { namespace: NS });
+    const again = await Sandbox.connect(kube2, ui2, sb.name);
+    const attached = await again.process(p.pid);
+    assert.deepEqual(attached.command, p.command);
+    assert.ok((await again.processes()).some((q) => q.pid === p.pid));
+    const seen: Output[] = [];
+    for await (const o of attached) seen.push(o);
+    assert.equal(seen.filter((o) => o.stream === "stdout").map((o) => o.data).join(""), "line1\nline2\nline3\n");
+    assert.deepEqual(seen.filter((o) => o.stream === "stderr").map((o) => o.data), ["done\n"]);
+    assert.equal(attached.exitCode, 5);
+    assert.ok(Date.now() - started >= 1500, "the re-attached handle followed the running process");
+    // The first handle goes on from where it stopped: nothing twice.
+    let rest = "";
+    for (let r = await it.next(); !r.done; r = await it.next()) if (r.value.stream === "stdout") rest += r.value.data;
+    assert.equal(rest, "line2\nline3\n");
+    assert.equal(p.exitCode, 5);
+    assert.deepEqual(p.offsets, { stdout: 18, stderr: 5 });
+    await assert.rejects(sb.process("0123456789ab"), NotFoundError);
   });
 
   it("pauses and resumes", async () => {

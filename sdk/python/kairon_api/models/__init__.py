@@ -102,6 +102,14 @@ from .pool_member import PoolMember
 from .pool_member_state import PoolMemberState
 from .power_state import PowerState
 from .process import Process
+from .process_event_type_0 import ProcessEventType0
+from .process_event_type_0_type import ProcessEventType0Type
+from .process_event_type_1 import ProcessEventType1
+from .process_event_type_1_type import ProcessEventType1Type
+from .process_event_type_2 import ProcessEventType2
+from .process_event_type_2_type import ProcessEventType2Type
+from .process_event_type_3 import ProcessEventType3
+from .process_event_type_3_type import ProcessEventType3Type
 from .process_kill_signal import ProcessKillSignal
 from .process_logs import ProcessLogs
 from .process_state import ProcessState
@@ -237,6 +245,14 @@ __all__ = (
     "PoolMemberState",
     "PowerState",
     "Process",
+    "ProcessEventType0",
+    "ProcessEventType0Type",
+    "ProcessEventType1",
+    "ProcessEventType1Type",
+    "ProcessEventType2",
+    "ProcessEventType2Type",
+    "ProcessEventType3",
+    "ProcessEventType3Type",
     "ProcessKillSignal",
     "ProcessLogs",
     "ProcessState",

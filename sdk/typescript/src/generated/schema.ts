@@ -551,6 +551,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/machines/{namespace}/{name}/processes/{pid}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A process's stdout, stderr and exit as one stream, one JSON object a line
+         *     (`application/x-ndjson`): `{"type":"stdout","data":"…","end":N}`, the same for `stderr`, and
+         *     last `{"type":"exit","exitCode":0}`. Each output event's `end` is the offset to resume from:
+         *     a client that lost the connection asks again with `stdoutOffset`/`stderrOffset` and misses
+         *     nothing. Sandboxes and VMs.
+         */
+        get: operations["process_stream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/machines/{namespace}/{name}/processes/{pid}/wait": {
         parameters: {
             query?: never;
@@ -1688,6 +1711,30 @@ export interface components {
             startedAt: string;
             state: components["schemas"]["ProcessState"];
         };
+        /** @description One event of a process's stream (one JSON line each). */
+        ProcessEvent: {
+            data: string;
+            /** Format: int64 */
+            end: number;
+            /** @enum {string} */
+            type: "stdout";
+        } | {
+            data: string;
+            /** Format: int64 */
+            end: number;
+            /** @enum {string} */
+            type: "stderr";
+        } | {
+            /** Format: int32 */
+            exitCode?: number | null;
+            /** @enum {string} */
+            type: "exit";
+        } | {
+            message: string;
+            reason: components["schemas"]["Reason"];
+            /** @enum {string} */
+            type: "error";
+        };
         ProcessLogs: {
             stderr: string;
             stdout: string;
@@ -1966,7 +2013,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MachineClaimList"];
-                    "application/x-ndjson": components["schemas"]["MachineClaimWatchEvent"];
+                    "application/octet-stream": string;
                 };
             };
             /** @description A parameter is invalid */
@@ -2641,7 +2688,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MachinePoolList"];
-                    "application/x-ndjson": components["schemas"]["MachinePoolWatchEvent"];
+                    "application/octet-stream": string;
                 };
             };
             /** @description A parameter is invalid */
@@ -3316,7 +3363,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MachineList"];
-                    "application/x-ndjson": components["schemas"]["MachineWatchEvent"];
+                    "application/octet-stream": string;
                 };
             };
             /** @description A parameter is invalid */
@@ -6213,6 +6260,117 @@ export interface operations {
             };
         };
     };
+    process_stream: {
+        parameters: {
+            query?: {
+                /** @description Send stdout from this byte (the `end` of the last stdout event seen; default 0). */
+                stdoutOffset?: number;
+                /** @description Send stderr from this byte (likewise). */
+                stderrOffset?: number;
+            };
+            header?: never;
+            path: {
+                namespace: string;
+                name: string;
+                /** @description The process id the start answered. */
+                pid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Events, one JSON object a line, until the process exits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such process */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine (or runtime object) is not in a state that allows this: the message says what to do */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     process_wait: {
         parameters: {
             query?: {
@@ -7873,7 +8031,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["KaironNodeList"];
-                    "application/x-ndjson": components["schemas"]["KaironNodeWatchEvent"];
+                    "application/octet-stream": string;
                 };
             };
             /** @description A parameter is invalid */
