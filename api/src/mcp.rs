@@ -92,6 +92,27 @@ pub struct RunArgs {
     /// Environment variables of the command.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Keep at most this many bytes of each of stdout and stderr in the answer (default 65536,
+    /// at most 1048576): a model's context is small. The answer says when it cut.
+    pub max_output_bytes: Option<usize>,
+}
+
+/// The output of run_command kept by default, and at most, per stream.
+const RUN_OUTPUT_DEFAULT: usize = 64 * 1024;
+const RUN_OUTPUT_MAX: usize = 1024 * 1024;
+
+/// `text` cut to at most `max` bytes at a character boundary: the kept part and how much was cut.
+fn cut(text: &mut String, max: usize) -> usize {
+    if text.len() <= max {
+        return 0;
+    }
+    let mut at = max;
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let dropped = text.len() - at;
+    text.truncate(at);
+    dropped
 }
 
 /// How a file's bytes travel in a tool's text.
@@ -227,6 +248,36 @@ impl KaironMcp {
         Err(format!("{} {ns}/{name} did not reach {phase} within {} s", K::kind(&()), WAIT_SECONDS * 5))
     }
 
+    /// Waits until the guest agent answers a command (a VM's starts a moment after its VMM
+    /// runs): only what may pass is tried again; any other refusal is the answer.
+    async fn wait_guest_agent(
+        &self,
+        machines: &Arc<Machines>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(WAIT_SECONDS * 5);
+        loop {
+            let probe =
+                || Ok(ExecRequest { command: vec!["true".into()], timeout_seconds: Some(10), ..Default::default() });
+            match machines.exec(id, ns, name, &self.state.limits, probe).await {
+                Ok(r) if r.exit_code == 0 => return Ok(()),
+                Ok(_) => {}
+                Err(e)
+                    if e.status().is_server_error() || e.status().as_u16() == 409 && e.reason == Reason::Conflict => {}
+                Err(e) => return Err(failed(e)),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "{ns}/{name} runs, but its guest agent did not answer within {} s",
+                    WAIT_SECONDS * 5
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
     /// A deleted claim as its usage history tells it; `gone` (NotFound) when none is recorded.
     async fn released_claim(&self, id: &Identity, a: &ClaimRef, gone: Error) -> Result<String, String> {
         let uid = kairon_db::usage::latest_claim_uid(self.state.store.pool(), &a.namespace, &a.name)
@@ -290,6 +341,7 @@ impl KaironMcp {
         });
         machines.create::<Machine>(&id, &a.namespace, false, || Ok(m)).await.map_err(failed)?;
         self.wait_phase::<Machine>(machines, &id, &a.namespace, &name, "Running").await?;
+        self.wait_guest_agent(machines, &id, &a.namespace, &name).await?;
         Ok(Self::pretty(&json!({ "namespace": a.namespace, "name": name, "phase": "Running" })))
     }
 
@@ -350,8 +402,21 @@ impl KaironMcp {
                 user: None,
             })
         };
-        let done = machines.exec(&id, &a.namespace, &a.name, &self.state.limits, request).await.map_err(failed)?;
-        Ok(Self::pretty(&done))
+        let max = a.max_output_bytes.unwrap_or(RUN_OUTPUT_DEFAULT);
+        if max > RUN_OUTPUT_MAX {
+            return Err(format!("max_output_bytes={max} is more than {RUN_OUTPUT_MAX}: ask for less"));
+        }
+        let mut done = machines.exec(&id, &a.namespace, &a.name, &self.state.limits, request).await.map_err(failed)?;
+        let (out_cut, err_cut) = (cut(&mut done.stdout, max), cut(&mut done.stderr, max));
+        let mut answer = serde_json::to_value(&done).unwrap_or_default();
+        if out_cut + err_cut > 0 {
+            answer["truncated"] = json!(true);
+            answer["note"] = json!(format!(
+                "output cut to the first {max} bytes of each stream ({out_cut} bytes of stdout and {err_cut} of stderr not shown): \
+                 redirect it to a file and read parts of it, or raise max_output_bytes"
+            ));
+        }
+        Ok(Self::pretty(&answer))
     }
 
     /// Read a file from a sandbox: its text, or `{"encoding": "base64", "content"}` for bytes that are not UTF-8.
@@ -618,4 +683,19 @@ pub fn service(state: AppState) -> StreamableHttpService<KaironMcp, LocalSession
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn output_is_cut_at_a_character_boundary_and_says_how_much() {
+        let mut s = "héllo".to_string();
+        assert_eq!(cut(&mut s, 2), 5);
+        assert_eq!(s, "h");
+        let mut s = "abc".to_string();
+        assert_eq!(cut(&mut s, 3), 0);
+        assert_eq!(s, "abc");
+    }
 }

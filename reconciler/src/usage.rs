@@ -282,8 +282,21 @@ pub async fn accrue_claim(
     }
     let machine = machines.get_opt(machine_name).await?;
     let r = machine.as_ref().map(|m| rates(&m.spec)).unwrap_or(Rates { vcpus: 0.0, memory_gib: 0.0 });
-    let Some(a) = accrue(from, now.min(day_end(from)), class_of(machine.as_ref()), r) else {
-        return Ok(Accrued::NotDue { from });
+    let class = class_of(machine.as_ref());
+    let a = match accrue(from, now.min(day_end(from)), class, r) {
+        Some(a) => a,
+        // The final accrual of a claim that never lived a whole second: an empty interval, so
+        // its history (describe_claim after it is gone, billing by claim) still knows it.
+        None if due_after.is_zero() && recorded.is_none() => Accrual {
+            start: from,
+            end: from,
+            class,
+            active_seconds: 0,
+            suspended_seconds: 0,
+            vcpu_seconds: 0.0,
+            memory_gib_seconds: 0.0,
+        },
+        None => return Ok(Accrued::NotDue { from }),
     };
     let usage = apply(&base, &a);
     if let Some(store) = store {

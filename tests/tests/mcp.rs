@@ -323,3 +323,38 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "never-was" }));
     assert!(err && text.contains("NotFound"), "{text}");
 }
+
+/// The `mcp` Python SDK's own client (streamable HTTP, as agent frameworks use it) holds a whole
+/// session: `tests/mcp/session.py` asserts every result and prints `session ok`.
+#[test]
+fn a_scripted_session_with_the_mcp_python_sdk() {
+    let k = Kairon::start().expect("kairon up");
+    let pool = json!({
+        "metadata": { "name": "mcp-pool", "namespace": "mcp" },
+        "spec": { "replicas": 1, "template": {
+            "metadata": { "labels": { "kairon.zyvor.dev/sandbox": "true" } },
+            "spec": { "sandbox": { "templateName": "busybox" }, "guestAgent": { "enabled": true, "console": true } } } }
+    });
+    let made = rest(&k, "POST", "/api/v1/machinepools/mcp", &pool);
+    assert_eq!(made["metadata"]["name"], "mcp-pool", "{made}");
+    let tools = std::env::var_os("KAIRON_SDK_TOOLS").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/kairon-sdk-tools")
+    });
+    let python = tools.join("venv/bin/python");
+    assert!(python.exists(), "{} is missing: run sdk-gen/setup (scripts/test does)", python.display());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/session.py");
+    let out = Command::new(python)
+        .arg(script)
+        .env("KAIRON_URL", &k.url)
+        .env("KAIRON_TOKEN", &k.admin_token)
+        .env("KAIRON_CA_FILE", k.data_dir.path().join("tls/ca.crt"))
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("session ok"),
+        "the scripted session failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

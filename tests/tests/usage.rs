@@ -482,3 +482,21 @@ async fn kairon_up_killed_mid_accrual_neither_loses_nor_double_counts() {
     assert!(u.active_seconds >= 1, "the interval recorded before the kill counts: {u:?}");
     assert_eq!(history(&db, &uid).iter().filter(|r| r.1 == ahead).count(), 1, "the held interval is there once");
 }
+
+/// A claim released before it lived a whole second still leaves its history: one empty interval,
+/// so its usage (zero) is answered after it is gone, by UID.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_released_within_its_first_second_still_has_a_history() {
+    let k = Kairon::start_with(&fast()).unwrap();
+    let client = k.client().await.unwrap();
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    let c = bind_claim(&client).await;
+    let uid = c.metadata.uid.clone().unwrap();
+    claims.delete("job", &Default::default()).await.unwrap();
+    wait_gone(&claims, "job", MINUTE).await;
+    let rest = k.rest().unwrap();
+    let h = rest.get(&format!("/api/v1/usage/claims/{uid}")).await.ok();
+    assert_eq!(h["claimName"], "job", "{h}");
+    assert!(h["total"]["activeSeconds"].as_i64().is_some_and(|s| s <= 2), "{h}");
+    assert!(!h["intervals"].as_array().unwrap().is_empty(), "{h}");
+}
