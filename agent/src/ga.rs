@@ -41,11 +41,14 @@ const COMMANDS: &[&str] = &[
     "guest-shutdown",
     "guest-get-host-name",
     "kairon-exec-output",
+    "kairon-exec-input",
 ];
 
 struct Exec {
     stdout: Option<Capture>,
     stderr: Option<Capture>,
+    /// A kept-open stdin (`kairon-keep-stdin`): its writer thread takes data, `None` closes it.
+    stdin: Option<std::sync::mpsc::Sender<Option<Vec<u8>>>>,
 }
 
 #[derive(Default)]
@@ -98,6 +101,7 @@ impl Agent {
             "guest-exec" => self.exec(&args),
             "guest-exec-status" => self.exec_status(&args),
             "kairon-exec-output" => self.exec_output(&args),
+            "kairon-exec-input" => self.exec_input(&args),
             "guest-file-open" => self.file_open(&args),
             "guest-file-close" => self.file_close(&args),
             "guest-file-read" => self.file_read(&args),
@@ -146,7 +150,8 @@ impl Agent {
             None => None,
         };
         let capture = args.get("capture-output").and_then(Value::as_bool).unwrap_or(false);
-        cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
+        let keep_stdin = args.get("kairon-keep-stdin").and_then(Value::as_bool).unwrap_or(false);
+        cmd.stdin(if input.is_some() || keep_stdin { Stdio::piped() } else { Stdio::null() });
         if capture {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         } else {
@@ -154,14 +159,31 @@ impl Agent {
         }
         let mut child = procs::spawn(&mut cmd)
             .map_err(|e| format!("Failed to execute child process \u{201c}{path}\u{201d} ({e})"))?;
-        if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Writes go through a thread of their own: a process that does not read its stdin
+        // must not stall the agent.
+        let mut writer = None;
+        if let Some(mut stdin) = child.stdin.take() {
+            let (tx, rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
+            if let Some(data) = input {
+                let _ = tx.send(Some(data));
+            }
+            if keep_stdin {
+                writer = Some(tx);
+            } else {
+                let _ = tx.send(None);
+            }
             std::thread::spawn(move || {
-                let _ = stdin.write_all(&data);
+                while let Ok(Some(data)) = rx.recv() {
+                    if stdin.write_all(&data).and_then(|()| stdin.flush()).is_err() {
+                        break;
+                    }
+                }
             });
         }
         let exec = Exec {
             stdout: child.stdout.take().map(|p| Capture::start(p, OUTPUT_CAP)),
             stderr: child.stderr.take().map(|p| Capture::start(p, OUTPUT_CAP)),
+            stdin: writer,
         };
         let pid = child.id();
         self.execs.insert(pid, exec);
@@ -224,6 +246,28 @@ impl Agent {
             out[format!("{key}-end")] = json!(end);
         }
         Ok(out)
+    }
+
+    /// Kairon's own command: writes `input-data` (base64) to a command's kept-open stdin
+    /// (`kairon-keep-stdin`), in order; `close: true` closes it afterwards.
+    fn exec_input(&mut self, args: &Value) -> Answer {
+        let pid = int(args, "pid")? as u32;
+        let exec = self.execs.get_mut(&pid).ok_or_else(|| format!("Invalid parameter 'pid': no such process {pid}"))?;
+        let data = match args.get("input-data").and_then(Value::as_str) {
+            Some(b) => B64.decode(b).map_err(|e| format!("input-data is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        let close = args.get("close").and_then(Value::as_bool).unwrap_or(false);
+        let tx = exec.stdin.as_ref().ok_or_else(|| format!("process {pid} has no open stdin"))?;
+        if !data.is_empty() && tx.send(Some(data)).is_err() {
+            exec.stdin = None;
+            return Err(format!("process {pid} no longer reads its stdin"));
+        }
+        if close {
+            let _ = tx.send(None);
+            exec.stdin = None;
+        }
+        Ok(json!({}))
     }
 
     fn file(&mut self, args: &Value) -> Result<&mut File, String> {

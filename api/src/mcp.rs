@@ -399,7 +399,7 @@ impl KaironMcp {
                 timeout_seconds,
                 cwd: a.cwd.clone(),
                 env: a.env.clone(),
-                user: None,
+                ..Default::default()
             })
         };
         let max = a.max_output_bytes.unwrap_or(RUN_OUTPUT_DEFAULT);

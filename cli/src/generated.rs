@@ -455,6 +455,9 @@ pub mod types {
         pub cwd: ::std::option::Option<::std::string::String>,
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
         pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        #[doc = "Background processes only: keep stdin open (after `stdin`, if given) for\n`POST .../processes/{pid}/stdin`, until that closes it."]
+        #[serde(rename = "keepStdinOpen", skip_serializing_if = "::std::option::Option::is_none")]
+        pub keep_stdin_open: ::std::option::Option<bool>,
         #[doc = "Sent to the command's standard input, then closed."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub stdin: ::std::option::Option<::std::string::String>,
@@ -2288,6 +2291,7 @@ pub mod types {
         NoTargetNode,
         MigrationUnsupported,
         NoDeadline,
+        StdinClosed,
         Timeout,
         WakeTimeout,
         NotSupported,
@@ -2330,6 +2334,7 @@ pub mod types {
                 Self::NoTargetNode => f.write_str("NoTargetNode"),
                 Self::MigrationUnsupported => f.write_str("MigrationUnsupported"),
                 Self::NoDeadline => f.write_str("NoDeadline"),
+                Self::StdinClosed => f.write_str("StdinClosed"),
                 Self::Timeout => f.write_str("Timeout"),
                 Self::WakeTimeout => f.write_str("WakeTimeout"),
                 Self::NotSupported => f.write_str("NotSupported"),
@@ -2375,6 +2380,7 @@ pub mod types {
                 "NoTargetNode" => Ok(Self::NoTargetNode),
                 "MigrationUnsupported" => Ok(Self::MigrationUnsupported),
                 "NoDeadline" => Ok(Self::NoDeadline),
+                "StdinClosed" => Ok(Self::StdinClosed),
                 "Timeout" => Ok(Self::Timeout),
                 "WakeTimeout" => Ok(Self::WakeTimeout),
                 "NotSupported" => Ok(Self::NotSupported),
@@ -5072,6 +5078,61 @@ impl Client {
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Write to a background process's stdin (one started with `keepStdinOpen`), in order with\nearlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s\nfor the process to read\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/processes/{pid}/stdin`\n\nArguments:\n- `namespace`\n- `name`\n- `pid`: The process id the start answered.\n- `close`: Close stdin after writing the body (the process reads end of file).\n- `body`\n"]
+    pub async fn process_stdin<'a, B: Into<reqwest::Body>>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        pid: &'a str,
+        close: Option<bool>,
+        body: B,
+    ) -> Result<ResponseValue<()>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/processes/{}/stdin",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+            encode_path(&pid.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .header(
+                ::reqwest::header::CONTENT_TYPE,
+                ::reqwest::header::HeaderValue::from_static("application/octet-stream"),
+            )
+            .body(body)
+            .query(&progenitor_client::QueryParam::new("close", &close))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "process_stdin" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            204u16 => Ok(ResponseValue::empty(response)),
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),

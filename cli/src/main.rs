@@ -683,6 +683,7 @@ async fn run(cli: Cli) -> Result<()> {
                 command,
                 cwd,
                 env: env.into_iter().collect(),
+                keep_stdin_open: None,
                 stdin: None,
                 timeout_seconds: timeout.map(|d| d.as_secs() as i64),
                 user,

@@ -296,6 +296,16 @@ impl RuntimeClient {
         self.json(req).await
     }
 
+    /// Writes `data` to a background process's stdin (one started with `keep_stdin_open`);
+    /// `close` closes it afterwards (the process reads end of file).
+    pub async fn process_stdin(&self, id: &InstanceId, pid: &Pid, data: Vec<u8>, close: bool) -> Result<()> {
+        let req = self
+            .post_req(self.vm_url(id, ["processes", pid.as_str(), "stdin"]))
+            .query(&[("close", close.to_string())])
+            .body(data);
+        self.send(req).await.map(|_| ())
+    }
+
     pub async fn kill_process(&self, id: &InstanceId, pid: &Pid, signal: &str) -> Result<()> {
         let req = self.post_req(self.vm_url(id, ["processes", pid.as_str(), "kill"])).query(&[("signal", signal)]);
         self.send(req).await.map(|_| ())

@@ -195,6 +195,10 @@ pub struct ExecRequest {
     /// Run as `uid[:gid]` instead of root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Background processes only: keep stdin open (after `stdin`, if given) for
+    /// `POST .../processes/{pid}/stdin`, until that closes it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_stdin_open: bool,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]

@@ -47,6 +47,8 @@ pub trait Backend: Send + Sync {
     fn log_chunk<'a>(&'a self, vm: &'a Vm, pid: &'a str, stderr: bool, offset: u64) -> Op<'a, LogChunk>;
     fn wait_process<'a>(&'a self, vm: &'a Vm, pid: &'a str, timeout: Duration) -> Op<'a, Process>;
     fn kill_process<'a>(&'a self, vm: &'a Vm, pid: &'a str, signal: &'a str) -> Op<'a, ()>;
+    /// Writes to a process's kept-open stdin (`ExecRequest::keep_stdin_open`); `close` closes it.
+    fn write_stdin<'a>(&'a self, vm: &'a Vm, pid: &'a str, data: Vec<u8>, close: bool) -> Op<'a, ()>;
 
     /// Reads a guest file of at most `max` bytes.
     fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>>;

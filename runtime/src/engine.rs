@@ -36,6 +36,9 @@ pub enum RuntimeError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A process's stdin is not open (never kept open, closed, or lost with a runtime restart).
+    #[error("{0}")]
+    StdinClosed(String),
     /// A power request for an older Machine generation than one already applied.
     #[error("{0}")]
     Stale(String),
@@ -55,6 +58,7 @@ impl RuntimeError {
         match self {
             RuntimeError::NotFound(_) => "NotFound",
             RuntimeError::Conflict(_) => "Conflict",
+            RuntimeError::StdinClosed(_) => "StdinClosed",
             RuntimeError::Stale(_) => "Stale",
             // The api's reason: to its caller the Machine has no instance of its own yet.
             RuntimeError::NotOwned(_) => "NotProvisioned",
@@ -69,6 +73,7 @@ impl From<SandboxError> for RuntimeError {
     fn from(e: SandboxError) -> Self {
         match e {
             SandboxError::NoProcess(_) => RuntimeError::NotFound(e.to_string()),
+            SandboxError::StdinClosed(_) => RuntimeError::StdinClosed(e.to_string()),
             SandboxError::NotInSandbox { .. } => RuntimeError::Conflict(e.to_string()),
             SandboxError::Refused(_) => RuntimeError::Invalid(e.to_string()),
             other => RuntimeError::Internal(other.to_string()),
@@ -934,6 +939,12 @@ impl Runtime {
     pub async fn wait_process(&self, id_or_name: &str, pid: &str, timeout: Duration) -> Result<Process> {
         let vm = self.get(id_or_name).await?;
         self.backend(&vm).wait_process(&vm, pid, timeout).await
+    }
+
+    /// Writes to a background process's kept-open stdin; `close` closes it afterwards.
+    pub async fn write_stdin(&self, id_or_name: &str, pid: &str, data: Vec<u8>, close: bool) -> Result<()> {
+        let vm = self.running(id_or_name).await?;
+        self.backend(&vm).write_stdin(&vm, pid, data, close).await
     }
 
     pub async fn kill_process(&self, id_or_name: &str, pid: &str, signal: &str) -> Result<()> {

@@ -32,7 +32,10 @@ impl IntoResponse for RuntimeError {
     fn into_response(self) -> Response {
         let code = match self {
             RuntimeError::NotFound(_) => StatusCode::NOT_FOUND,
-            RuntimeError::Conflict(_) | RuntimeError::Stale(_) | RuntimeError::NotOwned(_) => StatusCode::CONFLICT,
+            RuntimeError::Conflict(_)
+            | RuntimeError::StdinClosed(_)
+            | RuntimeError::Stale(_)
+            | RuntimeError::NotOwned(_) => StatusCode::CONFLICT,
             RuntimeError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RuntimeError::NotSupported(_) => StatusCode::NOT_IMPLEMENTED,
             RuntimeError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -56,6 +59,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/processes/{pid}/logs", get(process_logs))
         .route("/v1/vms/{id}/processes/{pid}/wait", post(wait_process))
         .route("/v1/vms/{id}/processes/{pid}/kill", post(kill_process))
+        .route("/v1/vms/{id}/processes/{pid}/stdin", post(process_stdin))
         .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
         .route("/v1/vms/{id}/stats", get(stats))
         .route("/v1/vms/{id}/proxy/{port}", any(proxy_root))
@@ -290,6 +294,21 @@ async fn kill_process(
     Query(q): Query<HashMap<String, String>>,
 ) -> R<StatusCode> {
     st.rt.kill_process(&id, &pid, q.get("signal").map(String::as_str).unwrap_or("TERM")).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn process_stdin(
+    State(st): State<AppState>,
+    Path((id, pid)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    body: axum::body::Bytes,
+) -> R<StatusCode> {
+    let close = match q.get("close").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(RuntimeError::Invalid(format!("close={other:?}: use true or false"))),
+    };
+    st.rt.write_stdin(&id, &pid, body.to_vec(), close).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -257,9 +257,48 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     );
     assert_eq!(rest.get(&format!("{base}/processes/0123456789ab/stream")).await.status, 404);
 
+    // A kept-open stdin: written in parts as the process runs, then closed (end of file).
+    let mut req = sh("while read l; do echo got:$l; done; echo eof");
+    req["keepStdinOpen"] = json!(true);
+    req["stdin"] = json!("first\n");
+    let p = rest.post(&format!("{base}/processes"), req).await;
+    assert_eq!(p.status, 201, "{p:?}");
+    let pid = p.body["id"].as_str().unwrap().to_string();
+    let stdin = |data: &'static str, close: bool| {
+        let req = rest
+            .request(reqwest::Method::POST, &format!("{base}/processes/{pid}/stdin?close={close}"))
+            .header("content-type", "application/octet-stream")
+            .body(data);
+        rest.send(req)
+    };
+    let r = stdin("second\n", false).await;
+    assert_eq!(r.status, 204, "{r:?}");
+    let so_far = eventually("the process to read both lines", Duration::from_secs(30), || async {
+        let l = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
+        (l["stdout"] == "got:first\ngot:second\n").then_some(l)
+    })
+    .await;
+    assert_eq!(so_far["stdout"], "got:first\ngot:second\n");
+    assert_eq!(stdin("third\n", true).await.status, 204);
+    let done = rest.post(&format!("{base}/processes/{pid}/wait?timeoutSeconds=30"), json!({})).await.ok();
+    assert_eq!(done["state"], "exited", "closing stdin ended the loop: {done}");
+    let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
+    assert_eq!(logs["stdout"], "got:first\ngot:second\ngot:third\neof\n");
+    let closed = stdin("more\n", false).await;
+    assert_eq!((closed.status, closed.reason()), (409, "StdinClosed"), "{closed:?}");
+    // A process started without it has no stdin to write; an exec cannot keep one open.
+    let plain = rest.post(&format!("{base}/processes"), sh("sleep 5")).await.body["id"].as_str().unwrap().to_string();
+    let r = rest.send(rest.request(reqwest::Method::POST, &format!("{base}/processes/{plain}/stdin")).body("x")).await;
+    assert_eq!((r.status, r.reason()), (409, "StdinClosed"), "{r:?}");
+    assert!(r.message().contains("keepStdinOpen"), "{r:?}");
+    let mut bad = sh("true");
+    bad["keepStdinOpen"] = json!(true);
+    assert_eq!(rest.post(&format!("{base}/exec"), bad).await.status, 400);
+    rest.post(&format!("{base}/processes/{plain}/kill?signal=KILL"), json!({})).await;
+
     let long = rest.post(&format!("{base}/processes"), sh("sleep 600")).await.body["id"].as_str().unwrap().to_string();
     let listed = rest.get(&format!("{base}/processes")).await.ok();
-    assert_eq!(listed.as_array().unwrap().len(), 3, "the two above and this one: {listed}");
+    assert_eq!(listed.as_array().unwrap().len(), 5, "the four above and this one: {listed}");
     assert_eq!(rest.post(&format!("{base}/processes/{long}/kill?signal=KILL"), json!({})).await.status, 204);
     let killed = rest.post(&format!("{base}/processes/{long}/wait?timeoutSeconds=30"), json!({})).await.ok();
     assert_eq!(killed["state"], "exited");

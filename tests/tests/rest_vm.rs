@@ -74,6 +74,25 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     assert_eq!((text("stdout"), text("stderr")), ("a\nc\n".to_string(), "b\n".to_string()), "{events:?}");
     assert_eq!(events.last().unwrap().1, json!({"type": "exit", "exitCode": 3}));
 
+    // A kept-open stdin on a VM (kairon-agent): written while it runs, then closed.
+    let p = rest
+        .post(
+            &format!("{base}/processes"),
+            json!({"command": ["sh", "-c", "while read l; do echo got:$l; done; echo eof"], "keepStdinOpen": true}),
+        )
+        .await;
+    assert_eq!(p.status, 201, "{p:?}");
+    let pid = p.body["id"].as_str().unwrap().to_string();
+    for (data, close) in [("one\n", false), ("two\n", true)] {
+        let req =
+            rest.request(reqwest::Method::POST, &format!("{base}/processes/{pid}/stdin?close={close}")).body(data);
+        assert_eq!(rest.send(req).await.status, 204);
+    }
+    let done = rest.post(&format!("{base}/processes/{pid}/wait?timeoutSeconds=60"), json!({})).await.ok();
+    assert_eq!(done["state"], "exited", "{done}");
+    let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
+    assert_eq!(logs["stdout"], "got:one\ngot:two\neof\n", "{logs}");
+
     // SSH through port-forward: the image's dropbear greets.
     let mut ssh = rest.websocket(&format!("{base}/portforward/22")).await.unwrap();
     let banner = first_bytes(&mut ssh, b"\r\n").await;

@@ -73,6 +73,9 @@ pub enum Reason {
     MigrationUnsupported,
     /// The Machine has no deadline to extend (or, a warm pool member, none yet).
     NoDeadline,
+    /// The process's stdin is not open: start it with `keepStdinOpen`; it may have been closed
+    /// or have exited, or the node's runtime restarted since.
+    StdinClosed,
 
     // Waiting.
     /// A wait did not see what it waited for in time.
@@ -126,7 +129,8 @@ impl Reason {
             | VncUnsupported
             | NoTargetNode
             | MigrationUnsupported
-            | NoDeadline => StatusCode::CONFLICT,
+            | NoDeadline
+            | StdinClosed => StatusCode::CONFLICT,
             Gone => StatusCode::GONE,
             Timeout | WakeTimeout => StatusCode::GATEWAY_TIMEOUT,
             NotSupported | RuntimeError | RuntimeUnreachable | GuestUnreachable | GuestClosed => {

@@ -107,6 +107,9 @@ pub enum ProcessEvent {
     Error { reason: Reason, message: String },
 }
 
+/// The most one write to a process's stdin carries.
+pub const MAX_STDIN_WRITE: usize = 1024 * 1024;
+
 /// How often a followed process is looked at when it printed nothing new.
 const PROCESS_POLL: Duration = Duration::from_millis(100);
 
@@ -412,6 +415,11 @@ impl Machines {
         let m = self.authorize(id, ns, name, Needs::GuestAgent).instrument(trace_span!("hop.exec.authorize")).await?;
         let mut req = req()?;
         check_command(&req)?;
+        if req.keep_stdin_open {
+            return Err(Error::bad_request(
+                "keepStdinOpen is for background processes (POST …/processes): an exec's stdin is the request's stdin",
+            ));
+        }
         with_machine_env(&m, &mut req.env);
         req.timeout_seconds = Some(exec_timeout(limits, req.timeout_seconds)?);
         let s = self.connect(id, ns, name, m).instrument(trace_span!("hop.exec.connect")).await?;
@@ -522,6 +530,31 @@ impl Machines {
         let pid = Pid::new(pid)?;
         let s = self.open(id, ns, name, Needs::GuestAgent).await?;
         Ok(s.runtime.kill_process(&s.id, &pid, signal).await?)
+    }
+
+    /// Writes `data` to a background process's kept-open stdin (`keepStdinOpen`); `close`
+    /// closes it afterwards, and the process reads end of file.
+    pub async fn write_stdin(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        pid: &str,
+        data: Vec<u8>,
+        close: bool,
+    ) -> Result<()> {
+        let pid = Pid::new(pid)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        if data.len() > MAX_STDIN_WRITE {
+            return Err(Error::new(
+                Reason::PayloadTooLarge,
+                format!(
+                    "{} bytes is more than one write to stdin takes ({MAX_STDIN_WRITE}): send it in parts",
+                    data.len()
+                ),
+            ));
+        }
+        Ok(s.runtime.process_stdin(&s.id, &pid, data, close).await?)
     }
 
     pub async fn read_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<Vec<u8>> {

@@ -235,6 +235,33 @@ async fn process_kill(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<Kil
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[derive(Deserialize, IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+pub struct StdinQuery {
+    /// Close stdin after writing the body (the process reads end of file).
+    pub close: Option<bool>,
+}
+
+/// Write to a background process's stdin (one started with `keepStdinOpen`), in order with
+/// earlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s
+/// for the process to read.
+#[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/processes/{pid}/stdin", tag = "Guest", params(ProcessPath, StdinQuery),
+    request_body(content = FileBytes, content_type = "application/octet-stream"),
+    responses((status = 204, description = "Written (and closed, with close=true)"),
+              (status = 404, description = "No such process", body = ErrorBody),
+              (status = 409, description = "The process's stdin is not open", body = ErrorBody),
+              (status = 413, description = "More than 1 MiB", body = ErrorBody)))]
+async fn process_stdin(
+    c: Caller,
+    Path(p): Path<ProcessPath>,
+    Query(q): Query<StdinQuery>,
+    body: Bytes,
+) -> Result<StatusCode> {
+    let close = q.close.unwrap_or(false);
+    c.machines.write_stdin(&c.id, &p.namespace, &p.name, &p.pid, body.to_vec(), close).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
 #[derive(Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct FileQuery {
@@ -563,6 +590,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(machine_exec))
         .routes(routes!(machine_exec_stream))
         .routes(routes!(process_stream))
+        .routes(routes!(process_stdin))
         .routes(routes!(process_start, process_list))
         .routes(routes!(process_get))
         .routes(routes!(process_logs))

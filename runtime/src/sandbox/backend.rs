@@ -189,6 +189,10 @@ impl Backend for SandboxHost {
         Box::pin(async move { Ok(SandboxHost::kill_process(self, &vm.id, pid, signal).await?) })
     }
 
+    fn write_stdin<'a>(&'a self, vm: &'a Vm, pid: &'a str, data: Vec<u8>, close: bool) -> Op<'a, ()> {
+        Box::pin(async move { Ok(SandboxHost::write_stdin(self, &vm.id, pid, data, close).await?) })
+    }
+
     fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>> {
         let path = path.to_string();
         Box::pin(self.on_root(vm, move |root| super::fs::read_file(&root, &path, max)))

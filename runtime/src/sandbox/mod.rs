@@ -28,14 +28,14 @@ pub mod fs;
 pub mod idmap;
 pub mod spec;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rustix::fs::{AtFlags, Gid, Mode, OFlags, ResolveFlags, Uid};
 use tokio::io::AsyncWriteExt;
@@ -93,6 +93,8 @@ pub enum SandboxError {
     Setup(String),
     #[error("no background process {0:?} in this sandbox")]
     NoProcess(String),
+    #[error("{0}")]
+    StdinClosed(String),
     #[error("process {pid} is not in sandbox {id}: refusing to signal it")]
     NotInSandbox { pid: u32, id: String },
     /// The agent inside refused the request as asked (an unknown user, a missing working
@@ -119,7 +121,20 @@ pub struct SandboxHost {
     /// The agent once installed into the tools directory: the static build does not change
     /// under a running runtime, so it is copied (and compared) once, not at every start.
     agent: Arc<OnceLock<PathBuf>>,
+    /// The write ends of background processes' kept-open stdins, by `<instance>/<pid>`. Only
+    /// in memory: a restarted runtime has none, and those processes read end of file.
+    stdins: Arc<Mutex<HashMap<String, Stdin>>>,
 }
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One kept-open stdin; writes to it take turns.
+type Stdin = Arc<tokio::sync::Mutex<tokio::net::unix::pipe::Sender>>;
+
+/// How long a write to a process's stdin may wait for the process to read.
+const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What an attached sandbox gets from the node's guest network: its resolver, and the CA
 /// bundle when the node terminates TLS to inject credentials.
@@ -175,6 +190,7 @@ impl SandboxHost {
             disk_limit: Arc::new(AtomicU64::new(disk_limit)),
             runc_counts: Arc::default(),
             agent: Arc::default(),
+            stdins: Arc::default(),
         })
     }
 
@@ -631,6 +647,8 @@ impl SandboxHost {
     pub async fn destroy(&self, id: &str) -> Result<()> {
         self.stop(id).await?;
         self.runc_counts.forget(id);
+        let mine = format!("{id}/");
+        lock(&self.stdins).retain(|k, _| !k.starts_with(&mine));
         let dir = self.instance_dir(id);
         let merged = self.rootfs(id);
         // The root first (it sits on the disk), then the disk (its loop device goes with it).
@@ -759,22 +777,39 @@ impl SandboxHost {
         // The wrapper records the exit code and passes TERM on, inside the sandbox; the exit
         // file is the only thing of a process the guest can write, and it is read as a number
         // without following symlinks.
+        // A shell gives a command it starts in the background /dev/null as stdin, so the
+        // process's own (a kept-open pipe, or /dev/null) is handed over on fd 3; the wrapper
+        // keeps no copy, so a write after the process is gone fails at once.
         let script = format!(
-            "trap 'kill -TERM $c 2>/dev/null' TERM; \"$@\" & c=$!; wait $c; s=$?; echo $s > /.kairon/procs/{pid}.tmp; mv -f /.kairon/procs/{pid}.tmp /.kairon/procs/{pid}.exit"
+            "trap 'kill -TERM $c 2>/dev/null' TERM; exec 3<&0 0</dev/null; \"$@\" 0<&3 3<&- & c=$!; exec 3<&-; wait $c; s=$?; echo $s > /.kairon/procs/{pid}.tmp; mv -f /.kairon/procs/{pid}.tmp /.kairon/procs/{pid}.exit"
         );
         // Opened here, in a directory the guest cannot reach: it gets only the descriptors.
         let stdout = std::fs::File::create(dir.join("stdout"))?;
         let stderr = std::fs::File::create(dir.join("stderr"))?;
         let mut cmd = self.exec_command(id, req, Some(&dir.join("host.pid")));
+        // A kept-open stdin is a pipe whose write end only this runtime holds.
+        let (stdin, writer) = if req.keep_stdin_open {
+            let (tx, rx) = tokio::net::unix::pipe::pipe()?;
+            (Stdio::from(rx.into_blocking_fd()?), Some(tx))
+        } else {
+            (Stdio::null(), None)
+        };
         cmd.args(["/.kairon/busybox", "sh", "-c", &script, "sh"])
             .args(&req.command)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);
         let status = cmd.status().await?;
         if !status.success() {
             let err = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
             return Err(SandboxError::Runc { op: "exec", message: err.trim().to_string() });
+        }
+        if let Some(tx) = writer {
+            let key = format!("{id}/{pid}");
+            lock(&self.stdins).insert(key, Arc::new(tokio::sync::Mutex::new(tx)));
+            if let Some(first) = &req.stdin {
+                self.write_stdin(id, pid.as_str(), first.clone().into_bytes(), false).await?;
+            }
         }
         Ok(meta)
     }
@@ -906,6 +941,46 @@ impl SandboxHost {
                 let _ = self.signal_in_sandbox(id, pid, rustix::process::Signal::KILL);
             }
         }
+    }
+
+    /// Writes `data` to a background process's kept-open stdin, waiting at most
+    /// [`STDIN_WRITE_TIMEOUT`] for the process to read; `close` closes it afterwards.
+    pub async fn write_stdin(&self, id: &str, pid: &str, data: Vec<u8>, close: bool) -> Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.process(id, pid)?;
+        let key = format!("{id}/{pid}");
+        let Some(stdin) = lock(&self.stdins).get(&key).cloned() else {
+            return Err(SandboxError::StdinClosed(format!(
+                "process {pid} has no open stdin: start it with keepStdinOpen; it may have been closed, or the runtime restarted since"
+            )));
+        };
+        let written = tokio::time::timeout(STDIN_WRITE_TIMEOUT, async {
+            let mut w = stdin.lock().await;
+            w.write_all(&data).await?;
+            w.flush().await
+        })
+        .await;
+        let gone = |why: String| {
+            lock(&self.stdins).remove(&key);
+            SandboxError::StdinClosed(why)
+        };
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                return Err(gone(format!("process {pid} no longer reads its stdin (it exited or closed it)")));
+            }
+            Ok(Err(e)) => return Err(e.into()),
+            Err(_) => {
+                return Err(SandboxError::StdinClosed(format!(
+                    "process {pid} did not read its stdin within {} s: nothing more was written",
+                    STDIN_WRITE_TIMEOUT.as_secs()
+                )));
+            }
+        }
+        if close {
+            lock(&self.stdins).remove(&key);
+        }
+        Ok(())
     }
 
     pub async fn kill_process(&self, id: &str, pid: &str, signal: &str) -> Result<()> {

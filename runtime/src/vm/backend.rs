@@ -246,6 +246,10 @@ impl Backend for VmHost {
         Box::pin(async move { Ok(VmHost::kill_process(self, &vm.id, pid, signal).await?) })
     }
 
+    fn write_stdin<'a>(&'a self, vm: &'a Vm, pid: &'a str, data: Vec<u8>, close: bool) -> Op<'a, ()> {
+        Box::pin(async move { Ok(VmHost::write_stdin(self, &vm.id, pid, data, close).await?) })
+    }
+
     // Files go through the guest agent, so the guest must be running.
 
     fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>> {

@@ -217,7 +217,24 @@ impl GuestAgent {
         input: Option<&[u8]>,
         capture: bool,
     ) -> Result<i64> {
+        self.exec_start_with(path, args, env, input, capture, false).await
+    }
+
+    /// `exec_start`; with `keep_stdin`, kairon-agent keeps the command's stdin open (after
+    /// `input`) for `exec_input` (`kairon-keep-stdin`, which a stock qemu-ga refuses).
+    pub async fn exec_start_with(
+        &mut self,
+        path: &str,
+        args: &[String],
+        env: &[String],
+        input: Option<&[u8]>,
+        capture: bool,
+        keep_stdin: bool,
+    ) -> Result<i64> {
         let mut a = json!({"path": path, "arg": args, "capture-output": capture});
+        if keep_stdin {
+            a["kairon-keep-stdin"] = json!(true);
+        }
         if !env.is_empty() {
             a["env"] = json!(env);
         }
@@ -259,6 +276,13 @@ impl GuestAgent {
             stderr: data("err-data"),
             stderr_end: end("err-end", err_offset),
         })
+    }
+
+    /// Writes to a command's kept-open stdin through kairon-agent's `kairon-exec-input`;
+    /// `close` closes it afterwards.
+    pub async fn exec_input(&mut self, pid: i64, data: &[u8], close: bool) -> Result<()> {
+        let args = json!({"pid": pid, "input-data": B64.encode(data), "close": close});
+        self.call("kairon-exec-input", args, Duration::from_secs(30)).await.map(|_| ())
     }
 
     pub async fn file_open(&mut self, path: &str, mode: &str) -> Result<i64> {

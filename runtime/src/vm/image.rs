@@ -48,7 +48,8 @@ const PACKAGES: &[&str] = &["python3-minimal", "dropbear-bin", "qemu-guest-agent
 /// recipe, or with an agent that needs replacing, is built again. 3: an agent that survives a
 /// panic of one command and a console it cannot write to (as PID 1 it once ended its VM so).
 /// 4: an agent that takes its guest network address from the kernel command line. 5: an agent
-/// that hands a running process's output over as it comes (`kairon-exec-output`).
+/// that hands a running process's output over as it comes (`kairon-exec-output`) and keeps its stdin open
+/// (`kairon-keep-stdin`, `kairon-exec-input`).
 pub const IMAGE_VERSION: &str = "5";
 /// Virtual size of the root disk (the qcow2 only holds what is used).
 const DISK_SIZE: &str = "2G";

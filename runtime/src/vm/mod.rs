@@ -105,6 +105,9 @@ pub enum VmError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// A process's stdin is not open.
+    #[error("{0}")]
+    StdinClosed(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -1308,8 +1311,18 @@ impl VmHost {
 
     pub async fn start_process(&self, id: &str, req: &ExecRequest) -> Result<Process> {
         let (program, args) = guest_command(req)?;
-        let pid =
-            self.exec_raw(id, &program, &args, &guest_env(&req.env), req.stdin.as_deref().map(str::as_bytes)).await?;
+        let input = req.stdin.as_deref().map(str::as_bytes);
+        let pid = if req.keep_stdin_open {
+            let run = self.running_or_err(id)?;
+            let mut ga = run.ga.lock().await;
+            ga.exec_start_with(&program, &args, &guest_env(&req.env), input, true, true).await.map_err(|e| {
+                VmError::Failed(format!(
+                    "a kept-open stdin needs Kairon's guest agent (kairon-agent) in the image: {e}"
+                ))
+            })?
+        } else {
+            self.exec_raw(id, &program, &args, &guest_env(&req.env), input).await?
+        };
         let meta = Process {
             id: kairon_runtime_api::Pid::number(pid),
             command: req.command.clone(),
@@ -1396,6 +1409,17 @@ impl VmHost {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Writes to a process's kept-open stdin (kairon-agent's `kairon-exec-input`).
+    pub async fn write_stdin(&self, id: &str, pid: &str, data: Vec<u8>, close: bool) -> Result<()> {
+        let r = self.refresh(id, pid).await?;
+        if r.meta.state == ProcessState::Exited {
+            return Err(VmError::StdinClosed(format!("process {pid} has exited: its stdin is closed")));
+        }
+        let run = self.running_or_err(id)?;
+        let mut ga = run.ga.lock().await;
+        ga.exec_input(r.guest_pid, &data, close).await.map_err(|e| VmError::StdinClosed(format!("process {pid}: {e}")))
     }
 
     pub async fn kill_process(&self, id: &str, pid: &str, signal: &str) -> Result<()> {

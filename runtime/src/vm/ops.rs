@@ -21,6 +21,7 @@ impl From<VmError> for RuntimeError {
             VmError::Invalid(m) => RuntimeError::Invalid(m),
             VmError::NotFound(m) => RuntimeError::NotFound(m),
             VmError::Conflict(m) => RuntimeError::Conflict(m),
+            VmError::StdinClosed(m) => RuntimeError::StdinClosed(m),
             VmError::Failed(m) => RuntimeError::Internal(m),
         }
     }

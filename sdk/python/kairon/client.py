@@ -323,11 +323,25 @@ class UIClient:
 
     def start_process(
         self, name: str, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-        namespace: str | None = None,
+        stdin: str | None = None, keep_stdin_open: bool = False, namespace: str | None = None,
     ) -> Process:
-        """Starts `command` (argv) in the background in the guest."""
-        body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET)
+        """Starts `command` (argv) in the background in the guest. `stdin` is written to it first;
+        with `keep_stdin_open` its stdin stays open for `write_stdin`."""
+        body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET,
+                           stdin=stdin if stdin is not None else UNSET,
+                           keep_stdin_open=True if keep_stdin_open else UNSET)
         return _ok(process_start.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Process)
+
+    def write_stdin(self, name: str, pid: str, data: bytes, *, close: bool = False,
+                    namespace: str | None = None) -> None:
+        """Writes `data` to a background process's kept-open stdin (in order with earlier writes;
+        at most 1 MiB a call); `close` closes it afterwards (the process reads end of file)."""
+        path = (f"/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}"
+                f"/processes/{quote(pid, safe='')}/stdin")
+        r = self.api.get_httpx_client().post(path, params={"close": "true" if close else "false"}, content=data,
+                                             headers={"Content-Type": "application/octet-stream"})
+        if r.status_code >= 400:
+            raise error_from(r.status_code, r.content)
 
     def list_processes(self, name: str, namespace: str | None = None) -> list[Process]:
         """Every background process of the Machine, oldest first."""

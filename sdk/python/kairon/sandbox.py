@@ -174,6 +174,16 @@ class SandboxProcess:
             return out.stdout + out.stderr
         return out.stdout
 
+    def write(self, data: str | bytes) -> None:
+        """Writes to the process's stdin (one started with `stdin=True`, or with text for it);
+        a `ConflictError` with reason `StdinClosed` once it is closed or the process is gone."""
+        raw = data.encode() if isinstance(data, str) else data
+        self.sandbox.ui.write_stdin(self.sandbox.name, self.pid, raw, namespace=self.sandbox.namespace)
+
+    def close_stdin(self) -> None:
+        """Closes the process's stdin: it reads end of file."""
+        self.sandbox.ui.write_stdin(self.sandbox.name, self.pid, b"", close=True, namespace=self.sandbox.namespace)
+
     def kill(self, signal: str | None = None) -> None:
         """Sends `signal` (default KILL) to the process."""
         self.sandbox.ui.kill_process(self.sandbox.name, self.pid, signal, namespace=self.sandbox.namespace)
@@ -401,10 +411,15 @@ class Sandbox:
         return RunResult(stdout="".join(got["stdout"]), stderr="".join(got["stderr"]),
                          exit_code=code if code is not None else -1, timed_out=timed_out)
 
-    def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> SandboxProcess:
-        """Starts `cmd` in the background; iterate the handle for its output as it comes."""
+    def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+              stdin: bool | str = False) -> SandboxProcess:
+        """Starts `cmd` in the background; iterate the handle for its output as it comes. With
+        `stdin=True` (or text to write first) its stdin stays open: `p.write(...)`, then
+        `p.close_stdin()`."""
         argv = _argv(cmd)
-        p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, namespace=self.namespace)
+        first = stdin if isinstance(stdin, str) else None
+        p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, stdin=first, keep_stdin_open=stdin is not False,
+                                  namespace=self.namespace)
         return SandboxProcess(self, p.id, argv)
 
     def process(self, pid: str) -> SandboxProcess:

@@ -132,6 +132,18 @@ def test_a_process_is_iterated_as_it_runs_and_re_attached_by_pid_from_another_cl
         sandbox.process("0123456789ab")
 
 
+def test_a_process_reads_what_is_written_to_its_stdin(sandbox: Sandbox) -> None:
+    p = sandbox.start("while read l; do echo got:$l; done; echo eof", stdin="first\n")
+    p.write("second\n")
+    p.write(b"third\n")
+    p.close_stdin()
+    assert p.wait(timeout=60) == 0
+    assert p.logs() == "got:first\ngot:second\ngot:third\neof\n"
+    with pytest.raises(ConflictError) as e:
+        p.write("late\n")
+    assert e.value.reason == "StdinClosed"
+
+
 def test_pause_and_resume(sandbox: Sandbox) -> None:
     sandbox.run("echo before > /tmp/state", check=True)
     sandbox.pause()

@@ -151,6 +151,8 @@ export interface WaitOptions {
 
 export interface ExecOptions {
   stdin?: string;
+  /** Background processes only: keep stdin open (after `stdin`) for `writeStdin`. */
+  keepStdinOpen?: boolean;
   cwd?: string;
   env?: Record<string, string>;
   /** Seconds. */
@@ -306,7 +308,20 @@ export class UIClient {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes", {
         params: { path: this.#p(name, opts.namespace) },
-        body: { command, cwd: opts.cwd, env: opts.env },
+        body: { command, cwd: opts.cwd, env: opts.env, stdin: opts.stdin, keepStdinOpen: opts.keepStdinOpen },
+      }),
+    );
+  }
+  /** Writes `data` to a background process's kept-open stdin (in order with earlier writes; at most 1 MiB a
+   * call); `close` closes it afterwards (the process reads end of file). */
+  async writeStdin(name: string, pid: string, data: Uint8Array | string, opts: { close?: boolean; namespace?: string } = {}): Promise<void> {
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    done(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/stdin", {
+        params: { path: { ...this.#p(name, opts.namespace), pid }, query: { close: opts.close ?? false } },
+        body: bytes as unknown as string,
+        bodySerializer: (b: unknown) => b as BodyInit,
+        headers: { "Content-Type": "application/octet-stream" },
       }),
     );
   }

@@ -198,6 +198,17 @@ export class SandboxProcess {
     return stream === "stderr" ? l.stderr : stream === "both" ? l.stdout + l.stderr : l.stdout;
   }
 
+  /** Writes to the process's stdin (one started with `stdin: true`, or with text for it); a `ConflictError`
+   * with reason `StdinClosed` once it is closed or the process is gone. */
+  async write(data: string | Uint8Array): Promise<void> {
+    await this.sandbox.ui.writeStdin(this.sandbox.name, this.pid, data, { namespace: this.sandbox.namespace });
+  }
+
+  /** Closes the process's stdin: it reads end of file. */
+  async closeStdin(): Promise<void> {
+    await this.sandbox.ui.writeStdin(this.sandbox.name, this.pid, "", { close: true, namespace: this.sandbox.namespace });
+  }
+
   /** Sends `signal` (default KILL). */
   async kill(signal?: Signal): Promise<void> {
     await this.sandbox.ui.killProcess(this.sandbox.name, this.pid, signal, this.sandbox.namespace);
@@ -373,10 +384,20 @@ export class Sandbox {
     return { stdout: got.stdout, stderr: got.stderr, exitCode: code ?? -1, timedOut };
   }
 
-  /** Starts `cmd` in the background; iterate the handle (`for await`) for its output as it comes. */
-  async start(cmd: string | string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<SandboxProcess> {
+  /** Starts `cmd` in the background; iterate the handle (`for await`) for its output as it comes. With
+   * `stdin: true` (or text to write first) its stdin stays open: `p.write(...)`, then `p.closeStdin()`. */
+  async start(
+    cmd: string | string[],
+    opts: { cwd?: string; env?: Record<string, string>; stdin?: boolean | string } = {},
+  ): Promise<SandboxProcess> {
     const command = argv(cmd);
-    const p = await this.ui.startProcess(this.name, command, { ...opts, namespace: this.namespace });
+    const { stdin, ...rest } = opts;
+    const p = await this.ui.startProcess(this.name, command, {
+      ...rest,
+      stdin: typeof stdin === "string" ? stdin : undefined,
+      keepStdinOpen: stdin !== undefined && stdin !== false,
+      namespace: this.namespace,
+    });
     return new SandboxProcess(this, p.id, command);
   }
 

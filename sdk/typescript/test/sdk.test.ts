@@ -144,6 +144,20 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     await assert.rejects(sb.process("0123456789ab"), NotFoundError);
   });
 
+  it("a process reads what is written to its stdin", async () => {
+    const p = await sb.start("while read l; do echo got:$l; done; echo eof", { stdin: "first\n" });
+    await p.write("second\n");
+    await p.write(new TextEncoder().encode("third\n"));
+    await p.closeStdin();
+    assert.equal(await p.wait(60), 0);
+    assert.equal(await p.logs(), "got:first\ngot:second\ngot:third\neof\n");
+    await assert.rejects(p.write("late\n"), (e: unknown) => {
+      assert.ok(e instanceof ConflictError);
+      assert.equal(e.reason, "StdinClosed");
+      return true;
+    });
+  });
+
   it("pauses and resumes", async () => {
     await sb.run("echo before > /tmp/state", { check: true });
     await sb.pause();

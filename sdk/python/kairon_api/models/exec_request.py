@@ -22,6 +22,8 @@ class ExecRequest:
         command (list[str]):
         cwd (None | str | Unset):
         env (ExecRequestEnv | Unset):
+        keep_stdin_open (bool | Unset): Background processes only: keep stdin open (after `stdin`, if given) for
+            `POST .../processes/{pid}/stdin`, until that closes it.
         stdin (None | str | Unset): Sent to the command's standard input, then closed.
         timeout_seconds (int | None | Unset):
         user (None | str | Unset): Run as `uid[:gid]` instead of root.
@@ -30,6 +32,7 @@ class ExecRequest:
     command: list[str]
     cwd: None | str | Unset = UNSET
     env: ExecRequestEnv | Unset = UNSET
+    keep_stdin_open: bool | Unset = UNSET
     stdin: None | str | Unset = UNSET
     timeout_seconds: int | None | Unset = UNSET
     user: None | str | Unset = UNSET
@@ -51,6 +54,8 @@ class ExecRequest:
         env: dict[str, Any] | Unset = UNSET
         if not isinstance(self.env, Unset):
             env = self.env.to_dict()
+
+        keep_stdin_open = self.keep_stdin_open
 
         stdin: None | str | Unset
         if isinstance(self.stdin, Unset):
@@ -81,6 +86,8 @@ class ExecRequest:
             field_dict["cwd"] = cwd
         if env is not UNSET:
             field_dict["env"] = env
+        if keep_stdin_open is not UNSET:
+            field_dict["keepStdinOpen"] = keep_stdin_open
         if stdin is not UNSET:
             field_dict["stdin"] = stdin
         if timeout_seconds is not UNSET:
@@ -122,6 +129,8 @@ class ExecRequest:
         else:
             env = ExecRequestEnv.from_dict(_env)
 
+        keep_stdin_open = d.pop("keepStdinOpen", UNSET)
+
         def _parse_stdin(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -153,6 +162,7 @@ class ExecRequest:
             command=command,
             cwd=cwd,
             env=env,
+            keep_stdin_open=keep_stdin_open,
             stdin=stdin,
             timeout_seconds=timeout_seconds,
             user=user,

@@ -32,6 +32,7 @@ class Reason(StrEnum):
     RUNTIMEUNREACHABLE = "RuntimeUnreachable"
     SERVICEUNAVAILABLE = "ServiceUnavailable"
     STALE = "Stale"
+    STDINCLOSED = "StdinClosed"
     TERMINATING = "Terminating"
     TIMEOUT = "Timeout"
     TOOMANYCONNECTIONS = "TooManyConnections"

@@ -1,0 +1,284 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import UNSET, File, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    body: File,
+    close: bool | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    params: dict[str, Any] = {}
+
+    params["close"] = close
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/machines/{namespace}/{name}/processes/{pid}/stdin".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+            pid=quote(str(pid), safe=""),
+        ),
+        "params": params,
+    }
+
+    _kwargs["content"] = body.payload
+    headers["Content-Type"] = "application/octet-stream"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Any | ErrorBody | None:
+    if response.status_code == 204:
+        response_204 = cast(Any, None)
+        return response_204
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = ErrorBody.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[Any | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    close: bool | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Write to a background process's stdin (one started with `keepStdinOpen`), in order with
+    earlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s
+    for the process to read.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        close (bool | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        body=body,
+        close=close,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    close: bool | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Write to a background process's stdin (one started with `keepStdinOpen`), in order with
+    earlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s
+    for the process to read.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        close (bool | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        client=client,
+        body=body,
+        close=close,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    close: bool | Unset = UNSET,
+) -> Response[Any | ErrorBody]:
+    """Write to a background process's stdin (one started with `keepStdinOpen`), in order with
+    earlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s
+    for the process to read.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        close (bool | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        pid=pid,
+        body=body,
+        close=close,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    pid: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: File,
+    close: bool | Unset = UNSET,
+) -> Any | ErrorBody | None:
+    """Write to a background process's stdin (one started with `keepStdinOpen`), in order with
+    earlier writes; at most 1 MiB a request; `close=true` closes it afterwards. Waits up to 30 s
+    for the process to read.
+
+    Args:
+        namespace (str):
+        name (str):
+        pid (str):
+        close (bool | Unset):
+        body (File): File contents, sent and received as raw bytes.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            pid=pid,
+            client=client,
+            body=body,
+            close=close,
+        )
+    ).parsed
