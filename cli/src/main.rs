@@ -4,6 +4,7 @@
 //! the flag), 3 the server could not be reached.
 
 mod config;
+mod dircopy;
 mod duration;
 mod jsonpath;
 #[allow(clippy::all, clippy::pedantic, unused, missing_docs, unreachable_pub, rust_2018_idioms)]
@@ -218,8 +219,8 @@ enum Cmd {
         /// `LOCAL:REMOTE`, `:REMOTE` or `PORT`.
         ports: String,
     },
-    /// Copy a file: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout).
-    #[command(after_help = concat!("Examples:\n  kaironctl cp ./data.csv agent-42:/tmp/data.csv\n  kaironctl cp agent-42:/tmp/out.json -\n  tar c . | kaironctl cp - agent-42:/tmp/src.tar", exit_codes!()))]
+    /// Copy a file or a directory: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout; a directory streams as tar, so the guest needs `tar`).
+    #[command(after_help = concat!("Examples:\n  kaironctl cp ./data.csv agent-42:/tmp/data.csv\n  kaironctl cp ./src agent-42:/work/src\n  kaironctl cp agent-42:/work/out ./out\n  kaironctl cp agent-42:/tmp/out.json -\n  tar c . | kaironctl cp - agent-42:/tmp/src.tar", exit_codes!()))]
     Cp {
         src: String,
         dst: String,
@@ -700,7 +701,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Cp { src, dst, mode } => cp(&c, &ns, &src, &dst, mode.as_deref()).await,
+        Cmd::Cp { src, dst, mode } => cp(&c, &target, &ns, &src, &dst, mode.as_deref()).await,
         Cmd::Logs { name, pid, follow, stderr } => {
             if follow {
                 let stream = if stderr { "stderr" } else { "stdout" };
@@ -1250,13 +1251,20 @@ async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
     output::done(fmt, &v, &format!("machineclaim {name} claimed {machine} from {pool}"))
 }
 
-async fn cp(c: &Client, ns: &str, src: &str, dst: &str, mode: Option<&str>) -> Result<()> {
+async fn cp(c: &Client, target: &config::Target, ns: &str, src: &str, dst: &str, mode: Option<&str>) -> Result<()> {
     let remote = |s: &str| {
         s.split_once(':')
             .filter(|(m, p)| !m.is_empty() && p.starts_with('/'))
             .map(|(m, p)| (m.to_string(), p.to_string()))
     };
     match (remote(src), remote(dst)) {
+        // A directory goes as a tar stream through the exec relay, both ways.
+        (None, Some((m, path))) if std::path::Path::new(src).is_dir() => {
+            dircopy::upload(&stream::Relays::new(target)?, ns, &m, std::path::Path::new(src), &path).await
+        }
+        (Some((m, path)), None) if c.file_list(ns, &m, &path).await.is_ok() => {
+            dircopy::download(&stream::Relays::new(target)?, ns, &m, &path, std::path::Path::new(dst)).await
+        }
         (None, Some((m, path))) => {
             let data = if src == "-" {
                 let mut b = Vec::new();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use futures::{SinkExt, StreamExt};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -89,6 +89,20 @@ impl Relays {
         session(self.open(ns, name, "exec/stream", &query).await?).await
     }
 
+    /// `command` in the guest with `input` as its stdin and its output (stdout and stderr as
+    /// one stream) into `out`; its exit code.
+    pub async fn exec_io(
+        &self,
+        ns: &str,
+        name: &str,
+        command: &[String],
+        input: impl AsyncRead + Unpin + Send + 'static,
+        out: &mut (impl AsyncWrite + Unpin),
+    ) -> Result<i32> {
+        let query = format!("command={}", encode(&serde_json::to_string(command)?));
+        session_io(self.open(ns, name, "exec/stream", &query).await?, input, out).await
+    }
+
     /// `port-forward NAME [LOCAL:]REMOTE`: listens on 127.0.0.1:LOCAL (any free port when it is
     /// empty or 0) and carries each connection to the guest's REMOTE port on its own stream.
     /// Runs until interrupted.
@@ -160,12 +174,21 @@ fn exit_code(reason: &str) -> Option<i32> {
 /// Stdin to the stream (end of file as an empty frame), the stream to stdout, until the relay
 /// closes with the program's exit code.
 async fn session(ws: Ws) -> Result<i32> {
+    session_io(ws, tokio::io::stdin(), &mut tokio::io::stdout()).await
+}
+
+/// A relay session: `input` to the guest (its end as the relay's empty frame), the guest's
+/// output to `out` as it comes; the exit code from the close frame.
+async fn session_io(
+    ws: Ws,
+    mut input: impl AsyncRead + Unpin + Send + 'static,
+    out: &mut (impl AsyncWrite + Unpin),
+) -> Result<i32> {
     let (mut tx, mut rx) = ws.split();
     let input = tokio::spawn(async move {
-        let mut stdin = tokio::io::stdin();
         let mut buf = vec![0u8; CHUNK];
         loop {
-            match stdin.read(&mut buf).await {
+            match input.read(&mut buf).await {
                 Ok(0) | Err(_) => {
                     let _ = tx.send(Message::Binary(Vec::new().into())).await;
                     // Keep the sending half open: closing it would end the session.
@@ -179,7 +202,6 @@ async fn session(ws: Ws) -> Result<i32> {
             }
         }
     });
-    let mut out = tokio::io::stdout();
     let code = loop {
         match rx.next().await {
             Some(Ok(Message::Binary(b))) => {

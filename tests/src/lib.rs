@@ -143,7 +143,12 @@ impl Kairon {
     fn spawn(data_dir: tempfile::TempDir, extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
         let log = data_dir.path().join("kairon.log");
         let mut cmd = Command::new(kairon_bin());
-        cmd.args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+        cmd.arg("up");
+        // A test may pin the address (to restart on the same one); else any free port.
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.arg("--data-dir")
             .arg(data_dir.path())
             .args(extra)
             .env_remove("DATABASE_URL")

@@ -173,6 +173,30 @@ fn kaironctl_drives_machines_with_every_verb() {
     ctl.ok(&["cp", "agent-42:/tmp/up.bin", back.to_str().expect("path")]);
     assert_eq!(std::fs::read(&back).expect("read"), data);
     assert!(ctl.fails(1, &["cp", "agent-42:/no/such", back.to_str().expect("path")]).contains("NotFound"));
+    // cp of a directory, both ways, as a tar stream: nested files, bytes, modes and a link.
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("a/b")).expect("mkdir");
+    std::fs::write(tree.join("a/b/deep.bin"), &data).expect("write");
+    std::fs::write(tree.join("run.sh"), "#!/bin/sh\necho ran\n").expect("write");
+    std::fs::set_permissions(tree.join("run.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    std::os::unix::fs::symlink("a/b/deep.bin", tree.join("link")).expect("symlink");
+    ctl.ok(&["cp", tree.to_str().expect("path"), "agent-42:/tmp/tree"]);
+    let out = ctl.run(&[
+        "exec",
+        "agent-42",
+        "--",
+        "sh",
+        "-c",
+        "/tmp/tree/run.sh; readlink /tmp/tree/link; wc -c < /tmp/tree/a/b/deep.bin",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\na/b/deep.bin\n20000\n");
+    let again = dir.path().join("again");
+    ctl.ok(&["cp", "agent-42:/tmp/tree", again.to_str().expect("path")]);
+    assert_eq!(std::fs::read(again.join("a/b/deep.bin")).expect("read"), data);
+    assert_eq!(std::fs::read_link(again.join("link")).expect("readlink"), std::path::Path::new("a/b/deep.bin"));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(again.join("run.sh")).expect("stat").permissions());
+    assert_eq!(mode & 0o111, 0o111, "the executable bit came back: {mode:o}");
 
     // Power verbs: --dry-run stores nothing, then for real.
     for verb in ["pause", "stop", "restart", "start"] {

@@ -128,3 +128,47 @@ async fn typescript_example_and_tests_pass() {
     assert!(out.contains("# fail 0"), "{out}");
     assert_clean(&k, "sdk-ts-tests").await;
 }
+
+/// The SDK across a restart of `kairon up` on the same address: requests that never reached the
+/// server are retried until it is back (a create sent while it is down is made exactly once), and
+/// the sandbox made before the restart answers after it (`sdk/python/scripts/across_restart.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn python_sdk_retries_across_a_restart_of_kairon_up() {
+    use std::io::{BufRead, Write};
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut k = Kairon::start_with(&["--listen", &listen]).unwrap();
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/across_restart.py"));
+    with_env(&mut cmd, &k);
+    let mut script = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python starts");
+    let mut out = std::io::BufReader::new(script.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "created", "the script did not make its sandbox");
+    k.stop().unwrap();
+    // The server is down: the script sends its create now, and retries.
+    script.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let k = k.restart().unwrap();
+    let done = script.wait_with_output().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert!(
+        done.status.success() && rest.starts_with("ok after"),
+        "the script failed ({}):\n--- stdout\n{rest}\n--- stderr\n{}",
+        done.status,
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let waited: f64 = rest.trim().trim_start_matches("ok after ").trim_end_matches(" s").parse().unwrap();
+    assert!(waited >= 1.5, "the create waited for the server to come back: {rest}");
+    let machines = k.rest().unwrap().get("/api/v1/machines/restart").await.ok();
+    let names: Vec<&str> =
+        machines["items"].as_array().unwrap().iter().filter_map(|m| m["metadata"]["name"].as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "during").count(), 1, "{names:?}");
+}
