@@ -484,7 +484,7 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ExtendRequest {
         #[doc = "How much later the Machine ends: 1 to 31536000 (a year)."]
-        pub seconds: i64,
+        pub seconds: ::std::num::NonZeroU64,
     }
     #[doc = "The answer of an extension."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -1161,13 +1161,59 @@ pub mod types {
     pub struct MachineClaimSpec {
         #[doc = "Environment variables for every exec and process in the bound Machine, over its own\n`spec.env` (written onto the member when the claim binds, so a warm member gets them\nwithout a cold start; immutable). Not for secrets: every reader of the namespace sees them."]
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
-        pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        pub env: ::std::collections::HashMap<::std::string::String, MachineClaimSpecEnvValue>,
         #[doc = "The MachinePool (same namespace) to take a member from."]
         #[serde(rename = "poolName")]
         pub pool_name: MachineClaimSpecPoolName,
         #[doc = "Release the claim this many seconds after it binds."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
         pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,
+    }
+    #[doc = "`MachineClaimSpecEnvValue`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineClaimSpecEnvValue(::std::string::String);
+    impl ::std::ops::Deref for MachineClaimSpecEnvValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineClaimSpecEnvValue> for ::std::string::String {
+        fn from(value: MachineClaimSpecEnvValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineClaimSpecEnvValue {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 4096usize {
+                return Err("longer than 4096 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineClaimSpecEnvValue {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineClaimSpecEnvValue {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineClaimSpecEnvValue {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "The MachinePool (same namespace) to take a member from."]
     #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1513,7 +1559,7 @@ pub mod types {
         pub device_claims: ::std::vec::Vec<DeviceClaim>,
         #[doc = "Environment variables of every exec and process in the guest (a request's own `env`\nwins). A claimed pool member also gets its claim's. Not for secrets: every reader of the\nnamespace sees them (SECURITY.md)."]
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
-        pub env: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        pub env: ::std::collections::HashMap<::std::string::String, MachineSpecEnvValue>,
         #[doc = "The guest agent: exec, files and filesystem freeze go through it."]
         #[serde(rename = "guestAgent", skip_serializing_if = "::std::option::Option::is_none")]
         pub guest_agent: ::std::option::Option<GuestAgent>,
@@ -1593,6 +1639,52 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for MachineSpecCpuSet {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`MachineSpecEnvValue`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MachineSpecEnvValue(::std::string::String);
+    impl ::std::ops::Deref for MachineSpecEnvValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MachineSpecEnvValue> for ::std::string::String {
+        fn from(value: MachineSpecEnvValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MachineSpecEnvValue {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 4096usize {
+                return Err("longer than 4096 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MachineSpecEnvValue {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MachineSpecEnvValue {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MachineSpecEnvValue {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,

@@ -645,7 +645,9 @@ async fn run(cli: Cli) -> Result<()> {
             power_done(fmt, &m, &name, "migrating", dry.dry_run)
         }
         Cmd::Extend { name, by, dry } => {
-            let body = types::ExtendRequest { seconds: by.as_secs() as i64 };
+            let seconds = std::num::NonZeroU64::new(by.as_secs())
+                .ok_or_else(|| anyhow::Error::new(Failure::Refused("extend by at least 1s".into())))?;
+            let body = types::ExtendRequest { seconds };
             let r = c.machine_extend(&ns, &name, dry.param(), &body).await.map_err(fail)?.into_inner();
             let note = format!("machine {name} now expires at {}{}", r.expires_at, dry_note(dry.dry_run));
             output::done(fmt, &to_value(&r), &note)

@@ -421,15 +421,20 @@ pub fn validate_claim_spec(spec: &MachineClaimSpec, old: Option<&MachineClaimSpe
     errs.0
 }
 
-/// The most environment variables a Machine or claim carries, and their total size.
+/// The most environment variables a Machine or claim carries, the longest name and the longest
+/// value (in characters, as a JSON Schema's `maxLength` counts).
 pub const MAX_ENV_VARS: usize = 128;
-pub const MAX_ENV_BYTES: usize = 64 * 1024;
+pub const MAX_ENV_NAME: usize = 128;
+pub const MAX_ENV_VALUE: usize = 4096;
+/// An environment variable's name as POSIX shells take it.
+pub const ENV_NAME_PATTERN: &str = "^[A-Za-z_][A-Za-z0-9_]*$";
 
 /// An environment variable's name as POSIX shells take it: a letter or `_`, then letters,
 /// digits and `_`.
 pub fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    s.len() <= MAX_ENV_NAME
+        && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -437,20 +442,22 @@ fn validate_env(errs: &mut Errors, path: &str, env: &BTreeMap<String, String>) {
     if env.len() > MAX_ENV_VARS {
         errs.invalid(path, env.len(), format!("must have at most {MAX_ENV_VARS} variables"));
     }
-    let size: usize = env.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
-    if size > MAX_ENV_BYTES {
-        errs.invalid(path, format!("{size} bytes"), format!("must be at most {MAX_ENV_BYTES} bytes in all"));
-    }
     for (k, v) in env {
         if !is_env_name(k) {
             errs.invalid(
                 format!("{path}.{k}"),
                 format!("{k:?}"),
-                "a name must be a letter or '_', then letters, digits or '_'",
+                format!("a name must be a letter or '_', then letters, digits or '_' (at most {MAX_ENV_NAME})"),
             );
         }
         if v.contains('\0') {
             errs.invalid(format!("{path}.{k}"), "a NUL byte", "a value cannot hold a NUL byte");
+        } else if v.chars().count() > MAX_ENV_VALUE {
+            errs.invalid(
+                format!("{path}.{k}"),
+                format!("{} characters", v.chars().count()),
+                format!("must be at most {MAX_ENV_VALUE}"),
+            );
         }
     }
 }
@@ -688,8 +695,13 @@ mod tests {
         assert_eq!(fields(&errs), ["spec.env.", "spec.env.1BAD", "spec.env.A-B", "spec.env.NUL"]);
         m.env = (0..=MAX_ENV_VARS).map(|i| (format!("V{i}"), String::new())).collect();
         assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.env"]);
-        m.env = [("BIG".to_string(), "x".repeat(MAX_ENV_BYTES))].into();
-        assert_eq!(fields(&validate_machine_spec("spec", &m, None, Default::default())), ["spec.env"]);
+        m.env =
+            [("BIG".to_string(), "x".repeat(MAX_ENV_VALUE + 1)), ("N".repeat(MAX_ENV_NAME + 1), String::new())].into();
+        let long = format!("spec.env.{}", "N".repeat(MAX_ENV_NAME + 1));
+        assert_eq!(
+            fields(&validate_machine_spec("spec", &m, None, Default::default())),
+            ["spec.env.BIG", long.as_str()]
+        );
     }
 
     #[test]

@@ -291,6 +291,11 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     set("PoolAutoscale", "/properties/windowSeconds", "maximum", json!(86_400));
     set("PoolAutoscale", "/properties/scaleDownDelaySeconds", "minimum", json!(0));
     set("PoolAutoscale", "/properties/scaleDownDelaySeconds", "maximum", json!(86_400));
+    set("MachineSpec", "/properties/env", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
+    set("MachineClaimSpec", "/properties/env", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
+    // machines/lifetime.rs `extend`.
+    set("ExtendRequest", "/properties/seconds", "minimum", json!(1));
+    set("ExtendRequest", "/properties/seconds", "maximum", json!(kairon_model::expiry::MAX_EXTEND_SECONDS));
 }
 
 /// The extension that marks an `allOf` entry as a rule between fields. The client generators
@@ -452,8 +457,22 @@ pub fn document(doc: utoipa::openapi::OpenApi) -> Value {
     let mut v = serde_json::to_value(complete(doc)).expect("the OpenAPI document serialises");
     if let Some(schemas) = v.pointer_mut("/components/schemas").and_then(Value::as_object_mut) {
         cross_field_rules(schemas);
+        env_rules(schemas);
     }
     v
+}
+
+/// validate.rs `validate_env`: names as shells take them, values of bounded length and without
+/// NUL (JSON only: utoipa's types cannot hold a schema for property names).
+fn env_rules(schemas: &mut Map<String, Value>) {
+    use kairon_model::validate::{ENV_NAME_PATTERN, MAX_ENV_NAME, MAX_ENV_VALUE};
+    for schema in ["MachineSpec", "MachineClaimSpec"] {
+        if let Some(env) = schemas.get_mut(schema).and_then(|s| s.pointer_mut("/properties/env")) {
+            env["propertyNames"] = json!({"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME});
+            env["additionalProperties"] =
+                json!({"type": "string", "maxLength": MAX_ENV_VALUE, "pattern": "^[^\\u0000]*$"});
+        }
+    }
 }
 
 /// Completes the document: every operation lists its refusals with the JSON error body, and

@@ -41,6 +41,7 @@ from .errors import (
 from kairon_api.models.reason import Reason
 
 from .files import Files
+from .forward import PortForward
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source
 from ._kairon import Kairon, Sandboxes
 
@@ -65,6 +66,7 @@ __all__ = [
     "PayloadTooLargeError",
     "Reason",
     "Output",
+    "PortForward",
     "RunResult",
     "Sandbox",
     "SandboxProcess",

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from urllib.parse import quote, urlencode
 from uuid import UUID
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 
 import kairon_api
@@ -62,7 +62,10 @@ from kairon_api.models import (
 from kairon_api.types import UNSET, File, Response, Unset
 
 from ._http import DEFAULT_RETRIES, STREAMED, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
-from .errors import ApiError, GatewayTimeoutError, error_from
+from .errors import ApiError, GatewayTimeoutError, KaironConnectionError, error_from
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 GROUP = "kairon.zyvor.dev/v1"
 T = TypeVar("T")
@@ -188,6 +191,8 @@ class UIClient:
         self.url = url.rstrip("/")
         self.namespace = namespace
         verify = ssl_context(ca_file, ca_data)
+        # The WebSocket relays (port-forward) authenticate and verify as the API calls do.
+        self._token, self._verify = token, verify
         self.api = kairon_api.AuthenticatedClient(
             base_url=self.url, token=token, verify_ssl=verify, timeout=TIMEOUT,
             headers={"User-Agent": USER_AGENT},
@@ -396,6 +401,23 @@ class UIClient:
                     # The stream broke off on the server's side (its runtime failed).
                     raise error_from(502, line.encode())
                 yield event
+
+    def relay(self, name: str, route: str, namespace: str | None = None) -> ClientConnection:
+        """A WebSocket to one of the Machine's relays (`portforward/8080`, `console`): binary
+        frames both ways. A refusal (not found, suspended, a closed port) raises the typed error."""
+        from websockets.exceptions import InvalidStatus
+        from websockets.sync.client import connect
+
+        base = self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
+        url = f"{base}/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}/{route}"
+        try:
+            return connect(url, additional_headers={"Authorization": f"Bearer {self._token}"},
+                           ssl=self._verify if url.startswith("wss://") else None, user_agent_header=USER_AGENT,
+                           max_size=None, open_timeout=30)
+        except InvalidStatus as e:
+            raise error_from(e.response.status_code, bytes(e.response.body or b"")) from e
+        except OSError as e:
+            raise KaironConnectionError(f"{url}: the server is unreachable: {e}") from e
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
         """Sends `signal` (default KILL) to a background process."""

@@ -38,6 +38,7 @@ from kairon_api.models import Machine, ProcessState
 from .client import Client, UIClient
 from .errors import ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError
 from .files import Files
+from .forward import PortForward
 
 #: The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for).
 SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
@@ -516,6 +517,13 @@ class Sandbox:
         lifecycle = getattr(status, "lifecycle", None)
         at = getattr(lifecycle, "expires_at", None)
         return at if isinstance(at, datetime.datetime) else None
+
+    def port_forward(self, port: int, local_port: int = 0) -> PortForward:
+        """Carries 127.0.0.1:`local_port` (0: any free port; see `.local_port` and `.url`) to
+        `port` in the sandbox, each connection through its own authenticated relay; `close()`
+        it (or use `with`). The sandbox must exist; a closed guest port ends each connection."""
+        self.info()
+        return PortForward(self.ui, self.namespace, self.name, port, local_port)
 
     def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> Sandbox:
         """A copy of this sandbox (live on a VM: memory and disk; the filesystem of a runc

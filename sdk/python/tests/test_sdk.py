@@ -144,6 +144,32 @@ def test_a_process_reads_what_is_written_to_its_stdin(sandbox: Sandbox) -> None:
     assert e.value.reason == "StdinClosed"
 
 
+def test_port_forward_carries_http_to_a_server_in_the_sandbox(sandbox: Sandbox) -> None:
+    sandbox.run("mkdir -p /fwd && echo hello-forward > /fwd/index.html", check=True)
+    httpd = sandbox.start(["httpd", "-f", "-p", "8088", "-h", "/fwd"])
+    try:
+        with sandbox.port_forward(8088) as fwd:
+            assert fwd.local_port > 0 and fwd.url == f"http://127.0.0.1:{fwd.local_port}"
+            got: list[str] = []
+
+            def answered() -> bool:
+                try:
+                    got.append(httpx.get(f"{fwd.url}/index.html", timeout=10).text)
+                    return got[-1] == "hello-forward\n"
+                except httpx.HTTPError:
+                    return False
+
+            _eventually("httpd through the forward", answered, timeout=60)
+            # Each connection gets its own relay.
+            assert httpx.get(f"{fwd.url}/index.html", timeout=10).text == "hello-forward\n"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{fwd.url}/index.html", timeout=5)
+    finally:
+        httpd.kill()
+    with pytest.raises(NotFoundError):
+        Sandbox(sandbox.kube, sandbox.ui, "no-such-sandbox").port_forward(80)
+
+
 def test_pause_and_resume(sandbox: Sandbox) -> None:
     sandbox.run("echo before > /tmp/state", check=True)
     sandbox.pause()

@@ -11,8 +11,9 @@
 
 import createClient from "openapi-fetch";
 import type { components, operations, paths } from "./generated/schema.js";
-import { ApiError, TimeoutError, errorFrom } from "./errors.js";
-import { Transport, type TransportOptions } from "./transport.js";
+import WebSocket from "ws";
+import { ApiError, KaironConnectionError, TimeoutError, errorFrom } from "./errors.js";
+import { Transport, USER_AGENT, type TransportOptions } from "./transport.js";
 
 export type Schemas = components["schemas"];
 export type Machine = Schemas["Machine"];
@@ -365,6 +366,27 @@ export class UIClient {
         yield event;
       }
     }
+  }
+  /** A WebSocket to one of the Machine's relays (`portforward/8080`, `console`): binary frames both ways. A
+   * refusal (not found, suspended, a closed port) rejects with the typed error. */
+  relay(name: string, route: string, namespace?: string): Promise<WebSocket> {
+    const seg = encodeURIComponent;
+    const url = `${this.url.replace(/^http/, "ws")}/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/${route}`;
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, {
+        headers: { Authorization: `Bearer ${this.#token}`, "User-Agent": USER_AGENT },
+        ca: this.#transport.ca,
+        maxPayload: 0,
+      });
+      ws.binaryType = "nodebuffer";
+      ws.once("open", () => resolve(ws));
+      ws.once("unexpected-response", (_req, res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => reject(errorFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))));
+      });
+      ws.once("error", (e) => reject(new KaironConnectionError(`${url}: the server is unreachable: ${e.message}`)));
+    });
   }
   /** A background process's state. */
   async getProcess(name: string, pid: string, namespace?: string): Promise<Process> {

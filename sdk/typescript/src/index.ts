@@ -6,6 +6,7 @@ export * from "./client.js";
 export * from "./config.js";
 export * from "./errors.js";
 export * from "./files.js";
+export * from "./forward.js";
 export * from "./kairon.js";
 export * from "./sandbox.js";
 export { DEFAULT_RETRIES, Transport, USER_AGENT, type TransportOptions } from "./transport.js";

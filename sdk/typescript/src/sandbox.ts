@@ -23,6 +23,7 @@ import { randomBytes } from "node:crypto";
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
+import { PortForward } from "./forward.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
@@ -496,6 +497,13 @@ export class Sandbox {
   async expiresAt(): Promise<Date | null> {
     const at = (await this.info()).status?.lifecycle?.expiresAt;
     return at ? new Date(at) : null;
+  }
+
+  /** Carries 127.0.0.1:`localPort` (0: any free port; see `.localPort` and `.url`) to `port` in the sandbox, each
+   * connection through its own authenticated relay; `close()` it (or `await using`). The sandbox must exist. */
+  async portForward(port: number, localPort = 0): Promise<PortForward> {
+    await this.info();
+    return PortForward.open(this.ui, this.namespace, this.name, port, localPort);
   }
 
   /** A copy of this sandbox (live on a VM; the filesystem of a runc sandbox); its close() deletes it. */

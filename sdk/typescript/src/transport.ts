@@ -73,6 +73,12 @@ export class Transport {
     this.#ca = pem ? [...rootCertificates, pem] : undefined;
   }
 
+  /** The CAs this transport trusts (the system's plus the configured one), or undefined for the
+   * system's alone: for connections made elsewhere (the WebSocket relays). */
+  get ca(): string[] | undefined {
+    return this.#ca;
+  }
+
   #agent(protocol: string): http.Agent {
     let a = this.#agents.get(protocol);
     if (!a) {

@@ -158,6 +158,34 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     });
   });
 
+  it("portForward carries HTTP to a server in the sandbox", async () => {
+    await sb.run("mkdir -p /fwd && echo hello-forward > /fwd/index.html", { check: true });
+    const httpd = await sb.start(["httpd", "-f", "-p", "8088", "-h", "/fwd"]);
+    try {
+      const fwd = await sb.portForward(8088);
+      assert.equal(fwd.url, `http://127.0.0.1:${fwd.localPort}`);
+      try {
+        let body = "";
+        await eventually("httpd through the forward", async () => {
+          try {
+            body = await (await fetch(`${fwd.url}/index.html`)).text();
+          } catch {
+            return false;
+          }
+          return body === "hello-forward\n";
+        }, 60_000);
+        // Each connection gets its own relay.
+        assert.equal(await (await fetch(`${fwd.url}/index.html`, { headers: { connection: "close" } })).text(), "hello-forward\n");
+      } finally {
+        await fwd.close();
+      }
+      await assert.rejects(fetch(`${fwd.url}/index.html`));
+    } finally {
+      await httpd.kill();
+    }
+    await assert.rejects(new Sandbox(kube, ui, "no-such-sandbox", NS).portForward(80), NotFoundError);
+  });
+
   it("pauses and resumes", async () => {
     await sb.run("echo before > /tmp/state", { check: true });
     await sb.pause();
