@@ -129,24 +129,22 @@ async fn typescript_example_and_tests_pass() {
     assert_clean(&k, "sdk-ts-tests").await;
 }
 
-/// The SDK across a restart of `kairon up` on the same address: requests that never reached the
-/// server are retried until it is back (a create sent while it is down is made exactly once), and
-/// the sandbox made before the restart answers after it (`sdk/python/scripts/across_restart.py`).
-#[tokio::test(flavor = "multi_thread")]
-async fn python_sdk_retries_across_a_restart_of_kairon_up() {
+/// Runs `script` (a program that prints `created`, waits for a line, then works through a
+/// restart) against `kairon up` on a fixed address: stops the server, tells the script, starts
+/// the server again on the same address and data; the script's `ok after N s` line says how
+/// long its create waited. Only one Machine `during` exists in `namespace` after.
+async fn across_a_restart(mut cmd: Command, namespace: &str) {
     use std::io::{BufRead, Write};
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let listen = format!("127.0.0.1:{port}");
     let mut k = Kairon::start_with(&["--listen", &listen]).unwrap();
-    let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(repo().join("sdk/python/scripts/across_restart.py"));
     with_env(&mut cmd, &k);
     let mut script = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("python starts");
+        .expect("the script starts");
     let mut out = std::io::BufReader::new(script.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -167,8 +165,40 @@ async fn python_sdk_retries_across_a_restart_of_kairon_up() {
     );
     let waited: f64 = rest.trim().trim_start_matches("ok after ").trim_end_matches(" s").parse().unwrap();
     assert!(waited >= 1.5, "the create waited for the server to come back: {rest}");
-    let machines = k.rest().unwrap().get("/api/v1/machines/restart").await.ok();
+    let machines = k.rest().unwrap().get(&format!("/api/v1/machines/{namespace}")).await.ok();
     let names: Vec<&str> =
         machines["items"].as_array().unwrap().iter().filter_map(|m| m["metadata"]["name"].as_str()).collect();
     assert_eq!(names.iter().filter(|n| **n == "during").count(), 1, "{names:?}");
+}
+
+/// The Python SDK across a restart of `kairon up` on the same address: requests that never
+/// reached the server are retried until it is back (a create sent while it is down is made
+/// exactly once), and the sandbox made before the restart answers after it
+/// (`sdk/python/scripts/across_restart.py`).
+#[tokio::test(flavor = "multi_thread")]
+async fn python_sdk_retries_across_a_restart_of_kairon_up() {
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/across_restart.py"));
+    across_a_restart(cmd, "restart").await;
+}
+
+/// The same with the TypeScript SDK (`sdk/typescript/examples/across_restart.ts`, compiled into
+/// its own directory so it does not race the other test's build).
+#[tokio::test(flavor = "multi_thread")]
+async fn typescript_sdk_retries_across_a_restart_of_kairon_up() {
+    let ts = repo().join("sdk/typescript");
+    let out_dir = tempfile::tempdir().unwrap();
+    run(
+        "tsc",
+        Command::new(ts.join("node_modules/.bin/tsc"))
+            .args(["-p", ".", "--outDir"])
+            .arg(out_dir.path())
+            .current_dir(&ts),
+    );
+    // The compiled script imports its dependencies from the package's node_modules.
+    std::os::unix::fs::symlink(ts.join("node_modules"), out_dir.path().join("node_modules")).unwrap();
+    std::fs::write(out_dir.path().join("package.json"), r#"{"type": "module"}"#).unwrap();
+    let mut cmd = Command::new("node");
+    cmd.arg(out_dir.path().join("examples/across_restart.js"));
+    across_a_restart(cmd, "restart-ts").await;
 }
