@@ -11,6 +11,7 @@ mod jsonpath;
 #[rustfmt::skip]
 mod generated;
 mod output;
+mod progress;
 mod stream;
 
 use std::io::Write;
@@ -586,7 +587,10 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Wait { kind, name, until, timeout } => {
-            let v = wait_until(&c, &ns, kind, &name, &until, timeout).await?;
+            let spinner = progress::Spinner::start(format!("waiting for {}/{name} ({until})", kind.name()));
+            let v = wait_until(&c, &ns, kind, &name, &until, timeout).await;
+            drop(spinner);
+            let v = v?;
             if fmt == Format::Name {
                 println!("{}/{name}", kind.name());
                 return Ok(());
@@ -1229,7 +1233,10 @@ async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
     let body: types::MachineClaim = manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
     let mut cl = c.machineclaim_create(ns, None, &body).await.map_err(fail)?.into_inner();
     if !no_wait {
-        if fmt.is_table() {
+        // On a terminal a spinner says it; in a pipe, a line now and then.
+        let _spinner = progress::Spinner::start(format!("waiting for claim {name} to bind a member of {pool}"));
+        let say = fmt.is_table() && !progress::shown();
+        if say {
             eprintln!("waiting for claim {name} to bind a member of {pool}...");
         }
         let deadline = std::time::Instant::now() + Duration::from_secs(600);
@@ -1240,7 +1247,7 @@ async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
                     break;
                 }
                 Err(Error::ErrorResponse(r)) if r.status().as_u16() == 504 && std::time::Instant::now() < deadline => {
-                    if fmt.is_table() {
+                    if say {
                         eprintln!("still waiting for claim {name}...");
                     }
                 }

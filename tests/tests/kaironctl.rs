@@ -630,6 +630,21 @@ fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
     assert!(err.contains("timed out after 2s waiting for machine a1"), "{err}");
     assert!(ctl.fails(1, &["wait", "m", "nope", "--for", "phase=Running", "--timeout", "5s"]).contains("NotFound"));
     assert!(ctl.fails(2, &["wait", "m", "a1", "--for", "ready"]).contains("phase=PHASE"));
+    // On a terminal a wait shows a spinner with what it waits for and for how long, and clears
+    // it when it ends; into a pipe (the timed-out wait above) nothing of it.
+    assert!(!err.contains('\u{1b}') && !err.contains('⠋') && !err.contains("machine/a1"), "{err:?}");
+    let term = Tmux::start(&ctl, &["wait", "m", "a1", "--for", "phase=Hibernated", "--timeout", "5s"]);
+    term.until("the spinner", |screen| {
+        screen.lines().any(|l| {
+            // A braille frame (tmux without a UTF-8 locale draws it as `_`), then what and how long.
+            l.contains(" waiting for machine/a1 (phase Hibernated) (") && "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏_".chars().any(|f| l.starts_with(f))
+        })
+    });
+    term.until("the wait's end", |screen| screen.contains("kaironctl exited 1"));
+    let screen = term.screen();
+    assert!(!screen.contains("waiting for machine/a1"), "the spinner cleared its line:\n{screen}");
+    assert!(screen.contains("timed out after 5s waiting for machine a1"), "{screen}");
+    drop(term);
     let v: Value = serde_json::from_str(&ctl.ok(&["wait", "m", "a1", "--for", "phase=Running", "-o", "json"])).unwrap();
     assert_eq!(v["metadata"]["labels"]["team"], "a");
 
