@@ -637,7 +637,8 @@ fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
     term.until("the spinner", |screen| {
         screen.lines().any(|l| {
             // A braille frame (tmux without a UTF-8 locale draws it as `_`), then what and how long.
-            l.contains(" waiting for machine/a1 (phase Hibernated) (") && "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏_".chars().any(|f| l.starts_with(f))
+            l.contains(" waiting for machine/a1 (phase Hibernated) (")
+                && "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏_".chars().any(|f| l.starts_with(f))
         })
     });
     term.until("the wait's end", |screen| screen.contains("kaironctl exited 1"));
