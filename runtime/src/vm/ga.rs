@@ -208,21 +208,10 @@ impl GuestAgent {
         self.call("guest-ping", Value::Null, timeout).await.map(|_| ())
     }
 
-    /// Starts a command; its guest pid.
+    /// Starts a command; its guest pid. With `keep_stdin`, kairon-agent keeps the command's
+    /// stdin open (after `input`) for `exec_input` (`kairon-keep-stdin`, which a stock qemu-ga
+    /// refuses).
     pub async fn exec_start(
-        &mut self,
-        path: &str,
-        args: &[String],
-        env: &[String],
-        input: Option<&[u8]>,
-        capture: bool,
-    ) -> Result<i64> {
-        self.exec_start_with(path, args, env, input, capture, false).await
-    }
-
-    /// `exec_start`; with `keep_stdin`, kairon-agent keeps the command's stdin open (after
-    /// `input`) for `exec_input` (`kairon-keep-stdin`, which a stock qemu-ga refuses).
-    pub async fn exec_start_with(
         &mut self,
         path: &str,
         args: &[String],

@@ -1229,7 +1229,7 @@ impl VmHost {
     ) -> Result<i64> {
         let run = self.running_or_err(id)?;
         let mut ga = run.ga.lock().await;
-        Ok(ga.exec_start(program, args, env, input, true).await?)
+        Ok(ga.exec_start(program, args, env, input, true, false).await?)
     }
 
     async fn exec_poll(&self, id: &str, pid: i64) -> Result<ga::ExecStatus> {
@@ -1315,7 +1315,7 @@ impl VmHost {
         let pid = if req.keep_stdin_open {
             let run = self.running_or_err(id)?;
             let mut ga = run.ga.lock().await;
-            ga.exec_start_with(&program, &args, &guest_env(&req.env), input, true, true).await.map_err(|e| {
+            ga.exec_start(&program, &args, &guest_env(&req.env), input, true, true).await.map_err(|e| {
                 VmError::Failed(format!(
                     "a kept-open stdin needs Kairon's guest agent (kairon-agent) in the image: {e}"
                 ))
