@@ -79,10 +79,6 @@ async fn process_list(c: Caller, Path(p): Path<ObjectPath>) -> Result<Json<Vec<P
     Ok(Json(c.machines.processes(&c.id, &p.namespace, &p.name).await?))
 }
 
-fn object(p: &ProcessPath) -> ObjectPath {
-    ObjectPath { namespace: p.namespace.clone(), name: p.name.clone() }
-}
-
 /// A background process's state.
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/processes/{pid}", tag = "Guest", params(ProcessPath),
     responses((status = 200, description = "The process", body = Process),
@@ -116,19 +112,24 @@ async fn process_logs(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<Log
         let (stdout, stderr) = c.machines.process_logs(&c.id, &p.namespace, &p.name, &p.pid).await?;
         return Ok(Json(ProcessLogs { stdout, stderr }).into_response());
     }
-    let pid = Pid::new(p.pid.as_str())?;
     let slot = c.connection_slot()?;
-    let s = c.open(&object(&p), Needs::GuestAgent).await?;
-    // The process must exist (a 404 now, not an empty stream).
-    s.runtime.process(&s.id, &pid).await?;
+    // The process must exist (a 404) before the query is judged (a 400).
+    let events = c.machines.process_events(&c.id, &p.namespace, &p.name, &p.pid, Offsets::default()).await?;
     let want_stderr = match q.stream.as_deref() {
         None | Some("stdout") => false,
         Some("stderr") => true,
         Some(other) => return Err(Error::bad_request(format!("stream={other:?}: use stdout or stderr"))),
     };
-    // Polls the runtime for what is new since the last byte sent; the session (and its
-    // activity stamp) and the connection slot live as long as the stream.
-    let body = async_stream(s, pid, want_stderr, slot);
+    // One stream's text until the exit; the connection slot lives as long as the stream.
+    let body = events.filter_map(move |ev| {
+        let _held = &slot;
+        futures::future::ready(match ev {
+            Ok(ProcessEvent::Stdout { data, .. }) if !want_stderr => Some(Ok(Bytes::from(data))),
+            Ok(ProcessEvent::Stderr { data, .. }) if want_stderr => Some(Ok(Bytes::from(data))),
+            Ok(_) => None,
+            Err(e) => Some(Err(std::io::Error::other(e.message))),
+        })
+    });
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], Body::from_stream(body)).into_response())
 }
 
@@ -163,38 +164,6 @@ async fn process_stream(c: Caller, Path(p): Path<ProcessPath>, Query(q): Query<S
         Ok::<_, std::io::Error>(Bytes::from(line))
     });
     Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
-}
-
-fn async_stream(
-    s: Session,
-    pid: Pid,
-    want_stderr: bool,
-    slot: Option<crate::limits::ConnectionGuard>,
-) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures::stream::unfold((s, 0u64, false, slot), move |(s, offset, done, slot)| {
-        let pid = pid.clone();
-        async move {
-            if done {
-                return None;
-            }
-            loop {
-                let finished = matches!(s.runtime.process(&s.id, &pid).await, Ok(pr) if pr.state == kairon_runtime_api::types::ProcessState::Exited);
-                // Only the bytes past what was sent: a long log is never read again.
-                let chunk = match s.runtime.process_log_chunk(&s.id, &pid, want_stderr, offset).await {
-                    Ok(c) => c,
-                    Err(e) => return Some((Err(std::io::Error::other(e.to_string())), (s, offset, true, slot))),
-                };
-                if chunk.end > offset {
-                    // Even after the exit, read on until nothing is left (a chunk is at most 1 MiB).
-                    return Some((Ok(Bytes::from(chunk.data)), (s, chunk.end, false, slot)));
-                }
-                if finished {
-                    return None;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    })
 }
 
 #[derive(Deserialize, IntoParams, Default)]
