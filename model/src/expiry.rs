@@ -84,6 +84,13 @@ pub fn claim_name(m: &Machine) -> Option<&str> {
     m.metadata.labels.as_ref()?.get(labels::CLAIM).map(String::as_str)
 }
 
+/// Whether `claim` is the one bound to `m` (its status names the Machine): only then does
+/// its TTL end the Machine.
+pub fn binds(claim: &MachineClaim, m: &Machine) -> bool {
+    let bound = claim.status.as_ref().and_then(|s| s.machine_name.as_deref());
+    bound.is_some() && bound == m.metadata.name.as_deref()
+}
+
 /// The Machine's own deadlines (max lifetime and ttlSeconds), none for a warm pool member.
 pub fn machine_ends(m: &Machine) -> Vec<End> {
     let mut ends = Vec::new();

@@ -164,7 +164,7 @@ async fn record_expiry(api: &Api<Machine>, m: &Machine, ctx: &Ctx) -> Result<(),
         Some(c) => Api::<MachineClaim>::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default())
             .get_opt(c)
             .await?
-            .filter(|c| c.status.as_ref().and_then(|s| s.machine_name.as_deref()) == Some(m.name_any().as_str())),
+            .filter(|c| expiry::binds(c, m)),
         None => None,
     };
     let want = expiry::earliest(&expiry::ends(m, claim.as_ref())).map(|e| e.at().as_second());

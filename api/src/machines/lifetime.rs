@@ -57,11 +57,7 @@ impl Machines {
             ));
         }
         let claim = match expiry::claim_name(&m) {
-            Some(c) => self
-                .api::<MachineClaim>(ns)
-                .get_opt(c)
-                .await?
-                .filter(|c| c.status.as_ref().and_then(|s| s.machine_name.as_deref()) == Some(name)),
+            Some(c) => self.api::<MachineClaim>(ns).get_opt(c).await?.filter(|c| expiry::binds(c, &m)),
             None => None,
         };
         let ends = expiry::ends(&m, claim.as_ref());
@@ -73,7 +69,7 @@ impl Machines {
                 ),
             )
         })?;
-        let pp = PatchParams { dry_run, field_manager: Some("kairon-api".into()), ..Default::default() };
+        let pp = PatchParams { dry_run, ..super::power::field_manager() };
         if let (Some(ttl), Some(c)) = (ext.claim_ttl_seconds, &claim) {
             let patch = json!({"metadata": {"resourceVersion": c.resource_version()}, "spec": {"ttlSeconds": ttl}});
             self.api::<MachineClaim>(ns).patch(&c.name_any(), &pp, &Patch::Merge(&patch)).await?;

@@ -35,7 +35,7 @@ pub enum Copy {
     Clone,
 }
 
-fn field_manager() -> PatchParams {
+pub(super) fn field_manager() -> PatchParams {
     PatchParams { field_manager: Some("kairon-api".into()), ..Default::default() }
 }
 
