@@ -13,7 +13,8 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// How long the workers get to finish the work in flight before they are aborted.
+/// How long the workers get to finish the work in flight before they are aborted (the
+/// controllers stop theirs sooner, `kairon_reconciler::FINISH_GRACE`, to release the Lease).
 pub const GRACE: Duration = Duration::from_secs(5);
 
 pub struct Workers {

@@ -47,6 +47,10 @@ impl Default for ControllerConfig {
     }
 }
 
+/// How long the controllers get, once asked to stop, to finish the reconciles in flight.
+/// Shorter than the grace the process gives its workers, so releasing the Lease fits after it.
+pub const FINISH_GRACE: Duration = Duration::from_secs(3);
+
 /// Runs every controller while this process holds the leader Lease, so two controllers never
 /// both act; when leadership is lost they stop, and the process campaigns again.
 ///
@@ -76,7 +80,15 @@ pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: Canc
             }
             _ = controllers.join_next() => {
                 if shutdown.is_cancelled() {
-                    while controllers.join_next().await.is_some() {}
+                    // What is in flight gets FINISH_GRACE; then it is dropped, so the caller
+                    // still has time to hand the Lease over before its own grace runs out (a
+                    // controller aborted with the Lease held leaves the others waiting out
+                    // the lease duration).
+                    let rest = async { while controllers.join_next().await.is_some() {} };
+                    if tokio::time::timeout(FINISH_GRACE, rest).await.is_err() {
+                        tracing::warn!("reconciles still running {FINISH_GRACE:?} after the stop; dropping them");
+                        controllers.shutdown().await;
+                    }
                     return;
                 }
                 controllers.shutdown().await;
