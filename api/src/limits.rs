@@ -8,9 +8,11 @@ use std::time::Duration;
 /// The limits, with the documented defaults.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// Largest request body on every route but file uploads (which keep
-    /// [`crate::rest::guest::MAX_UPLOAD_BYTES`]).
+    /// Largest request body on every route but file uploads.
     pub max_body_bytes: usize,
+    /// Largest file upload (`PUT …/files`): it streams to the guest, so this bounds the disk
+    /// one request fills, not memory.
+    pub max_upload_bytes: u64,
     /// Most operations in one JSON Patch.
     pub max_patch_operations: usize,
     /// Largest object a patch (JSON, merge, strategic or apply) may produce.
@@ -37,6 +39,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_upload_bytes: kairon_runtime_api::types::DEFAULT_MAX_UPLOAD_BYTES,
             max_patch_operations: DEFAULT_MAX_PATCH_OPERATIONS,
             max_patched_object_bytes: DEFAULT_MAX_PATCHED_OBJECT_BYTES,
             max_exec_output_bytes: DEFAULT_MAX_EXEC_OUTPUT_BYTES,
@@ -47,11 +50,22 @@ impl Default for Limits {
     }
 }
 
+/// Why an upload was refused for its size.
+pub fn upload_too_large(limit: u64) -> String {
+    format!(
+        "the file is larger than {}, the largest upload: split it, or raise --max-upload-bytes (KAIRON_MAX_UPLOAD_BYTES)",
+        human_bytes(limit)
+    )
+}
+
 /// A byte count for a message: `3 MiB`, `64 KiB`, `512 bytes`.
 pub fn human_bytes(n: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB / 2) {
+    const GIB: u64 = 1024 * MIB;
+    if n >= GIB && n.is_multiple_of(GIB) {
+        format!("{} GiB", n / GIB)
+    } else if n >= MIB && n.is_multiple_of(MIB / 2) {
         let whole = n / MIB;
         if n.is_multiple_of(MIB) { format!("{whole} MiB") } else { format!("{whole}.5 MiB") }
     } else if n >= KIB && n.is_multiple_of(KIB) {

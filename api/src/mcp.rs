@@ -459,7 +459,7 @@ impl KaironMcp {
             Encoding::Base64 => B64.decode(a.content.trim()).map_err(|e| format!("content is not base64: {e}"))?,
         };
         let n = bytes.len();
-        machines.write_file(&id, &a.namespace, &a.name, &a.path, None, bytes).await.map_err(failed)?;
+        machines.write_file(&id, &a.namespace, &a.name, &a.path, None, bytes.into()).await.map_err(failed)?;
         Ok(format!("wrote {n} bytes to {}", a.path))
     }
 

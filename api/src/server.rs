@@ -14,8 +14,6 @@ use crate::state::AppState;
 
 /// Largest request body by default (objects are small; Kubernetes' own limit); `--max-body-bytes`.
 pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_BODY_BYTES;
-/// Largest file upload (its own limit, above the body limit of every other route).
-pub const MAX_UPLOAD_BYTES: usize = crate::rest::guest::MAX_UPLOAD_BYTES;
 
 /// Everything the embedded mode serves: the Kubernetes-compatible API and the REST API.
 pub fn router(state: AppState) -> Router {
@@ -150,20 +148,23 @@ fn is_upload(req: &Request) -> bool {
 
 /// The body limit of this request.
 fn body_limit(st: &AppState, req: &Request) -> usize {
-    if is_upload(req) { MAX_UPLOAD_BYTES.max(st.limits.max_body_bytes) } else { st.limits.max_body_bytes }
+    if is_upload(req) {
+        usize::try_from(st.limits.max_upload_bytes).unwrap_or(usize::MAX)
+    } else {
+        st.limits.max_body_bytes
+    }
 }
 
-fn too_large_message(limit: usize, upload: bool) -> String {
-    let size = crate::limits::human_bytes(limit as u64);
+fn too_large_message(st: &AppState, limit: usize, upload: bool) -> String {
     if upload {
-        format!("the file is larger than {size}, the largest upload: split it, or copy it into the guest another way")
-    } else {
-        format!(
-            "the request body is larger than {size}, the limit on this route: send less (files go through PUT \
-             …/files, up to {}), or raise --max-body-bytes (KAIRON_MAX_BODY_BYTES)",
-            crate::limits::human_bytes(MAX_UPLOAD_BYTES as u64)
-        )
+        return crate::limits::upload_too_large(st.limits.max_upload_bytes);
     }
+    format!(
+        "the request body is larger than {}, the limit on this route: send less (files go through PUT \
+         …/files, up to {}), or raise --max-body-bytes (KAIRON_MAX_BODY_BYTES)",
+        crate::limits::human_bytes(limit as u64),
+        crate::limits::human_bytes(st.limits.max_upload_bytes)
+    )
 }
 
 /// Refuses a body over the limit: at once when its length says so, else when a handler reads
@@ -174,7 +175,7 @@ async fn limit_body(st: &AppState, req: Request, next: Next, k8s: bool) -> Respo
     // A guest's own answers through the sandbox HTTP proxy pass unchanged.
     let proxied = req.uri().path().contains("/sandbox-http/");
     let too_large = || {
-        let message = too_large_message(limit, upload);
+        let message = too_large_message(st, limit, upload);
         if k8s {
             ApiError::new(axum::http::StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge", message).into_response()
         } else {

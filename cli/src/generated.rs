@@ -4444,7 +4444,7 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Download a file\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n"]
+    #[doc = "Download a file, streamed (with its Content-Length when the size is known up front: on\nsandboxes)\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n"]
     pub async fn file_read<'a>(
         &'a self,
         namespace: &'a str,
@@ -4490,7 +4490,7 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Upload a file (at most 64 MiB), replacing what is there\n\nSends a `PUT` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n- `body`\n"]
+    #[doc = "Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).\nThe body streams to the guest as it arrives; on a sandbox the old file is replaced only\nonce all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing\nfile keeps its mode, a new one gets 644\n\nSends a `PUT` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n- `body`\n"]
     pub async fn file_write<'a, B: Into<reqwest::Body>>(
         &'a self,
         namespace: &'a str,
@@ -4536,6 +4536,7 @@ impl Client {
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),

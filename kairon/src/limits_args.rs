@@ -6,10 +6,14 @@ use kairon_api::limits::Limits;
 
 #[derive(clap::Args, Clone)]
 pub struct LimitArgs {
-    /// Largest request body on every route except file uploads (which keep 64 MiB); larger
+    /// Largest request body on every route except file uploads (--max-upload-bytes); larger
     /// answers 413. A byte count: 3MiB, 64KiB, 1048576.
     #[arg(long, env = "KAIRON_MAX_BODY_BYTES", default_value = "3MiB", value_parser = parse_bytes)]
     pub max_body_bytes: u64,
+    /// Largest file upload (PUT …/files); larger answers 413. Uploads stream to the guest, so
+    /// this bounds the disk one request may fill, not memory.
+    #[arg(long, env = "KAIRON_MAX_UPLOAD_BYTES", default_value = "1GiB", value_parser = parse_bytes)]
+    pub max_upload_bytes: u64,
     /// Most operations in one JSON Patch; more answers 413.
     #[arg(long, env = "KAIRON_MAX_PATCH_OPERATIONS", default_value_t = 10_000)]
     pub max_patch_operations: usize,
@@ -36,6 +40,7 @@ impl LimitArgs {
     pub fn limits(&self) -> Limits {
         Limits {
             max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+            max_upload_bytes: self.max_upload_bytes,
             max_patch_operations: self.max_patch_operations,
             max_patched_object_bytes: usize::try_from(self.max_patched_object_bytes).unwrap_or(usize::MAX),
             max_exec_output_bytes: self.max_exec_output_bytes,

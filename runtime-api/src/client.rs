@@ -311,19 +311,36 @@ impl RuntimeClient {
         self.send(req).await.map(|_| ())
     }
 
+    /// A guest file, whole.
     pub async fn read_file(&self, id: &InstanceId, path: &str) -> Result<Vec<u8>> {
-        let resp = self.send(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path)])).await?;
+        let resp = self.read_file_stream(id, path).await?;
         resp.bytes().await.map(|b| b.to_vec()).map_err(|e| ClientError::Decode(e.to_string()))
     }
 
+    /// A guest file as a response to read as a stream (`bytes_stream`), with its
+    /// Content-Length when the runtime knows the size.
+    pub async fn read_file_stream(&self, id: &InstanceId, path: &str) -> Result<reqwest::Response> {
+        self.send(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path)])).await
+    }
+
     pub async fn write_file(&self, id: &InstanceId, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
-        let req = self
-            .conn
-            .http
-            .put(self.vm_url(id, ["files"]))
-            .query(&[("path", path.to_string()), ("mode", format!("{mode:o}"))])
-            .body(data);
-        self.send(req).await.map(|_| ())
+        self.write_file_stream(id, path, data.into(), Some(mode)).await
+    }
+
+    /// Writes a guest file from `body` (a stream: `reqwest::Body::wrap_stream`), replacing it
+    /// whole once all of it arrived; `mode` defaults to the existing file's, else 644.
+    pub async fn write_file_stream(
+        &self,
+        id: &InstanceId,
+        path: &str,
+        body: reqwest::Body,
+        mode: Option<u32>,
+    ) -> Result<()> {
+        let mut req = self.conn.http.put(self.vm_url(id, ["files"])).query(&[("path", path)]);
+        if let Some(mode) = mode {
+            req = req.query(&[("mode", format!("{mode:o}"))]);
+        }
+        self.send(req.body(body)).await.map(|_| ())
     }
 
     pub async fn list_files(&self, id: &InstanceId, path: &str) -> Result<Vec<FileEntry>> {

@@ -215,8 +215,13 @@ pub struct ExecResult {
     pub truncated: bool,
 }
 
-/// The largest file upload (the REST API's limit, which the runtime accepts as well).
-pub const MAX_UPLOAD_BYTES: usize = 64 * 1024 * 1024;
+/// The largest file upload by default (the REST API's `--max-upload-bytes`). Files stream
+/// through the API and the runtime, so this bounds the disk a request may fill, not memory.
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// The most of a file a caller that takes it whole in memory (an MCP tool) reads or writes,
+/// and the largest body the runtime reads whole (an exec's stdin).
+pub const MAX_BUFFERED_FILE_BYTES: usize = 64 * 1024 * 1024;
 
 /// The largest output of each exec stream a runtime keeps when the caller names no limit.
 pub const DEFAULT_MAX_EXEC_OUTPUT_BYTES: u64 = 16 * 1024 * 1024;

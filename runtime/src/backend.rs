@@ -18,6 +18,7 @@ use crate::api::{
     BACKEND_QEMU, BACKEND_RUNC, ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState,
 };
 use crate::engine::{Runtime, RuntimeError};
+use crate::files::{ByteStream, FileRead};
 use crate::proxy::Target;
 
 /// What a backend's operation returns: a boxed future, so a [`Backend`] is usable as `dyn`.
@@ -50,9 +51,11 @@ pub trait Backend: Send + Sync {
     /// Writes to a process's kept-open stdin (`ExecRequest::keep_stdin_open`); `close` closes it.
     fn write_stdin<'a>(&'a self, vm: &'a Vm, pid: &'a str, data: Vec<u8>, close: bool) -> Op<'a, ()>;
 
-    /// Reads a guest file of at most `max` bytes.
-    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>>;
-    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: Vec<u8>, mode: u32) -> Op<'a, ()>;
+    /// Opens a guest file: its bytes stream as the caller reads them.
+    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileRead>;
+    /// Writes a guest file from `data` as it arrives, replacing what is there (`mode`: default
+    /// the existing file's, else 644); the bytes written.
+    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: ByteStream, mode: Option<u32>) -> Op<'a, u64>;
     fn list_files<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, Vec<FileEntry>>;
     fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, ()>;
 

@@ -14,6 +14,7 @@ use crate::api::{
     TemplateState, Vm, VmState,
 };
 use crate::backend::BackendKind;
+use crate::files::{ByteStream, FileRead};
 use crate::oci;
 use crate::sandbox::backend::copy_tree;
 use crate::sandbox::{SandboxError, SandboxHost, fs::FsError};
@@ -27,8 +28,6 @@ pub const BUILTIN_BUSYBOX: &str = "builtin:busybox";
 /// A minimal Debian with python3 (agents expect Python), built on first use and cached.
 pub const PYTHON_TEMPLATE: &str = "python";
 pub const BUILTIN_PYTHON: &str = "builtin:python";
-/// Largest file the files API reads in one request.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -957,12 +956,14 @@ impl Runtime {
         self.backend(&vm).kill_process(&vm, pid, signal).await
     }
 
-    pub async fn read_file(&self, id_or_name: &str, path: &str) -> Result<Vec<u8>> {
+    /// A guest file's bytes, streamed ([`crate::files`]).
+    pub async fn read_file(&self, id_or_name: &str, path: &str) -> Result<FileRead> {
         let vm = self.get(id_or_name).await?;
-        self.backend(&vm).read_file(&vm, path, MAX_FILE_BYTES).await
+        self.backend(&vm).read_file(&vm, path).await
     }
 
-    pub async fn write_file(&self, id_or_name: &str, path: &str, data: Vec<u8>, mode: u32) -> Result<()> {
+    /// Writes a guest file from a stream; the bytes written.
+    pub async fn write_file(&self, id_or_name: &str, path: &str, data: ByteStream, mode: Option<u32>) -> Result<u64> {
         let vm = self.get(id_or_name).await?;
         self.backend(&vm).write_file(&vm, path, data, mode).await
     }

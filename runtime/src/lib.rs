@@ -7,6 +7,7 @@ pub use kairon_runtime_api::types as api;
 pub mod backend;
 pub mod egress;
 pub mod engine;
+pub mod files;
 pub mod net;
 pub mod oci;
 pub mod pools;

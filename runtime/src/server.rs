@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use futures::StreamExt;
 use tracing::Instrument;
 
 use crate::api::EgressCheckRequest;
@@ -88,7 +89,7 @@ pub fn router(rt: Runtime, token: String) -> Router {
         // Its callers are the API and node agents (token-authenticated), which apply their own
         // limits: an upload the API accepts, or an exec carrying stdin, must fit here too (axum's
         // 2 MiB default refused them, and closed the connection under the next request).
-        .layer(axum::extract::DefaultBodyLimit::max(4 * kairon_runtime_api::types::MAX_UPLOAD_BYTES))
+        .layer(axum::extract::DefaultBodyLimit::max(4 * kairon_runtime_api::types::MAX_BUFFERED_FILE_BYTES))
         .with_state(state)
 }
 
@@ -328,24 +329,32 @@ async fn read_file(
     if q.get("list").is_some_and(|v| v == "true") {
         return Ok(Json(st.rt.list_files(&id, &path).await?).into_response());
     }
-    let data = st.rt.read_file(&id, &path).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+    let file = st.rt.read_file(&id, &path).await?;
+    let mut resp = ([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(file.body)).into_response();
+    if let Some(len) = file.len {
+        resp.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+    }
+    Ok(resp)
 }
 
 async fn write_file(
     State(st): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-    _headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> R<StatusCode> {
     let path = path_param(&q)?;
     let mode = match q.get("mode") {
-        Some(m) => u32::from_str_radix(m, 8)
-            .map_err(|_| RuntimeError::Invalid(format!("mode {m:?} must be octal, e.g. 644")))?,
-        None => 0o644,
+        Some(m) => Some(
+            u32::from_str_radix(m, 8)
+                .ok()
+                .filter(|m| *m <= 0o7777)
+                .ok_or_else(|| RuntimeError::Invalid(format!("mode {m:?} must be octal, e.g. 644")))?,
+        ),
+        None => None,
     };
-    st.rt.write_file(&id, &path, body.to_vec(), mode).await?;
+    let data = body.into_data_stream().map(|r| r.map_err(std::io::Error::other)).boxed();
+    st.rt.write_file(&id, &path, data, mode).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -101,8 +101,8 @@ async fn bodies_over_the_limit_are_refused_on_every_route_but_file_uploads() {
     let over = r.send(chunked).await;
     refused("chunked body", &over, 413, "RequestEntityTooLarge", &["64 KiB"]);
 
-    // File uploads keep their own 64 MiB: a body past the general limit is not refused for its
-    // size (here it fails later, as there is no such Machine).
+    // File uploads keep their own limit (--max-upload-bytes): a body past the general limit is
+    // not refused for its size (here it fails later, as there is no such Machine).
     let upload = r
         .request(reqwest::Method::PUT, "/api/v1/machines/default/nothing/files?path=/tmp/x")
         .header("content-type", "application/octet-stream")
@@ -237,6 +237,56 @@ fn sandbox(name: &str) -> Value {
 
 fn sh(cmd: &str) -> Value {
     json!({"command": ["sh", "-c", cmd]})
+}
+
+/// A body sent in chunks with no length.
+fn chunked(data: &[u8]) -> reqwest::Body {
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = data.chunks(64 << 10).map(|c| Ok(c.to_vec())).collect();
+    reqwest::Body::wrap_stream(futures::stream::iter(chunks))
+}
+
+/// Uploads stream to the guest within their own limit (--max-upload-bytes): one cut at the
+/// limit is a 413 that says it, and leaves the file it was replacing whole, with no temporary
+/// file behind; a download streams with its length; a file's mode stays unless one is given.
+#[tokio::test(flavor = "multi_thread")]
+async fn uploads_stream_within_their_limit_and_a_cut_one_changes_nothing() {
+    let k = Kairon::start_with(&["--max-upload-bytes", "8MiB"]).unwrap();
+    let r = k.rest().unwrap();
+    r.post("/api/v1/machines/agents", sandbox("up")).await.ok();
+    r.get("/api/v1/machines/agents/up/wait?phase=Running&timeoutSeconds=120").await.ok();
+    let file = "/api/v1/machines/agents/up/files?path=/work/data.bin";
+    let put = |body: reqwest::Body| {
+        r.send(r.request(reqwest::Method::PUT, file).header("content-type", "application/octet-stream").body(body))
+    };
+
+    // Exactly the limit, in chunks: written whole, and read back with its length.
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i % 251) as u8).collect();
+    assert_eq!(put(chunked(&data)).await.status, 204);
+    let got = r.request(reqwest::Method::GET, file).send().await.unwrap();
+    assert_eq!(got.content_length(), Some(8 << 20));
+    assert!(got.bytes().await.unwrap() == data, "the same bytes come back");
+
+    // One byte more: with no length it is cut as it arrives, with one it is refused at once.
+    let over = vec![7u8; (8 << 20) + 1];
+    for (what, body) in [("chunked", chunked(&over)), ("with a length", over.clone().into())] {
+        let refusal = put(body).await;
+        refused(what, &refusal, 413, "PayloadTooLarge", &["8 MiB", "--max-upload-bytes"]);
+        let kept = r.request(reqwest::Method::GET, file).send().await.unwrap().bytes().await.unwrap();
+        assert!(kept == data, "{what}: the old file is whole");
+    }
+    let names =
+        |v: Value| v.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(names(r.get("/api/v1/machines/agents/up/files/list?path=/work").await.ok()), ["data.bin"]);
+
+    // The mode given is set; an upload without one keeps it.
+    let script = "/api/v1/machines/agents/up/files?path=/work/run.sh";
+    let put_script =
+        |q: &str| r.send(r.request(reqwest::Method::PUT, &format!("{script}{q}")).body("#!/bin/sh\necho hi\n"));
+    assert_eq!(put_script("&mode=750").await.status, 204);
+    assert_eq!(put_script("").await.status, 204);
+    let listed = r.get("/api/v1/machines/agents/up/files/list?path=/work").await.ok();
+    let run = listed.as_array().unwrap().iter().find(|e| e["name"] == "run.sh").unwrap().clone();
+    assert_eq!(run["mode"], 0o750, "{run}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde::{Deserialize, Serialize};
@@ -50,8 +50,13 @@ impl Drop for ActivityGuard {
     }
 }
 
-/// The largest file upload.
-pub const MAX_UPLOAD_BYTES: usize = kairon_runtime_api::types::MAX_UPLOAD_BYTES;
+pub use kairon_runtime_api::types::MAX_BUFFERED_FILE_BYTES;
+
+/// A guest file being downloaded: its size when known, and its bytes as they come.
+pub struct FileDownload {
+    pub len: Option<u64>,
+    pub body: futures::stream::BoxStream<'static, std::io::Result<bytes::Bytes>>,
+}
 
 /// A guest path must be absolute.
 pub fn check_guest_path(path: &str) -> Result<()> {
@@ -557,13 +562,53 @@ impl Machines {
         Ok(s.runtime.process_stdin(&s.id, &pid, data, close).await?)
     }
 
-    pub async fn read_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<Vec<u8>> {
+    /// A guest file as it is read: nothing is held whole. The session (and the Machine's
+    /// activity stamp) lives as long as the stream.
+    pub async fn read_file_stream(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        path: &str,
+    ) -> Result<FileDownload> {
         check_guest_path(path)?;
         let s = self.open(id, ns, name, Needs::GuestAgent).await?;
-        Ok(s.runtime.read_file(&s.id, path).await?)
+        let resp = s.runtime.read_file_stream(&s.id, path).await?;
+        let len = resp.content_length();
+        let body = resp
+            .bytes_stream()
+            .map(move |chunk| {
+                let _session = &s;
+                chunk.map_err(std::io::Error::other)
+            })
+            .boxed();
+        Ok(FileDownload { len, body })
     }
 
-    /// Writes a file with `mode` (an octal text like `644`; default 644), replacing what is there.
+    /// A guest file whole, for callers that need it in memory (the MCP tools): at most
+    /// [`MAX_BUFFERED_FILE_BYTES`].
+    pub async fn read_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<Vec<u8>> {
+        let mut file = self.read_file_stream(id, ns, name, path).await?;
+        let mut out = Vec::new();
+        while let Some(chunk) = file.body.next().await {
+            let chunk = chunk.map_err(|e| Error::internal(format!("reading {path} broke off: {e}")))?;
+            if out.len() + chunk.len() > MAX_BUFFERED_FILE_BYTES {
+                return Err(Error::new(
+                    Reason::PayloadTooLarge,
+                    format!(
+                        "{path} is larger than {}, the most read here in one piece: download it with GET …/files, which streams",
+                        crate::limits::human_bytes(MAX_BUFFERED_FILE_BYTES as u64)
+                    ),
+                ));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// Writes a guest file from `data` as it arrives, replacing the old one once all of it
+    /// arrived (on a sandbox; a VM's guest agent writes in place). `mode` is an octal text like
+    /// `644`; without it an existing file keeps its mode, a new one gets 644.
     pub async fn write_file(
         self: &Arc<Self>,
         id: &Identity,
@@ -571,18 +616,20 @@ impl Machines {
         name: &str,
         path: &str,
         mode: Option<&str>,
-        data: Vec<u8>,
+        data: reqwest::Body,
     ) -> Result<()> {
         check_guest_path(path)?;
         let mode = match mode {
-            None => 0o644,
-            Some(m) => u32::from_str_radix(m, 8)
-                .ok()
-                .filter(|m| *m <= 0o7777)
-                .ok_or_else(|| Error::bad_request(format!("mode {m:?} is not an octal file mode like 644")))?,
+            None => None,
+            Some(m) => Some(
+                u32::from_str_radix(m, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| Error::bad_request(format!("mode {m:?} is not an octal file mode like 644")))?,
+            ),
         };
         let s = self.open(id, ns, name, Needs::GuestAgent).await?;
-        Ok(s.runtime.write_file(&s.id, path, data, mode).await?)
+        Ok(s.runtime.write_file_stream(&s.id, path, data, mode).await?)
     }
 
     pub async fn delete_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<()> {

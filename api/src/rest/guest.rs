@@ -29,8 +29,6 @@ use crate::machines::guest::{Offsets, ProcessEvent, check_command};
 use crate::machines::{Error, Needs, Reason, Result, Session};
 use crate::state::AppState;
 
-pub use crate::machines::guest::MAX_UPLOAD_BYTES;
-
 impl Caller {
     /// Opens a session on the guest of the Machine in the path.
     async fn open(&self, p: &ObjectPath, needs: Needs) -> Result<Session> {
@@ -245,29 +243,58 @@ pub struct FileQuery {
 #[schema(value_type = String, format = Binary)]
 pub struct FileBytes(#[allow(dead_code)] Vec<u8>);
 
-/// Download a file.
+/// Download a file, streamed (with its Content-Length when the size is known up front: on
+/// sandboxes).
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/files", tag = "Guest", params(ObjectPath, FileQuery),
     responses((status = 200, description = "The file's bytes", body = FileBytes, content_type = "application/octet-stream"),
               (status = 404, description = "No such file", body = ErrorBody)))]
 async fn file_read(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQuery>) -> Result<Response> {
-    let data = c.machines.read_file(&c.id, &p.namespace, &p.name, &q.path).await?;
-    Ok(([(header::CONTENT_TYPE, "application/octet-stream")], data).into_response())
+    let file = c.machines.read_file_stream(&c.id, &p.namespace, &p.name, &q.path).await?;
+    let mut resp = ([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(file.body)).into_response();
+    if let Some(len) = file.len {
+        resp.headers_mut().insert(header::CONTENT_LENGTH, len.into());
+    }
+    Ok(resp)
 }
 
-/// Upload a file (at most 64 MiB), replacing what is there.
+/// Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+/// The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+/// once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+/// file keeps its mode, a new one gets 644.
 #[utoipa::path(put, path = "/api/v1/machines/{namespace}/{name}/files", tag = "Guest", params(ObjectPath, FileQuery),
     request_body(content = FileBytes, content_type = "application/octet-stream"),
     responses((status = 204, description = "Written"),
               (status = 400, description = "Not an absolute path or a bad mode", body = ErrorBody),
-              (status = 413, description = "Larger than 64 MiB")))]
+              (status = 413, description = "Larger than the upload limit (the message says it)", body = ErrorBody)))]
 async fn file_write(
     c: Caller,
     Path(p): Path<ObjectPath>,
     Query(q): Query<FileQuery>,
-    body: Bytes,
+    body: Body,
 ) -> Result<StatusCode> {
-    c.machines.write_file(&c.id, &p.namespace, &p.name, &q.path, q.mode.as_deref(), body.to_vec()).await?;
-    Ok(StatusCode::NO_CONTENT)
+    // The body limit (server.rs) cuts a body with no length at the limit: that error, seen
+    // here, becomes the 413 it is rather than a failed write.
+    let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = over.clone();
+    let data = body.into_data_stream().map(move |chunk| {
+        chunk.map_err(|e| {
+            let e = e.into_inner();
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            e
+        })
+    });
+    let written = c
+        .machines
+        .write_file(&c.id, &p.namespace, &p.name, &q.path, q.mode.as_deref(), reqwest::Body::wrap_stream(data))
+        .await;
+    match written {
+        Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) => {
+            Err(Error::new(Reason::PayloadTooLarge, crate::limits::upload_too_large(c.limits.max_upload_bytes)))
+        }
+        r => r.map(|()| StatusCode::NO_CONTENT),
+    }
 }
 
 /// Delete a file.

@@ -13,6 +13,7 @@ use super::SandboxHost;
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
 use crate::backend::{Backend, Op};
 use crate::engine::{BUSYBOX_TEMPLATE, Runtime, RuntimeError};
+use crate::files::{self, ByteStream, FileRead};
 use crate::proxy::Target;
 
 type Result<T> = std::result::Result<T, RuntimeError>;
@@ -193,15 +194,32 @@ impl Backend for SandboxHost {
         Box::pin(async move { Ok(SandboxHost::write_stdin(self, &vm.id, pid, data, close).await?) })
     }
 
-    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>> {
+    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileRead> {
         let path = path.to_string();
-        Box::pin(self.on_root(vm, move |root| super::fs::read_file(&root, &path, max)))
+        Box::pin(async move {
+            let (file, len) = self.on_root(vm, move |root| super::fs::open_read(&root, &path)).await?;
+            // Exactly the size announced (a file that grows meanwhile is cut there; one that
+            // shrinks ends the response early, which the client sees as an error).
+            let file = tokio::io::AsyncReadExt::take(tokio::fs::File::from_std(file), len);
+            Ok(FileRead { len: Some(len), body: files::chunks(file) })
+        })
     }
 
-    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: Vec<u8>, mode: u32) -> Op<'a, ()> {
-        let path = path.to_string();
+    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: ByteStream, mode: Option<u32>) -> Op<'a, u64> {
         let owner = self.guest_root(&vm.id);
-        Box::pin(self.on_root(vm, move |root| super::fs::write_file_owned(&root, &path, &data, mode, owner)))
+        Box::pin(async move {
+            let p = path.to_string();
+            let (upload, file) =
+                self.on_root(vm, move |root| super::fs::Upload::create(&root, &p, mode, owner)).await?;
+            let mut file = tokio::fs::File::from_std(file);
+            // On an error the upload is dropped uncommitted: the old file stays as it was.
+            let n = files::copy_in(data, &mut file, path).await?;
+            drop(file);
+            tokio::task::spawn_blocking(move || upload.commit())
+                .await
+                .map_err(|e| RuntimeError::Internal(e.to_string()))??;
+            Ok(n)
+        })
     }
 
     fn list_files<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, Vec<FileEntry>> {

@@ -106,52 +106,127 @@ fn prepare(root: &Path, path: &str) -> Result<(OwnedFd, PathBuf), FsError> {
     Ok((root_fd(root)?, rel))
 }
 
-pub fn read_file(root: &Path, path: &str, limit: u64) -> Result<Vec<u8>, FsError> {
+/// Opens a guest file for reading: the file and its size.
+pub fn open_read(root: &Path, path: &str) -> Result<(std::fs::File, u64), FsError> {
     let (rfd, rel) = prepare(root, path)?;
     let fd = resolve(&rfd, &rel, OFlags::RDONLY, Mode::empty(), path)?;
-    let mut f = std::fs::File::from(fd);
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+    let f = std::fs::File::from(fd);
+    let meta = f.metadata().map_err(|e| FsError::Io { path: path.into(), source: e })?;
+    if meta.is_dir() {
         return Err(FsError::IsDir(path.to_string()));
     }
+    Ok((f, meta.len()))
+}
+
+pub fn read_file(root: &Path, path: &str, limit: u64) -> Result<Vec<u8>, FsError> {
+    let (f, _) = open_read(root, path)?;
     let mut buf = Vec::new();
-    Read::by_ref(&mut f).take(limit).read_to_end(&mut buf).map_err(|e| FsError::Io { path: path.into(), source: e })?;
+    f.take(limit).read_to_end(&mut buf).map_err(|e| FsError::Io { path: path.into(), source: e })?;
     Ok(buf)
 }
 
 /// Writes a file, creating missing parent directories. The last component is never followed
 /// if it is a symlink.
 pub fn write_file(root: &Path, path: &str, data: &[u8], mode: u32) -> Result<(), FsError> {
-    write_file_owned(root, path, data, mode, None)
+    write_file_owned(root, path, data, Some(mode), None)
 }
 
 /// [`write_file`], giving what it creates (the file, missing directories) to `owner` (host
 /// uid, gid): in a sandbox with its own user namespace, guest root, so the guest can use what
-/// the runtime wrote. An existing file keeps its owner.
+/// the runtime wrote. An existing file keeps its owner (and, with no `mode`, its mode).
 pub fn write_file_owned(
     root: &Path,
     path: &str,
     data: &[u8],
-    mode: u32,
+    mode: Option<u32>,
     owner: Option<(u32, u32)>,
 ) -> Result<(), FsError> {
-    let give = |fd: &OwnedFd| -> Result<(), FsError> {
-        if let Some((uid, gid)) = owner {
-            rustix::fs::chownat(
-                fd,
-                "",
-                Some(rustix::fs::Uid::from_raw(uid)),
-                Some(rustix::fs::Gid::from_raw(gid)),
-                AtFlags::EMPTY_PATH,
-            )
-            .map_err(io(path))?;
+    let (upload, mut file) = Upload::create(root, path, mode, owner)?;
+    file.write_all(data).map_err(|e| FsError::Io { path: path.into(), source: e })?;
+    upload.commit()
+}
+
+/// A file being written: the bytes go to a temporary file beside the target, which takes the
+/// target's place on [`Upload::commit`]. An upload that fails half-way (a broken connection, a
+/// full disk) leaves the old file as it was, or none; dropped uncommitted, the temporary file
+/// is removed.
+pub struct Upload {
+    dir: OwnedFd,
+    temp: std::ffi::OsString,
+    name: std::ffi::OsString,
+    path: String,
+    committed: bool,
+}
+
+impl Upload {
+    /// Creates the temporary file (and missing parent directories, given to `owner`). `mode`
+    /// (default: the existing file's, else 644) and the owner (the existing file's, else
+    /// `owner`) are set on it now, so the file never shows with other rights.
+    pub fn create(
+        root: &Path,
+        path: &str,
+        mode: Option<u32>,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(Upload, std::fs::File), FsError> {
+        let (rfd, rel) = prepare(root, path)?;
+        let name = rel.file_name().ok_or_else(|| FsError::IsDir(path.to_string()))?.to_owned();
+        let dir = make_parents(&rfd, rel.parent().unwrap_or(Path::new("")), path, owner)?;
+        let existing = match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => match rustix::fs::FileType::from_raw_mode(st.st_mode) {
+                rustix::fs::FileType::RegularFile => Some(st),
+                rustix::fs::FileType::Directory => return Err(FsError::IsDir(path.to_string())),
+                // Never written through (a symlink) or replaced (a device, a socket).
+                _ => return Err(FsError::Escape(path.to_string())),
+            },
+            Err(rustix::io::Errno::NOENT) => None,
+            Err(e) => return Err(io(path)(e)),
+        };
+        let temp = std::ffi::OsString::from(format!(".kairon-upload-{}", uuid::Uuid::new_v4().simple()));
+        let fd = rustix::fs::openat(
+            &dir,
+            temp.as_os_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(io(path))?;
+        let upload = Upload { dir, temp, name, path: path.to_string(), committed: false };
+        // Owner first: a chown clears set-id bits, which the mode may ask for.
+        let (uid, gid) = match &existing {
+            Some(st) => (Some(st.st_uid), Some(st.st_gid)),
+            None => (owner.map(|o| o.0), owner.map(|o| o.1)),
+        };
+        if uid.is_some() {
+            rustix::fs::fchown(&fd, uid.map(rustix::fs::Uid::from_raw), gid.map(rustix::fs::Gid::from_raw))
+                .map_err(io(path))?;
         }
+        let mode = mode.or(existing.map(|st| st.st_mode)).unwrap_or(0o644) & 0o7777;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(io(path))?;
+        Ok((upload, std::fs::File::from(fd)))
+    }
+
+    /// Puts the written file in the target's place (one rename: a reader sees the old file or
+    /// the new one, whole).
+    pub fn commit(mut self) -> Result<(), FsError> {
+        rustix::fs::renameat(&self.dir, self.temp.as_os_str(), &self.dir, self.name.as_os_str())
+            .map_err(io(&self.path))?;
+        self.committed = true;
         Ok(())
-    };
-    let (rfd, rel) = prepare(root, path)?;
-    let name = rel.file_name().ok_or_else(|| FsError::IsDir(path.to_string()))?.to_owned();
-    let parent_rel = rel.parent().map(Path::to_path_buf).unwrap_or_default();
-    let mut dir = resolve(&rfd, Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
-    for c in parent_rel.components() {
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = rustix::fs::unlinkat(&self.dir, self.temp.as_os_str(), AtFlags::empty());
+        }
+    }
+}
+
+/// Opens (creating what is missing, given to `owner`) the directory `parent` under the root,
+/// one component at a time and never through a symlink.
+fn make_parents(rfd: &OwnedFd, parent: &Path, path: &str, owner: Option<(u32, u32)>) -> Result<OwnedFd, FsError> {
+    let mut dir = resolve(rfd, Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
+    for c in parent.components() {
         let created = match rustix::fs::mkdirat(&dir, c.as_os_str(), Mode::from_raw_mode(0o755)) {
             Ok(()) => true,
             Err(rustix::io::Errno::EXIST) => false,
@@ -160,7 +235,7 @@ pub fn write_file_owned(
         let next = rustix::fs::openat(
             &dir,
             c.as_os_str(),
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .map_err(|e| {
@@ -170,33 +245,13 @@ pub fn write_file_owned(
                 io(path)(e)
             }
         })?;
-        if created {
-            give(&next)?;
+        if created && let Some((uid, gid)) = owner {
+            rustix::fs::fchown(&next, Some(rustix::fs::Uid::from_raw(uid)), Some(rustix::fs::Gid::from_raw(gid)))
+                .map_err(io(path))?;
         }
         dir = next;
     }
-    let open = |flags: OFlags| {
-        rustix::fs::openat(
-            &dir,
-            name.as_os_str(),
-            OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | flags,
-            Mode::from_raw_mode(mode & 0o7777),
-        )
-        .map_err(|e| if e == rustix::io::Errno::LOOP { FsError::Escape(path.to_string()) } else { io(path)(e) })
-    };
-    let fd = match open(OFlags::CREATE | OFlags::EXCL) {
-        Ok(fd) => {
-            give(&fd)?;
-            fd
-        }
-        Err(FsError::Io { source, .. }) if source.raw_os_error() == Some(rustix::io::Errno::EXIST.raw_os_error()) => {
-            open(OFlags::TRUNC)?
-        }
-        Err(e) => return Err(e),
-    };
-    let mut f = std::fs::File::from(fd);
-    f.write_all(data).map_err(|e| FsError::Io { path: path.into(), source: e })?;
-    Ok(())
+    Ok(dir)
 }
 
 pub fn list_dir(root: &Path, path: &str) -> Result<Vec<FileEntry>, FsError> {
@@ -266,17 +321,42 @@ mod tests {
         write_file(r, "/work/dir/note.txt", b"hello", 0o600).unwrap();
         // Owned: what is created goes to the owner, what exists keeps its own.
         use std::os::unix::fs::MetadataExt;
-        write_file_owned(r, "/owned/a/b.txt", b"x", 0o644, Some((4242, 4343))).unwrap();
+        write_file_owned(r, "/owned/a/b.txt", b"x", Some(0o644), Some((4242, 4343))).unwrap();
         for p in ["owned", "owned/a", "owned/a/b.txt"] {
             let m = std::fs::metadata(r.join(p)).unwrap();
             assert_eq!((m.uid(), m.gid()), (4242, 4343), "{p}");
         }
-        write_file_owned(r, "/work/dir/note.txt", b"hello", 0o600, Some((4242, 4343))).unwrap();
+        write_file_owned(r, "/work/dir/note.txt", b"hello", Some(0o600), Some((4242, 4343))).unwrap();
         assert_eq!(std::fs::metadata(r.join("work/dir/note.txt")).unwrap().uid(), 0);
         assert_eq!(read_file(r, "work/dir/note.txt", 1 << 20).unwrap(), b"hello");
         let names: Vec<_> = list_dir(r, "/").unwrap().into_iter().map(|e| e.name).collect();
         assert_eq!(names, ["abs", "etc", "evil", "owned", "work"]);
         remove(r, "/work/dir/note.txt").unwrap();
         assert!(matches!(read_file(r, "/work/dir/note.txt", 10), Err(FsError::NotFound(_))));
+    }
+
+    #[test]
+    fn an_upload_replaces_the_file_whole_or_not_at_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write_file(r, "/bin/run.sh", b"old", 0o755).unwrap();
+        // Dropped half-written (a broken connection): the old file stays, no temporary file.
+        let (upload, mut f) = Upload::create(r, "/bin/run.sh", None, None).unwrap();
+        f.write_all(b"new, but not all of it").unwrap();
+        drop(upload);
+        assert_eq!(read_file(r, "/bin/run.sh", 100).unwrap(), b"old");
+        assert_eq!(list_dir(r, "/bin").unwrap().len(), 1, "the temporary file is gone");
+        // Committed with no mode: the content changes and the mode stays.
+        write_file_owned(r, "/bin/run.sh", b"new", None, None).unwrap();
+        assert_eq!(read_file(r, "/bin/run.sh", 100).unwrap(), b"new");
+        assert_eq!(std::fs::metadata(r.join("bin/run.sh")).unwrap().permissions().mode() & 0o7777, 0o755);
+        write_file_owned(r, "/bin/run.sh", b"x", Some(0o600), None).unwrap();
+        assert_eq!(std::fs::metadata(r.join("bin/run.sh")).unwrap().permissions().mode() & 0o7777, 0o600);
+        // A directory or a symlink in the file's place is refused, and left alone.
+        assert!(matches!(write_file(r, "/bin", b"x", 0o644), Err(FsError::IsDir(_))));
+        std::os::unix::fs::symlink("run.sh", r.join("bin/link")).unwrap();
+        assert!(matches!(write_file(r, "/bin/link", b"x", 0o644), Err(FsError::Escape(_))));
+        assert_eq!(read_file(r, "/bin/run.sh", 100).unwrap(), b"x");
     }
 }

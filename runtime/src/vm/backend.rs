@@ -12,6 +12,7 @@ use super::{VmHost, hostname_for, random_mac, random_machine_id};
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
 use crate::backend::{Backend, Op};
 use crate::engine::{Runtime, RuntimeError, require_running, valid_name};
+use crate::files::{ByteStream, FileRead};
 use crate::proxy::Target;
 
 type Result<T> = std::result::Result<T, RuntimeError>;
@@ -252,17 +253,17 @@ impl Backend for VmHost {
 
     // Files go through the guest agent, so the guest must be running.
 
-    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str, max: u64) -> Op<'a, Vec<u8>> {
+    fn read_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileRead> {
         Box::pin(async move {
             require_running(vm)?;
-            Ok(VmHost::read_file(self, &vm.id, path, max).await?)
+            Ok(FileRead { len: None, body: VmHost::read_file(self, &vm.id, path).await? })
         })
     }
 
-    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: Vec<u8>, mode: u32) -> Op<'a, ()> {
+    fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: ByteStream, mode: Option<u32>) -> Op<'a, u64> {
         Box::pin(async move {
             require_running(vm)?;
-            Ok(VmHost::write_file(self, &vm.id, path, &data, mode).await?)
+            Ok(VmHost::write_file(self, &vm.id, path, data, mode).await?)
         })
     }
 

@@ -43,11 +43,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use crate::api::{CreateVmRequest, ExecRequest, ExecResult, FileEntry, Process, ProcessState, Stats};
+use crate::files::ByteStream;
 use ga::{GaError, GuestAgent};
 use kairon_runtime_api::types::LogChunk;
 use qmp::{Qmp, QmpError};
@@ -1430,34 +1433,38 @@ impl VmHost {
         self.signal(id, r.guest_pid, signal).await
     }
 
-    pub async fn read_file(&self, id: &str, path: &str, max: u64) -> Result<Vec<u8>> {
+    /// Opens `path` in the guest: its bytes, read a chunk at a time as the caller takes them.
+    /// The guest agent is held for one chunk at a time, so other calls go on in between.
+    pub async fn read_file(&self, id: &str, path: &str) -> Result<ByteStream> {
         check_path(path)?;
         let run = self.running_or_err(id)?;
-        let mut ga = run.ga.lock().await;
-        let h = ga.file_open(path, "r").await?;
-        let mut out = Vec::new();
-        let r: Result<()> = async {
-            loop {
-                let (chunk, eof) = ga.file_read(h, CHUNK).await?;
-                out.extend_from_slice(&chunk);
-                if out.len() as u64 > max {
-                    return Err(VmError::Invalid(format!("{path} is larger than {max} bytes")));
+        let handle = run.ga.lock().await.file_open(path, "r").await?;
+        let file = GaFile { run, handle, open: true };
+        Ok(futures::stream::unfold(Some(file), |file| async move {
+            let file = file?;
+            let read = file.run.ga.lock().await.file_read(file.handle, CHUNK).await;
+            match read {
+                Ok((chunk, eof)) if eof || chunk.is_empty() => {
+                    file.close().await;
+                    (!chunk.is_empty()).then(|| (Ok(Bytes::from(chunk)), None))
                 }
-                if eof || chunk.is_empty() {
-                    return Ok(());
+                Ok((chunk, _)) => Some((Ok(Bytes::from(chunk)), Some(file))),
+                Err(e) => {
+                    file.close().await;
+                    Some((Err(std::io::Error::other(e.to_string())), None))
                 }
             }
-        }
-        .await;
-        let _ = ga.file_close(h).await;
-        r.map(|()| out)
+        })
+        .boxed())
     }
 
-    pub async fn write_file(&self, id: &str, path: &str, data: &[u8], mode: u32) -> Result<()> {
+    /// Writes `path` in the guest from `data` as it arrives (in place: the guest agent cannot
+    /// rename); `mode` is applied afterwards when given. The bytes written.
+    pub async fn write_file(&self, id: &str, path: &str, mut data: ByteStream, mode: Option<u32>) -> Result<u64> {
         check_path(path)?;
         let run = self.running_or_err(id)?;
         let opened = run.ga.lock().await.file_open(path, "w").await;
-        let h = match opened {
+        let handle = match opened {
             Ok(h) => h,
             Err(GaError::Command { desc, .. }) if desc.contains("No such file") => {
                 let parent = Path::new(path).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
@@ -1466,22 +1473,26 @@ impl VmHost {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut ga = run.ga.lock().await;
-        let mut r: Result<()> = Ok(());
-        for chunk in data.chunks(CHUNK) {
-            if let Err(e) = ga.file_write(h, chunk).await {
-                r = Err(e.into());
-                break;
+        let file = GaFile { run, handle, open: true };
+        let mut written = 0u64;
+        let copied: Result<()> = async {
+            while let Some(chunk) = data.next().await {
+                let chunk = chunk.map_err(|e| VmError::Invalid(crate::files::broken(path, e).to_string()))?;
+                for part in chunk.chunks(CHUNK) {
+                    file.run.ga.lock().await.file_write(file.handle, part).await?;
+                }
+                written += chunk.len() as u64;
             }
+            Ok(())
         }
-        let _ = ga.file_close(h).await;
-        drop(ga);
-        r?;
-        if mode != 0o644 {
+        .await;
+        file.close().await;
+        copied?;
+        if let Some(mode) = mode {
             let m = format!("{mode:o}");
             self.script(id, "chmod \"$1\" -- \"$2\"", &[&m, path], None).await?;
         }
-        Ok(())
+        Ok(written)
     }
 
     pub async fn list_files(&self, id: &str, path: &str) -> Result<Vec<FileEntry>> {
@@ -1772,6 +1783,35 @@ pub fn kill_all_under(dir: &Path) {
                 let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
             }
             crate::sandbox::reap(p.pid as u32);
+        }
+    }
+}
+
+/// A file the guest agent holds open: closed when done with, or (dropped early, e.g. a
+/// download the client left) in the background, so the guest agent's handles do not leak.
+struct GaFile {
+    run: Arc<Running>,
+    handle: i64,
+    open: bool,
+}
+
+impl GaFile {
+    async fn close(mut self) {
+        self.open = false;
+        let _ = self.run.ga.lock().await.file_close(self.handle).await;
+    }
+}
+
+impl Drop for GaFile {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let (run, handle) = (self.run.clone(), self.handle);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = run.ga.lock().await.file_close(handle).await;
+            });
         }
     }
 }
