@@ -95,23 +95,37 @@ async fn python_spec_example_runs_and_cleans_up() {
     assert_clean(&k, "agents").await;
 }
 
+/// The upload limit the SDK suites run under: their over-the-limit tests send one byte more,
+/// and it leaves room for the 100 MiB streaming check.
+const UPLOAD_LIMIT: &str = "120MiB";
+
 #[tokio::test(flavor = "multi_thread")]
 async fn python_sdk_is_typed_and_its_tests_pass() {
-    run("mypy --strict", Command::new(venv_bin("mypy")).current_dir(repo().join("sdk/python")));
-    let k = Kairon::start().expect("kairon up");
+    let python = repo().join("sdk/python");
+    run("mypy --strict", Command::new(venv_bin("mypy")).current_dir(&python));
+    run("mypy --strict scripts", Command::new(venv_bin("mypy")).args(["--strict", "scripts"]).current_dir(&python));
+    let k = Kairon::start_with(&["--max-upload-bytes", UPLOAD_LIMIT]).expect("kairon up");
     let mut cmd = Command::new(venv_bin("pytest"));
-    cmd.current_dir(repo().join("sdk/python")).args(["-q", "-p", "no:cacheprovider"]);
+    cmd.current_dir(&python).args(["-q", "-p", "no:cacheprovider"]);
     with_env(&mut cmd, &k);
     let out = run("pytest", &mut cmd);
     assert!(out.contains(" passed"), "{out}");
     assert_clean(&k, "sdk-tests").await;
+
+    // 100 MiB in and out through the files API, never whole in the client's memory.
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(python.join("scripts/stream_rss.py"));
+    with_env(&mut cmd, &k);
+    let out = run("scripts/stream_rss.py", &mut cmd);
+    assert!(out.contains("streamed 100 MiB in and out"), "{out}");
+    println!("python: {}", out.trim());
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn typescript_example_and_tests_pass() {
     let ts = repo().join("sdk/typescript");
     run("tsc", Command::new(ts.join("node_modules/.bin/tsc")).args(["-p", "."]).current_dir(&ts));
-    let k = Kairon::start().expect("kairon up");
+    let k = Kairon::start_with(&["--max-upload-bytes", UPLOAD_LIMIT]).expect("kairon up");
     let mut cmd = Command::new("node");
     cmd.arg("dist/examples/agent_sandbox.js").current_dir(&ts);
     with_env(&mut cmd, &k);

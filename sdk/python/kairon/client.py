@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from urllib.parse import quote, urlencode
 from uuid import UUID
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 
 import kairon_api
 from kairon_api.api.guest import (
     file_delete,
     file_list,
-    file_read,
-    file_write,
     machine_exec,
     process_get,
     process_kill,
@@ -59,7 +57,7 @@ from kairon_api.models import (
     ProcessKillSignal,
     ProcessLogs,
 )
-from kairon_api.types import UNSET, File, Response, Unset
+from kairon_api.types import UNSET, Response, Unset
 
 from ._http import DEFAULT_RETRIES, STREAMED, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
 from .errors import ApiError, GatewayTimeoutError, KaironConnectionError, error_from
@@ -78,6 +76,15 @@ def _ok(resp: Response[Any], want: type[T]) -> T:
     if not isinstance(resp.parsed, want):
         raise ApiError(int(resp.status_code), "UnexpectedResponse", f"expected {want.__name__}, got {resp.content[:200]!r}")
     return resp.parsed
+
+
+#: The size of the chunks a file is sent and received in.
+FILE_CHUNK = 1 << 20
+
+
+def _chunks_of(f: BinaryIO) -> Iterator[bytes]:
+    while chunk := f.read(FILE_CHUNK):
+        yield chunk
 
 
 def _done(resp: Response[Any]) -> None:
@@ -432,16 +439,38 @@ class UIClient:
 
     def read_file(self, name: str, path: str, namespace: str | None = None) -> bytes:
         """The bytes of the guest's file at the absolute `path`."""
-        f = _ok(file_read.sync_detailed(self._ns(namespace), name, client=self.api, path=path), File)
-        return f.payload.read()
+        return b"".join(self.read_file_stream(name, path, namespace=namespace))
 
-    def write_file(self, name: str, path: str, data: bytes, *, mode: str | None = None, namespace: str | None = None) -> None:
-        """Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`)."""
-        import io
+    def read_file_stream(self, name: str, path: str, *, chunk_size: int = FILE_CHUNK,
+                         namespace: str | None = None) -> Iterator[bytes]:
+        """The guest's file at the absolute `path`, in chunks as they arrive: never held whole."""
+        http = self.api.get_httpx_client()
+        with http.stream("GET", self._files(name, namespace), params={"path": path},
+                         extensions={STREAMED: True}) as r:
+            if r.status_code >= 400:
+                raise error_from(r.status_code, r.read())
+            yield from r.iter_bytes(chunk_size)
 
-        body = File(payload=io.BytesIO(data), mime_type="application/octet-stream")
-        m: str | Unset = mode if mode else UNSET
-        _done(file_write.sync_detailed(self._ns(namespace), name, client=self.api, body=body, path=path, mode=m))
+    def write_file(self, name: str, path: str, data: bytes | BinaryIO | Iterable[bytes], *,
+                   mode: str | None = None, namespace: str | None = None) -> None:
+        """Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`; without it an
+        existing file keeps its mode). A binary file object or an iterable of bytes is sent as it
+        is read, never whole; a sandbox's file is replaced only once all of it arrived."""
+        content: bytes | Iterator[bytes]
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            content = bytes(data)
+        elif hasattr(data, "read"):
+            content = _chunks_of(cast(BinaryIO, data))
+        else:
+            content = iter(data)
+        params = {"path": path, **({"mode": mode} if mode else {})}
+        r = self.api.get_httpx_client().put(self._files(name, namespace), params=params, content=content,
+                                            headers={"Content-Type": "application/octet-stream"})
+        if r.status_code >= 400:
+            raise error_from(r.status_code, r.content)
+
+    def _files(self, name: str, namespace: str | None) -> str:
+        return f"/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}/files"
 
     def list_files(self, name: str, path: str, namespace: str | None = None) -> list[FileEntry]:
         """The entries of the guest's directory at the absolute `path`."""

@@ -5,6 +5,10 @@
     sb.files.exists("/work/app.py")            # True
     sb.files.read_text("/work/app.py")         # "print('hi')"
     sb.files.remove("/work/data.bin")
+    sb.files.upload("model.bin", "/work/model.bin")      # streamed from disk, never whole in memory
+    sb.files.download("/work/out.csv", "out.csv")
+    sb.files.upload_dir("src", "/work/src")              # a directory, as one tar
+    sb.files.download_dir("/work/results", "results")
 
 A file larger than the server takes raises `PayloadTooLargeError`, whose message says the limit.
 """
@@ -12,9 +16,14 @@ A file larger than the server takes raises `PayloadTooLargeError`, whose message
 from __future__ import annotations
 
 import builtins
+import os
 import posixpath
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import shlex
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, BinaryIO
 
 from kairon_api.models import FileEntry
 
@@ -35,13 +44,41 @@ class Files:
         """The bytes of the file at `path` (`NotFoundError` if there is none)."""
         return self._sb.ui.read_file(self._sb.name, path, namespace=self._sb.namespace)
 
+    def read_stream(self, path: str, *, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        """The file at `path` in chunks as they arrive, for files too large to hold whole."""
+        return self._sb.ui.read_file_stream(self._sb.name, path, chunk_size=chunk_size,
+                                            namespace=self._sb.namespace)
+
+    def download(self, path: str, dest: str | os.PathLike[str] | BinaryIO) -> int:
+        """Streams the file at `path` into `dest` (a local path, or a binary file object); the
+        bytes written. A local file is written whole or not at all."""
+        if not isinstance(dest, (str, os.PathLike)):
+            return _copy(self.read_stream(path), dest)
+        target = os.fspath(dest)
+        fd, part = tempfile.mkstemp(prefix=".kairon-download-", dir=os.path.dirname(os.path.abspath(target)))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                n = _copy(self.read_stream(path), f)
+            os.replace(part, target)
+            return n
+        except BaseException:
+            os.unlink(part)
+            raise
+
+    def upload(self, src: str | os.PathLike[str], path: str, *, mode: str | None = None) -> None:
+        """Streams the local file `src` to `path`, never holding it whole."""
+        with open(src, "rb") as f:
+            self.write(path, f, mode=mode)
+
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """The file at `path`, decoded."""
         return self.read(path).decode(encoding)
 
-    def write(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
-        """Writes `data` (text is UTF-8) to `path`, replacing what is there (`mode` is octal, e.g.
-        `755`). Its directory must exist: `write_many` makes them."""
+    def write(self, path: str, data: bytes | str | BinaryIO | Iterable[bytes], *, mode: str | None = None) -> None:
+        """Writes `data` to `path`, replacing what is there: text (UTF-8), bytes, a binary file
+        object or an iterable of bytes (both sent as they are read, never whole). `mode` is
+        octal, e.g. `755`; without it an existing file keeps its own. Missing directories are
+        made; on a sandbox the old file is replaced only once all of the new one arrived."""
         raw = data.encode() if isinstance(data, str) else data
         self._sb.ui.write_file(self._sb.name, path, raw, mode=mode, namespace=self._sb.namespace)
 
@@ -71,9 +108,74 @@ class Files:
         """Deletes the file at `path` (`NotFoundError` if there is none)."""
         self._sb.ui.delete_file(self._sb.name, path, namespace=self._sb.namespace)
 
+    def upload_dir(self, src: str | os.PathLike[str], path: str) -> None:
+        """Copies the local directory `src` into `path` (made if missing), as one tar archive
+        streamed from a temporary local file and unpacked in the guest."""
+        _absolute(path)
+        remote = f"/tmp/.kairon-upload-{uuid.uuid4().hex}.tar"
+        with tempfile.TemporaryFile() as archive:
+            with tarfile.open(fileobj=archive, mode="w") as tar:
+                tar.add(os.fspath(src), arcname=".")
+            archive.seek(0)
+            self.write(remote, archive)
+        script = 'mkdir -p -- "$1" && tar -xf "$2" -C "$1"; rc=$?; rm -f -- "$2"; exit $rc'
+        self._sb.run(["sh", "-c", script, "sh", path, remote], check=True)
+
+    def download_dir(self, path: str, dest: str | os.PathLike[str]) -> None:
+        """Copies the guest directory `path` into the local `dest` (made if missing), as one tar
+        archive streamed to a temporary local file. Entries that would land outside `dest`
+        (absolute paths, `..`, links out) are refused."""
+        _absolute(path)
+        remote = f"/tmp/.kairon-download-{uuid.uuid4().hex}.tar"
+        self._sb.run(["sh", "-c", f"tar -cf {shlex.quote(remote)} -C \"$1\" .", "sh", path], check=True)
+        try:
+            with tempfile.TemporaryFile() as archive:
+                _copy(self.read_stream(remote), archive)
+                archive.seek(0)
+                os.makedirs(dest, exist_ok=True)
+                with tarfile.open(fileobj=archive, mode="r") as tar:
+                    _extract(tar, os.fspath(dest))
+        finally:
+            self.remove(remote)
+
     def make_dir(self, *paths: str) -> None:
         """Makes each directory, with its parents (no error when it exists)."""
         for p in paths:
-            if not p.startswith("/"):
-                raise ValueError(f"{p!r} is not an absolute path: paths in a sandbox start with /")
+            _absolute(p)
         self._sb.run(["mkdir", "-p", "--", *paths], check=True)
+
+
+def _absolute(path: str) -> None:
+    if not path.startswith("/"):
+        raise ValueError(f"{path!r} is not an absolute path: paths in a sandbox start with /")
+
+
+def _copy(chunks: Iterable[bytes], out: BinaryIO) -> int:
+    n = 0
+    for chunk in chunks:
+        out.write(chunk)
+        n += len(chunk)
+    return n
+
+
+def _inside(root: str, path: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def _extract(tar: tarfile.TarFile, dest: str) -> None:
+    """Unpacks `tar` into `dest`, refusing any entry that would land or point outside it (the
+    guest wrote the archive: it is not trusted), and devices."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = os.path.realpath(dest)
+    for m in tar.getmembers():
+        target = os.path.realpath(os.path.join(root, m.name))
+        if not _inside(root, target) or m.isdev():
+            raise ValueError(f"the archive's entry {m.name!r} would land outside {dest}")
+        if m.issym() or m.islnk():
+            base = os.path.dirname(target) if m.issym() else root
+            if not _inside(root, os.path.realpath(os.path.join(base, m.linkname))):
+                raise ValueError(f"the archive's link {m.name!r} -> {m.linkname!r} points outside {dest}")
+        m.mode &= 0o777  # no set-id bits from the guest
+    tar.extractall(dest)

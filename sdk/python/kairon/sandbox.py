@@ -438,13 +438,14 @@ class Sandbox:
 
     @property
     def files(self) -> Files:
-        """The sandbox's files: read, write, write_many, list, exists, remove, make_dir."""
+        """The sandbox's files: read, read_stream, write, write_many, upload, download, upload_dir,
+        download_dir, list, exists, remove, make_dir."""
         return Files(self)
 
     def write_file(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
-        """Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`)."""
-        raw = data.encode() if isinstance(data, str) else data
-        self.ui.write_file(self.name, path, raw, mode=mode, namespace=self.namespace)
+        """Writes `data` to the absolute `path` in the sandbox (`mode` is octal, e.g. `755`);
+        `files.write` also takes file objects and iterables, streamed."""
+        self.files.write(path, data, mode=mode)
 
     def read_file(self, path: str) -> bytes:
         """The bytes of the sandbox's file at the absolute `path`."""

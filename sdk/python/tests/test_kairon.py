@@ -359,3 +359,23 @@ def test_a_quota_refusal_is_its_own_forbidden_error() -> None:
 def test_version_is_the_distributions() -> None:
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
     assert f'name = "kairon-sdk"\nversion = "{kairon.__version__}"' in pyproject
+
+
+def test_an_archive_from_the_guest_cannot_write_outside_its_destination(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from kairon.files import _extract
+
+    for name, kind, link in [("../evil.txt", tarfile.REGTYPE, ""), ("/abs.txt", tarfile.REGTYPE, ""),
+                             ("out", tarfile.SYMTYPE, "/etc"), ("up", tarfile.SYMTYPE, "../..")]:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, link
+            tar.addfile(info, io.BytesIO(b""))
+        buf.seek(0)
+        dest = tmp_path / f"dest-{len(list(tmp_path.iterdir()))}"
+        with tarfile.open(fileobj=buf, mode="r") as tar, pytest.raises((ValueError, tarfile.TarError)):
+            _extract(tar, str(dest))
+    assert not (tmp_path / "evil.txt").exists() and not Path("/abs.txt").exists()

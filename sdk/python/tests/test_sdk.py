@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 import time
 import uuid
 from collections.abc import Callable
@@ -86,10 +87,46 @@ def test_files_list_check_remove_and_make_dirs(sandbox: Sandbox) -> None:
 
 
 def test_a_file_over_the_upload_limit_is_a_typed_error_that_says_the_limit(sandbox: Sandbox) -> None:
+    # tests/tests/sdk.rs runs kairon up with --max-upload-bytes 120MiB.
     with pytest.raises(PayloadTooLargeError) as e:
-        sandbox.files.write("/tmp/huge.bin", b"\0" * (64 * 1024 * 1024 + 1))
-    assert e.value.status == 413 and "64 MiB" in e.value.message, e.value.message
+        sandbox.files.write("/tmp/huge.bin", b"\0" * (120 * 1024 * 1024 + 1))
+    assert e.value.status == 413 and "120 MiB" in e.value.message, e.value.message
     assert not sandbox.files.exists("/tmp/huge.bin")
+
+
+def test_files_stream_both_ways_and_directories_copy_as_tar(sandbox: Sandbox, tmp_path: pathlib.Path) -> None:
+    files = sandbox.files
+    # From an iterable and from a file object, back as chunks and into a local file.
+    files.write("/tmp/streamed/parts.txt", (f"part {i}\n".encode() for i in range(1000)))
+    want = b"".join(f"part {i}\n".encode() for i in range(1000))
+    assert b"".join(files.read_stream("/tmp/streamed/parts.txt", chunk_size=1024)) == want
+    local = tmp_path / "parts.txt"
+    assert files.download("/tmp/streamed/parts.txt", local) == len(want) and local.read_bytes() == want
+    with open(local, "rb") as f:
+        files.write("/tmp/streamed/again.txt", f, mode="600")
+    files.upload(local, "/tmp/streamed/uploaded.txt")
+    assert files.read("/tmp/streamed/again.txt") == want == files.read("/tmp/streamed/uploaded.txt")
+    modes = {e.name: e.mode for e in files.list("/tmp/streamed")}
+    assert modes["again.txt"] == 0o600, modes
+    with pytest.raises(NotFoundError):
+        files.download("/tmp/streamed/none.txt", tmp_path / "none.txt")
+    assert not (tmp_path / "none.txt").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["parts.txt"]
+
+    # A directory up as one tar, and down again.
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("x = 1\n")
+    (src / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "run.sh").chmod(0o755)
+    files.upload_dir(src, "/tmp/tree")
+    assert sandbox.run("/tmp/tree/run.sh", check=True).stdout == "ran\n"
+    sandbox.run("echo made-in-guest > /tmp/tree/pkg/new.txt", check=True)
+    dest = tmp_path / "back"
+    files.download_dir("/tmp/tree", dest)
+    assert (dest / "pkg" / "mod.py").read_text() == "x = 1\n"
+    assert (dest / "pkg" / "new.txt").read_text() == "made-in-guest\n"
+    assert os.access(dest / "run.sh", os.X_OK)
+    assert not [e.name for e in files.list("/tmp") if e.name.startswith(".kairon-")], "no archive left behind"
 
 
 def test_background_process_wait_logs_kill(sandbox: Sandbox) -> None:

@@ -117,7 +117,8 @@ def sync_detailed(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Response[ErrorBody | File]:
-    """Download a file.
+    """Download a file, streamed (with its Content-Length when the size is known up front: on
+    sandboxes).
 
     Args:
         namespace (str):
@@ -155,7 +156,8 @@ def sync(
     path: str,
     mode: str | Unset = UNSET,
 ) -> ErrorBody | File | None:
-    """Download a file.
+    """Download a file, streamed (with its Content-Length when the size is known up front: on
+    sandboxes).
 
     Args:
         namespace (str):
@@ -188,7 +190,8 @@ async def asyncio_detailed(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Response[ErrorBody | File]:
-    """Download a file.
+    """Download a file, streamed (with its Content-Length when the size is known up front: on
+    sandboxes).
 
     Args:
         namespace (str):
@@ -224,7 +227,8 @@ async def asyncio(
     path: str,
     mode: str | Unset = UNSET,
 ) -> ErrorBody | File | None:
-    """Download a file.
+    """Download a file, streamed (with its Content-Length when the size is known up front: on
+    sandboxes).
 
     Args:
         namespace (str):

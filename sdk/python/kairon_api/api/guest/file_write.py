@@ -77,7 +77,8 @@ def _parse_response(
         return response_409
 
     if response.status_code == 413:
-        response_413 = cast(Any, None)
+        response_413 = ErrorBody.from_dict(response.json())
+
         return response_413
 
     if response.status_code == 422:
@@ -126,7 +127,10 @@ def sync_detailed(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
-    """Upload a file (at most 64 MiB), replacing what is there.
+    """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    file keeps its mode, a new one gets 644.
 
     Args:
         namespace (str):
@@ -167,7 +171,10 @@ def sync(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Any | ErrorBody | None:
-    """Upload a file (at most 64 MiB), replacing what is there.
+    """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    file keeps its mode, a new one gets 644.
 
     Args:
         namespace (str):
@@ -203,7 +210,10 @@ async def asyncio_detailed(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
-    """Upload a file (at most 64 MiB), replacing what is there.
+    """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    file keeps its mode, a new one gets 644.
 
     Args:
         namespace (str):
@@ -242,7 +252,10 @@ async def asyncio(
     path: str,
     mode: str | Unset = UNSET,
 ) -> Any | ErrorBody | None:
-    """Upload a file (at most 64 MiB), replacing what is there.
+    """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    file keeps its mode, a new one gets 644.
 
     Args:
         namespace (str):
