@@ -141,6 +141,14 @@ async fn typescript_example_and_tests_pass() {
     let out = run("node --test", &mut cmd);
     assert!(out.contains("# fail 0"), "{out}");
     assert_clean(&k, "sdk-ts-tests").await;
+
+    // 100 MiB in and out through the files API, never whole in the client's memory.
+    let mut cmd = Command::new("node");
+    cmd.args(["--expose-gc", "dist/examples/stream_rss.js"]).current_dir(&ts);
+    with_env(&mut cmd, &k);
+    let out = run("examples/stream_rss.ts", &mut cmd);
+    assert!(out.contains("streamed 100 MiB in and out"), "{out}");
+    println!("typescript: {}", out.trim());
 }
 
 /// Runs `script` (a program that prints `created`, waits for a line, then works through a

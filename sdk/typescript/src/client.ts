@@ -424,7 +424,8 @@ export class UIClient {
       for await (const c of res) chunks.push(c as Buffer);
       throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
     }
-    for await (const chunk of res) yield new Uint8Array(chunk as Buffer);
+    // A Buffer is a Uint8Array: handed on as is (a `new Uint8Array(b)` would copy it).
+    for await (const chunk of res) yield chunk as Buffer;
   }
   /** Sends `signal` to a background process. */
   async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {
@@ -443,6 +444,23 @@ export class UIClient {
     if (!a.response.ok) throw errorFrom(a.response.status, a.error);
     return new Uint8Array(a.data as ArrayBuffer);
   }
+  /** The guest's file at the absolute `path`, in chunks as they arrive: never held whole. */
+  async *readFileStream(name: string, path: string, namespace?: string): AsyncGenerator<Uint8Array> {
+    const url = `${this.url}${this.#files(name, namespace)}?path=${encodeURIComponent(path)}`;
+    const res = await this.#transport.get(url, { authorization: `Bearer ${this.#token}` });
+    const status = res.statusCode ?? 0;
+    if (status >= 400) {
+      const chunks: Buffer[] = [];
+      for await (const c of res) chunks.push(c as Buffer);
+      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
+    }
+    // A Buffer is a Uint8Array: handed on as is (a `new Uint8Array(b)` would copy it).
+    for await (const chunk of res) yield chunk as Buffer;
+  }
+  #files(name: string, namespace?: string): string {
+    const seg = encodeURIComponent;
+    return `/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/files`;
+  }
   /** The entries of the guest's directory at the absolute `path`. */
   async listFiles(name: string, path: string, namespace?: string): Promise<FileEntry[]> {
     return ok(
@@ -459,8 +477,23 @@ export class UIClient {
       }),
     );
   }
-  /** Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`). */
-  async writeFile(name: string, path: string, data: Uint8Array | string, opts: { mode?: string; namespace?: string } = {}): Promise<void> {
+  /** Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`; without it an
+   * existing file keeps its mode). An iterable of chunks (a file's read stream) is sent as it
+   * is produced, never whole; a sandbox's file is replaced only once all of it arrived. */
+  async writeFile(
+    name: string,
+    path: string,
+    data: Uint8Array | string | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    opts: { mode?: string; namespace?: string } = {},
+  ): Promise<void> {
+    if (typeof data !== "string" && !(data instanceof Uint8Array)) {
+      const query = new URLSearchParams({ path, ...(opts.mode ? { mode: opts.mode } : {}) });
+      const url = `${this.url}${this.#files(name, opts.namespace)}?${query}`;
+      const headers = { authorization: `Bearer ${this.#token}`, "content-type": "application/octet-stream" };
+      const a = await this.#transport.upload("PUT", url, headers, data);
+      if (a.status >= 400) throw errorFrom(a.status, a.body.toString("utf8"));
+      return;
+    }
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
     done(
       await this.api.PUT("/api/v1/machines/{namespace}/{name}/files", {

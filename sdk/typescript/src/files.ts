@@ -6,10 +6,16 @@
  *     await sb.files.exists("/work/app.py");     // true
  *     await sb.files.readText("/work/app.py");   // "print('hi')"
  *     await sb.files.remove("/work/data.bin");
+ *     await sb.files.upload("model.bin", "/work/model.bin");   // streamed from disk, never whole in memory
+ *     await sb.files.download("/work/out.csv", "out.csv");
  *
  * A file larger than the server takes throws `PayloadTooLargeError`, whose message says the limit.
  */
 
+import { createReadStream, createWriteStream } from "node:fs";
+import { rename, unlink } from "node:fs/promises";
+import * as nodePath from "node:path";
+import { once } from "node:events";
 import type { FileEntry } from "./client.js";
 import { NotFoundError } from "./errors.js";
 import type { Sandbox } from "./sandbox.js";
@@ -26,14 +32,52 @@ export class Files {
     return this.sb.ui.readFile(this.sb.name, path, this.sb.namespace);
   }
 
+  /** The file at `path` in chunks as they arrive, for files too large to hold whole. */
+  readStream(path: string): AsyncGenerator<Uint8Array> {
+    return this.sb.ui.readFileStream(this.sb.name, path, this.sb.namespace);
+  }
+
+  /** Streams the file at `path` into the local file `dest`, written whole or not at all; the
+   * bytes written. */
+  async download(path: string, dest: string): Promise<number> {
+    const part = nodePath.join(nodePath.dirname(nodePath.resolve(dest)), `.kairon-download-${process.pid}-${Date.now()}`);
+    const out = createWriteStream(part, { flags: "wx" });
+    let n = 0;
+    try {
+      for await (const chunk of this.readStream(path)) {
+        n += chunk.byteLength;
+        if (!out.write(chunk)) await once(out, "drain");
+      }
+      out.end();
+      await once(out, "finish");
+      await rename(part, dest);
+      return n;
+    } catch (e) {
+      out.destroy();
+      await unlink(part).catch(() => {});
+      throw e;
+    }
+  }
+
+  /** Streams the local file `src` to `path`, never holding it whole. */
+  async upload(src: string, path: string, opts: { mode?: string } = {}): Promise<void> {
+    await this.write(path, createReadStream(src, { highWaterMark: 1 << 20 }), opts);
+  }
+
   /** The file at `path`, decoded as UTF-8. */
   async readText(path: string): Promise<string> {
     return new TextDecoder().decode(await this.read(path));
   }
 
-  /** Writes `data` (text is UTF-8) to `path`, replacing what is there (`mode` is octal, e.g.
-   * `755`). Its directory must exist: `writeMany` makes them. */
-  async write(path: string, data: Uint8Array | string, opts: { mode?: string } = {}): Promise<void> {
+  /** Writes `data` to `path`, replacing what is there: text (UTF-8), bytes, or an iterable of
+   * chunks (a read stream, a generator: sent as produced, never whole). `mode` is octal, e.g.
+   * `755`; without it an existing file keeps its own. Missing directories are made; on a
+   * sandbox the old file is replaced only once all of the new one arrived. */
+  async write(
+    path: string,
+    data: Uint8Array | string | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+    opts: { mode?: string } = {},
+  ): Promise<void> {
     await this.sb.ui.writeFile(this.sb.name, path, data, { ...opts, namespace: this.sb.namespace });
   }
 

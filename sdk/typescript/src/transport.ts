@@ -54,7 +54,7 @@ const tlsRefused = (code: string) =>
 
 class ReadTimeout extends Error {}
 
-interface Answer {
+export interface Answer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: Buffer;
@@ -216,6 +216,55 @@ export class Transport {
         }
         await sleep(backoff(attempt));
       }
+    }
+  }
+
+  /** Sends `chunks` as a request body as they are produced (an upload from a file), never
+   * holding them all: each chunk waits for the connection to drain. The server's 100 Continue
+   * comes first, so a refusal of the request itself arrives before any of it is sent; an answer
+   * that arrives mid-body (413 at the upload limit) stops the sending. Never retried once sent:
+   * the chunks cannot be produced twice. */
+  async upload(method: string, url: string, headers: Record<string, string>, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<Answer> {
+    const u = new URL(url);
+    const all = { "user-agent": USER_AGENT, ...headers, expect: "100-continue" };
+    const mod = u.protocol === "https:" ? https : http;
+    let answered = false;
+    const req = mod.request(u, { method, headers: all, agent: this.#agent(u.protocol) });
+    const answer = new Promise<Answer>((resolve, reject) => {
+      req.on("response", (res) => {
+        answered = true;
+        const got: Buffer[] = [];
+        res.on("data", (c: Buffer) => got.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(got) }));
+        res.on("error", reject);
+      });
+      req.on("error", (e) => {
+        if (!answered) reject(e);
+      });
+    });
+    answer.catch(() => {});
+    req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+    const proceed = await Promise.race([
+      new Promise<boolean>((r) => req.once("continue", () => r(true))),
+      answer.then(() => false, () => false),
+      sleep(EXPECT_CONTINUE_WAIT_MS).then(() => true),
+    ]);
+    try {
+      if (proceed) {
+        for await (const chunk of chunks) {
+          if (answered || req.destroyed) break;
+          if (!req.write(chunk)) await new Promise<void>((r) => req.once("drain", () => r()).once("close", () => r()));
+        }
+      }
+      if (!answered && !req.destroyed) req.end();
+      const a = await answer;
+      if (!req.writableEnded) req.destroy();
+      return a;
+    } catch (e) {
+      req.destroy();
+      if (e instanceof ReadTimeout) throw new KaironTimeoutError(`${method} ${u.href}: ${e.message}`, { cause: e });
+      const err = e instanceof Error ? e : new Error(String(e));
+      throw new KaironConnectionError(`${method} ${u.href}: the upload failed: ${err.message}`, { cause: err });
     }
   }
 

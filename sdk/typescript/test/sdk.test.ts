@@ -94,13 +94,50 @@ describe("Sandbox", { timeout: 900_000 }, () => {
   });
 
   it("a file over the upload limit throws PayloadTooLargeError saying the limit", async () => {
-    await assert.rejects(sb.files.write("/tmp/huge.bin", new Uint8Array(64 * 1024 * 1024 + 1)), (e: unknown) => {
+    // tests/tests/sdk.rs runs kairon up with --max-upload-bytes 120MiB.
+    const over = 120 * 1024 * 1024 + 1;
+    await assert.rejects(sb.files.write("/tmp/huge.bin", new Uint8Array(over)), (e: unknown) => {
       assert.ok(e instanceof PayloadTooLargeError, String(e));
       assert.equal(e.status, 413);
-      assert.match(e.serverMessage, /64 MiB/);
+      assert.match(e.serverMessage, /120 MiB/);
       return true;
     });
+    // Streamed with no length: cut at the limit as it arrives, the same typed error.
+    const chunks = function* () {
+      for (let sent = 0; sent < over; sent += 1 << 20) yield new Uint8Array(Math.min(1 << 20, over - sent));
+    };
+    await assert.rejects(sb.files.write("/tmp/huge.bin", chunks()), PayloadTooLargeError);
     assert.ok(!(await sb.files.exists("/tmp/huge.bin")));
+  });
+
+  it("files stream both ways: from iterables and local files, to chunks and local files", async () => {
+    const { mkdtemp, readFile, writeFile, readdir, rm } = await import("node:fs/promises");
+    const { tmpdir } = await import("node:os");
+    const { join } = await import("node:path");
+    const dir = await mkdtemp(join(tmpdir(), "kairon-ts-"));
+    try {
+      const parts = async function* () {
+        for (let i = 0; i < 1000; i++) yield new TextEncoder().encode(`part ${i}\n`);
+      };
+      const want = Array.from({ length: 1000 }, (_, i) => `part ${i}\n`).join("");
+      await sb.files.write("/tmp/streamed/parts.txt", parts());
+      let back = "";
+      const decoder = new TextDecoder();
+      for await (const c of sb.files.readStream("/tmp/streamed/parts.txt")) back += decoder.decode(c, { stream: true });
+      assert.equal(back, want);
+      const local = join(dir, "parts.txt");
+      assert.equal(await sb.files.download("/tmp/streamed/parts.txt", local), want.length);
+      assert.equal(await readFile(local, "utf8"), want);
+      await writeFile(join(dir, "up.txt"), want);
+      await sb.files.upload(join(dir, "up.txt"), "/tmp/streamed/uploaded.txt", { mode: "600" });
+      assert.equal(await sb.files.readText("/tmp/streamed/uploaded.txt"), want);
+      const modes = Object.fromEntries((await sb.files.list("/tmp/streamed")).map((e) => [e.name, e.mode]));
+      assert.equal(modes["uploaded.txt"], 0o600);
+      await assert.rejects(sb.files.download("/tmp/streamed/none.txt", join(dir, "none.txt")), NotFoundError);
+      assert.deepEqual((await readdir(dir)).sort(), ["parts.txt", "up.txt"], "nothing half-written is left");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("starts a process, waits, reads its logs and kills another", async () => {

@@ -328,9 +328,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download a file. */
+        /**
+         * Download a file, streamed (with its Content-Length when the size is known up front: on
+         *     sandboxes).
+         */
         get: operations["file_read"];
-        /** Upload a file (at most 64 MiB), replacing what is there. */
+        /**
+         * Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
+         *     The body streams to the guest as it arrives; on a sandbox the old file is replaced only
+         *     once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+         *     file keeps its mode, a new one gets 644.
+         */
         put: operations["file_write"];
         post?: never;
         /** Delete a file. */
@@ -4722,12 +4730,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Larger than 64 MiB */
+            /** @description Larger than the upload limit (the message says it) */
             413: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
             /** @description The node's runtime refused the request as invalid: the message says why */
             422: {
