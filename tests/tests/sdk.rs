@@ -110,6 +110,7 @@ async fn python_sdk_is_typed_and_its_tests_pass() {
     with_env(&mut cmd, &k);
     let out = run("pytest", &mut cmd);
     assert!(out.contains(" passed"), "{out}");
+    println!("pytest: {}", out.lines().last().unwrap_or_default());
     assert_clean(&k, "sdk-tests").await;
 
     // 100 MiB in and out through the files API, never whole in the client's memory.

@@ -6,6 +6,8 @@
     with k.sandbox.create(template="busybox") as sb:
         print(sb.run("uname -a", check=True).stdout)
 
+For asyncio, `kairon.aio` has the same surface to await: `AsyncKairon`, `AsyncSandbox`.
+
 `Kairon` is the entry point; `Client` is the Kubernetes-compatible API, `UIClient` the REST API
 (on the client generated from `openapi/openapi.json`, package `kairon_api`), `Sandbox` a Machine
 to work in. Every error is a `KaironError`; the SDK logs to `logging.getLogger("kairon")`.
@@ -44,9 +46,15 @@ from .files import Files
 from .forward import PortForward
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source
 from ._kairon import Kairon, Sandboxes
+from .aio import AsyncFiles, AsyncKairon, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
 
 __all__ = [
     "ApiError",
+    "AsyncFiles",
+    "AsyncKairon",
+    "AsyncSandbox",
+    "AsyncSandboxProcess",
+    "AsyncSandboxes",
     "BadRequestError",
     "Client",
     "CommandError",

@@ -1,0 +1,373 @@
+"""asyncio: `AsyncKairon`, `AsyncSandbox`, `AsyncSandboxProcess` and `AsyncFiles`, the sync API's
+surface to `await`.
+
+    from kairon.aio import AsyncKairon
+
+    async with AsyncKairon() as k:
+        async with await k.sandbox.create(template="busybox") as sb:
+            print((await sb.run("uname -a", check=True)).stdout)
+            p = await sb.start("for i in 1 2 3; do echo $i; sleep 1; done")
+            async for out in p:
+                print(out.stream, out.data)
+
+One core, not two copies of the logic: each call runs the sync implementation (its retries,
+typed errors, waits and rollbacks) on a worker thread with `asyncio.to_thread`, so the event
+loop never waits on the network, and many sandboxes are driven at once with `asyncio.gather`.
+Streams (a process's output, a file's chunks) are async iterators; `run`'s `on_stdout` /
+`on_stderr` callbacks are called on the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import datetime
+import os
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, BinaryIO, TypeVar
+
+from kairon_api.models import FileEntry, Machine
+
+from ._http import DEFAULT_RETRIES
+from ._kairon import Kairon
+from .client import Client, UIClient
+from .forward import PortForward
+from .sandbox import Output, RunResult, Sandbox, SandboxProcess
+
+T = TypeVar("T")
+_END = object()
+
+
+async def _iterate(it: Iterator[T]) -> AsyncIterator[T]:
+    """`it`, each step taken on a worker thread."""
+    while True:
+        item = await asyncio.to_thread(next, it, _END)
+        if item is _END:
+            return
+        yield item  # type: ignore[misc]
+
+
+def _blocking(chunks: AsyncIterable[bytes], loop: asyncio.AbstractEventLoop) -> Iterator[bytes]:
+    """An async iterable read from a worker thread: each step runs on `loop`."""
+    it = aiter(chunks)
+    while True:
+        try:
+            yield asyncio.run_coroutine_threadsafe(anext(it), loop).result()  # type: ignore[arg-type]
+        except StopAsyncIteration:
+            return
+
+
+def _on_loop(hand: Callable[[str], None] | None, loop: asyncio.AbstractEventLoop) -> Callable[[str], None] | None:
+    """`hand`, called on `loop`'s thread whichever thread calls the result."""
+    if hand is None:
+        return None
+    target = hand
+
+    def on_loop(data: str) -> None:
+        loop.call_soon_threadsafe(target, data)
+
+    return on_loop
+
+
+class AsyncSandboxProcess:
+    """A background process (`await sb.start(...)`, `await sb.process(pid)`): `async for out in p`
+    yields its `Output` as it is produced until it exits, resuming where it stopped after a broken
+    connection."""
+
+    def __init__(self, sync: SandboxProcess) -> None:
+        """Wraps the sync handle (`AsyncSandbox.start` makes this for you)."""
+        self.sync = sync
+
+    @property
+    def pid(self) -> str:
+        return self.sync.pid
+
+    @property
+    def command(self) -> builtins.list[str]:
+        return self.sync.command
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code, once the output was read to the end or `wait` returned."""
+        return self.sync.exit_code
+
+    def __aiter__(self) -> AsyncIterator[Output]:
+        return self.output()
+
+    def output(self, *, reconnect_for: float = 60.0) -> AsyncIterator[Output]:
+        """The output from where this handle stopped, as it comes, until the process exits."""
+        return _iterate(self.sync.output(reconnect_for=reconnect_for))
+
+    async def wait(self, timeout: float = 600.0) -> int | None:
+        """Waits for the process to exit; its exit code (None when a signal ended it)."""
+        return await asyncio.to_thread(self.sync.wait, timeout)
+
+    async def running(self) -> bool:
+        return await asyncio.to_thread(self.sync.running)
+
+    async def logs(self, stream: str = "stdout") -> str:
+        return await asyncio.to_thread(self.sync.logs, stream)
+
+    async def write(self, data: str | bytes) -> None:
+        """Writes to the process's kept-open stdin."""
+        await asyncio.to_thread(self.sync.write, data)
+
+    async def close_stdin(self) -> None:
+        await asyncio.to_thread(self.sync.close_stdin)
+
+    async def kill(self, signal: str | None = None) -> None:
+        await asyncio.to_thread(self.sync.kill, signal)
+
+    def __repr__(self) -> str:
+        return f"AsyncSandboxProcess({self.pid!r}, {self.command!r})"
+
+
+class AsyncFiles:
+    """A sandbox's files (`sb.files`), as `kairon.Files`, awaitable. Large files stream both
+    ways: `write` takes an async iterable of bytes too."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._files = sandbox.files
+
+    async def read(self, path: str) -> bytes:
+        return await asyncio.to_thread(self._files.read, path)
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return await asyncio.to_thread(self._files.read_text, path, encoding)
+
+    def read_stream(self, path: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
+        """The file in chunks as they arrive."""
+        return _iterate(self._files.read_stream(path, chunk_size=chunk_size))
+
+    async def download(self, path: str, dest: str | os.PathLike[str] | BinaryIO) -> int:
+        return await asyncio.to_thread(self._files.download, path, dest)
+
+    async def upload(self, src: str | os.PathLike[str], path: str, *, mode: str | None = None) -> None:
+        await asyncio.to_thread(self._files.upload, src, path, mode=mode)
+
+    async def write(self, path: str, data: bytes | str | BinaryIO | Iterable[bytes] | AsyncIterable[bytes], *,
+                    mode: str | None = None) -> None:
+        """Writes `data` (text, bytes, a file object, or an iterable or async iterable of bytes,
+        sent as produced) to `path`."""
+        if isinstance(data, AsyncIterable):
+            data = _blocking(data, asyncio.get_running_loop())
+        await asyncio.to_thread(self._files.write, path, data, mode=mode)
+
+    async def write_many(self, files: Mapping[str, bytes | str], *, mode: str | None = None) -> None:
+        await asyncio.to_thread(self._files.write_many, files, mode=mode)
+
+    async def list(self, path: str) -> builtins.list[FileEntry]:
+        return await asyncio.to_thread(self._files.list, path)
+
+    async def exists(self, path: str) -> bool:
+        return await asyncio.to_thread(self._files.exists, path)
+
+    async def remove(self, path: str) -> None:
+        await asyncio.to_thread(self._files.remove, path)
+
+    async def make_dir(self, *paths: str) -> None:
+        await asyncio.to_thread(self._files.make_dir, *paths)
+
+    async def upload_dir(self, src: str | os.PathLike[str], path: str) -> None:
+        await asyncio.to_thread(self._files.upload_dir, src, path)
+
+    async def download_dir(self, path: str, dest: str | os.PathLike[str]) -> None:
+        await asyncio.to_thread(self._files.download_dir, path, dest)
+
+
+class AsyncSandbox:
+    """A Machine to work in, as `kairon.Sandbox`, awaitable: `await AsyncSandbox.create(...)`,
+    `claim_from`, `connect`, `list`; `async with` closes it (deletes it, or releases its claim)."""
+
+    def __init__(self, sync: Sandbox) -> None:
+        """Wraps a sync `Sandbox` (the constructors make this for you)."""
+        self.sync = sync
+        self.files = AsyncFiles(sync)
+
+    @property
+    def name(self) -> str:
+        return self.sync.name
+
+    @property
+    def namespace(self) -> str:
+        return self.sync.namespace
+
+    @property
+    def claim(self) -> str | None:
+        return self.sync.claim
+
+    # Making one.
+
+    @classmethod
+    async def create(cls, kube: Client, ui: UIClient, image: str | None = None, **options: Any) -> AsyncSandbox:
+        """`Sandbox.create`, with the same options; returns once commands run in it."""
+        return cls(await asyncio.to_thread(Sandbox.create, kube, ui, image, **options))
+
+    @classmethod
+    async def claim_from(cls, kube: Client, ui: UIClient, pool: str, **options: Any) -> AsyncSandbox:
+        """`Sandbox.claim_from`: a warm member of the pool."""
+        return cls(await asyncio.to_thread(Sandbox.claim_from, kube, ui, pool, **options))
+
+    @classmethod
+    async def connect(cls, kube: Client, ui: UIClient, name: str, *, namespace: str | None = None,
+                      ready_timeout: float | None = None) -> AsyncSandbox:
+        """`Sandbox.connect`: attaches to an existing Machine."""
+        sb = await asyncio.to_thread(Sandbox.connect, kube, ui, name, namespace=namespace, ready_timeout=ready_timeout)
+        return cls(sb)
+
+    @classmethod
+    async def list(cls, kube: Client, ui: UIClient, *, labels: dict[str, str] | None = None,
+                   namespace: str | None = None) -> builtins.list[AsyncSandbox]:
+        """`Sandbox.list`: the namespace's sandboxes."""
+        found = await asyncio.to_thread(Sandbox.list, kube, ui, labels=labels, namespace=namespace)
+        return [cls(sb) for sb in found]
+
+    # Working in it.
+
+    async def run(self, cmd: str | builtins.list[str], *, check: bool = False, stdin: str | None = None,
+                  cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None,
+                  on_stdout: Callable[[str], None] | None = None,
+                  on_stderr: Callable[[str], None] | None = None) -> RunResult:
+        """`Sandbox.run`; `on_stdout` / `on_stderr` are called on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(self.sync.run, cmd, check=check, stdin=stdin, cwd=cwd, env=env,
+                                       timeout=timeout, on_stdout=_on_loop(on_stdout, loop),
+                                       on_stderr=_on_loop(on_stderr, loop))
+
+    async def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None,
+                    env: dict[str, str] | None = None, stdin: bool | str = False) -> AsyncSandboxProcess:
+        """`Sandbox.start`: a background process; `async for out in p` for its output."""
+        return AsyncSandboxProcess(await asyncio.to_thread(self.sync.start, cmd, cwd=cwd, env=env, stdin=stdin))
+
+    async def process(self, pid: str) -> AsyncSandboxProcess:
+        """Re-attaches to the background process `pid`."""
+        return AsyncSandboxProcess(await asyncio.to_thread(self.sync.process, pid))
+
+    async def processes(self) -> builtins.list[AsyncSandboxProcess]:
+        return [AsyncSandboxProcess(p) for p in await asyncio.to_thread(self.sync.processes)]
+
+    async def write_file(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
+        await self.files.write(path, data, mode=mode)
+
+    async def read_file(self, path: str) -> bytes:
+        return await self.files.read(path)
+
+    # Power, lifetime and copies.
+
+    async def pause(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.sync.pause, timeout)
+
+    async def resume(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.sync.resume, timeout)
+
+    async def hibernate(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.sync.hibernate, timeout)
+
+    async def halt(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.sync.halt, timeout)
+
+    async def restart(self, timeout: float = 300.0) -> None:
+        await asyncio.to_thread(self.sync.restart, timeout)
+
+    async def labels(self) -> dict[str, str]:
+        return await asyncio.to_thread(lambda: self.sync.labels)
+
+    async def set_labels(self, labels: dict[str, str | None]) -> dict[str, str]:
+        return await asyncio.to_thread(self.sync.set_labels, labels)
+
+    def url(self, port: int, path: str = "/") -> str:
+        """The sandbox-http URL of `port` (no request is sent)."""
+        return self.sync.url(port, path)
+
+    async def extend(self, seconds: int) -> datetime.datetime:
+        return await asyncio.to_thread(self.sync.extend, seconds)
+
+    async def expires_at(self) -> datetime.datetime | None:
+        return await asyncio.to_thread(lambda: self.sync.expires_at)
+
+    async def port_forward(self, port: int, local_port: int = 0) -> PortForward:
+        """`Sandbox.port_forward`: a local port relayed to `port` in the guest (close it when done)."""
+        return await asyncio.to_thread(self.sync.port_forward, port, local_port)
+
+    async def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
+        return AsyncSandbox(await asyncio.to_thread(self.sync.fork, name, ready_timeout))
+
+    async def info(self) -> Machine:
+        return await asyncio.to_thread(self.sync.info)
+
+    async def phase(self) -> str | None:
+        return await asyncio.to_thread(lambda: self.sync.phase)
+
+    async def close(self, timeout: float = 300.0) -> None:
+        """Deletes the sandbox, or releases the claim it came from."""
+        await asyncio.to_thread(self.sync.close, timeout)
+
+    async def __aenter__(self) -> AsyncSandbox:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncSandbox({self.name!r}, namespace={self.namespace!r})"
+
+
+class AsyncSandboxes:
+    """`AsyncSandbox`'s constructors bound to an `AsyncKairon`'s clients."""
+
+    def __init__(self, kube: Client, ui: UIClient) -> None:
+        self.kube = kube
+        self.ui = ui
+
+    async def create(self, image: str | None = None, **options: Any) -> AsyncSandbox:
+        return await AsyncSandbox.create(self.kube, self.ui, image, **options)
+
+    async def claim_from(self, pool: str, **options: Any) -> AsyncSandbox:
+        return await AsyncSandbox.claim_from(self.kube, self.ui, pool, **options)
+
+    async def connect(self, name: str, *, namespace: str | None = None,
+                      ready_timeout: float | None = None) -> AsyncSandbox:
+        return await AsyncSandbox.connect(self.kube, self.ui, name, namespace=namespace, ready_timeout=ready_timeout)
+
+    async def list(self, *, labels: dict[str, str] | None = None,
+                   namespace: str | None = None) -> builtins.list[AsyncSandbox]:
+        return await AsyncSandbox.list(self.kube, self.ui, labels=labels, namespace=namespace)
+
+
+class AsyncKairon:
+    """`kairon.Kairon`, for asyncio: the same configuration (arguments, else `KAIRON_*`, else
+    the kubeconfig `kairon up` writes); `k.sandbox` makes `AsyncSandbox`es; `async with` closes
+    the connections."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, namespace: str | None = None, *,
+                 ca_file: str | None = None, kubeconfig: str | os.PathLike[str] | None = None,
+                 context: str | None = None, retries: int = DEFAULT_RETRIES) -> None:
+        self.sync = Kairon(url, token, namespace, ca_file=ca_file, kubeconfig=kubeconfig, context=context,
+                           retries=retries)
+        self.config = self.sync.config
+        self.kube, self.ui = self.sync.kube, self.sync.ui
+        self.sandbox = AsyncSandboxes(self.kube, self.ui)
+
+    @property
+    def url(self) -> str:
+        return self.sync.url
+
+    @property
+    def namespace(self) -> str:
+        return self.sync.namespace
+
+    async def close(self) -> None:
+        """Closes the connections (sandboxes are left as they are)."""
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncKairon:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncKairon({self.url!r}, namespace={self.namespace!r})"
