@@ -1275,12 +1275,12 @@ async fn cp(c: &Client, target: &config::Target, ns: &str, src: &str, dst: &str,
             dircopy::download(&stream::Relays::new(target)?, ns, &m, &path, std::path::Path::new(dst)).await
         }
         (None, Some((m, path))) => {
+            // Streamed as it is read, never held whole (the server streams it on to the guest).
             let data = if src == "-" {
-                let mut b = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)?;
-                b
+                reqwest::Body::wrap_stream(read_chunks(tokio::io::stdin()))
             } else {
-                std::fs::read(src).with_context(|| format!("reading {src}"))?
+                let f = tokio::fs::File::open(src).await.with_context(|| format!("reading {src}"))?;
+                reqwest::Body::wrap_stream(read_chunks(f))
             };
             // The generated file_write takes the body as the documented `string`: send raw bytes.
             let url = format!("{}/api/v1/machines/{ns}/{m}/files", c.baseurl());
@@ -1309,21 +1309,54 @@ async fn cp(c: &Client, target: &config::Target, ns: &str, src: &str, dst: &str,
         }
         (Some((m, path)), None) => {
             let mut stream = c.file_read(ns, &m, None, &path).await.map_err(fail)?.into_inner();
-            let mut out: Box<dyn Write> = if dst == "-" {
-                Box::new(std::io::stdout())
-            } else {
-                Box::new(std::fs::File::create(dst).with_context(|| format!("creating {dst}"))?)
-            };
-            while let Some(chunk) = stream.next().await {
-                out.write_all(&chunk?)?;
+            if dst == "-" {
+                let mut out = std::io::stdout().lock();
+                while let Some(chunk) = stream.next().await {
+                    out.write_all(&chunk?)?;
+                }
+                out.flush()?;
+                return Ok(());
             }
-            out.flush()?;
+            // Into a temporary file beside `dst`, which takes its place once all of it arrived:
+            // a broken download leaves `dst` as it was.
+            let dir = std::path::Path::new(dst).parent().filter(|d| !d.as_os_str().is_empty());
+            let mut part = tempfile::NamedTempFile::new_in(dir.unwrap_or(std::path::Path::new(".")))
+                .with_context(|| format!("creating a file beside {dst}"))?;
+            while let Some(chunk) = stream.next().await {
+                part.write_all(&chunk?)?;
+            }
+            part.flush()?;
+            // An existing file keeps its mode, as cp leaves it; a new one is 644, not the
+            // temporary file's 600.
+            let mode = std::fs::metadata(dst)
+                .map(|m| m.permissions())
+                .unwrap_or_else(|_| <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644));
+            part.as_file().set_permissions(mode)?;
+            part.persist(dst).with_context(|| format!("writing {dst}"))?;
             Ok(())
         }
         _ => Err(anyhow::Error::new(Failure::Refused(
             "cp copies between here and a Machine: cp LOCAL MACHINE:/path or cp MACHINE:/path LOCAL".into(),
         ))),
     }
+}
+
+/// `reader`'s bytes as a stream of chunks, for a request body sent as it is read.
+fn read_chunks(
+    reader: impl tokio::io::AsyncRead + Send + Unpin + 'static,
+) -> impl futures::Stream<Item = std::io::Result<Vec<u8>>> + Send + 'static {
+    futures::stream::unfold(Some(reader), |r| async move {
+        let mut r = r?;
+        let mut buf = vec![0u8; 256 * 1024];
+        match tokio::io::AsyncReadExt::read(&mut r, &mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(buf), Some(r)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
 }
 
 /// The name of a fork or clone, as the API takes it (a DNS label); a usage error otherwise.

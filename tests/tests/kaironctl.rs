@@ -172,7 +172,12 @@ fn kaironctl_drives_machines_with_every_verb() {
     let back = dir.path().join("down.bin");
     ctl.ok(&["cp", "agent-42:/tmp/up.bin", back.to_str().expect("path")]);
     assert_eq!(std::fs::read(&back).expect("read"), data);
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&back).expect("stat").permissions());
+    assert_eq!(mode & 0o777, 0o644, "a new local file is 644: {mode:o}");
     assert!(ctl.fails(1, &["cp", "agent-42:/no/such", back.to_str().expect("path")]).contains("NotFound"));
+    assert_eq!(std::fs::read(&back).expect("read"), data, "a failed copy leaves the local file as it was");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).expect("ls").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(names.len(), 2, "nothing half-written is left: {names:?}");
     // cp of a directory, both ways, as a tar stream: nested files, bytes, modes and a link.
     let tree = dir.path().join("tree");
     std::fs::create_dir_all(tree.join("a/b")).expect("mkdir");
