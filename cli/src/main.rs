@@ -13,6 +13,7 @@ mod generated;
 mod output;
 mod progress;
 mod stream;
+mod terminal;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -190,8 +191,8 @@ enum Cmd {
     /// Claim a warm member of a MachinePool.
     #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim -e TASK=42\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
     Claim(ClaimArgs),
-    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`).
-    #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3", exit_codes!()))]
+    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top; sandboxes).
+    #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3\n  kaironctl exec -it agent-42 -- sh", exit_codes!()))]
     Exec {
         name: String,
         #[arg(last = true, required = true)]
@@ -199,6 +200,10 @@ enum Cmd {
         /// Stream stdin to the command and its output (stdout and stderr as one stream) back as it is produced; sandboxes only.
         #[arg(short = 'i', long = "stdin", conflicts_with_all = ["cwd", "timeout", "env", "user"])]
         interactive: bool,
+        /// With -i: run the command on a terminal (`exec -it NAME -- sh`): keys go as typed (^C
+        /// included), the guest's screen comes back, and resizing this terminal resizes it.
+        #[arg(short = 't', long = "tty", requires = "interactive")]
+        tty: bool,
         #[arg(long)]
         cwd: Option<String>,
         #[arg(long, value_parser = duration::parse)]
@@ -671,8 +676,16 @@ async fn run(cli: Cli) -> Result<()> {
             output::done(fmt, &to_value(&r), &format!("machine {new_name} forked from {name} ({how})"))
         }
         Cmd::Claim(a) => claim(&c, &ns, fmt, a).await,
-        Cmd::Exec { name, command, interactive: true, .. } => {
-            let code = stream::Relays::new(&target)?.exec(&ns, &name, &command).await?;
+        Cmd::Exec { name, command, interactive: true, tty, .. } => {
+            let relays = stream::Relays::new(&target)?;
+            let code = if tty && terminal::interactive() {
+                relays.exec_tty(&ns, &name, &command).await?
+            } else {
+                if tty {
+                    eprintln!("warning: -t needs a terminal and stdin is not one: running without");
+                }
+                relays.exec(&ns, &name, &command).await?
+            };
             exit_with(code)
         }
         Cmd::Console { name } => {
@@ -684,7 +697,7 @@ async fn run(cli: Cli) -> Result<()> {
             get_one(&c, &ns, Kind::Machine, &name).await?;
             std::sync::Arc::new(stream::Relays::new(&target)?).port_forward(&ns, &name, &ports).await
         }
-        Cmd::Exec { name, command, cwd, timeout, env, user, interactive: false } => {
+        Cmd::Exec { name, command, cwd, timeout, env, user, interactive: false, .. } => {
             // Arguments from the command line carry no NUL byte (the server refuses one).
             let req = types::ExecRequest {
                 command,

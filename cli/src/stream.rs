@@ -89,6 +89,19 @@ impl Relays {
         session(self.open(ns, name, "exec/stream", &query).await?).await
     }
 
+    /// `exec -it NAME -- CMD...`: the command on a terminal in the guest of this terminal's
+    /// size; this terminal is in raw mode meanwhile (every key goes as typed), and resizing it
+    /// resizes the guest's. The exit code is the command's.
+    pub async fn exec_tty(&self, ns: &str, name: &str, command: &[String]) -> Result<i32> {
+        let (cols, rows) = crate::terminal::size();
+        let query = format!("command={}&tty=true&cols={cols}&rows={rows}", encode(&serde_json::to_string(command)?));
+        let ws = self.open(ns, name, "exec/stream", &query).await?;
+        let raw = crate::terminal::RawMode::enter()?;
+        let code = tty_session(ws).await;
+        drop(raw);
+        code
+    }
+
     /// `command` in the guest with `input` as its stdin and its output (stdout and stderr as
     /// one stream) into `out`; its exit code.
     pub async fn exec_io(
@@ -184,7 +197,7 @@ async fn session_io(
     mut input: impl AsyncRead + Unpin + Send + 'static,
     out: &mut (impl AsyncWrite + Unpin),
 ) -> Result<i32> {
-    let (mut tx, mut rx) = ws.split();
+    let (mut tx, rx) = ws.split();
     let input = tokio::spawn(async move {
         let mut buf = vec![0u8; CHUNK];
         loop {
@@ -202,7 +215,17 @@ async fn session_io(
             }
         }
     });
-    let code = loop {
+    let code = output_until_exit(rx, out).await;
+    input.abort();
+    code
+}
+
+/// The guest's output to `out` as it comes, until the relay closes with the exit code.
+async fn output_until_exit(
+    mut rx: futures::stream::SplitStream<Ws>,
+    out: &mut (impl AsyncWrite + Unpin),
+) -> Result<i32> {
+    loop {
         match rx.next().await {
             Some(Ok(Message::Binary(b))) => {
                 out.write_all(&b).await?;
@@ -215,7 +238,7 @@ async fn session_io(
             Some(Ok(Message::Close(frame))) => {
                 let reason = frame.map(|f| f.reason.to_string()).unwrap_or_default();
                 match exit_code(&reason) {
-                    Some(code) => break code,
+                    Some(code) => return Ok(code),
                     None if reason.is_empty() => {
                         return Err(Failure::Refused("the stream closed without an exit code".into()).into());
                     }
@@ -226,9 +249,37 @@ async fn session_io(
             Some(Err(e)) => return Err(Failure::Unreachable(format!("the stream broke: {e}")).into()),
             None => return Err(Failure::Unreachable("the stream ended without closing".into()).into()),
         }
-    };
+    }
+}
+
+/// A terminal session: keys from stdin as they are typed, the guest's screen to stdout, and a
+/// resize message whenever this terminal is resized (SIGWINCH); the exit code from the close.
+async fn tty_session(ws: Ws) -> Result<i32> {
+    let (mut tx, rx) = ws.split();
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())?;
+    let input = tokio::spawn(async move {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let msg = tokio::select! {
+                read = stdin.read(&mut buf) => match read {
+                    Ok(n) if n > 0 => Message::Binary(buf[..n].to_vec().into()),
+                    // The terminal went away: nothing more will be typed.
+                    _ => std::future::pending().await,
+                },
+                _ = winch.recv() => {
+                    let (cols, rows) = crate::terminal::size();
+                    Message::Text(serde_json::json!({"resize": {"cols": cols, "rows": rows}}).to_string().into())
+                }
+            };
+            if tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    let code = output_until_exit(rx, &mut tokio::io::stdout()).await;
     input.abort();
-    Ok(code)
+    code
 }
 
 /// Carries one forwarded connection both ways until either side ends.

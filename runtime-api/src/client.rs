@@ -51,8 +51,9 @@ pub enum Relay {
     /// Raw TCP to a guest port.
     Tunnel(u16),
     /// A command with stdin and output streamed; `command` is its JSON array, `env` extra
-    /// environment variables (the Machine's `spec.env`).
-    ExecStream { command: String, env: std::collections::BTreeMap<String, String> },
+    /// environment variables (the Machine's `spec.env`), `tty` a terminal's (columns, rows)
+    /// to run it on.
+    ExecStream { command: String, env: std::collections::BTreeMap<String, String>, tty: Option<(u16, u16)> },
 }
 
 /// The connections shared by every client of one process: one pool for API calls and one for
@@ -489,8 +490,14 @@ impl RuntimeClient {
             }
             Relay::ExecStream { .. } => self.vm_url(id, ["exec-stream"]),
         };
-        if let Relay::ExecStream { command, env } = relay {
+        if let Relay::ExecStream { command, env, tty } = relay {
             url.query_pairs_mut().append_pair("command", command);
+            if let Some((cols, rows)) = tty {
+                url.query_pairs_mut()
+                    .append_pair("tty", "true")
+                    .append_pair("cols", &cols.to_string())
+                    .append_pair("rows", &rows.to_string());
+            }
             if !env.is_empty() {
                 let env = serde_json::to_string(env).unwrap_or_default();
                 url.query_pairs_mut().append_pair("env", &env);

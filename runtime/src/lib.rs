@@ -15,4 +15,5 @@ pub mod proxy;
 pub mod sandbox;
 pub mod server;
 pub mod stream;
+pub mod tty;
 pub mod vm;

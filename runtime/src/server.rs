@@ -464,6 +464,10 @@ struct ExecStreamQuery {
     command: String,
     /// Extra environment variables as a JSON object of strings.
     env: Option<String>,
+    /// On a terminal of `cols` x `rows` (default 80 x 24).
+    tty: Option<bool>,
+    cols: Option<u16>,
+    rows: Option<u16>,
 }
 
 async fn ws_exec_stream(
@@ -472,7 +476,16 @@ async fn ws_exec_stream(
     Query(q): Query<ExecStreamQuery>,
     ws: crate::stream::Upgrade,
 ) -> Response {
-    crate::stream::exec_stream(&st.rt, &id, &q.command, q.env.as_deref(), ws).await
+    let tty = match q.tty {
+        Some(true) => match crate::tty::Size::checked(q.cols.unwrap_or(80), q.rows.unwrap_or(24)) {
+            Some(size) => Some(size),
+            None => {
+                return RuntimeError::Invalid("cols and rows must be from 1 to 1000".into()).into_response();
+            }
+        },
+        _ => None,
+    };
+    crate::stream::exec_stream(&st.rt, &id, &q.command, q.env.as_deref(), tty, ws).await
 }
 
 async fn fork(

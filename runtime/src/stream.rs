@@ -235,7 +235,7 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
         vm.id.to_string(),
         host.clone(),
     );
-    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &BTreeMap::new(), shell);
+    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &BTreeMap::new(), shell, false);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -248,7 +248,19 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
 /// Client frames are its stdin (an empty frame closes stdin), its stdout and stderr come back
 /// as binary frames as they are produced, and its exit closes the socket with reason
 /// `exit <code>`; the client closing kills it.
-pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, env: Option<&str>, ws: Upgrade) -> Response {
+///
+/// With `tty` (a size), the command runs on a terminal ([`crate::tty`]): binary frames are
+/// what is typed (an empty frame is ^D), what comes back is the terminal's output (stdout and
+/// stderr together, as on any terminal), and a text frame `{"resize":{"cols":C,"rows":R}}`
+/// resizes it.
+pub async fn exec_stream(
+    rt: &Runtime,
+    id: &str,
+    command: &str,
+    env: Option<&str>,
+    tty: Option<crate::tty::Size>,
+    ws: Upgrade,
+) -> Response {
     let argv: Vec<String> = match serde_json::from_str(command) {
         Ok(v) => v,
         Err(_) => {
@@ -296,13 +308,110 @@ pub async fn exec_stream(rt: &Runtime, id: &str, command: &str, env: Option<&str
         host.clone(),
     );
     let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let mut cmd = host.attached_exec(id, &pid_file.0, &env, &args);
+    if let Some(size) = tty {
+        return match spawn_on_tty(host, id, &pid_file, &env, &args, size) {
+            Ok((child, master)) => ws.on_upgrade(move |socket| tty_session(socket, child, master, pid_file)),
+            Err(e) => RuntimeError::Internal(format!("starting the command on a terminal: {e}")).into_response(),
+        };
+    }
+    let mut cmd = host.attached_exec(id, &pid_file.0, &env, &args, false);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return RuntimeError::Internal(format!("starting the command: {e}")).into_response(),
     };
     ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
+/// `runc exec --tty` with a pseudo-terminal's slave as its stdio and controlling terminal; the
+/// child and the master.
+fn spawn_on_tty(
+    host: &crate::sandbox::SandboxHost,
+    id: &str,
+    pid_file: &PidFile,
+    env: &BTreeMap<String, String>,
+    args: &[&str],
+    size: crate::tty::Size,
+) -> io::Result<(Child, std::os::fd::OwnedFd)> {
+    let pty = crate::tty::open(size)?;
+    let mut cmd = host.attached_exec(id, &pid_file.0, env, args, true);
+    cmd.stdin(Stdio::from(pty.slave.try_clone()?))
+        .stdout(Stdio::from(pty.slave.try_clone()?))
+        .stderr(Stdio::from(pty.slave))
+        .kill_on_drop(true);
+    let child = cmd.spawn()?;
+    // The slave's copies went to the child with the command; none stays here, so the master
+    // reads EIO once the command and runc are gone.
+    drop(cmd);
+    Ok((child, pty.master))
+}
+
+/// Relays a terminal's master and a client's WebSocket until the command exits (the socket
+/// closes with `exit <code>`) or the client goes (the command and its group are killed).
+async fn tty_session(socket: WebSocket, mut child: Child, master: std::os::fd::OwnedFd, pid_file: PidFile) {
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    // Blocking reads and writes on two copies of the master, on tokio's blocking threads.
+    let copies = master.try_clone().and_then(|r| Ok((r, master.try_clone()?)));
+    let (mut reader, mut writer) = match copies {
+        Ok((r, w)) => (tokio::fs::File::from_std(r.into()), tokio::fs::File::from_std(w.into())),
+        Err(e) => {
+            let _ = child.start_kill();
+            finish(&mut ws_tx, Some(close(close_code::ERROR, &format!("the terminal failed: {e}")))).await;
+            return;
+        }
+    };
+    let typed = async {
+        while let Some(Ok(msg)) = ws_rx.next().await {
+            let data = match msg {
+                // ^D: what ends input on a terminal.
+                Message::Binary(b) if b.is_empty() => Bytes::from_static(&[4]),
+                Message::Binary(b) => b,
+                Message::Text(t) => {
+                    if let Ok(c) = serde_json::from_str::<crate::tty::Control>(t.as_str())
+                        && let Some(size) = crate::tty::Size::checked(c.resize.cols, c.resize.rows)
+                    {
+                        let _ = crate::tty::set_size(&master, size);
+                    }
+                    continue;
+                }
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            if writer.write_all(&data).await.is_err() || writer.flush().await.is_err() {
+                break;
+            }
+        }
+    };
+    let shown = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf).await {
+                Ok(n) if n > 0 => {
+                    if ws_tx.send(Message::Binary(Bytes::copy_from_slice(&buf[..n]))).await.is_err() {
+                        return false;
+                    }
+                }
+                // End of file or EIO: every slave is closed, the command and runc are gone.
+                _ => return true,
+            }
+        }
+    };
+    let exited = tokio::select! {
+        () = typed => false,
+        client_ok = shown => client_ok,
+    };
+    if !exited {
+        kill_shell(&mut child, &pid_file).await;
+    }
+    let status = match tokio::time::timeout(RUNC_EXIT_GRACE, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    let last = exited.then(|| close(close_code::NORMAL, &exit_reason(status)));
+    finish(&mut ws_tx, last).await;
 }
 
 /// Whether `path` (relative to the root) exists as the guest sees it: symlinks are followed

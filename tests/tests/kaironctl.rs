@@ -362,7 +362,11 @@ struct Tmux {
 
 impl Tmux {
     fn start(ctl: &Ctl<'_>, args: &[&str]) -> Self {
-        let socket = format!("kaironctl-test-{}", std::process::id());
+        // One tmux server per session: tests run at once in this process, and a server being
+        // killed may still hold its socket.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("kaironctl-test-{}-{n}", std::process::id());
         let mut line =
             format!("env KUBECONFIG={} {} -n {}", ctl.k.kubeconfig.display(), kaironctl_bin().display(), ctl.ns);
         for a in args {
@@ -382,6 +386,30 @@ impl Tmux {
         let ok = Command::new("tmux").args(["-L", &self.socket, "send-keys", "-l", text]).status().expect("tmux");
         assert!(ok.success());
         let ok = Command::new("tmux").args(["-L", &self.socket, "send-keys", "Enter"]).status().expect("tmux");
+        assert!(ok.success());
+    }
+
+    /// Presses a key by tmux's name for it (`C-c`).
+    fn key(&self, key: &str) {
+        let ok = Command::new("tmux").args(["-L", &self.socket, "send-keys", key]).status().expect("tmux");
+        assert!(ok.success());
+    }
+
+    /// The pane's size as `stty size` prints it: "rows columns".
+    fn pane_size(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "display-message", "-p", "#{pane_height} #{pane_width}"])
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn resize(&self, cols: u16, rows: u16) {
+        let (x, y) = (cols.to_string(), rows.to_string());
+        let ok = Command::new("tmux")
+            .args(["-L", &self.socket, "resize-window", "-x", &x, "-y", &y])
+            .status()
+            .expect("tmux");
         assert!(ok.success());
     }
 
@@ -470,6 +498,29 @@ fn kaironctl_streams_logs_stdin_console_port_forward_and_watches() {
     term.until("the output line", |screen| screen.lines().any(|l| l.trim_end() == "from-a-terminal"));
     term.send("exit 3");
     term.until("kaironctl's exit code", |screen| screen.contains("kaironctl exited 3"));
+    drop(term);
+
+    // exec -it: the command runs on a terminal of this one's size, ^C interrupts what runs on
+    // it (the shell lives on), resizing this terminal resizes it, and the exit code is its own.
+    let term = Tmux::start(&ctl, &["exec", "-it", "worker", "--", "sh"]);
+    term.until("the shell's prompt", |screen| screen.lines().any(|l| l.starts_with("/ #")));
+    term.send("tty; stty size");
+    let size = term.pane_size();
+    term.until("a terminal of the pane's size", |screen| {
+        screen.contains("/dev/pts/") && screen.lines().any(|l| l.trim_end() == size)
+    });
+    term.send("sleep 300");
+    std::thread::sleep(Duration::from_millis(500));
+    term.key("C-c");
+    term.send("echo after-$?");
+    term.until("the sleep interrupted by ^C", |screen| screen.lines().any(|l| l.trim_end() == "after-130"));
+    term.resize(100, 30);
+    let resized = term.pane_size();
+    assert_ne!(resized, size, "tmux resized the pane");
+    term.send("clear; stty size");
+    term.until("the new size inside", |screen| screen.lines().any(|l| l.trim_end() == resized));
+    term.send("exit 7");
+    term.until("kaironctl's exit code", |screen| screen.contains("kaironctl exited 7"));
     drop(term);
 
     // port-forward carries HTTP to a server in the guest, a connection at a time.

@@ -201,6 +201,26 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     assert_eq!(reason, "exit 7");
     let bad = rest.websocket(&format!("{base}/exec/stream?command=sh")).await;
     assert!(bad.as_ref().is_err_and(|e| e.starts_with("400")), "{:?}", bad.err());
+    // On a terminal: stdout and stderr arrive as one screen, the size given is the terminal's.
+    // ["sh","-c","stty size; tty >/dev/null && echo on-a-tty; exit 2"]
+    let cmd = "%5B%22sh%22%2C%22-c%22%2C%22stty%20size%3B%20tty%20%3E%2Fdev%2Fnull%20%26%26%20echo%20on-a-tty%3B%20exit%202%22%5D";
+    let mut tty = rest.websocket(&format!("{base}/exec/stream?command={cmd}&tty=true&cols=132&rows=43")).await.unwrap();
+    let (mut screen, mut closed) = (Vec::new(), String::new());
+    while let Some(msg) = tty.next().await {
+        match msg.unwrap() {
+            Message::Binary(b) => screen.extend_from_slice(&b),
+            Message::Close(frame) => {
+                closed = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+                break;
+            }
+            _ => {}
+        }
+    }
+    // A terminal writes \r\n for each newline.
+    assert_eq!(String::from_utf8_lossy(&screen), "43 132\r\non-a-tty\r\n");
+    assert_eq!(closed, "exit 2");
+    let too_big = rest.websocket(&format!("{base}/exec/stream?command={cmd}&tty=true&cols=5000")).await;
+    assert!(too_big.as_ref().is_err_and(|e| e.starts_with("400")), "{:?}", too_big.err());
 
     // Files: upload, download, list, delete; bad paths are 400s.
     let put =

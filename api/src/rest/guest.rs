@@ -510,11 +510,22 @@ pub const WS_PROTOCOL: &str = "kairon.v1";
 pub struct ExecStreamQuery {
     /// The command as a JSON array of strings, e.g. `["sh","-c","cat"]`.
     pub command: String,
+    /// Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and
+    /// stderr together), an empty frame is ^D, and a text frame
+    /// `{"resize":{"cols":C,"rows":R}}` resizes it.
+    pub tty: Option<bool>,
+    /// The terminal's width in columns (1 to 1000; default 80).
+    #[param(minimum = 1, maximum = 1000)]
+    pub cols: Option<u16>,
+    /// The terminal's height in rows (1 to 1000; default 24).
+    #[param(minimum = 1, maximum = 1000)]
+    pub rows: Option<u16>,
 }
 
 /// Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
 /// are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-/// exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+/// exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+/// of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/exec/stream", tag = "Guest", params(ObjectPath, ExecStreamQuery),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 400, description = "command is not a JSON array naming a program", body = ErrorBody),
@@ -537,8 +548,20 @@ async fn machine_exec_stream(
             "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
         ));
     }
+    let tty = match q.tty {
+        Some(true) => {
+            let (cols, rows) = (q.cols.unwrap_or(80), q.rows.unwrap_or(24));
+            if !(1..=1000).contains(&cols) || !(1..=1000).contains(&rows) {
+                return Err(Error::bad_request(format!(
+                    "a {cols}x{rows} terminal: cols and rows must be from 1 to 1000"
+                )));
+            }
+            Some((cols, rows))
+        }
+        _ => None,
+    };
     let env = s.machine.spec.env.clone();
-    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command, env }).await?;
+    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command, env, tty }).await?;
     Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 

@@ -1054,16 +1054,29 @@ impl SandboxHost {
 
     /// A `runc exec` of `command` in sandbox `id` that stays attached (runc relays the
     /// process's stdio and exits with its status), writing the process's host pid to
-    /// `pid_file`. The interactive console streams over it.
+    /// `pid_file`. The interactive console streams over it. With `tty` the process gets a
+    /// terminal of its own (`--tty`), for which runc's own stdio must be one ([`crate::tty`]).
     pub(crate) fn attached_exec(
         &self,
         id: &str,
         pid_file: &Path,
         env: &BTreeMap<String, String>,
         command: &[&str],
+        tty: bool,
     ) -> Command {
-        let mut c = self.runc(id);
-        c.arg("exec").arg("--pid-file").arg(pid_file);
+        let mut c = if tty {
+            // In a session of its own whose controlling terminal is its stdin, so the
+            // terminal's signals (SIGWINCH on a resize) reach runc.
+            self.runc_counts.count(id);
+            let mut c = Command::new("setsid");
+            c.args(["--ctty", "runc", "--root"]).arg(&self.runc_root).args(["exec", "--tty"]);
+            c
+        } else {
+            let mut c = self.runc(id);
+            c.arg("exec");
+            c
+        };
+        c.arg("--pid-file").arg(pid_file);
         for (k, v) in env {
             c.arg("--env").arg(format!("{k}={v}"));
         }

@@ -289,7 +289,8 @@ export interface paths {
         /**
          * Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
          *     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-         *     exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+         *     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+         *     of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
          */
         get: operations["machine_exec_stream"];
         put?: never;
@@ -4311,6 +4312,16 @@ export interface operations {
             query: {
                 /** @description The command as a JSON array of strings, e.g. `["sh","-c","cat"]`. */
                 command: string;
+                /**
+                 * @description Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and
+                 *     stderr together), an empty frame is ^D, and a text frame
+                 *     `{"resize":{"cols":C,"rows":R}}` resizes it.
+                 */
+                tty?: boolean;
+                /** @description The terminal's width in columns (1 to 1000; default 80). */
+                cols?: number;
+                /** @description The terminal's height in rows (1 to 1000; default 24). */
+                rows?: number;
             };
             header?: never;
             path: {

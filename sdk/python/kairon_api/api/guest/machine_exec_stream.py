@@ -7,7 +7,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
-from ...types import UNSET, Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -15,11 +15,20 @@ def _get_kwargs(
     name: str,
     *,
     command: str,
+    tty: bool | Unset = UNSET,
+    cols: int | Unset = UNSET,
+    rows: int | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
     params["command"] = command
+
+    params["tty"] = tty
+
+    params["cols"] = cols
+
+    params["rows"] = rows
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -115,15 +124,22 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    tty: bool | Unset = UNSET,
+    cols: int | Unset = UNSET,
+    rows: int | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-    exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+    exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
 
     Args:
         namespace (str):
         name (str):
         command (str):
+        tty (bool | Unset):
+        cols (int | Unset):
+        rows (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -137,6 +153,9 @@ def sync_detailed(
         namespace=namespace,
         name=name,
         command=command,
+        tty=tty,
+        cols=cols,
+        rows=rows,
     )
 
     response = client.get_httpx_client().request(
@@ -152,15 +171,22 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    tty: bool | Unset = UNSET,
+    cols: int | Unset = UNSET,
+    rows: int | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-    exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+    exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
 
     Args:
         namespace (str):
         name (str):
         command (str):
+        tty (bool | Unset):
+        cols (int | Unset):
+        rows (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -175,6 +201,9 @@ def sync(
         name=name,
         client=client,
         command=command,
+        tty=tty,
+        cols=cols,
+        rows=rows,
     ).parsed
 
 
@@ -184,15 +213,22 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    tty: bool | Unset = UNSET,
+    cols: int | Unset = UNSET,
+    rows: int | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-    exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+    exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
 
     Args:
         namespace (str):
         name (str):
         command (str):
+        tty (bool | Unset):
+        cols (int | Unset):
+        rows (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -206,6 +242,9 @@ async def asyncio_detailed(
         namespace=namespace,
         name=name,
         command=command,
+        tty=tty,
+        cols=cols,
+        rows=rows,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -219,15 +258,22 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    tty: bool | Unset = UNSET,
+    cols: int | Unset = UNSET,
+    rows: int | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
-    exit closes the socket with reason `exit <code>`. Sandboxes; on a VM use exec or a process.
+    exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
+    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
 
     Args:
         namespace (str):
         name (str):
         command (str):
+        tty (bool | Unset):
+        cols (int | Unset):
+        rows (int | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -243,5 +289,8 @@ async def asyncio(
             name=name,
             client=client,
             command=command,
+            tty=tty,
+            cols=cols,
+            rows=rows,
         )
     ).parsed
