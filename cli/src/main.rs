@@ -222,8 +222,28 @@ enum Cmd {
     #[command(after_help = concat!("Examples:\n  kaironctl port-forward agent-42 8080:80\n  kaironctl port-forward agent-42 :8888\n  kaironctl port-forward vm-1 2222:22 & ssh -p 2222 root@127.0.0.1", exit_codes!()))]
     PortForward {
         name: String,
-        /// `LOCAL:REMOTE`, `:REMOTE` or `PORT`.
+        /// `LOCAL:REMOTE`, `:REMOTE` or `PORT`; with --stdio, the guest's PORT alone.
         ports: String,
+        /// Carry one connection over this process's stdin and stdout instead of listening (an
+        /// SSH ProxyCommand: `ssh -o ProxyCommand='kaironctl port-forward vm-1 --stdio 22' root@vm-1`).
+        #[arg(long)]
+        stdio: bool,
+    },
+    /// SSH into a VM (its image runs an SSH server; Kairon's own image runs dropbear) through the API's port-forward: no port of the guest is exposed. Host keys are kept in ~/.local/state/kairon/known_hosts. Sandboxes run no SSH server: use `exec -it NAME -- sh`.
+    #[command(after_help = concat!("Examples:
+  kaironctl ssh vm-1
+  kaironctl ssh vm-1 -l admin -- -i ~/.ssh/id_ed25519 uname -a", exit_codes!()))]
+    Ssh {
+        name: String,
+        /// The user to log in as.
+        #[arg(short = 'l', long, default_value = "root")]
+        user: String,
+        /// The guest's SSH port.
+        #[arg(long, default_value_t = 22)]
+        port: u16,
+        /// More arguments for ssh (options, then a remote command), after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
     },
     /// Copy a file or a directory: `cp LOCAL MACHINE:/path` or `cp MACHINE:/path LOCAL` (`-` is stdin/stdout; a directory streams as tar, so the guest needs `tar`).
     #[command(after_help = concat!("Examples:\n  kaironctl cp ./data.csv agent-42:/tmp/data.csv\n  kaironctl cp ./src agent-42:/work/src\n  kaironctl cp agent-42:/work/out ./out\n  kaironctl cp agent-42:/tmp/out.json -\n  tar c . | kaironctl cp - agent-42:/tmp/src.tar", exit_codes!()))]
@@ -692,10 +712,32 @@ async fn run(cli: Cli) -> Result<()> {
             let code = stream::Relays::new(&target)?.console(&ns, &name).await?;
             exit_with(code)
         }
-        Cmd::PortForward { name, ports } => {
+        Cmd::PortForward { name, ports, stdio: true } => {
+            let port: u16 = ports.parse().ok().filter(|p| *p > 0).ok_or_else(|| {
+                anyhow::Error::new(Failure::Refused(format!(
+                    "{ports:?}: with --stdio give the guest's port alone, e.g. 22"
+                )))
+            })?;
+            stream::Relays::new(&target)?.port_forward_stdio(&ns, &name, port).await
+        }
+        Cmd::PortForward { name, ports, stdio: false } => {
             // A Machine that is not there is refused before anything listens.
             get_one(&c, &ns, Kind::Machine, &name).await?;
             std::sync::Arc::new(stream::Relays::new(&target)?).port_forward(&ns, &name, &ports).await
+        }
+        Cmd::Ssh { name, user, port, args } => {
+            let m = get_one(&c, &ns, Kind::Machine, &name).await?;
+            if m["spec"]["sandbox"].is_object() {
+                return Err(anyhow::Error::new(Failure::Refused(format!(
+                    "{name} is a sandbox, which runs no SSH server: use `kaironctl exec -it {name} -- sh`"
+                ))));
+            }
+            let via = Via {
+                kubeconfig: cli.kubeconfig.as_deref(),
+                server: cli.server.as_deref(),
+                token: cli.token.as_deref(),
+            };
+            ssh(&via, &ns, &name, &user, port, &args)
         }
         Cmd::Exec { name, command, cwd, timeout, env, user, interactive: false, .. } => {
             // Arguments from the command line carry no NUL byte (the server refuses one).
@@ -1352,6 +1394,49 @@ async fn cp(c: &Client, target: &config::Target, ns: &str, src: &str, dst: &str,
             "cp copies between here and a Machine: cp LOCAL MACHINE:/path or cp MACHINE:/path LOCAL".into(),
         ))),
     }
+}
+
+/// How this kaironctl reached the server, for a kaironctl it starts (ssh's ProxyCommand).
+struct Via<'a> {
+    kubeconfig: Option<&'a std::path::Path>,
+    server: Option<&'a str>,
+    token: Option<&'a str>,
+}
+
+/// Runs ssh (in this process's place) to `user@name`, its connection carried by
+/// `kaironctl port-forward NAME --stdio PORT` as its ProxyCommand.
+fn ssh(via: &Via<'_>, ns: &str, name: &str, user: &str, port: u16, args: &[String]) -> Result<()> {
+    let exe = std::env::current_exe().context("finding kaironctl itself")?;
+    let mut proxy = vec![exe.to_string_lossy().into_owned(), "-n".into(), ns.into()];
+    if let Some(k) = via.kubeconfig {
+        proxy.extend(["--kubeconfig".into(), k.to_string_lossy().into_owned()]);
+    }
+    if let Some(s) = via.server {
+        proxy.extend(["--server".into(), s.into()]);
+    }
+    proxy.extend(["port-forward".into(), name.into(), "--stdio".into(), port.to_string()]);
+    let proxy: Vec<String> = proxy.iter().map(|a| shell_quote(a)).collect();
+    let state = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(".local/state/kairon");
+    std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+    let mut cmd = std::process::Command::new("ssh");
+    cmd.args(["-o", &format!("ProxyCommand={}", proxy.join(" "))])
+        // Host keys per Machine, not per address (every one is reached the same way).
+        .args(["-o", &format!("HostKeyAlias=kairon.{ns}.{name}")])
+        .args(["-o", "StrictHostKeyChecking=accept-new"])
+        .args(["-o", &format!("UserKnownHostsFile={}", state.join("known_hosts").display())])
+        .arg(format!("{user}@{name}"))
+        .args(args);
+    if let Some(t) = via.token {
+        // To the ProxyCommand's kaironctl, not on its command line.
+        cmd.env("KAIRON_TOKEN", t);
+    }
+    let err = std::os::unix::process::CommandExt::exec(&mut cmd);
+    Err(anyhow::Error::new(Failure::Refused(format!("running ssh: {err} (is the OpenSSH client installed?)"))))
+}
+
+/// `s` single-quoted for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// `reader`'s bytes as a stream of chunks, for a request body sent as it is read.

@@ -145,6 +145,53 @@ impl Relays {
     }
 }
 
+impl Relays {
+    /// `port-forward NAME --stdio PORT`: one connection to the guest's PORT carried over this
+    /// process's stdin and stdout (an SSH ProxyCommand), until either side ends.
+    pub async fn port_forward_stdio(&self, ns: &str, name: &str, port: u16) -> Result<()> {
+        let ws = self.open(ns, name, &format!("portforward/{port}"), "").await?;
+        let (mut tx, mut rx) = ws.split();
+        let up = async {
+            let mut stdin = tokio::io::stdin();
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match stdin.read(&mut buf).await {
+                    Ok(n) if n > 0 => {
+                        if tx.send(Message::Binary(buf[..n].to_vec().into())).await.is_err() {
+                            return;
+                        }
+                    }
+                    // A tunnel has no half-close: the answer still comes, until the guest ends
+                    // the connection (or ssh, done, ends this process).
+                    _ => return,
+                }
+            }
+        };
+        let down = async {
+            let mut stdout = tokio::io::stdout();
+            while let Some(Ok(msg)) = rx.next().await {
+                match msg {
+                    Message::Binary(b) => {
+                        if stdout.write_all(&b).await.is_err() || stdout.flush().await.is_err() {
+                            return;
+                        }
+                    }
+                    Message::Close(_) => return,
+                    _ => {}
+                }
+            }
+        };
+        // The guest closing ends it at once; stdin ending waits for the rest of the answer.
+        tokio::pin!(down);
+        tokio::select! {
+            () = &mut down => {}
+            () = up => down.await,
+        }
+        drop(tx);
+        Ok(())
+    }
+}
+
 /// A path segment or query value percent-encoded (names are DNS labels, but nothing is assumed:
 /// a `/` or `?` in a name given on the command line stays in its segment).
 pub fn encode(s: &str) -> String {

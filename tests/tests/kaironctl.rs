@@ -541,6 +541,16 @@ fn kaironctl_streams_logs_stdin_console_port_forward_and_watches() {
     let again = http_get(port, "/index.html").expect("a second connection");
     assert!(again.contains("hello-through-the-tunnel"), "{again}");
     drop(pf);
+    // --stdio carries one connection over stdin and stdout (what ssh's ProxyCommand runs).
+    let piped = with_stdin(
+        &ctl,
+        &["port-forward", "worker", "--stdio", "8080"],
+        b"GET /index.html HTTP/1.0\r\nHost: g\r\n\r\n",
+    );
+    let answer = String::from_utf8_lossy(&piped.stdout);
+    assert!(answer.starts_with("HTTP/1.") && answer.contains("hello-through-the-tunnel"), "{piped:?}");
+    // ssh needs an SSH server: a sandbox has none, and is told what to use instead.
+    assert!(ctl.fails(1, &["ssh", "worker"]).contains("exec -it worker"));
     // A closed guest port: the connection ends with nothing; a missing Machine: refused at once.
     let closed = Running::start(&ctl, &["port-forward", "worker", ":9"]);
     let first = closed.until("Forwarding from", |l| l.starts_with("Forwarding from 127.0.0.1:"));
@@ -807,4 +817,27 @@ fn kaironctl_runs_the_spec_example_on_a_vm() {
         ctl.wait_phase("agent-42", phase);
     }
     ctl.ok(&["delete", "machine", "agent-42"]);
+
+    // ssh: a real OpenSSH client to the image's dropbear, through port-forward (no port of the
+    // guest exposed); the host key is remembered under HOME. A VM with its guest agent, to
+    // install the key.
+    ctl.ok(&["create", "vm-ssh", "--image", &image, "--sandbox"]);
+    ctl.wait_phase("vm-ssh", "Running");
+    let home = tempfile::tempdir().expect("tempdir");
+    let key = home.path().join("id_ed25519");
+    let made = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-f"]).arg(&key).status();
+    assert!(made.expect("ssh-keygen (apt-get install openssh-client)").success());
+    let pubkey = format!("{}.pub", key.display());
+    ctl.ok(&["exec", "vm-ssh", "--", "sh", "-c", "mkdir -p -m 700 /root/.ssh"]);
+    ctl.ok(&["cp", &pubkey, "vm-ssh:/root/.ssh/authorized_keys", "--mode", "600"]);
+    let key = key.to_string_lossy().to_string();
+    let ssh_args =
+        ["ssh", "vm-ssh", "--", "-i", &key, "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "echo", "via-ssh"];
+    let out = ctl.command(&ssh_args).env("HOME", home.path()).output().expect("kaironctl ssh");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "via-ssh\n", "{}", String::from_utf8_lossy(&out.stderr));
+    // Found under the Machine's alias (ssh may hash the names it writes).
+    let known = home.path().join(".local/state/kairon/known_hosts");
+    let found = Command::new("ssh-keygen").args(["-F", "kairon.default.vm-ssh", "-f"]).arg(&known).output().unwrap();
+    assert!(found.status.success() && !found.stdout.is_empty(), "{found:?}");
+    ctl.ok(&["delete", "machine", "vm-ssh"]);
 }
