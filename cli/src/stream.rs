@@ -171,10 +171,8 @@ impl Relays {
             let mut stdout = tokio::io::stdout();
             while let Some(Ok(msg)) = rx.next().await {
                 match msg {
-                    Message::Binary(b) => {
-                        if stdout.write_all(&b).await.is_err() || stdout.flush().await.is_err() {
-                            return;
-                        }
+                    Message::Binary(b) if stdout.write_all(&b).await.is_err() || stdout.flush().await.is_err() => {
+                        return;
                     }
                     Message::Close(_) => return,
                     _ => {}
