@@ -286,6 +286,12 @@ enum Cmd {
         node: String,
         #[arg(long)]
         image: String,
+        /// Return once it is built, showing how much of the image is in (on a terminal).
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait.
+        #[arg(long, value_parser = duration::parse, default_value = "30m")]
+        timeout: Duration,
     },
     /// Ask a node's egress policy whether a sandbox may reach HOST.
     #[command(after_help = concat!("Examples:\n  kaironctl egress-check api.github.com --node local", exit_codes!()))]
@@ -478,6 +484,12 @@ struct CreateArgs {
     /// How long a Paused pool's member runs before it is paused (e.g. 45s).
     #[arg(long, value_parser = duration::parse)]
     warmup: Option<Duration>,
+    /// A pool: return once every replica is warm, showing how many are (on a terminal).
+    #[arg(long)]
+    wait: bool,
+    /// With --wait: how long to wait.
+    #[arg(long, value_parser = duration::parse, default_value = "10m")]
+    timeout: Duration,
     #[command(flatten)]
     dry: DryRun,
 }
@@ -807,14 +819,18 @@ async fn run(cli: Cli) -> Result<()> {
             output::usage_table(&v);
             Ok(())
         }
-        Cmd::Build { name, node, image, .. } => {
+        Cmd::Build { name, node, image, wait, timeout, .. } => {
             let req: types::CreateTemplateRequest = manifest(json!({ "name": name, "imageRef": image }))?;
             let t = c.template_build(&node, &req).await.map_err(fail)?.into_inner();
-            output::done(
-                fmt,
-                &to_value(&t),
-                &format!("template {name} building on {node} (kaironctl get templates --node {node})"),
-            )
+            if !wait {
+                return output::done(
+                    fmt,
+                    &to_value(&t),
+                    &format!("template {name} building on {node} (kaironctl get templates --node {node})"),
+                );
+            }
+            let t = wait_template(&c, &node, &name, timeout).await?;
+            output::done(fmt, &t, &format!("template {name} built on {node} ({})", t["digest"].as_str().unwrap_or("")))
         }
         Cmd::EgressCheck { host, node } => {
             let host_arg =
@@ -879,7 +895,15 @@ async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> 
             let body: types::MachinePool =
                 manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
             let p = c.machinepool_create(ns, a.dry.param(), &body).await.map_err(fail)?.into_inner();
-            output::done(fmt, &to_value(&p), &format!("machinepool {name} created{}", dry_note(a.dry.dry_run)))
+            output::done(fmt, &to_value(&p), &format!("machinepool {name} created{}", dry_note(a.dry.dry_run)))?;
+            if a.wait && !a.dry.dry_run {
+                let want = a.replicas.unwrap_or(1);
+                wait_pool_warm(c, ns, name, want, a.timeout).await?;
+                if fmt.is_table() {
+                    println!("machinepool {name}: {want} of {want} warm");
+                }
+            }
+            Ok(())
         }
         name => {
             if a.name.is_some() {
@@ -1393,6 +1417,69 @@ async fn cp(c: &Client, target: &config::Target, ns: &str, src: &str, dst: &str,
         _ => Err(anyhow::Error::new(Failure::Refused(
             "cp copies between here and a Machine: cp LOCAL MACHINE:/path or cp MACHINE:/path LOCAL".into(),
         ))),
+    }
+}
+
+/// How often a wait with progress looks again.
+const PROGRESS_POLL: Duration = Duration::from_millis(500);
+
+/// Waits until pool `name` has `want` warm members, showing how many are.
+async fn wait_pool_warm(c: &Client, ns: &str, name: &str, want: i64, timeout: Duration) -> Result<()> {
+    let spinner = progress::Spinner::start(format!("warming pool {name}: 0 of {want} warm"));
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let p = to_value(&c.machinepool_get(ns, name).await.map_err(fail)?.into_inner());
+        let warm = p["status"]["warm"].as_i64().unwrap_or(0);
+        if warm >= want {
+            return Ok(());
+        }
+        let (done, total) = (warm.max(0) as u64, want.max(0) as u64);
+        spinner.set(format!("warming pool {name}: {warm} of {want} warm {}", progress::bar(done, total, 20)));
+        if std::time::Instant::now() >= deadline {
+            return Err(anyhow::Error::new(Failure::Refused(format!(
+                "pool {name} has {warm} of {want} members warm after {}: `kaironctl describe mp {name}` says why",
+                duration::human(timeout.as_secs() as i64)
+            ))));
+        }
+        tokio::time::sleep(PROGRESS_POLL).await;
+    }
+}
+
+/// Waits until template `name` on `node` is built, showing how much of its image is in; the
+/// template then.
+async fn wait_template(c: &Client, node: &str, name: &str, timeout: Duration) -> Result<Value> {
+    let spinner = progress::Spinner::start(format!("building template {name} on {node}"));
+    let deadline = std::time::Instant::now() + timeout;
+    let mib = |n: u64| format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0));
+    loop {
+        let t = to_value(&c.template_get(node, name).await.map_err(fail)?.into_inner());
+        match t["state"].as_str() {
+            Some("Ready") => return Ok(t),
+            Some("Failed") => {
+                return Err(anyhow::Error::new(Failure::Refused(format!(
+                    "template {name} failed to build: {}",
+                    t["message"].as_str().unwrap_or("no reason given")
+                ))));
+            }
+            _ => {}
+        }
+        let done = t["bytesDone"].as_u64().unwrap_or(0);
+        spinner.set(match t["bytesTotal"].as_u64() {
+            Some(total) if total > 0 => format!(
+                "building template {name} on {node}: {} of {} {}",
+                mib(done),
+                mib(total),
+                progress::bar(done, total, 20)
+            ),
+            _ => format!("building template {name} on {node}: {} in", mib(done)),
+        });
+        if std::time::Instant::now() >= deadline {
+            return Err(anyhow::Error::new(Failure::Refused(format!(
+                "template {name} is still building after {}",
+                duration::human(timeout.as_secs() as i64)
+            ))));
+        }
+        tokio::time::sleep(PROGRESS_POLL).await;
     }
 }
 

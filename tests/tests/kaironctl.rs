@@ -250,6 +250,10 @@ fn kaironctl_drives_machines_with_every_verb() {
     let built = ctl.ok(&["build", "template", "tpl", "--node", "local", "--image", "127.0.0.1:9/none:latest"]);
     assert!(built.contains("template tpl building on local"), "{built}");
     assert!(ctl.json(&["get", "templates", "tpl", "--node", "local"])["name"] == "tpl");
+    // --wait follows the build to its end: here the registry does not answer.
+    let failed =
+        ctl.fails(1, &["build", "template", "tpl2", "--node", "local", "--image", "127.0.0.1:9/none:latest", "--wait"]);
+    assert!(failed.contains("template tpl2 failed to build"), "{failed}");
     let eg = ctl.run(&["egress-check", "example.com", "--node", "local"]);
     let eg_out = String::from_utf8_lossy(&eg.stdout);
     assert!(eg_out.starts_with("ALLOW example.com") || eg_out.starts_with("DENY example.com"), "{eg_out}");
@@ -712,6 +716,18 @@ fn kaironctl_speaks_kubectl_short_names_wait_labels_and_bulk_delete() {
     assert!(!screen.contains("waiting for machine/a1"), "the spinner cleared its line:\n{screen}");
     assert!(screen.contains("timed out after 5s waiting for machine a1"), "{screen}");
     drop(term);
+    // A pool's warm-up: how many members are warm, with a bar, until all are.
+    let term = Tmux::start(
+        &ctl,
+        &["create", "machinepool", "warmers", "--sandbox-template", "busybox", "--replicas", "4", "--wait"],
+    );
+    term.until("the warm-up's progress", |screen| {
+        screen.lines().any(|l| l.contains(" warming pool warmers: ") && l.contains(" of 4 warm ["))
+    });
+    term.until("the pool warm", |screen| screen.contains("machinepool warmers: 4 of 4 warm"));
+    term.until("kaironctl's end", |screen| screen.contains("kaironctl exited 0"));
+    drop(term);
+    ctl.ok(&["delete", "mp", "warmers"]);
     let v: Value = serde_json::from_str(&ctl.ok(&["wait", "m", "a1", "--for", "phase=Running", "-o", "json"])).unwrap();
     assert_eq!(v["metadata"]["labels"]["team"], "a");
 
