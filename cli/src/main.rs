@@ -10,6 +10,7 @@ mod jsonpath;
 #[allow(clippy::all, clippy::pedantic, unused, missing_docs, unreachable_pub, rust_2018_idioms)]
 #[rustfmt::skip]
 mod generated;
+mod complete;
 mod output;
 mod progress;
 mod stream;
@@ -131,6 +132,7 @@ enum Cmd {
     /// Start a Machine (`--paused` boots it and pauses it at once).
     #[command(after_help = concat!("Examples:\n  kaironctl start agent-42\n  kaironctl start agent-42 --paused", exit_codes!()))]
     Start {
+        #[arg(add = complete::machines())]
         name: String,
         #[arg(long)]
         paused: bool,
@@ -158,6 +160,7 @@ enum Cmd {
     /// Migrate a Machine to another node.
     #[command(after_help = concat!("Examples:\n  kaironctl migrate vm-1 --target-node node-b --dry-run", exit_codes!()))]
     Migrate {
+        #[arg(add = complete::machines())]
         name: String,
         #[arg(long)]
         target_node: Option<String>,
@@ -167,6 +170,7 @@ enum Cmd {
     /// Move a Machine's end (max lifetime, ttlSeconds, its claim's TTL) later by DURATION.
     #[command(after_help = concat!("Examples:\n  kaironctl extend agent-42 1h\n  kaironctl extend agent-42 90s --dry-run", exit_codes!()))]
     Extend {
+        #[arg(add = complete::machines())]
         name: String,
         /// How much later, e.g. 30m, 1h, 90 (seconds).
         #[arg(value_parser = duration::parse)]
@@ -177,6 +181,7 @@ enum Cmd {
     /// Freeze a VM's filesystems through the guest agent, thawing on its own after the timeout.
     #[command(after_help = concat!("Examples:\n  kaironctl freeze vm-1 --unfreeze-timeout 2m", exit_codes!()))]
     Freeze {
+        #[arg(add = complete::machines())]
         name: String,
         /// e.g. 5m (default: the server's).
         #[arg(long, value_parser = duration::parse)]
@@ -184,16 +189,24 @@ enum Cmd {
     },
     /// Thaw a frozen VM's filesystems.
     #[command(after_help = concat!("Examples:\n  kaironctl unfreeze vm-1", exit_codes!()))]
-    Unfreeze { name: String },
+    Unfreeze {
+        #[arg(add = complete::machines())]
+        name: String,
+    },
     /// Fork a running Machine into NEW (live on a VM; the filesystem of a sandbox).
     #[command(after_help = concat!("Examples:\n  kaironctl fork agent-42 agent-42-try", exit_codes!()))]
-    Fork { name: String, new_name: String },
+    Fork {
+        #[arg(add = complete::machines())]
+        name: String,
+        new_name: String,
+    },
     /// Claim a warm member of a MachinePool.
     #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim -e TASK=42\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
     Claim(ClaimArgs),
     /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top; sandboxes).
     #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3\n  kaironctl exec -it agent-42 -- sh", exit_codes!()))]
     Exec {
+        #[arg(add = complete::machines())]
         name: String,
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -217,10 +230,14 @@ enum Cmd {
     },
     /// Attach to a Machine's console: a shell in a sandbox, the serial console of a VM; stdin goes to it, its output comes back, and the shell's exit code is kaironctl's.
     #[command(after_help = concat!("Examples:\n  kaironctl console agent-42\n  echo 'ls /' | kaironctl console agent-42", exit_codes!()))]
-    Console { name: String },
+    Console {
+        #[arg(add = complete::machines())]
+        name: String,
+    },
     /// Forward a local port to a port of the guest: `port-forward NAME 8080:80` (`:80` picks a free local port; `80` is 80:80). Each connection gets its own stream; runs until interrupted.
     #[command(after_help = concat!("Examples:\n  kaironctl port-forward agent-42 8080:80\n  kaironctl port-forward agent-42 :8888\n  kaironctl port-forward vm-1 2222:22 & ssh -p 2222 root@127.0.0.1", exit_codes!()))]
     PortForward {
+        #[arg(add = complete::machines())]
         name: String,
         /// `LOCAL:REMOTE`, `:REMOTE` or `PORT`; with --stdio, the guest's PORT alone.
         ports: String,
@@ -234,6 +251,7 @@ enum Cmd {
   kaironctl ssh vm-1
   kaironctl ssh vm-1 -l admin -- -i ~/.ssh/id_ed25519 uname -a", exit_codes!()))]
     Ssh {
+        #[arg(add = complete::machines())]
         name: String,
         /// The user to log in as.
         #[arg(short = 'l', long, default_value = "root")]
@@ -257,6 +275,7 @@ enum Cmd {
     /// A background process's output: `logs MACHINE PID [--follow] [--stderr]`.
     #[command(after_help = concat!("Examples:\n  kaironctl logs agent-42 p-1 --follow\n  kaironctl logs agent-42 p-1 --stderr", exit_codes!()))]
     Logs {
+        #[arg(add = complete::machines())]
         name: String,
         pid: String,
         #[arg(short, long)]
@@ -307,6 +326,7 @@ enum Cmd {
 
 #[derive(Args)]
 struct ClaimArgs {
+    #[arg(add = complete::pools())]
     pool: String,
     /// Release the claim this long after it binds (e.g. 1h).
     #[arg(long, value_parser = duration::parse)]
@@ -425,6 +445,7 @@ impl WaitFor {
 
 #[derive(Args)]
 struct PowerArgs {
+    #[arg(add = complete::machines())]
     name: String,
     #[command(flatten)]
     dry: DryRun,
@@ -502,10 +523,17 @@ enum Failure {
 
 fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // A shell asking for completions (COMPLETE=bash kaironctl -- WORDS...): answered, then exit.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let cli = Cli::parse();
     if let Cmd::Completion { shell } = &cli.cmd {
-        clap_complete::generate(*shell, &mut Cli::command(), "kaironctl", &mut std::io::stdout());
-        return ExitCode::SUCCESS;
+        return match complete::register(*shell, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     match rt.block_on(run(cli)) {

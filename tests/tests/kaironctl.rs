@@ -263,7 +263,28 @@ fn kaironctl_drives_machines_with_every_verb() {
 
     // usage, completion.
     assert_eq!(header(&ctl.ok(&["usage"]))[1..], ["ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"]);
-    assert!(ctl.ok(&["completion", "bash"]).contains("kaironctl"));
+    // Completion asks kaironctl, which knows the server's names (in the namespace given).
+    let script = ctl.ok(&["completion", "bash"]);
+    assert!(script.contains("COMPLETE=\"bash\"") && script.contains("complete -o nospace"), "{script}");
+    let complete = |words: &[&str]| {
+        let out = Command::new(kaironctl_bin())
+            .env("KUBECONFIG", &k.kubeconfig)
+            .env_remove("KAIRON_TOKEN")
+            .env("COMPLETE", "bash")
+            .env("_CLAP_IFS", "\n")
+            .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+            .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+            .env("_CLAP_COMPLETE_SPACE", "true")
+            .arg("--")
+            .args(words)
+            .output()
+            .expect("kaironctl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let got = complete(&["kaironctl", "-n", "ctl", "exec", "agent-"]);
+    assert!(got.lines().any(|l| l.trim() == "agent-42"), "{got:?}");
+    assert!(!complete(&["kaironctl", "-n", "ctl", "exec", "zzz"]).contains("agent-42"));
+    assert!(!complete(&["kaironctl", "-n", "elsewhere", "exec", "agent-"]).contains("agent-42"));
 
     // delete --dry-run keeps it; delete --wait removes it.
     ctl.ok(&["delete", "machine", "agent-42-clone", "--dry-run"]);
