@@ -125,7 +125,8 @@ async fn python_sdk_is_typed_and_its_tests_pass() {
 #[tokio::test(flavor = "multi_thread")]
 async fn typescript_example_and_tests_pass() {
     let ts = repo().join("sdk/typescript");
-    run("tsc", Command::new(ts.join("node_modules/.bin/tsc")).args(["-p", "."]).current_dir(&ts));
+    // Both builds: ESM (dist/src, with the tests and examples) and CommonJS (dist/cjs).
+    run("npm run build", Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ts));
     let k = Kairon::start_with(&["--max-upload-bytes", UPLOAD_LIMIT]).expect("kairon up");
     let mut cmd = Command::new("node");
     cmd.arg("dist/examples/agent_sandbox.js").current_dir(&ts);
@@ -150,6 +151,13 @@ async fn typescript_example_and_tests_pass() {
     let out = run("examples/stream_rss.ts", &mut cmd);
     assert!(out.contains("streamed 100 MiB in and out"), "{out}");
     println!("typescript: {}", out.trim());
+
+    // The CommonJS build, with require(), against the same server.
+    let mut cmd = Command::new("node");
+    cmd.arg("examples/cjs_smoke.cjs").current_dir(&ts);
+    with_env(&mut cmd, &k);
+    assert!(run("examples/cjs_smoke.cjs", &mut cmd).contains("commonjs ok"));
+    assert_clean(&k, "sdk-cjs").await;
 }
 
 /// Runs `script` (a program that prints `created`, waits for a line, then works through a
