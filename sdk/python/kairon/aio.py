@@ -81,10 +81,12 @@ class AsyncSandboxProcess:
 
     @property
     def pid(self) -> str:
+        """The process's id (re-attach with `AsyncSandbox.process(pid)`)."""
         return self.sync.pid
 
     @property
     def command(self) -> builtins.list[str]:
+        """The command it runs."""
         return self.sync.command
 
     @property
@@ -104,9 +106,11 @@ class AsyncSandboxProcess:
         return await asyncio.to_thread(self.sync.wait, timeout)
 
     async def running(self) -> bool:
+        """Whether the process is still running."""
         return await asyncio.to_thread(self.sync.running)
 
     async def logs(self, stream: str = "stdout") -> str:
+        """Its output so far: `stdout` (default), `stderr`, or `both`."""
         return await asyncio.to_thread(self.sync.logs, stream)
 
     async def write(self, data: str | bytes) -> None:
@@ -114,9 +118,11 @@ class AsyncSandboxProcess:
         await asyncio.to_thread(self.sync.write, data)
 
     async def close_stdin(self) -> None:
+        """Closes its stdin: it reads end of file."""
         await asyncio.to_thread(self.sync.close_stdin)
 
     async def kill(self, signal: str | None = None) -> None:
+        """Sends `signal` (default KILL)."""
         await asyncio.to_thread(self.sync.kill, signal)
 
     def __repr__(self) -> str:
@@ -131,9 +137,11 @@ class AsyncFiles:
         self._files = sandbox.files
 
     async def read(self, path: str) -> bytes:
+        """The bytes of the file at `path`."""
         return await asyncio.to_thread(self._files.read, path)
 
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        """The file at `path`, decoded."""
         return await asyncio.to_thread(self._files.read_text, path, encoding)
 
     def read_stream(self, path: str, *, chunk_size: int = 1 << 20) -> AsyncIterator[bytes]:
@@ -141,9 +149,11 @@ class AsyncFiles:
         return _iterate(self._files.read_stream(path, chunk_size=chunk_size))
 
     async def download(self, path: str, dest: str | os.PathLike[str] | BinaryIO) -> int:
+        """Streams the file at `path` into `dest` (a local path, written whole or not at all, or a binary file object); the bytes written."""
         return await asyncio.to_thread(self._files.download, path, dest)
 
     async def upload(self, src: str | os.PathLike[str], path: str, *, mode: str | None = None) -> None:
+        """Streams the local file `src` to `path`."""
         await asyncio.to_thread(self._files.upload, src, path, mode=mode)
 
     async def write(self, path: str, data: bytes | str | BinaryIO | Iterable[bytes] | AsyncIterable[bytes], *,
@@ -155,24 +165,31 @@ class AsyncFiles:
         await asyncio.to_thread(self._files.write, path, data, mode=mode)
 
     async def write_many(self, files: Mapping[str, bytes | str], *, mode: str | None = None) -> None:
+        """Writes each path's data, making the directories they need first."""
         await asyncio.to_thread(self._files.write_many, files, mode=mode)
 
     async def list(self, path: str) -> builtins.list[FileEntry]:
+        """The entries of the directory at `path`."""
         return await asyncio.to_thread(self._files.list, path)
 
     async def exists(self, path: str) -> bool:
+        """Whether a file or directory is at `path`."""
         return await asyncio.to_thread(self._files.exists, path)
 
     async def remove(self, path: str) -> None:
+        """Deletes the file at `path`."""
         await asyncio.to_thread(self._files.remove, path)
 
     async def make_dir(self, *paths: str) -> None:
+        """Makes each directory, with its parents."""
         await asyncio.to_thread(self._files.make_dir, *paths)
 
     async def upload_dir(self, src: str | os.PathLike[str], path: str) -> None:
+        """Copies the local directory `src` into `path`, as one tar."""
         await asyncio.to_thread(self._files.upload_dir, src, path)
 
     async def download_dir(self, path: str, dest: str | os.PathLike[str]) -> None:
+        """Copies the guest directory `path` into the local `dest`, as one tar (entries landing outside `dest` are refused)."""
         await asyncio.to_thread(self._files.download_dir, path, dest)
 
 
@@ -187,14 +204,17 @@ class AsyncSandbox:
 
     @property
     def name(self) -> str:
+        """The Machine's name."""
         return self.sync.name
 
     @property
     def namespace(self) -> str:
+        """The Machine's namespace."""
         return self.sync.namespace
 
     @property
     def claim(self) -> str | None:
+        """The MachineClaim it came from (`claim_from`), released on `close()`."""
         return self.sync.claim
 
     # Making one.
@@ -245,35 +265,45 @@ class AsyncSandbox:
         return AsyncSandboxProcess(await asyncio.to_thread(self.sync.process, pid))
 
     async def processes(self) -> builtins.list[AsyncSandboxProcess]:
+        """Every background process of the sandbox, running or exited, oldest first."""
         return [AsyncSandboxProcess(p) for p in await asyncio.to_thread(self.sync.processes)]
 
     async def write_file(self, path: str, data: bytes | str, *, mode: str | None = None) -> None:
+        """Writes `data` to the absolute `path` (`files.write` takes streams too)."""
         await self.files.write(path, data, mode=mode)
 
     async def read_file(self, path: str) -> bytes:
+        """The bytes of the file at the absolute `path`."""
         return await self.files.read(path)
 
     # Power, lifetime and copies.
 
     async def pause(self, timeout: float = 300.0) -> None:
+        """Pauses it (memory kept, no CPU) and waits until it is."""
         await asyncio.to_thread(self.sync.pause, timeout)
 
     async def resume(self, timeout: float = 300.0) -> None:
+        """Resumes it and waits until it runs."""
         await asyncio.to_thread(self.sync.resume, timeout)
 
     async def hibernate(self, timeout: float = 300.0) -> None:
+        """Hibernates it (a VM's memory to disk) and waits until it is."""
         await asyncio.to_thread(self.sync.hibernate, timeout)
 
     async def halt(self, timeout: float = 300.0) -> None:
+        """Halts it (powered off, disk kept) and waits until it is."""
         await asyncio.to_thread(self.sync.halt, timeout)
 
     async def restart(self, timeout: float = 300.0) -> None:
+        """Restarts it and waits until it runs."""
         await asyncio.to_thread(self.sync.restart, timeout)
 
     async def labels(self) -> dict[str, str]:
+        """The Machine's labels."""
         return await asyncio.to_thread(lambda: self.sync.labels)
 
     async def set_labels(self, labels: dict[str, str | None]) -> dict[str, str]:
+        """Sets labels (None removes one); the labels after."""
         return await asyncio.to_thread(self.sync.set_labels, labels)
 
     def url(self, port: int, path: str = "/") -> str:
@@ -281,9 +311,11 @@ class AsyncSandbox:
         return self.sync.url(port, path)
 
     async def extend(self, seconds: int) -> datetime.datetime:
+        """Moves the sandbox's end `seconds` later; the new end."""
         return await asyncio.to_thread(self.sync.extend, seconds)
 
     async def expires_at(self) -> datetime.datetime | None:
+        """When the sandbox ends (its earliest deadline), None without one."""
         return await asyncio.to_thread(lambda: self.sync.expires_at)
 
     async def port_forward(self, port: int, local_port: int = 0) -> PortForward:
@@ -291,12 +323,15 @@ class AsyncSandbox:
         return await asyncio.to_thread(self.sync.port_forward, port, local_port)
 
     async def fork(self, name: str | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
+        """A copy of the sandbox (a VM live, a sandbox's files), ready for commands."""
         return AsyncSandbox(await asyncio.to_thread(self.sync.fork, name, ready_timeout))
 
     async def info(self) -> Machine:
+        """The Machine as the server has it now."""
         return await asyncio.to_thread(self.sync.info)
 
     async def phase(self) -> str | None:
+        """The Machine's phase now."""
         return await asyncio.to_thread(lambda: self.sync.phase)
 
     async def close(self, timeout: float = 300.0) -> None:
@@ -322,17 +357,21 @@ class AsyncSandboxes:
         self.ui = ui
 
     async def create(self, image: str | None = None, **options: Any) -> AsyncSandbox:
+        """`AsyncSandbox.create(kube, ui, image, **options)`: a new Machine, ready for commands."""
         return await AsyncSandbox.create(self.kube, self.ui, image, **options)
 
     async def claim_from(self, pool: str, **options: Any) -> AsyncSandbox:
+        """`AsyncSandbox.claim_from(kube, ui, pool, **options)`: a warm member of the pool."""
         return await AsyncSandbox.claim_from(self.kube, self.ui, pool, **options)
 
     async def connect(self, name: str, *, namespace: str | None = None,
                       ready_timeout: float | None = None) -> AsyncSandbox:
+        """`AsyncSandbox.connect(kube, ui, name)`: attaches to an existing Machine."""
         return await AsyncSandbox.connect(self.kube, self.ui, name, namespace=namespace, ready_timeout=ready_timeout)
 
     async def list(self, *, labels: dict[str, str] | None = None,
                    namespace: str | None = None) -> builtins.list[AsyncSandbox]:
+        """`AsyncSandbox.list(kube, ui, labels=...)`: the namespace's sandboxes."""
         return await AsyncSandbox.list(self.kube, self.ui, labels=labels, namespace=namespace)
 
 
@@ -352,10 +391,12 @@ class AsyncKairon:
 
     @property
     def url(self) -> str:
+        """The server's URL."""
         return self.sync.url
 
     @property
     def namespace(self) -> str:
+        """The namespace calls use unless given another."""
         return self.sync.namespace
 
     async def close(self) -> None:

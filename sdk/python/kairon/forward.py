@@ -39,6 +39,7 @@ class PortForward:
 
     @property
     def url(self) -> str:
+        """The forwarded port's local address as an http:// URL."""
         return f"http://127.0.0.1:{self.local_port}"
 
     def _accept(self) -> None:
