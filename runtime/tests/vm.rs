@@ -147,6 +147,16 @@ async fn a_vm_boots_runs_commands_and_keeps_or_loses_state_across_power_changes(
     let listing = c.list_files(&vm.id, "/root/deep/dir").await.unwrap();
     assert_eq!(listing.len(), 1);
     assert_eq!((listing[0].name.as_str(), listing[0].size, listing[0].mode), ("blob.bin", 300_000, 0o600));
+    // An upload that breaks off leaves the old file whole, and nothing beside it.
+    let broken = futures::stream::iter(vec![Ok(vec![1u8; 4096]), Err(std::io::Error::other("the client went away"))]);
+    let cut = c.write_file_stream(&vm.id, "/root/deep/dir/blob.bin", reqwest::Body::wrap_stream(broken), None).await;
+    assert!(cut.is_err(), "{cut:?}");
+    assert_eq!(c.read_file(&vm.id, "/root/deep/dir/blob.bin").await.unwrap(), data);
+    assert_eq!(c.list_files(&vm.id, "/root/deep/dir").await.unwrap().len(), 1, "no temporary file is left");
+    // One written with no mode keeps the old file's.
+    c.write_file_stream(&vm.id, "/root/deep/dir/blob.bin", b"new".to_vec().into(), None).await.unwrap();
+    let listing = c.list_files(&vm.id, "/root/deep/dir").await.unwrap();
+    assert_eq!((listing[0].size, listing[0].mode), (3, 0o600));
     c.delete_file(&vm.id, "/root/deep/dir/blob.bin").await.unwrap();
     assert!(c.read_file(&vm.id, "/root/deep/dir/blob.bin").await.is_err());
     let py = sh(c, &vm.id, "python3 -c 'print(6*7)'").await;

@@ -1458,18 +1458,20 @@ impl VmHost {
         .boxed())
     }
 
-    /// Writes `path` in the guest from `data` as it arrives (in place: the guest agent cannot
-    /// rename); `mode` is applied afterwards when given. The bytes written.
+    /// Writes `path` in the guest from `data` as it arrives, into a temporary file beside it
+    /// that one shell step then puts in its place (`mode` when given, else the old file's, else
+    /// 644): an upload that breaks off leaves the old file as it was. The bytes written.
     pub async fn write_file(&self, id: &str, path: &str, mut data: ByteStream, mode: Option<u32>) -> Result<u64> {
         check_path(path)?;
         let run = self.running_or_err(id)?;
-        let opened = run.ga.lock().await.file_open(path, "w").await;
+        let parent = Path::new(path).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let temp = format!("{}/.kairon-upload-{}", parent.trim_end_matches('/'), uuid::Uuid::new_v4().simple());
+        let opened = run.ga.lock().await.file_open(&temp, "w").await;
         let handle = match opened {
             Ok(h) => h,
             Err(GaError::Command { desc, .. }) if desc.contains("No such file") => {
-                let parent = Path::new(path).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
                 self.script(id, "mkdir -p -- \"$1\"", &[&parent], None).await?;
-                run.ga.lock().await.file_open(path, "w").await?
+                run.ga.lock().await.file_open(&temp, "w").await?
             }
             Err(e) => return Err(e.into()),
         };
@@ -1487,12 +1489,23 @@ impl VmHost {
         }
         .await;
         file.close().await;
-        copied?;
-        if let Some(mode) = mode {
-            let m = format!("{mode:o}");
-            self.script(id, "chmod \"$1\" -- \"$2\"", &[&m, path], None).await?;
+        let placed = match copied {
+            Ok(()) => {
+                let mode = mode.map(|m| format!("{m:o}")).unwrap_or_default();
+                self.script(id, PUT_IN_PLACE, &[&temp, path, &mode], None).await
+            }
+            Err(e) => Err(e),
+        };
+        match placed {
+            Ok(r) if r.exit_code == 0 => Ok(written),
+            failed => {
+                let _ = self.script(id, "rm -f -- \"$1\"", &[&temp], None).await;
+                match failed? {
+                    r if r.exit_code == 2 => Err(VmError::Invalid(r.stderr.trim().to_string())),
+                    r => Err(VmError::Failed(format!("putting {path} in place: {}", r.stderr.trim()))),
+                }
+            }
         }
-        Ok(written)
     }
 
     pub async fn list_files(&self, id: &str, path: &str) -> Result<Vec<FileEntry>> {
@@ -1786,6 +1799,15 @@ pub fn kill_all_under(dir: &Path) {
         }
     }
 }
+
+/// Puts an uploaded temporary file ($1) in the place of $2 with mode $3 (empty: the old file's
+/// mode and owner, else 644). Exit 2: $2 is a directory.
+const PUT_IN_PLACE: &str = r#"t=$1 p=$2 m=$3
+if [ -d "$p" ]; then echo "$p is a directory" >&2; exit 2; fi
+if [ -n "$m" ]; then chmod "$m" -- "$t" || exit 1
+elif [ -e "$p" ]; then chmod --reference="$p" -- "$t" 2>/dev/null; chown --reference="$p" -- "$t" 2>/dev/null
+else chmod 644 -- "$t"; fi
+mv -f -- "$t" "$p""#;
 
 /// A file the guest agent holds open: closed when done with, or (dropped early, e.g. a
 /// download the client left) in the background, so the guest agent's handles do not leak.
