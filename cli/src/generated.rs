@@ -4496,7 +4496,7 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).\nThe body streams to the guest as it arrives; on a sandbox the old file is replaced only\nonce all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing\nfile keeps its mode, a new one gets 644\n\nSends a `PUT` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n- `body`\n"]
+    #[doc = "Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).\nThe body streams to the guest as it arrives; the old file is replaced only once all of it\narrived, so a broken upload leaves it as it was. Without `mode` an existing\nfile keeps its mode, a new one gets 644\n\nSends a `PUT` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n- `body`\n"]
     pub async fn file_write<'a, B: Into<reqwest::Body>>(
         &'a self,
         namespace: &'a str,

@@ -607,7 +607,7 @@ impl Machines {
     }
 
     /// Writes a guest file from `data` as it arrives, replacing the old one once all of it
-    /// arrived (on a sandbox; a VM's guest agent writes in place). `mode` is an octal text like
+    /// arrived. `mode` is an octal text like
     /// `644`; without it an existing file keeps its mode, a new one gets 644.
     pub async fn write_file(
         self: &Arc<Self>,

@@ -258,8 +258,8 @@ async fn file_read(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQue
 }
 
 /// Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-/// The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-/// once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+/// The body streams to the guest as it arrives; the old file is replaced only once all of it
+/// arrived, so a broken upload leaves it as it was. Without `mode` an existing
 /// file keeps its mode, a new one gets 644.
 #[utoipa::path(put, path = "/api/v1/machines/{namespace}/{name}/files", tag = "Guest", params(ObjectPath, FileQuery),
     request_body(content = FileBytes, content_type = "application/octet-stream"),

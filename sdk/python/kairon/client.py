@@ -455,7 +455,7 @@ class UIClient:
                    mode: str | None = None, namespace: str | None = None) -> None:
         """Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`; without it an
         existing file keeps its mode). A binary file object or an iterable of bytes is sent as it
-        is read, never whole; a sandbox's file is replaced only once all of it arrived."""
+        is read, never whole; the old file is replaced only once all of it arrived."""
         content: bytes | Iterator[bytes]
         if isinstance(data, (bytes, bytearray, memoryview)):
             content = bytes(data)

@@ -78,7 +78,7 @@ class Files:
         """Writes `data` to `path`, replacing what is there: text (UTF-8), bytes, a binary file
         object or an iterable of bytes (both sent as they are read, never whole). `mode` is
         octal, e.g. `755`; without it an existing file keeps its own. Missing directories are
-        made; on a sandbox the old file is replaced only once all of the new one arrived."""
+        made; the old file is replaced only once all of the new one arrived."""
         raw = data.encode() if isinstance(data, str) else data
         self._sb.ui.write_file(self._sb.name, path, raw, mode=mode, namespace=self._sb.namespace)
 

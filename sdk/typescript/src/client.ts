@@ -479,7 +479,7 @@ export class UIClient {
   }
   /** Writes `data` to the guest's absolute `path` (`mode` octal, e.g. `755`; without it an
    * existing file keeps its mode). An iterable of chunks (a file's read stream) is sent as it
-   * is produced, never whole; a sandbox's file is replaced only once all of it arrived. */
+   * is produced, never whole; the old file is replaced only once all of it arrived. */
   async writeFile(
     name: string,
     path: string,

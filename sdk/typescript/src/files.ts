@@ -71,8 +71,8 @@ export class Files {
 
   /** Writes `data` to `path`, replacing what is there: text (UTF-8), bytes, or an iterable of
    * chunks (a read stream, a generator: sent as produced, never whole). `mode` is octal, e.g.
-   * `755`; without it an existing file keeps its own. Missing directories are made; on a
-   * sandbox the old file is replaced only once all of the new one arrived. */
+   * `755`; without it an existing file keeps its own. Missing directories are made; the
+   * old file is replaced only once all of the new one arrived. */
   async write(
     path: string,
     data: Uint8Array | string | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,

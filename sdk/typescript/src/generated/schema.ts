@@ -336,8 +336,8 @@ export interface paths {
         get: operations["file_read"];
         /**
          * Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-         *     The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-         *     once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+         *     The body streams to the guest as it arrives; the old file is replaced only once all of it
+         *     arrived, so a broken upload leaves it as it was. Without `mode` an existing
          *     file keeps its mode, a new one gets 644.
          */
         put: operations["file_write"];

@@ -128,8 +128,8 @@ def sync_detailed(
     mode: str | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    The body streams to the guest as it arrives; the old file is replaced only once all of it
+    arrived, so a broken upload leaves it as it was. Without `mode` an existing
     file keeps its mode, a new one gets 644.
 
     Args:
@@ -172,8 +172,8 @@ def sync(
     mode: str | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    The body streams to the guest as it arrives; the old file is replaced only once all of it
+    arrived, so a broken upload leaves it as it was. Without `mode` an existing
     file keeps its mode, a new one gets 644.
 
     Args:
@@ -211,8 +211,8 @@ async def asyncio_detailed(
     mode: str | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
     """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    The body streams to the guest as it arrives; the old file is replaced only once all of it
+    arrived, so a broken upload leaves it as it was. Without `mode` an existing
     file keeps its mode, a new one gets 644.
 
     Args:
@@ -253,8 +253,8 @@ async def asyncio(
     mode: str | Unset = UNSET,
 ) -> Any | ErrorBody | None:
     """Upload a file, replacing what is there (at most `--max-upload-bytes`, 1 GiB by default).
-    The body streams to the guest as it arrives; on a sandbox the old file is replaced only
-    once all of it arrived, so a broken upload leaves it as it was. Without `mode` an existing
+    The body streams to the guest as it arrives; the old file is replaced only once all of it
+    arrived, so a broken upload leaves it as it was. Without `mode` an existing
     file keeps its mode, a new one gets 644.
 
     Args:
