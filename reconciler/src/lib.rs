@@ -47,6 +47,17 @@ impl Default for ControllerConfig {
     }
 }
 
+/// Lets the controllers finish what is in flight for [`FINISH_GRACE`], then drops the rest, so
+/// the caller still has time to hand the Lease over before its own grace runs out (a controller
+/// aborted with the Lease held leaves the others waiting out the lease duration).
+async fn finish(controllers: &mut tokio::task::JoinSet<()>) {
+    let rest = async { while controllers.join_next().await.is_some() {} };
+    if tokio::time::timeout(FINISH_GRACE, rest).await.is_err() {
+        tracing::warn!("reconciles still running {FINISH_GRACE:?} after the stop; dropping them");
+        controllers.shutdown().await;
+    }
+}
+
 /// How long the controllers get, once asked to stop, to finish the reconciles in flight.
 /// Shorter than the grace the process gives its workers, so releasing the Lease fits after it.
 pub const FINISH_GRACE: Duration = Duration::from_secs(3);
@@ -78,17 +89,15 @@ pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: Canc
                 tracing::warn!("lost the controller lease; standing by");
                 controllers.shutdown().await;
             }
+            // The stop counts from when it is asked for, not from when a first controller
+            // happens to end: one that never ends must not hold the others (and the Lease).
+            _ = shutdown.cancelled() => {
+                finish(&mut controllers).await;
+                return;
+            }
             _ = controllers.join_next() => {
                 if shutdown.is_cancelled() {
-                    // What is in flight gets FINISH_GRACE; then it is dropped, so the caller
-                    // still has time to hand the Lease over before its own grace runs out (a
-                    // controller aborted with the Lease held leaves the others waiting out
-                    // the lease duration).
-                    let rest = async { while controllers.join_next().await.is_some() {} };
-                    if tokio::time::timeout(FINISH_GRACE, rest).await.is_err() {
-                        tracing::warn!("reconciles still running {FINISH_GRACE:?} after the stop; dropping them");
-                        controllers.shutdown().await;
-                    }
+                    finish(&mut controllers).await;
                     return;
                 }
                 controllers.shutdown().await;
