@@ -50,11 +50,38 @@ impl Default for ControllerConfig {
 /// Lets the controllers finish what is in flight for [`FINISH_GRACE`], then drops the rest, so
 /// the caller still has time to hand the Lease over before its own grace runs out (a controller
 /// aborted with the Lease held leaves the others waiting out the lease duration).
-async fn finish(controllers: &mut tokio::task::JoinSet<()>) {
-    let rest = async { while controllers.join_next().await.is_some() {} };
+async fn finish(controllers: &mut Controllers) {
+    let rest = async { while controllers.set.join_next().await.is_some() {} };
     if tokio::time::timeout(FINISH_GRACE, rest).await.is_err() {
-        tracing::warn!("reconciles still running {FINISH_GRACE:?} after the stop; dropping them");
-        controllers.shutdown().await;
+        let running: String =
+            controllers.running.lock().map(|r| r.iter().copied().collect::<Vec<_>>().join(", ")).unwrap_or_default();
+        tracing::warn!(
+            still_running = running,
+            "controllers still running {FINISH_GRACE:?} after the stop; dropping them"
+        );
+        controllers.set.shutdown().await;
+    }
+}
+
+/// The running controllers, by name (for what a slow stop names).
+#[derive(Default)]
+struct Controllers {
+    set: tokio::task::JoinSet<()>,
+    running: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<&'static str>>>,
+}
+
+impl Controllers {
+    fn spawn(&mut self, name: &'static str, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let running = self.running.clone();
+        if let Ok(mut r) = running.lock() {
+            r.insert(name);
+        }
+        self.set.spawn(async move {
+            work.await;
+            if let Ok(mut r) = running.lock() {
+                r.remove(name);
+            }
+        });
     }
 }
 
@@ -77,17 +104,17 @@ pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: Canc
         // The controllers stop on the first of: leadership lost (dropped at once, so nothing
         // acts without the Lease), one of them ending on its own (all start over), or shutdown
         // (each finishes what it is doing first).
-        let mut controllers = tokio::task::JoinSet::new();
-        controllers.spawn(scheduler::run(client.clone(), shutdown.clone()));
-        controllers.spawn(lifecycle::run(client.clone(), cfg.clone(), shutdown.clone()));
-        controllers.spawn(pools::run(client.clone(), cfg.clone(), shutdown.clone()));
-        controllers.spawn(claims::run(client.clone(), cfg.clone(), shutdown.clone()));
-        controllers.spawn(usage::run(client.clone(), cfg.clone(), shutdown.clone()));
-        controllers.spawn(quota::run(client.clone(), shutdown.clone()));
+        let mut controllers = Controllers::default();
+        controllers.spawn("scheduler", scheduler::run(client.clone(), shutdown.clone()));
+        controllers.spawn("lifecycle", lifecycle::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn("pools", pools::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn("claims", claims::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn("usage", usage::run(client.clone(), cfg.clone(), shutdown.clone()));
+        controllers.spawn("quota", quota::run(client.clone(), shutdown.clone()));
         tokio::select! {
             _ = lost => {
                 tracing::warn!("lost the controller lease; standing by");
-                controllers.shutdown().await;
+                controllers.set.shutdown().await;
             }
             // The stop counts from when it is asked for, not from when a first controller
             // happens to end: one that never ends must not hold the others (and the Lease).
@@ -95,12 +122,12 @@ pub async fn run_all(client: kube::Client, cfg: ControllerConfig, shutdown: Canc
                 finish(&mut controllers).await;
                 return;
             }
-            _ = controllers.join_next() => {
+            _ = controllers.set.join_next() => {
                 if shutdown.is_cancelled() {
                     finish(&mut controllers).await;
                     return;
                 }
-                controllers.shutdown().await;
+                controllers.set.shutdown().await;
             }
         }
         tokio::select! {
