@@ -400,16 +400,7 @@ async fn tty_session(socket: WebSocket, mut child: Child, master: std::os::fd::O
         () = typed => false,
         client_ok = shown => client_ok,
     };
-    if !exited {
-        kill_shell(&mut child, &pid_file).await;
-    }
-    let status = match tokio::time::timeout(RUNC_EXIT_GRACE, child.wait()).await {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = child.start_kill();
-            child.wait().await
-        }
-    };
+    let status = end_session(&mut child, &pid_file, exited).await;
     let last = exited.then(|| close(close_code::NORMAL, &exit_reason(status)));
     finish(&mut ws_tx, last).await;
 }
@@ -547,6 +538,22 @@ fn exit_reason(status: io::Result<ExitStatus>) -> String {
     }
 }
 
+/// runc's exit status once a session is over. When the program did not exit (the client closed
+/// or went away) it is ended with all it started first; a runc that lingers (something outside
+/// the program's group still holds its pipes) is killed.
+async fn end_session(child: &mut Child, pid_file: &PidFile, exited: bool) -> io::Result<ExitStatus> {
+    if !exited {
+        kill_shell(child, pid_file).await;
+    }
+    match tokio::time::timeout(RUNC_EXIT_GRACE, child.wait()).await {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    }
+}
+
 async fn console_session(socket: WebSocket, mut child: Child, pid_file: PidFile) {
     let (mut ws_tx, mut ws_rx) = socket.split();
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -582,18 +589,7 @@ async fn console_session(socket: WebSocket, mut child: Child, pid_file: PidFile)
             client_ok = output => client_ok,
         }
     };
-    if !shell_exited {
-        // The client closed or went away: end the shell and all it started.
-        kill_shell(&mut child, &pid_file).await;
-    }
-    let status = match tokio::time::timeout(RUNC_EXIT_GRACE, child.wait()).await {
-        Ok(s) => s,
-        Err(_) => {
-            // Something outside the shell's group still holds runc's pipes.
-            let _ = child.start_kill();
-            child.wait().await
-        }
-    };
+    let status = end_session(&mut child, &pid_file, shell_exited).await;
     if !shell_exited {
         finish(&mut ws_tx, None).await;
         return;

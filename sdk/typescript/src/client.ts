@@ -416,8 +416,11 @@ export class UIClient {
   async *followLogs(name: string, pid: string, stream: "stdout" | "stderr" = "stdout", namespace?: string): AsyncGenerator<Uint8Array> {
     const seg = encodeURIComponent;
     const path = `/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/processes/${seg(pid)}/logs`;
-    // Read as it arrives: openapi-fetch's answers are whole.
-    const res = await this.#transport.get(`${this.url}${path}?follow=true&stream=${stream}`, { authorization: `Bearer ${this.#token}` });
+    yield* this.#streamed(`${this.url}${path}?follow=true&stream=${stream}`);
+  }
+  /** A GET's body as it arrives (openapi-fetch's answers are whole); a refusal throws its typed error. */
+  async *#streamed(url: string): AsyncGenerator<Uint8Array> {
+    const res = await this.#transport.get(url, { authorization: `Bearer ${this.#token}` });
     const status = res.statusCode ?? 0;
     if (status >= 400) {
       const chunks: Buffer[] = [];
@@ -446,16 +449,7 @@ export class UIClient {
   }
   /** The guest's file at the absolute `path`, in chunks as they arrive: never held whole. */
   async *readFileStream(name: string, path: string, namespace?: string): AsyncGenerator<Uint8Array> {
-    const url = `${this.url}${this.#files(name, namespace)}?path=${encodeURIComponent(path)}`;
-    const res = await this.#transport.get(url, { authorization: `Bearer ${this.#token}` });
-    const status = res.statusCode ?? 0;
-    if (status >= 400) {
-      const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
-    }
-    // A Buffer is a Uint8Array: handed on as is (a `new Uint8Array(b)` would copy it).
-    for await (const chunk of res) yield chunk as Buffer;
+    yield* this.#streamed(`${this.url}${this.#files(name, namespace)}?path=${encodeURIComponent(path)}`);
   }
   #files(name: string, namespace?: string): string {
     const seg = encodeURIComponent;
