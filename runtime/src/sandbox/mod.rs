@@ -207,7 +207,9 @@ impl SandboxHost {
         let fresh = std::fs::read(&src).ok()?;
         if std::fs::read(&dst).ok().as_ref() != Some(&fresh) {
             // A rename, so a sandbox starting meanwhile sees the old binary or the new, whole.
-            let tmp = self.tools_dir.join(format!(".{}.{}", agent::BINARY, std::process::id()));
+            // A temporary name of each call's own: sandboxes starting at once install it at
+            // once (with one name, one's rename took the file from under the other's).
+            let tmp = self.tools_dir.join(format!(".{}.{}", agent::BINARY, uuid::Uuid::new_v4().simple()));
             let copied = std::fs::write(&tmp, &fresh)
                 .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)))
                 .and_then(|()| std::fs::rename(&tmp, &dst));
