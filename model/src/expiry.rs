@@ -152,7 +152,14 @@ pub struct Extension {
 /// Moves the end of `ends` `seconds` later: every deadline before the new end is lengthened to
 /// it, later ones are kept. `None` when there is no deadline to move.
 pub fn extend(ends: &[End], seconds: i64) -> Option<Extension> {
-    let expires_at = plus(earliest(ends)?.at(), seconds);
+    extend_to(ends, plus(earliest(ends)?.at(), seconds))
+}
+
+/// What makes `ends` end no sooner than `expires_at`: every deadline before it is lengthened to
+/// it, later ones are kept. Applied again once done, it changes nothing (`expires_at` is a time,
+/// not a distance). `None` when there is no deadline.
+pub fn extend_to(ends: &[End], expires_at: Timestamp) -> Option<Extension> {
+    earliest(ends)?;
     let mut ext = Extension { expires_at, max_lifetime_seconds: None, ttl_seconds: None, claim_ttl_seconds: None };
     for end in ends.iter().filter(|e| e.at() < expires_at) {
         // Whole seconds, rounded up so the new end is never before the promised one.
@@ -236,6 +243,22 @@ mod tests {
         assert!(ends(&m, Some(&claim(Some(1), Some("2026-01-01T00:00:00Z")))).is_empty());
         assert_eq!(claim_name(&m), None);
         assert_eq!(extend(&[], 60), None);
+    }
+
+    #[test]
+    fn extending_to_an_end_again_once_it_is_reached_changes_nothing() {
+        let m = machine(json!({"lifecycle": {"maxLifetimeSeconds": 600}, "ttlSeconds": 300}), json!({}), json!({}));
+        let first = extend(&ends(&m, None), 400).unwrap();
+        assert_eq!((first.ttl_seconds, first.max_lifetime_seconds), (Some(700), Some(700)));
+        // Read again after the write (a retry after a conflict): aimed at the same end, nothing moves.
+        let written =
+            machine(json!({"lifecycle": {"maxLifetimeSeconds": 700}, "ttlSeconds": 700}), json!({}), json!({}));
+        let again = extend_to(&ends(&written, None), first.expires_at).unwrap();
+        assert_eq!((again.ttl_seconds, again.max_lifetime_seconds, again.expires_at), (None, None, first.expires_at));
+        // Half-written (only the TTL moved): only the rest moves, to the same end.
+        let half = machine(json!({"lifecycle": {"maxLifetimeSeconds": 600}, "ttlSeconds": 700}), json!({}), json!({}));
+        let rest = extend_to(&ends(&half, None), first.expires_at).unwrap();
+        assert_eq!((rest.ttl_seconds, rest.max_lifetime_seconds), (None, Some(700)));
     }
 
     #[test]

@@ -28,9 +28,12 @@ pub struct Extended {
 
 impl Machines {
     /// Moves the Machine's end `seconds` later: each of its deadlines (max lifetime, ttlSeconds,
-    /// its claim's ttlSeconds) that would end it sooner is lengthened. The claim is changed
-    /// first; each write is conditional on what was read, so a retry after a failure half-way
-    /// moves nothing twice. `seconds` is read only once the caller may write.
+    /// its claim's ttlSeconds) that would end it sooner is lengthened. The new end is fixed
+    /// from the first read; the claim is changed first, and each write is conditional on what
+    /// was read. A write that meets a newer object (the lifecycle controller records the
+    /// claim's change on the Machine's status at once) reads both again and aims at the same
+    /// end, so what was already moved is not moved twice. `seconds` is read only once the
+    /// caller may write.
     pub async fn extend(
         &self,
         id: &Identity,
@@ -56,23 +59,57 @@ impl Machines {
                 format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
             ));
         }
-        let claim = match expiry::claim_name(&m) {
-            Some(c) => self.api::<MachineClaim>(ns).get_opt(c).await?.filter(|c| expiry::binds(c, &m)),
-            None => None,
-        };
-        let ends = expiry::ends(&m, claim.as_ref());
-        let ext = expiry::extend(&ends, seconds).ok_or_else(|| {
-            Error::conflict(
-                Reason::NoDeadline,
-                format!(
-                    "Machine {ns}/{name} has no deadline (no spec.lifecycle.maxLifetimeSeconds, spec.ttlSeconds or claim ttlSeconds): there is nothing to extend"
-                ),
-            )
-        })?;
+        let mut m = m;
+        let mut claim = self.binding_claim(ns, &m).await?;
+        let target = expiry::extend(&expiry::ends(&m, claim.as_ref()), seconds)
+            .ok_or_else(|| {
+                Error::conflict(
+                    Reason::NoDeadline,
+                    format!(
+                        "Machine {ns}/{name} has no deadline (no spec.lifecycle.maxLifetimeSeconds, spec.ttlSeconds or claim ttlSeconds): there is nothing to extend"
+                    ),
+                )
+            })?
+            .expires_at;
         let pp = PatchParams { dry_run, ..super::power::field_manager() };
-        if let (Some(ttl), Some(c)) = (ext.claim_ttl_seconds, &claim) {
+        let mut attempt = 1;
+        loop {
+            let ext = expiry::extend_to(&expiry::ends(&m, claim.as_ref()), target).ok_or_else(|| {
+                Error::conflict(Reason::NoDeadline, format!("Machine {ns}/{name} has no deadline any more"))
+            })?;
+            match self.apply_extension(ns, &m, claim.as_ref(), &ext, &pp).await {
+                Ok(machine) => return Ok(Extended { expires_at: Time(target), machine }),
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < EXTEND_ATTEMPTS => {
+                    attempt += 1;
+                    m = self.api::<Machine>(ns).get(name).await?;
+                    claim = self.binding_claim(ns, &m).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// The MachineClaim bound to `m`, if any.
+    async fn binding_claim(&self, ns: &str, m: &Machine) -> Result<Option<MachineClaim>> {
+        Ok(match expiry::claim_name(m) {
+            Some(c) => self.api::<MachineClaim>(ns).get_opt(c).await?.filter(|c| expiry::binds(c, m)),
+            None => None,
+        })
+    }
+
+    /// Writes `ext`: the claim's TTL, then the Machine's deadlines, each conditional on the
+    /// version read. The Machine as written.
+    async fn apply_extension(
+        &self,
+        ns: &str,
+        m: &Machine,
+        claim: Option<&MachineClaim>,
+        ext: &expiry::Extension,
+        pp: &PatchParams,
+    ) -> kube::Result<Machine> {
+        if let (Some(ttl), Some(c)) = (ext.claim_ttl_seconds, claim) {
             let patch = json!({"metadata": {"resourceVersion": c.resource_version()}, "spec": {"ttlSeconds": ttl}});
-            self.api::<MachineClaim>(ns).patch(&c.name_any(), &pp, &Patch::Merge(&patch)).await?;
+            self.api::<MachineClaim>(ns).patch(&c.name_any(), pp, &Patch::Merge(&patch)).await?;
         }
         let mut spec = json!({});
         if let Some(max) = ext.max_lifetime_seconds {
@@ -81,12 +118,13 @@ impl Machines {
         if let Some(ttl) = ext.ttl_seconds {
             spec["ttlSeconds"] = json!(ttl);
         }
-        let machine = if spec.as_object().is_some_and(|s| s.is_empty()) {
-            m
-        } else {
-            let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": spec});
-            self.api::<Machine>(ns).patch(name, &pp, &Patch::Merge(&patch)).await?
-        };
-        Ok(Extended { expires_at: Time(ext.expires_at), machine })
+        if spec.as_object().is_some_and(|s| s.is_empty()) {
+            return Ok(m.clone());
+        }
+        let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": spec});
+        self.api::<Machine>(ns).patch(&m.name_any(), pp, &Patch::Merge(&patch)).await
     }
 }
+
+/// How many times `extend` reads again after meeting a newer object.
+const EXTEND_ATTEMPTS: u32 = 5;
