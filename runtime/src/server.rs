@@ -342,8 +342,21 @@ async fn write_file(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
     body: Body,
-) -> R<StatusCode> {
-    let path = path_param(&q)?;
+) -> Response {
+    match write_file_from(&st, &id, &q, body).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        // A refusal may come before the body was all read (a full disk): this connection
+        // cannot carry another request, and the client must not send one on it.
+        Err(e) => {
+            let mut resp = e.into_response();
+            resp.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+            resp
+        }
+    }
+}
+
+async fn write_file_from(st: &AppState, id: &str, q: &HashMap<String, String>, body: Body) -> R<()> {
+    let path = path_param(q)?;
     let mode = match q.get("mode") {
         Some(m) => Some(
             u32::from_str_radix(m, 8)
@@ -354,8 +367,8 @@ async fn write_file(
         None => None,
     };
     let data = body.into_data_stream().map(|r| r.map_err(std::io::Error::other)).boxed();
-    st.rt.write_file(&id, &path, data, mode).await?;
-    Ok(StatusCode::NO_CONTENT)
+    st.rt.write_file(id, &path, data, mode).await?;
+    Ok(())
 }
 
 async fn delete_file(

@@ -266,12 +266,7 @@ async fn file_read(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQue
     responses((status = 204, description = "Written"),
               (status = 400, description = "Not an absolute path or a bad mode", body = ErrorBody),
               (status = 413, description = "Larger than the upload limit (the message says it)", body = ErrorBody)))]
-async fn file_write(
-    c: Caller,
-    Path(p): Path<ObjectPath>,
-    Query(q): Query<FileQuery>,
-    body: Body,
-) -> Result<StatusCode> {
+async fn file_write(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQuery>, body: Body) -> Result<Response> {
     // The body limit (server.rs) cuts a body with no length at the limit: that error, seen
     // here, becomes the 413 it is rather than a failed write.
     let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -289,12 +284,18 @@ async fn file_write(
         .machines
         .write_file(&c.id, &p.namespace, &p.name, &q.path, q.mode.as_deref(), reqwest::Body::wrap_stream(data))
         .await;
-    match written {
+    let refusal = match written {
+        Ok(()) => return Ok(StatusCode::NO_CONTENT.into_response()),
         Err(_) if over.load(std::sync::atomic::Ordering::Relaxed) => {
-            Err(Error::new(Reason::PayloadTooLarge, crate::limits::upload_too_large(c.limits.max_upload_bytes)))
+            Error::new(Reason::PayloadTooLarge, crate::limits::upload_too_large(c.limits.max_upload_bytes))
         }
-        r => r.map(|()| StatusCode::NO_CONTENT),
-    }
+        Err(e) => e,
+    };
+    // A refusal may come before the body was all read: this connection cannot carry another
+    // request, and the client must not send one on it.
+    let mut resp = refusal.into_response();
+    resp.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    Ok(resp)
 }
 
 /// Delete a file.
