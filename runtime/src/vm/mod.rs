@@ -229,6 +229,10 @@ pub struct Running {
     pub netns: bool,
     qmp: Mutex<Qmp>,
     ga: Mutex<GuestAgent>,
+    /// Held while a background process's state is asked of the guest and recorded: the guest
+    /// agent tells a process's exit once and then forgets the process, so two callers asking at
+    /// once must not both ask.
+    polling: Mutex<()>,
     procs: std::sync::Mutex<BTreeMap<String, ProcRecord>>,
     /// Guest port → host port on 127.0.0.1.
     forwards: Mutex<BTreeMap<u16, u16>>,
@@ -966,6 +970,7 @@ impl VmHost {
             netns,
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"), pid)),
+            polling: Mutex::new(()),
             procs: std::sync::Mutex::new(BTreeMap::new()),
             forwards: Mutex::new(BTreeMap::new()),
             child: std::sync::Mutex::new(Some(child)),
@@ -1210,6 +1215,7 @@ impl VmHost {
             netns: own_netns(pid),
             qmp: Mutex::new(qmp),
             ga: Mutex::new(GuestAgent::new(&dir.join("ga.sock"), pid)),
+            polling: Mutex::new(()),
             procs: std::sync::Mutex::new(BTreeMap::new()),
             forwards: Mutex::new(BTreeMap::new()),
             child: std::sync::Mutex::new(None),
@@ -1343,6 +1349,7 @@ impl VmHost {
 
     async fn refresh(&self, id: &str, pid: &str) -> Result<ProcRecord> {
         let run = self.running_or_err(id)?;
+        let _polling = run.polling.lock().await;
         let rec = lock(&run.procs)
             .get(pid)
             .cloned()
