@@ -678,7 +678,9 @@ impl Store {
     }
 
     /// Drops revisions older than the last `keep_last` rvs and returns the new
-    /// compacted rv. Never moves the compacted rv backwards.
+    /// compacted rv. Never moves the compacted rv backwards. Each live object keeps its
+    /// last revision at or below that rv (as etcd's compaction keeps each key's), so
+    /// [`Store::revision_before`] still answers for any rv a watch may resume from.
     pub async fn compact(&self, keep_last: i64) -> Result<i64, StoreError> {
         // Publish the new bound first in its own short statement so writers
         // wait on the store_meta lock only briefly, not for the whole delete.
@@ -690,8 +692,37 @@ impl Store {
         .bind(keep_last.max(0))
         .fetch_one(self.pool())
         .await?;
-        sqlx::query("DELETE FROM revisions WHERE rv <= $1").bind(compacted).execute(self.pool()).await?;
+        sqlx::query(
+            "DELETE FROM revisions r WHERE r.rv <= $1 AND (r.event_type = 'DELETED' OR EXISTS ( \
+               SELECT 1 FROM revisions n \
+               WHERE n.api_group = r.api_group AND n.resource = r.resource \
+                 AND n.namespace = r.namespace AND n.name = r.name AND n.rv > r.rv AND n.rv <= $1))",
+        )
+        .bind(compacted)
+        .execute(self.pool())
+        .await?;
         Ok(compacted)
+    }
+
+    /// The object's last revision before `rv`: what it was as of `rv - 1` (a `Deleted`
+    /// event when it had been deleted), or None when it did not exist yet. A store compacted
+    /// before compaction kept each object's last revision may also answer None for an object
+    /// unchanged since then.
+    pub async fn revision_before(&self, key: ObjectRef<'_>, rv: i64) -> Result<Option<WatchEvent>, StoreError> {
+        let row: Option<watch::RevisionRow> = sqlx::query_as(
+            "SELECT rv, api_group, resource, namespace, name, event_type, object::text AS object \
+             FROM revisions \
+             WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND name = $4 AND rv < $5 \
+             ORDER BY rv DESC LIMIT 1",
+        )
+        .bind(key.group)
+        .bind(key.resource)
+        .bind(key.namespace)
+        .bind(key.name)
+        .bind(rv)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(WatchEvent::try_from).transpose()?)
     }
 
     /// Distinct non-empty namespaces that hold at least one object.

@@ -30,7 +30,7 @@ const REPLAY_PAGE: i64 = 500;
 const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 
 #[derive(sqlx::FromRow)]
-struct RevisionRow {
+pub(crate) struct RevisionRow {
     rv: i64,
     api_group: String,
     resource: String,

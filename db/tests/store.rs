@@ -473,9 +473,10 @@ async fn watch_below_compacted_is_gone(pool: PgPool) {
     assert_eq!(store.compacted_rv().await.unwrap(), 3);
     // Compaction never moves backwards.
     assert_eq!(store.compact(100).await.unwrap(), 3);
+    // Each live object keeps its last revision; these five were written once each.
     let left: Vec<i64> =
         sqlx::query_scalar("SELECT rv FROM revisions ORDER BY rv").fetch_all(store.pool()).await.unwrap();
-    assert_eq!(left, vec![4, 5]);
+    assert_eq!(left, vec![1, 2, 3, 4, 5]);
 
     for from in [0, 2] {
         match store.watch(G, R, None, from).await {
@@ -492,6 +493,31 @@ async fn watch_below_compacted_is_gone(pool: PgPool) {
     assert_eq!(next_event(&mut w).await.rv, 5);
     store.create(oref("ns", "live"), obj("ns", "live", json!({}))).await.unwrap();
     assert_eq!(next_event(&mut w).await.rv, 6);
+}
+
+/// Compaction keeps each live object's last revision at or below the compacted rv, so what
+/// an object was just before any rv a watch may resume from is still known.
+#[sqlx::test(migrations = "./migrations")]
+async fn compaction_keeps_what_each_object_was(pool: PgPool) {
+    let store = Store::from_pool(pool).await.unwrap();
+    store.create(oref("ns", "kept"), obj("ns", "kept", json!({"v": 1}))).await.unwrap(); // 1
+    store.create(oref("ns", "gone"), obj("ns", "gone", json!({}))).await.unwrap(); // 2
+    store.update(oref("ns", "kept"), obj("ns", "kept", json!({"v": 2})), None).await.unwrap(); // 3
+    store.delete(oref("ns", "gone"), None).await.unwrap(); // 4
+    store.update(oref("ns", "kept"), obj("ns", "kept", json!({"v": 3})), None).await.unwrap(); // 5
+    store.create(oref("ns", "new"), obj("ns", "new", json!({}))).await.unwrap(); // 6
+    assert_eq!(store.compact(2).await.unwrap(), 4);
+    let left: Vec<i64> =
+        sqlx::query_scalar("SELECT rv FROM revisions ORDER BY rv").fetch_all(store.pool()).await.unwrap();
+    assert_eq!(left, vec![3, 5, 6], "kept's last revision below the bound stays; gone's history goes");
+
+    let before = |name, rv| store.revision_before(oref("ns", name), rv);
+    let kept = before("kept", 5).await.unwrap().expect("kept existed at rv 4");
+    assert_eq!((kept.rv, kept.object().unwrap()["spec"]["v"].clone()), (3, json!(2)));
+    assert_eq!(before("kept", 6).await.unwrap().unwrap().rv, 5);
+    assert!(before("gone", 6).await.unwrap().is_none(), "deleted before the bound: nothing to hold");
+    assert!(before("new", 6).await.unwrap().is_none(), "did not exist yet");
+    assert_eq!(before("new", 7).await.unwrap().unwrap().event_type, EventType::Added);
 }
 
 /// Writes that never notify (as if the notification were lost) still reach

@@ -489,11 +489,30 @@ async fn a_selector_watch_resumed_after_a_delete_still_hears_of_it() {
     api.create(&PostParams::default(), &labelled("deleted")).await.unwrap();
     api.create(&PostParams::default(), &labelled("relabelled")).await.unwrap();
     let kept = api.create(&PostParams::default(), &labelled("kept")).await.unwrap();
+    let mut outside = machine("outside");
+    outside.metadata.labels = Some([("team".to_string(), "b".to_string())].into());
+    api.create(&PostParams::default(), &outside).await.unwrap();
     let rv = kept.metadata.resource_version.clone().unwrap();
     api.delete("deleted", &DeleteParams::default()).await.unwrap();
     let relabel = json!({"metadata": {"labels": {"team": "b"}}});
     api.patch("relabelled", &PatchParams::default(), &Patch::Merge(relabel)).await.unwrap();
     api.create(&PostParams::default(), &labelled("new")).await.unwrap();
+    // Changes to an object that never matched are nobody's business: no DELETED for it.
+    let touch = json!({"metadata": {"annotations": {"touched": "yes"}}});
+    api.patch("outside", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
+    let mut never = machine("never");
+    never.metadata.labels = Some([("team".to_string(), "b".to_string())].into());
+    api.create(&PostParams::default(), &never).await.unwrap();
+    api.delete("never", &DeleteParams::default()).await.unwrap();
+
+    // By name, as kube-rs's `await_condition` watches one object: the others' changes since
+    // `rv` are not its, and the first event is the watched object's own.
+    let mut one = api.watch(&WatchParams::default().fields("metadata.name=kept"), &rv).await.unwrap().boxed();
+    api.patch("kept", &PatchParams::default(), &Patch::Merge(&touch)).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(10), one.try_next()).await {
+        Ok(Ok(Some(WatchEvent::Modified(m)))) => assert_eq!(m.metadata.name.as_deref(), Some("kept")),
+        other => panic!("the watch of kept alone must first hear kept modified, got {other:?}"),
+    }
 
     let mut stream = api.watch(&WatchParams::default().labels("team=a"), &rv).await.unwrap().boxed();
     let mut seen = BTreeSet::new();
@@ -506,6 +525,11 @@ async fn a_selector_watch_resumed_after_a_delete_still_hears_of_it() {
         };
     }
     assert_eq!(seen, BTreeSet::from(["ADDED new".into(), "DELETED deleted".into(), "DELETED relabelled".into()]));
+    // kept was touched after the others: its MODIFIED comes next, before anything live.
+    match tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await {
+        Ok(Ok(Some(WatchEvent::Modified(m)))) => assert_eq!(m.metadata.name.as_deref(), Some("kept")),
+        other => panic!("expected kept's MODIFIED, got {other:?}"),
+    }
     // Live, a change that leaves the selector is DELETED once, and one outside it is not sent.
     api.patch("kept", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"team": "c"}}})))
         .await

@@ -466,53 +466,40 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
         }
     };
 
-    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut view = WatchView {
+        rt: c.rt.clone(),
+        version: c.version.clone(),
+        id: c.id.clone(),
+        as_table,
+        sel,
+        held: HashSet::new(),
+        gap: None,
+    };
     let mut out: Vec<Bytes> = Vec::new();
-    let rt = c.rt.clone();
-    let version = c.version.clone();
-    let id = c.id.clone();
-    let present = move |obj: Value| -> Value {
-        if rt.view == View::CoreEvents {
-            return events::to_core(obj);
-        }
-        let mut obj = obj;
-        obj["apiVersion"] = Value::String(rt.api_version(&version));
-        obj["kind"] = Value::String(rt.kind.to_string());
-        obj
-    };
-    let rt = c.rt.clone();
-    let render = move |obj: Value| -> Value {
-        if as_table { table::table(&rt, std::slice::from_ref(&obj), json!({}), now_secs()) } else { obj }
-    };
-    let key_of = |o: &Value| {
-        (
-            o["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
-            o["metadata"]["name"].as_str().unwrap_or("").to_string(),
-        )
-    };
-    let may_see = {
-        let id = id.clone();
-        let rt = c.rt.clone();
-        move |o: &Value| may_see(&id, &rt, o)
-    };
     for o in initial {
-        let o = present(o);
-        if may_see(&o) && sel.matches(&o) {
-            seen.insert(key_of(&o));
+        let o = view.present(o);
+        if view.may_see(&o) && view.sel.matches(&o) {
+            view.held.insert(key_of(&o));
             if send_initial {
-                out.push(watch_event("ADDED", render(o)));
+                out.push(watch_event("ADDED", view.render(o)));
             }
         }
     }
-    // Resuming with a selector, the server cannot know what the client held at its version: it
-    // takes what matches now (at `gap_until`) as what the client will hold once it has the events
-    // up to then, and within that gap sends each event as it comes, a change or delete of an
-    // object that no longer matches as DELETED (a client that did not hold it ignores that).
-    let mut gap_until = 0;
-    if !send_initial && !sel.is_empty() {
+    // Resuming with a selector, the server does not know what the client held at its version
+    // (what matched then). Until `gap_until` (now), each object's first event is judged against
+    // its revision before that event, as Kubernetes' watch cache judges against the previous
+    // object; an object with no event since holds what matches now.
+    if !send_initial && !view.sel.is_empty() {
         let page = c.st.store.list(group, resource, ns.as_deref(), None, None).await?;
-        gap_until = page.resource_version;
-        seen.extend(page.items.into_iter().map(&present).filter(|o| sel.matches(o)).map(|o| key_of(&o)));
+        let now: Vec<Value> = page.items.into_iter().map(|o| view.present(o)).collect();
+        view.held.extend(now.iter().filter(|o| view.sel.matches(o)).map(key_of));
+        view.gap = Some(Gap {
+            until: page.resource_version,
+            judged: HashSet::new(),
+            store: c.st.store.clone(),
+            group: group.to_string(),
+            resource: resource.to_string(),
+        });
     }
     if c.params.send_initial_events && c.params.allow_bookmarks {
         let mut bookmark = json!({
@@ -528,47 +515,21 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
     let live: std::pin::Pin<Box<dyn Stream<Item = Bytes> + Send>> =
         match c.st.store.watch(group, resource, ns.as_deref(), from_rv).await {
             Ok(events) => {
-                // Objects that stop matching a selector leave the client's view as DELETED.
-                let stream = events.filter_map(move |ev| {
-                    let line = match ev {
-                        Ok(ev) => match ev.object() {
+                Box::pin(futures::stream::unfold((Box::pin(events), view), |(mut events, mut view)| async move {
+                    loop {
+                        let line = match events.next().await? {
+                            Ok(ev) => view.line(ev).await,
+                            Err(StoreError::Gone { compacted }) => Some(gone_event(compacted)),
                             Err(e) => {
-                                tracing::warn!(rv = ev.rv, error = %e, "a stored object is not JSON");
+                                tracing::warn!(error = %e, "watch stream failed");
                                 Some(watch_event("ERROR", ApiError::internal(format!("watch failed: {e}")).status()))
                             }
-                            Ok(obj) => {
-                                let obj = present(obj);
-                                let key = key_of(&obj);
-                                if !may_see(&obj) {
-                                    None
-                                } else if sel.is_empty() {
-                                    Some(watch_event(ev.event_type.as_str(), render(obj)))
-                                } else if ev.rv <= gap_until {
-                                    let kind = if sel.matches(&obj) {
-                                        ev.event_type.as_str()
-                                    } else {
-                                        EventType::Deleted.as_str()
-                                    };
-                                    Some(watch_event(kind, render(obj)))
-                                } else if ev.event_type == EventType::Deleted {
-                                    seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
-                                } else if sel.matches(&obj) {
-                                    let kind = if seen.insert(key) { "ADDED" } else { "MODIFIED" };
-                                    Some(watch_event(kind, render(obj)))
-                                } else {
-                                    seen.remove(&key).then(|| watch_event("DELETED", render(obj)))
-                                }
-                            }
-                        },
-                        Err(StoreError::Gone { compacted }) => Some(gone_event(compacted)),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "watch stream failed");
-                            Some(watch_event("ERROR", ApiError::internal(format!("watch failed: {e}")).status()))
+                        };
+                        if let Some(line) = line {
+                            return Some((line, (events, view)));
                         }
-                    };
-                    futures::future::ready(line)
-                });
-                Box::pin(stream)
+                    }
+                }))
             }
             // Too old: an ERROR event inside a 200 stream makes clients re-list (kube-rs retries
             // an HTTP 410 forever).
@@ -597,6 +558,127 @@ async fn watch(c: &Ctx<'_>, headers: &HeaderMap) -> ApiResult<Response> {
         .header("transfer-encoding", "chunked")
         .body(Body::from_stream(stream))
         .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+type Key = (String, String);
+
+fn key_of(o: &Value) -> Key {
+    (
+        o["metadata"]["namespace"].as_str().unwrap_or("").to_string(),
+        o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+/// What one watch shows its client: the objects its caller may see that match its selector,
+/// in the version and form it asked for, and which of them the client holds now (to tell
+/// ADDED from MODIFIED, and to send DELETED once one stops matching, and only then).
+struct WatchView {
+    rt: ResourceType,
+    version: String,
+    id: Identity,
+    as_table: bool,
+    sel: Selection,
+    held: HashSet<Key>,
+    gap: Option<Gap>,
+}
+
+/// The events of a watch resumed with a selector that were written before it began.
+struct Gap {
+    until: i64,
+    /// Objects whose holding was settled from their revision before their first event.
+    judged: HashSet<Key>,
+    store: kairon_db::Store,
+    group: String,
+    resource: String,
+}
+
+impl WatchView {
+    fn present(&self, obj: Value) -> Value {
+        if self.rt.view == View::CoreEvents {
+            return events::to_core(obj);
+        }
+        let mut obj = obj;
+        obj["apiVersion"] = Value::String(self.rt.api_version(&self.version));
+        obj["kind"] = Value::String(self.rt.kind.to_string());
+        obj
+    }
+
+    fn render(&self, obj: Value) -> Value {
+        if self.as_table { table::table(&self.rt, std::slice::from_ref(&obj), json!({}), now_secs()) } else { obj }
+    }
+
+    fn may_see(&self, obj: &Value) -> bool {
+        may_see(&self.id, &self.rt, obj)
+    }
+
+    /// The line one stored event becomes for this client, if any.
+    async fn line(&mut self, ev: kairon_db::WatchEvent) -> Option<Bytes> {
+        let obj = match ev.object() {
+            Ok(obj) => self.present(obj),
+            Err(e) => {
+                tracing::warn!(rv = ev.rv, error = %e, "a stored object is not JSON");
+                return Some(watch_event("ERROR", ApiError::internal(format!("watch failed: {e}")).status()));
+            }
+        };
+        if !self.may_see(&obj) {
+            return None;
+        }
+        if self.sel.is_empty() {
+            return Some(watch_event(ev.event_type.as_str(), self.render(obj)));
+        }
+        let key = key_of(&obj);
+        if let Err(e) = self.judge(&ev, &key).await {
+            // Unknown whether the client holds it: it must list again.
+            tracing::warn!(error = %e, "reading an object's earlier revision for a resumed watch");
+            return Some(watch_event(
+                "ERROR",
+                ApiError::gone(format!("the watch cannot resume here ({e}): list again")).status(),
+            ));
+        }
+        if ev.event_type != EventType::Deleted && self.sel.matches(&obj) {
+            let kind = if self.held.insert(key) { "ADDED" } else { "MODIFIED" };
+            Some(watch_event(kind, self.render(obj)))
+        } else {
+            self.held.remove(&key).then(|| watch_event("DELETED", self.render(obj)))
+        }
+    }
+
+    /// Within the gap, settles whether the client held the object before its first event: it
+    /// did when the object's revision before that event matched. A revision compacted away
+    /// (stores compacted before each object's last revision was kept) counts as held, so
+    /// a client that held it hears that it left.
+    async fn judge(&mut self, ev: &kairon_db::WatchEvent, key: &Key) -> Result<(), StoreError> {
+        let Some(gap) = self.gap.as_mut() else { return Ok(()) };
+        if ev.rv > gap.until {
+            self.gap = None;
+            return Ok(());
+        }
+        if !gap.judged.insert(key.clone()) {
+            return Ok(());
+        }
+        let held = match ev.event_type {
+            EventType::Added => false,
+            _ => {
+                let at =
+                    ObjectRef { group: &gap.group, resource: &gap.resource, namespace: &ev.namespace, name: &ev.name };
+                match gap.store.revision_before(at, ev.rv).await? {
+                    None => true,
+                    Some(before) if before.event_type == EventType::Deleted => false,
+                    Some(before) => {
+                        let before = before.object().map_err(|e| StoreError::Invalid(e.to_string()))?;
+                        let before = self.present(before);
+                        self.sel.matches(&before)
+                    }
+                }
+            }
+        };
+        if held {
+            self.held.insert(key.clone());
+        } else {
+            self.held.remove(key);
+        }
+        Ok(())
+    }
 }
 
 fn gone_event(compacted: i64) -> Bytes {
