@@ -122,11 +122,21 @@ async fn python_sdk_is_typed_and_its_tests_pass() {
     println!("python: {}", out.trim());
 }
 
+/// `sdk/typescript` after `npm run build`: the ESM build (dist/src, with the tests and examples)
+/// and the CommonJS one (dist/cjs), made once for the tests that use them rather than by each
+/// (two tsc runs writing dist/ at once would race).
+fn built_typescript() -> PathBuf {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let ts = repo().join("sdk/typescript");
+    BUILD.call_once(|| {
+        run("npm run build", Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ts));
+    });
+    ts
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn typescript_example_and_tests_pass() {
-    let ts = repo().join("sdk/typescript");
-    // Both builds: ESM (dist/src, with the tests and examples) and CommonJS (dist/cjs).
-    run("npm run build", Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ts));
+    let ts = built_typescript();
     let k = Kairon::start_with(&["--max-upload-bytes", UPLOAD_LIMIT]).expect("kairon up");
     let mut cmd = Command::new("node");
     cmd.arg("dist/examples/agent_sandbox.js").current_dir(&ts);
@@ -158,6 +168,38 @@ async fn typescript_example_and_tests_pass() {
     with_env(&mut cmd, &k);
     assert!(run("examples/cjs_smoke.cjs", &mut cmd).contains("commonjs ok"));
     assert_clean(&k, "sdk-cjs").await;
+}
+
+/// The browser build (`src/browser.ts`, the package's `browser` export) as a web app gets it:
+/// bundled by esbuild for the browser platform, which fails on any `node:` import, then run in
+/// Chromium from a page on the server's own origin (`browser-test/`): `new Kairon({ token })`,
+/// create, run, a streamed run, files both ways, HTTP through a relay WebSocket opened with a
+/// ticket, the Node-only parts refusing with what to use instead, typed errors, close.
+#[tokio::test(flavor = "multi_thread")]
+async fn typescript_sdk_works_in_a_browser() {
+    let ts = built_typescript();
+    let bundled = run("bundle:browser", Command::new("node").arg("scripts/bundle-browser.mjs").current_dir(&ts));
+    assert!(bundled.contains("no node: imports"), "{bundled}");
+    let k = Kairon::start().expect("kairon up");
+    let mut cmd = Command::new("node");
+    cmd.arg("browser-test/run.mjs").current_dir(&ts).env("KAIRON_NAMESPACE", "sdk-browser");
+    with_env(&mut cmd, &k);
+    let done = cmd.output().expect("node browser-test/run.mjs");
+    let out = String::from_utf8_lossy(&done.stdout).into_owned();
+    if !done.status.success() {
+        // What the server said about the page's requests (a refused WebSocket says why only here).
+        let logs = k.logs();
+        let said: Vec<&str> = logs.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+        panic!(
+            "browser-test/run.mjs failed ({}):\n{out}\n{}\n--- the server's warnings\n{}",
+            done.status,
+            String::from_utf8_lossy(&done.stderr),
+            said.join("\n")
+        );
+    }
+    assert!(out.contains("checks passed"), "{out}");
+    println!("{}\n{}", bundled.trim(), out.trim());
+    assert_clean(&k, "sdk-browser").await;
 }
 
 /// Runs `script` (a program that prints `created`, waits for a line, then works through a

@@ -11,9 +11,8 @@
 
 import createClient from "openapi-fetch";
 import type { components, operations, paths } from "./generated/schema.js";
-import WebSocket from "ws";
-import { ApiError, KaironConnectionError, TimeoutError, errorFrom } from "./errors.js";
-import { Transport, USER_AGENT, type TransportOptions } from "./transport.js";
+import { ApiError, TimeoutError, errorFrom } from "./errors.js";
+import { platform, type Relay, type TransportOptions, type Wire } from "./platform.js";
 
 export type Schemas = components["schemas"];
 export type Machine = Schemas["Machine"];
@@ -35,6 +34,27 @@ type Json = Record<string, unknown>;
 /** Options of `Client` and `UIClient`: the namespace calls use unless given another, and how to send. */
 export interface ClientOptions extends TransportOptions {
   namespace?: string;
+  /** What to send with (default: the platform's, `Transport` in Node, `FetchTransport` in a browser). */
+  wire?: Wire;
+}
+
+const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+
+/** The whole of a streamed body. */
+async function drain(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for await (const p of body) {
+    parts.push(p);
+    n += p.byteLength;
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }
 
 /** The Kubernetes-compatible API: `new Client(url, token, { namespace: "agents" })`. */
@@ -42,13 +62,13 @@ export class Client {
   readonly url: string;
   readonly namespace: string;
   readonly #token: string;
-  readonly #transport: Transport;
+  readonly #transport: Wire;
 
   constructor(url: string, token: string, opts: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     this.#token = token;
     this.namespace = opts.namespace ?? "default";
-    this.#transport = new Transport(opts);
+    this.#transport = opts.wire ?? platform().wire(opts);
   }
 
   #path(plural: string, namespace?: string, name?: string): string {
@@ -167,14 +187,14 @@ export class UIClient {
   readonly url: string;
   readonly namespace: string;
   readonly api: ReturnType<typeof createClient<paths>>;
-  readonly #transport: Transport;
+  readonly #transport: Wire;
   readonly #token: string;
 
   constructor(url: string, token: string, opts: ClientOptions = {}) {
     this.url = url.replace(/\/+$/, "");
     this.namespace = opts.namespace ?? "default";
     this.#token = token;
-    this.#transport = new Transport(opts);
+    this.#transport = opts.wire ?? platform().wire(opts);
     this.api = createClient<paths>({
       baseUrl: this.url,
       headers: { Authorization: `Bearer ${token}` },
@@ -344,17 +364,12 @@ export class UIClient {
     const path = `/api/v1/machines/${seg(opts.namespace ?? this.namespace)}/${seg(name)}/processes/${seg(pid)}/stream`;
     const query = `stdoutOffset=${opts.stdoutOffset ?? 0}&stderrOffset=${opts.stderrOffset ?? 0}`;
     // Read as it arrives: openapi-fetch's answers are whole.
-    const res = await this.#transport.get(`${this.url}${path}?${query}`, { authorization: `Bearer ${this.#token}` });
-    const status = res.statusCode ?? 0;
-    if (status >= 400) {
-      const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
-    }
+    const res = await this.#transport.stream(`${this.url}${path}?${query}`, { authorization: `Bearer ${this.#token}` });
+    if (res.status >= 400) throw errorFrom(res.status, decode(await drain(res.body)));
     let buf = "";
     const decoder = new TextDecoder();
-    for await (const chunk of res) {
-      buf += decoder.decode(chunk as Buffer, { stream: true });
+    for await (const chunk of res.body) {
+      buf += decoder.decode(chunk, { stream: true });
       let nl: number;
       while ((nl = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, nl);
@@ -369,24 +384,9 @@ export class UIClient {
   }
   /** A WebSocket to one of the Machine's relays (`portforward/8080`, `console`): binary frames both ways. A
    * refusal (not found, suspended, a closed port) rejects with the typed error. */
-  relay(name: string, route: string, namespace?: string): Promise<WebSocket> {
+  relay(name: string, route: string, namespace?: string): Promise<Relay> {
     const seg = encodeURIComponent;
-    const url = `${this.url.replace(/^http/, "ws")}/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/${route}`;
-    return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, {
-        headers: { Authorization: `Bearer ${this.#token}`, "User-Agent": USER_AGENT },
-        ca: this.#transport.ca,
-        maxPayload: 0,
-      });
-      ws.binaryType = "nodebuffer";
-      ws.once("open", () => resolve(ws));
-      ws.once("unexpected-response", (_req, res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => reject(errorFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))));
-      });
-      ws.once("error", (e) => reject(new KaironConnectionError(`${url}: the server is unreachable: ${e.message}`)));
-    });
+    return this.#transport.socket(this.url, `/api/v1/machines/${seg(namespace ?? this.namespace)}/${seg(name)}/${route}`, this.#token);
   }
   /** A background process's state. */
   async getProcess(name: string, pid: string, namespace?: string): Promise<Process> {
@@ -420,15 +420,9 @@ export class UIClient {
   }
   /** A GET's body as it arrives (openapi-fetch's answers are whole); a refusal throws its typed error. */
   async *#streamed(url: string): AsyncGenerator<Uint8Array> {
-    const res = await this.#transport.get(url, { authorization: `Bearer ${this.#token}` });
-    const status = res.statusCode ?? 0;
-    if (status >= 400) {
-      const chunks: Buffer[] = [];
-      for await (const c of res) chunks.push(c as Buffer);
-      throw errorFrom(status, Buffer.concat(chunks).toString("utf8"));
-    }
-    // A Buffer is a Uint8Array: handed on as is (a `new Uint8Array(b)` would copy it).
-    for await (const chunk of res) yield chunk as Buffer;
+    const res = await this.#transport.stream(url, { authorization: `Bearer ${this.#token}` });
+    if (res.status >= 400) throw errorFrom(res.status, decode(await drain(res.body)));
+    yield* res.body;
   }
   /** Sends `signal` to a background process. */
   async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {
@@ -485,7 +479,7 @@ export class UIClient {
       const url = `${this.url}${this.#files(name, opts.namespace)}?${query}`;
       const headers = { authorization: `Bearer ${this.#token}`, "content-type": "application/octet-stream" };
       const a = await this.#transport.upload("PUT", url, headers, data);
-      if (a.status >= 400) throw errorFrom(a.status, a.body.toString("utf8"));
+      if (a.status >= 400) throw errorFrom(a.status, decode(a.body));
       return;
     }
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;

@@ -9,37 +9,12 @@
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, dirname, isAbsolute, join, resolve as resolvePath } from "node:path";
-import { KaironError } from "./errors.js";
+import { ConfigError, type Config, type ConfigOptions } from "./platform.js";
+
+export { ConfigError, type Config, type ConfigOptions } from "./platform.js";
 
 /** Where `kairon up` writes its kubeconfig by default. */
 export const DEFAULT_KUBECONFIG = "~/.local/state/kairon/kubeconfig";
-
-/** No server or token could be found, or the kubeconfig could not be read. */
-export class ConfigError extends KaironError { override name = "ConfigError"; }
-
-/** What a `Kairon` connects with. */
-export interface Config {
-  url: string;
-  token: string;
-  namespace: string;
-  caFile?: string;
-  /** The CA as PEM text (a kubeconfig's `certificate-authority-data`). */
-  caData?: string;
-  /** "options", "environment" or the kubeconfig's path, for the URL. */
-  source: string;
-}
-
-/** The options `new Kairon()` takes for its configuration. */
-export interface ConfigOptions {
-  url?: string;
-  token?: string;
-  namespace?: string;
-  caFile?: string;
-  /** The kubeconfig to read (default `$KUBECONFIG`, then `kairon up`'s). */
-  kubeconfig?: string;
-  /** The kubeconfig context (default its current context). */
-  context?: string;
-}
 
 const expand = (p: string) => (p.startsWith("~/") ? join(process.env.HOME || homedir(), p.slice(2)) : p);
 const isFile = (p: string) => existsSync(p) && statSync(p).isFile();

@@ -12,12 +12,9 @@
  * A file larger than the server takes throws `PayloadTooLargeError`, whose message says the limit.
  */
 
-import { createReadStream, createWriteStream } from "node:fs";
-import { rename, unlink } from "node:fs/promises";
-import * as nodePath from "node:path";
-import { once } from "node:events";
 import type { FileEntry } from "./client.js";
 import { NotFoundError } from "./errors.js";
+import { nodeOnly, platform } from "./platform.js";
 import type { Sandbox } from "./sandbox.js";
 
 const dirname = (p: string): string => p.replace(/\/+$/, "").replace(/\/[^/]*$/, "") || "/";
@@ -40,28 +37,14 @@ export class Files {
   /** Streams the file at `path` into the local file `dest`, written whole or not at all; the
    * bytes written. */
   async download(path: string, dest: string): Promise<number> {
-    const part = nodePath.join(nodePath.dirname(nodePath.resolve(dest)), `.kairon-download-${process.pid}-${Date.now()}`);
-    const out = createWriteStream(part, { flags: "wx" });
-    let n = 0;
-    try {
-      for await (const chunk of this.readStream(path)) {
-        n += chunk.byteLength;
-        if (!out.write(chunk)) await once(out, "drain");
-      }
-      out.end();
-      await once(out, "finish");
-      await rename(part, dest);
-      return n;
-    } catch (e) {
-      out.destroy();
-      await unlink(part).catch(() => {});
-      throw e;
-    }
+    const local = nodeOnly(platform().files, "files.download", "read it with files.readStream(path)");
+    return local.save(this.readStream(path), dest);
   }
 
   /** Streams the local file `src` to `path`, never holding it whole. */
   async upload(src: string, path: string, opts: { mode?: string } = {}): Promise<void> {
-    await this.write(path, createReadStream(src, { highWaterMark: 1 << 20 }), opts);
+    const local = nodeOnly(platform().files, "files.upload", "send it with files.write(path, chunks)");
+    await this.write(path, local.open(src), opts);
   }
 
   /** The file at `path`, decoded as UTF-8. */

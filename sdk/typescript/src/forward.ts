@@ -3,11 +3,11 @@
  * (`.../portforward/{port}`) per connection, as `kaironctl port-forward` does.
  */
 import { createServer, type Server, type Socket } from "node:net";
-import type { UIClient } from "./client.js";
+import type { LocalForward, Relay } from "./platform.js";
 
 /** Listens on 127.0.0.1:`localPort` and carries each connection to the guest's `remotePort`; `close()` (or
  * `await using`) stops listening and ends the connections. */
-export class PortForward {
+export class PortForward implements LocalForward {
   readonly #server: Server;
   readonly #conns = new Set<Socket>();
 
@@ -25,13 +25,13 @@ export class PortForward {
   }
 
   /** Starts listening (`localPort` 0: any free port). */
-  static async open(ui: UIClient, namespace: string, name: string, remotePort: number, localPort = 0): Promise<PortForward> {
+  static async open(connect: () => Promise<Relay>, remotePort: number, localPort = 0): Promise<PortForward> {
     if (!Number.isInteger(remotePort) || remotePort < 1 || remotePort > 65535) {
       throw new RangeError(`port ${remotePort} is not from 1 to 65535`);
     }
     let forward: PortForward | undefined;
     const server = createServer((conn) => {
-      if (forward) forward.#carry(conn, ui, namespace, name);
+      if (forward) forward.#carry(conn, connect);
       else conn.destroy();
     });
     await new Promise<void>((resolve, reject) => {
@@ -44,22 +44,21 @@ export class PortForward {
     return forward;
   }
 
-  #carry(conn: Socket, ui: UIClient, namespace: string, name: string): void {
+  #carry(conn: Socket, connect: () => Promise<Relay>): void {
     this.#conns.add(conn);
     conn.pause();
     const drop = () => {
       this.#conns.delete(conn);
       conn.destroy();
     };
-    ui.relay(name, `portforward/${this.remotePort}`, namespace).then(
+    connect().then(
       (ws) => {
         conn.on("data", (d: Buffer) => ws.send(d));
         conn.on("end", () => ws.close());
         conn.on("error", () => ws.close());
         conn.on("close", () => ws.close());
-        ws.on("message", (d: Buffer) => conn.write(d));
-        ws.on("close", drop);
-        ws.on("error", drop);
+        ws.onMessage((d) => conn.write(d));
+        ws.onClose(drop);
         conn.resume();
       },
       () => drop(),

@@ -10,7 +10,7 @@
  */
 
 import { Client, UIClient } from "./client.js";
-import { resolveConfig, type Config, type ConfigOptions } from "./config.js";
+import { platform, type Config, type ConfigOptions } from "./platform.js";
 import { Sandbox, type CreateOptions } from "./sandbox.js";
 
 /** `Sandbox`'s constructors bound to a `Kairon`'s clients: `k.sandbox.create(opts)` is `Sandbox.create(k.kube, k.ui, opts)`, and so on. */
@@ -63,7 +63,7 @@ export class Kairon {
 
   /** Resolves the configuration and makes the clients (no request is sent yet). */
   constructor(opts: KaironOptions = {}) {
-    this.config = resolveConfig(opts);
+    this.config = platform().config(opts);
     const c = this.config;
     const client = { namespace: c.namespace, caFile: c.caFile, caData: c.caData, retries: opts.retries };
     this.kube = new Client(c.url, c.token, client);

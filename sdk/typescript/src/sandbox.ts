@@ -19,11 +19,10 @@
  * scheduled, a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is thrown at once.
  */
 
-import { randomBytes } from "node:crypto";
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
-import { PortForward } from "./forward.js";
+import { nodeOnly, platform, type LocalForward } from "./platform.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
@@ -113,7 +112,8 @@ export interface RunOptions {
   onStderr?: (text: string) => void;
 }
 
-const hex = (n: number) => randomBytes(n).toString("hex").slice(0, n);
+const hex = (n: number) =>
+  Array.from(crypto.getRandomValues(new Uint8Array(n)), (b) => b.toString(16).padStart(2, "0")).join("").slice(0, n);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // A string is a shell command line, as a person types it; an array is argv as is.
 const argv = (cmd: string | string[]) => (typeof cmd === "string" ? ["/bin/sh", "-c", cmd] : [...cmd]);
@@ -501,9 +501,10 @@ export class Sandbox {
 
   /** Carries 127.0.0.1:`localPort` (0: any free port; see `.localPort` and `.url`) to `port` in the sandbox, each
    * connection through its own authenticated relay; `close()` it (or `await using`). The sandbox must exist. */
-  async portForward(port: number, localPort = 0): Promise<PortForward> {
+  async portForward(port: number, localPort = 0): Promise<LocalForward> {
+    const forward = nodeOnly(platform().forward, "portForward", "reach the port at sb.url(port) instead");
     await this.info();
-    return PortForward.open(this.ui, this.namespace, this.name, port, localPort);
+    return forward(() => this.ui.relay(this.name, `portforward/${port}`, this.namespace), port, localPort);
   }
 
   /** A copy of this sandbox (live on a VM; the filesystem of a runc sandbox); its close() deletes it. */

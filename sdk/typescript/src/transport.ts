@@ -1,10 +1,7 @@
 /**
- * How both clients send: node:http(s) with the CA to trust, a User-Agent
+ * How both clients send in Node: node:http(s) with the CA to trust, a User-Agent
  * (`kairon-sdk-typescript/<version>`), a 660 s read timeout (long polls answer within their own)
- * and retries of what is safe to retry. A connection that could not be made (nothing was sent)
- * is retried for every method; a GET also when the connection broke mid-way or the server
- * answered 429, 502 or 503. Anything else, a create above all, is sent once. Retries back off
- * exponentially with jitter. Failing to reach the server throws `KaironConnectionError`, no
+ * and the retries of `retry.ts`. Failing to reach the server throws `KaironConnectionError`, no
  * answer within the timeout `KaironTimeoutError`. `NODE_DEBUG=kairon` logs requests and retries.
  */
 
@@ -13,26 +10,15 @@ import * as http from "node:http";
 import * as https from "node:https";
 import { rootCertificates } from "node:tls";
 import { debuglog } from "node:util";
-import { KaironConnectionError, KaironTimeoutError } from "./errors.js";
-import { VERSION } from "./version.js";
+import WebSocket from "ws";
+import { KaironConnectionError, KaironTimeoutError, errorFrom } from "./errors.js";
+import type { Answer, Relay, Streamed, TransportOptions, Wire } from "./platform.js";
+import { DEFAULT_RETRIES, IDEMPOTENT, RETRY_STATUSES, USER_AGENT, backoff, retryDelay, sleep } from "./retry.js";
 
-/** What `Client` and `UIClient` send with. */
-export interface TransportOptions {
-  /** The CA to trust, a PEM file (default: `KAIRON_CA_FILE`, then Node's CAs and `NODE_EXTRA_CA_CERTS`). */
-  caFile?: string;
-  /** The CA to trust as PEM text (a kubeconfig's `certificate-authority-data`, decoded). */
-  caData?: string;
-  /** Retries after the first attempt of what may be retried (default 4). */
-  retries?: number;
-}
+export { DEFAULT_RETRIES, USER_AGENT, backoff } from "./retry.js";
+export type { TransportOptions } from "./platform.js";
 
-export const USER_AGENT = `kairon-sdk-typescript/${VERSION}`;
-export const DEFAULT_RETRIES = 4;
 const READ_TIMEOUT_MS = 660_000;
-const BACKOFF_BASE_MS = 250;
-const BACKOFF_CAP_MS = 8_000;
-const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS"]);
-const RETRY_STATUSES = new Set([429, 502, 503]);
 // Bodies larger than this are sent after the server's 100 Continue (or a second without it).
 const EXPECT_CONTINUE_BYTES = 1 << 20;
 const EXPECT_CONTINUE_WAIT_MS = 1_000;
@@ -40,13 +26,6 @@ const EXPECT_CONTINUE_WAIT_MS = 1_000;
 const NOT_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL", "ECONNABORTED"]);
 
 const log = debuglog("kairon");
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Milliseconds before retry `attempt` (0-based): exponential, capped, with jitter. */
-export function backoff(attempt: number): number {
-  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
-  return ceiling / 2 + Math.random() * (ceiling / 2);
-}
 
 const tlsRefused = (code: string) =>
   code.startsWith("ERR_TLS") || code.startsWith("CERT_") || code.startsWith("UNABLE_TO_") ||
@@ -54,14 +33,13 @@ const tlsRefused = (code: string) =>
 
 class ReadTimeout extends Error {}
 
-export interface Answer {
-  status: number;
+interface NodeAnswer extends Answer {
   headers: http.IncomingHttpHeaders;
   body: Buffer;
 }
 
-/** A `fetch` for one server: what `UIClient` hands openapi-fetch and `Client` sends with. */
-export class Transport {
+/** Node's `Wire`: a `fetch` for one server (what `UIClient` hands openapi-fetch and `Client` sends with), streamed reads and uploads, and relays. */
+export class Transport implements Wire {
   readonly retries: number;
   readonly #ca: string[] | undefined;
   readonly #agents = new Map<string, http.Agent>();
@@ -88,8 +66,8 @@ export class Transport {
     return a;
   }
 
-  #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined): Promise<Answer> {
-    return new Promise<Answer>((resolve, reject) => {
+  #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined): Promise<NodeAnswer> {
+    return new Promise<NodeAnswer>((resolve, reject) => {
       const mod = url.protocol === "https:" ? https : http;
       // A large body waits for the server's 100 Continue: a refusal (413 over the upload limit,
       // 401, 403) then arrives before any of it is sent, instead of as a broken pipe mid-upload.
@@ -153,8 +131,7 @@ export class Transport {
         const a = await this.#once(method, url, headers, body);
         log("%s %s -> %d (%d ms)", method, url.href, a.status, Date.now() - started);
         if (idempotent && RETRY_STATUSES.has(a.status) && attempt < this.retries) {
-          const after = Number(a.headers["retry-after"]);
-          const delay = Math.max(backoff(attempt), Number.isFinite(after) ? Math.min(after * 1000, BACKOFF_CAP_MS) : 0);
+          const delay = retryDelay(attempt, a.headers["retry-after"]);
           log("%s %s answered %d; retrying in %d ms (%d of %d)", method, url.href, a.status, delay, attempt + 1, this.retries);
           await sleep(delay);
           continue;
@@ -192,7 +169,12 @@ export class Transport {
   /** A GET read as it arrives (a followed log): the answer once its status and headers are in;
    * its body is then read without a timeout (such a stream may stay quiet for long). A connection
    * that could not be made is retried, as `fetch` retries it. */
-  async get(url: string, headers: Record<string, string>): Promise<http.IncomingMessage> {
+  async stream(url: string, headers: Record<string, string>): Promise<Streamed> {
+    const res = await this.#get(url, headers);
+    return { status: res.statusCode ?? 0, body: res };
+  }
+
+  async #get(url: string, headers: Record<string, string>): Promise<http.IncomingMessage> {
     const u = new URL(url);
     const all = { "user-agent": USER_AGENT, ...headers };
     for (let attempt = 0; ; attempt++) {
@@ -224,13 +206,13 @@ export class Transport {
    * comes first, so a refusal of the request itself arrives before any of it is sent; an answer
    * that arrives mid-body (413 at the upload limit) stops the sending. Never retried once sent:
    * the chunks cannot be produced twice. */
-  async upload(method: string, url: string, headers: Record<string, string>, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<Answer> {
+  async upload(method: string, url: string, headers: Record<string, string>, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<NodeAnswer> {
     const u = new URL(url);
     const all = { "user-agent": USER_AGENT, ...headers, expect: "100-continue" };
     const mod = u.protocol === "https:" ? https : http;
     let answered = false;
     const req = mod.request(u, { method, headers: all, agent: this.#agent(u.protocol) });
-    const answer = new Promise<Answer>((resolve, reject) => {
+    const answer = new Promise<NodeAnswer>((resolve, reject) => {
       req.on("response", (res) => {
         answered = true;
         const got: Buffer[] = [];
@@ -266,6 +248,43 @@ export class Transport {
       const err = e instanceof Error ? e : new Error(String(e));
       throw new KaironConnectionError(`${method} ${u.href}: the upload failed: ${err.message}`, { cause: err });
     }
+  }
+
+  /** A WebSocket to `path` with the token in its Authorization header and this transport's CA. */
+  socket(base: string, path: string, token: string): Promise<Relay> {
+    const url = `${base.replace(/^http/, "ws")}${path}`;
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, {
+        headers: { Authorization: `Bearer ${token}`, "User-Agent": USER_AGENT },
+        ca: this.#ca,
+        maxPayload: 0,
+      });
+      ws.binaryType = "nodebuffer";
+      ws.once("open", () =>
+        resolve({
+          send: (d) => ws.send(d),
+          close: () => ws.close(),
+          // A Buffer is a Uint8Array: handed on as is.
+          onMessage: (f) => ws.on("message", (d: Buffer) => f(d)),
+          onClose: (f) => {
+            let done = false;
+            const once = () => {
+              if (done) return;
+              done = true;
+              f();
+            };
+            ws.on("close", once);
+            ws.on("error", once);
+          },
+        }),
+      );
+      ws.once("unexpected-response", (_req, res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => reject(errorFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))));
+      });
+      ws.once("error", (e) => reject(new KaironConnectionError(`${url}: the server is unreachable: ${e.message}`)));
+    });
   }
 
   /** Closes idle connections. */

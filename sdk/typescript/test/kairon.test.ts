@@ -13,6 +13,7 @@ import {
   Client,
   ConfigError,
   errorFrom,
+  FetchTransport,
   ForbiddenError,
   GatewayTimeoutError,
   GuestAgentDisabledError,
@@ -342,6 +343,27 @@ describe("transport", { timeout: 60_000 }, () => {
     } finally {
       await r.close();
     }
+  });
+
+  it("the browser's transport (fetch) retries what is safe and sends a create once", async () => {
+    const r = await recorder(503);
+    try {
+      const wire = new FetchTransport({ retries: 2 });
+      const c = new Client(r.url, "t", { wire });
+      const u = new UIClient(r.url, "t", { wire });
+      await assert.rejects(c.createMachine({ metadata: { name: "x" } }), ServerError);
+      assert.deepEqual(r.seen.map(([m]) => m), ["POST"]);
+      r.seen.length = 0;
+      await assert.rejects(c.getMachine("x"), ServerError);
+      await assert.rejects(u.getMachine("x"), ServerError);
+      assert.deepEqual(r.seen.map(([m]) => m), Array(6).fill("GET"));
+    } finally {
+      await r.close();
+    }
+    const down = new Client(`http://127.0.0.1:${await closedPort()}`, "t", { wire: new FetchTransport({ retries: 2 }) });
+    await assert.rejects(down.getMachine("x"), (e: unknown) => e instanceof KaironConnectionError && /unreachable after 3 attempts/.test(e.message));
+    // A browser cannot tell a connection never made from one broken mid-way: a create is not sent again.
+    await assert.rejects(down.createMachine({ metadata: { name: "x" } }), (e: unknown) => e instanceof KaironConnectionError && !/attempts/.test(e.message));
   });
 
   it("VERSION is the package's", () => {

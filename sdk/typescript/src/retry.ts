@@ -1,0 +1,29 @@
+/**
+ * The retry policy both transports share. A connection that could not be made (nothing was sent)
+ * is retried for every method; a GET also when the connection broke mid-way or the server answered
+ * 429, 502 or 503. Anything else, a create above all, is sent once. Retries back off exponentially
+ * with jitter.
+ */
+
+import { VERSION } from "./version.js";
+
+export const USER_AGENT = `kairon-sdk-typescript/${VERSION}`;
+export const DEFAULT_RETRIES = 4;
+export const BACKOFF_CAP_MS = 8_000;
+const BACKOFF_BASE_MS = 250;
+export const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS"]);
+export const RETRY_STATUSES = new Set([429, 502, 503]);
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Milliseconds before retry `attempt` (0-based): exponential, capped, with jitter. */
+export function backoff(attempt: number): number {
+  const ceiling = Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt);
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}
+
+/** The wait before retrying an answer with `status` (a `Retry-After` in seconds counts, up to the cap). */
+export function retryDelay(attempt: number, retryAfter: string | null | undefined): number {
+  const after = Number(retryAfter);
+  return Math.max(backoff(attempt), Number.isFinite(after) && retryAfter ? Math.min(after * 1000, BACKOFF_CAP_MS) : 0);
+}
