@@ -137,6 +137,8 @@ fn built_typescript() -> PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn typescript_example_and_tests_pass() {
     let ts = built_typescript();
+    // A doc comment on every public name of both entry points (Node's and the browser's).
+    run("check-docs", Command::new("node").arg("scripts/check-docs.mjs").current_dir(&ts));
     let k = Kairon::start_with(&["--max-upload-bytes", UPLOAD_LIMIT]).expect("kairon up");
     let mut cmd = Command::new("node");
     cmd.arg("dist/examples/agent_sandbox.js").current_dir(&ts);

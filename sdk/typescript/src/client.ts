@@ -14,18 +14,29 @@ import type { components, operations, paths } from "./generated/schema.js";
 import { ApiError, TimeoutError, errorFrom } from "./errors.js";
 import { platform, type Relay, type TransportOptions, type Wire } from "./platform.js";
 
+/** The REST API's schemas (`components["schemas"]` of openapi/openapi.json). */
 export type Schemas = components["schemas"];
+/** A Machine as the REST API answers it: `metadata`, `spec`, `status`. */
 export type Machine = Schemas["Machine"];
+/** A claim on a pool's warm member. */
 export type MachineClaim = Schemas["MachineClaim"];
+/** What a one-shot exec answers: exit code, stdout, stderr, whether it timed out. */
 export type ExecResult = Schemas["ExecResult"];
+/** A background process's state: pid, command, running or its exit code. */
 export type Process = Schemas["Process"];
+/** A background process's output so far. */
 export type ProcessLogs = Schemas["ProcessLogs"];
+/** What a fork or clone answers: the new Machine, and whether memory was copied too. */
 export type CopyResult = Schemas["CopyResult"];
+/** What `extend` answers: the new deadline. */
 export type Extended = Schemas["Extended"];
+/** One event of a process stream: output (`stdout`/`stderr` with its resume offset), or its exit. */
 export type ProcessEvent = Schemas["ProcessEvent"];
 /** The signals a process can be sent (`TERM` when none is given). */
 export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
+/** A claim's final usage, kept after the claim is gone (for billing). */
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
+/** One entry of a guest directory: name, type, size, mode. */
 export type FileEntry = Schemas["FileEntry"];
 
 const GROUP = "kairon.zyvor.dev/v1";
@@ -33,6 +44,7 @@ type Json = Record<string, unknown>;
 
 /** Options of `Client` and `UIClient`: the namespace calls use unless given another, and how to send. */
 export interface ClientOptions extends TransportOptions {
+  /** The namespace calls use unless given another (default `default`). */
   namespace?: string;
   /** What to send with (default: the platform's, `Transport` in Node, `FetchTransport` in a browser). */
   wire?: Wire;
@@ -59,7 +71,9 @@ async function drain(body: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
 
 /** The Kubernetes-compatible API: `new Client(url, token, { namespace: "agents" })`. */
 export class Client {
+  /** The server's URL, without a trailing slash. */
   readonly url: string;
+  /** The namespace calls use unless given another. */
   readonly namespace: string;
   readonly #token: string;
   readonly #transport: Wire;
@@ -161,31 +175,44 @@ function done(a: Answer<unknown>): void {
   if (!a.response.ok) throw errorFrom(a.response.status, a.error);
 }
 
+/** What `waitMachine` waits for (exactly one of `phase`, `condition`, `deleted`) and how long. */
 export interface WaitOptions {
+  /** Wait for this `status.phase` (`Running`, `Paused`, ...). */
   phase?: string;
+  /** Wait for this condition to be `True` (`Ready`). */
   condition?: string;
+  /** Wait for the Machine to be gone. */
   deleted?: boolean;
   /** Seconds (default 300). */
   timeout?: number;
+  /** The Machine's namespace (default the client's). */
   namespace?: string;
 }
 
+/** Options of `exec` and `startProcess`. */
 export interface ExecOptions {
+  /** Text sent to the command's stdin. */
   stdin?: string;
   /** Background processes only: keep stdin open (after `stdin`) for `writeStdin`. */
   keepStdinOpen?: boolean;
+  /** The working directory (absolute). */
   cwd?: string;
+  /** Environment variables added for this command. */
   env?: Record<string, string>;
   /** Seconds. */
   timeout?: number;
+  /** The Machine's namespace (default the client's). */
   namespace?: string;
 }
 
 /** The REST API: `new UIClient(url, token, { namespace: "agents" })`. `api` is the typed openapi-fetch
  * client, sending through the same `Transport`. Every call throws an `ApiError` subclass on failure. */
 export class UIClient {
+  /** The server's URL, without a trailing slash. */
   readonly url: string;
+  /** The namespace calls use unless given another. */
   readonly namespace: string;
+  /** The typed openapi-fetch client of the REST API, for what the methods do not cover. */
   readonly api: ReturnType<typeof createClient<paths>>;
   readonly #transport: Wire;
   readonly #token: string;
@@ -282,6 +309,7 @@ export class UIClient {
     );
   }
 
+  /** Forks the Machine `name` into a new Machine `newName` (memory and disk on a VM; the filesystem of a sandbox). */
   async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/fork", {

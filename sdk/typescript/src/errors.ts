@@ -25,9 +25,13 @@ const TRANSIENT_CONFLICTS = new Set(["Conflict", "NotScheduled", "NotProvisioned
 export class ApiError extends KaironError {
   override name = "ApiError";
   constructor(
+    /** The HTTP status. */
     readonly status: number,
+    /** The server's reason (`NotFound`, `GuestAgentDisabled`, ...), to switch on. */
     readonly reason: Reason | (string & {}),
+    /** The server's message: what went wrong and what to do. */
     readonly serverMessage: string,
+    /** The error body as the server sent it. */
     readonly body?: unknown,
   ) {
     super(`${reason} (${status}): ${serverMessage}`);
@@ -78,9 +82,13 @@ export class WakeTimeoutError extends TimeoutError { override name = "WakeTimeou
 export class CommandError extends KaironError {
   override name = "CommandError";
   constructor(
+    /** The command as run (argv). */
     readonly command: string[],
+    /** Its exit code (non-zero). */
     readonly exitCode: number,
+    /** Its stdout. */
     readonly stdout: string,
+    /** Its stderr. */
     readonly stderr: string,
   ) {
     const tail = (stderr.trim() || stdout.trim()).slice(-500);

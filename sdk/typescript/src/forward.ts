@@ -13,7 +13,9 @@ export class PortForward implements LocalForward {
 
   private constructor(
     server: Server,
+    /** The local port listened on (127.0.0.1). */
     readonly localPort: number,
+    /** The guest's port each connection is carried to. */
     readonly remotePort: number,
   ) {
     this.#server = server;

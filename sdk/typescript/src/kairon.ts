@@ -17,7 +17,9 @@ import { Sandbox, type CreateOptions } from "./sandbox.js";
 export class Sandboxes {
   /** Binds `kube` and `ui`; `Kairon` makes this for you. */
   constructor(
+    /** The Kubernetes-compatible API client. */
     readonly kube: Client,
+    /** The REST API client. */
     readonly ui: UIClient,
   ) {}
 
@@ -53,6 +55,7 @@ export interface KaironOptions extends ConfigOptions {
  * when no server URL or token is found. `config` says what was used.
  */
 export class Kairon {
+  /** What this connection uses: URL, token, namespace, CA, and where the URL came from. */
   readonly config: Config;
   /** The Kubernetes-compatible API. */
   readonly kube: Client;

@@ -21,19 +21,25 @@ export interface TransportOptions {
 
 /** A whole answer. */
 export interface Answer {
+  /** The HTTP status. */
   status: number;
+  /** The whole body. */
   body: Uint8Array;
 }
 
 /** An answer whose body is read as it arrives. */
 export interface Streamed {
+  /** The HTTP status. */
   status: number;
+  /** The body in chunks as they arrive. */
   body: AsyncIterable<Uint8Array>;
 }
 
 /** A WebSocket to one of a Machine's relays: binary frames both ways. */
 export interface Relay {
+  /** Sends one binary frame. */
   send(data: Uint8Array): void;
+  /** Closes the socket. */
   close(): void;
   /** Each binary frame as it arrives. */
   onMessage(f: (data: Uint8Array) => void): void;
@@ -65,9 +71,13 @@ export class ConfigError extends KaironError { override name = "ConfigError"; }
 
 /** What a `Kairon` connects with. */
 export interface Config {
+  /** The server's URL, without a trailing slash. */
   url: string;
+  /** The bearer token. */
   token: string;
+  /** The namespace calls use unless given another. */
   namespace: string;
+  /** The CA file to trust (Node). */
   caFile?: string;
   /** The CA as PEM text (a kubeconfig's `certificate-authority-data`). */
   caData?: string;
@@ -77,9 +87,13 @@ export interface Config {
 
 /** The options `new Kairon()` takes for its configuration. */
 export interface ConfigOptions {
+  /** The server's URL (`https://127.0.0.1:8443`); in a browser, default the page's origin. */
   url?: string;
+  /** The bearer token. */
   token?: string;
+  /** The namespace calls use unless given another (default `default`). */
   namespace?: string;
+  /** The CA file to trust (Node): what `kairon up` printed. */
   caFile?: string;
   /** The kubeconfig to read (default `$KUBECONFIG`, then `kairon up`'s). Node only. */
   kubeconfig?: string;
@@ -97,9 +111,13 @@ export interface LocalFiles {
 
 /** A listening local port carried to a port in the guest (Node's `PortForward`). */
 export interface LocalForward {
+  /** The local port listened on. */
   readonly localPort: number;
+  /** The guest's port. */
   readonly remotePort: number;
+  /** `http://127.0.0.1:<localPort>`. */
   readonly url: string;
+  /** Stops listening and ends every carried connection. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

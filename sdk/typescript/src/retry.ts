@@ -7,7 +7,9 @@
 
 import { VERSION } from "./version.js";
 
+/** The User-Agent requests carry (where the platform lets it be set). */
 export const USER_AGENT = `kairon-sdk-typescript/${VERSION}`;
+/** Retries after the first attempt of what may be retried, unless `retries` says otherwise. */
 export const DEFAULT_RETRIES = 4;
 export const BACKOFF_CAP_MS = 8_000;
 const BACKOFF_BASE_MS = 250;

@@ -31,9 +31,13 @@ export const CLAIM_LABEL = "kairon.zyvor.dev/claim";
 
 /** What a finished command printed and how it exited. */
 export interface RunResult {
+  /** Everything the command wrote to stdout. */
   stdout: string;
+  /** Everything it wrote to stderr. */
   stderr: string;
+  /** Its exit code. */
   exitCode: number;
+  /** Whether it was killed at its timeout. */
   timedOut: boolean;
 }
 
@@ -84,11 +88,17 @@ export interface CreateOptions {
   idleTimeout?: number;
   /** Seconds. */
   maxLifetime?: number;
+  /** What happens once idle (default `Pause`). */
   idleAction?: "Pause" | "Hibernate" | "Halt" | "Stop" | "Delete";
+  /** Whether a connection wakes it when suspended (default true). */
   wakeOnConnect?: boolean;
+  /** CPUs (`"1"`, `"500m"`; whole CPUs for a VM). */
   cpu?: string;
+  /** Memory (`"512Mi"`). */
   memory?: string;
+  /** The Machine's name (default `sb-` and random hex). */
   name?: string;
+  /** Labels added to the Machine (find it again with `Sandbox.list`). */
   labels?: Record<string, string>;
   /** Environment variables of every command and process in the sandbox (a run's own `env` wins).
    * Not for secrets: every reader of the namespace sees them. */
@@ -99,9 +109,13 @@ export interface CreateOptions {
 
 /** Options of `Sandbox.run`. */
 export interface RunOptions {
+  /** Throw `CommandError` when the exit code is not 0. */
   check?: boolean;
+  /** Text sent to the command's stdin. */
   stdin?: string;
+  /** The working directory (absolute). */
   cwd?: string;
+  /** Environment variables added for this command. */
   env?: Record<string, string>;
   /** Seconds. */
   timeout?: number;
@@ -120,7 +134,9 @@ const argv = (cmd: string | string[]) => (typeof cmd === "string" ? ["/bin/sh", 
 
 /** A piece of a process's output, as it was produced. */
 export interface Output {
+  /** Which stream it came on. */
   stream: "stdout" | "stderr";
+  /** The text, as it was produced. */
   data: string;
 }
 
@@ -129,13 +145,18 @@ export interface Output {
  * `Output` as it is produced until it exits, then sets `exitCode`; a dropped connection is resumed where it
  * stopped, and iterating again goes on from there. */
 export class SandboxProcess {
+  /** Its exit code once it exited and that was read, else null. */
   exitCode: number | null = null;
+  /** Whether it was seen to exit. */
   exited = false;
   /** Where this handle has read each stream up to (byte offsets the server gave). */
   readonly offsets = { stdout: 0, stderr: 0 };
   constructor(
+    /** The sandbox it runs in. */
     readonly sandbox: Sandbox,
+    /** Its id on the server (re-attach with `sandbox.process(pid)`). */
     readonly pid: string,
+    /** Its command (argv). */
     readonly command: string[],
   ) {}
 
@@ -219,13 +240,19 @@ export class SandboxProcess {
 /** A Machine to work in: `Sandbox.create`, `Sandbox.claimFrom`, or `Sandbox.connect` to an existing
  * one; `close()` (or leaving an `await using` scope) deletes it or releases its claim. */
 export class Sandbox {
+  /** Whether `close()` was called. */
   closed = false;
   /** Wraps the Machine `name` as is (no request); prefer `create`, `claimFrom` or `connect`. */
   constructor(
+    /** The Kubernetes-compatible API client it was made with. */
     readonly kube: Client,
+    /** The REST API client it was made with. */
     readonly ui: UIClient,
+    /** The Machine's name. */
     readonly name: string,
+    /** The Machine's namespace. */
     readonly namespace: string = kube.namespace,
+    /** The claim it came from (`claimFrom`): `close()` releases it instead of deleting the Machine. */
     readonly claim?: string,
   ) {}
 

@@ -12,6 +12,7 @@ import { DEFAULT_RETRIES, IDEMPOTENT, RETRY_STATUSES, backoff, retryDelay, sleep
 
 /** The browser's `Wire`. Also runs in Node 20+, which has `fetch` (and, from Node 22, `WebSocket`). */
 export class FetchTransport implements Wire {
+  /** Retries after the first attempt of what may be retried. */
   readonly retries: number;
 
   constructor(opts: TransportOptions = {}) {

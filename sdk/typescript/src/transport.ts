@@ -40,6 +40,7 @@ interface NodeAnswer extends Answer {
 
 /** Node's `Wire`: a `fetch` for one server (what `UIClient` hands openapi-fetch and `Client` sends with), streamed reads and uploads, and relays. */
 export class Transport implements Wire {
+  /** Retries after the first attempt of what may be retried. */
   readonly retries: number;
   readonly #ca: string[] | undefined;
   readonly #agents = new Map<string, http.Agent>();
