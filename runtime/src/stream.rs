@@ -288,11 +288,12 @@ pub async fn exec_stream(
         .into_response();
     }
     if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
-        return RuntimeError::NotSupported(
-            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow"
-                .into(),
-        )
-        .into_response();
+        let instead = if tty.is_some() {
+            "a terminal on a VM comes from its own sshd (kaironctl ssh NAME) or its serial console (kaironctl console NAME)"
+        } else {
+            "on a VM use exec, or a background process and its stream"
+        };
+        return RuntimeError::NotSupported(format!("a streamed exec runs in sandboxes; {instead}")).into_response();
     }
     if let Err(e) = rt.guest_pid(id).await {
         return e.into_response();

@@ -93,6 +93,13 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
     assert_eq!(logs["stdout"], "got:one\ngot:two\neof\n", "{logs}");
 
+    // A terminal (exec -it) is the sandboxes'; on a VM the refusal names the VM's own ways to one.
+    let refused = rest.websocket(&format!("{base}/exec/stream?command=%5B%22sh%22%5D&tty=true")).await.unwrap_err();
+    assert!(
+        refused.starts_with("409") && refused.contains("kaironctl ssh vm") && refused.contains("console"),
+        "{refused}"
+    );
+
     // SSH through port-forward: the image's dropbear greets.
     let mut ssh = rest.websocket(&format!("{base}/portforward/22")).await.unwrap();
     let banner = first_bytes(&mut ssh, b"\r\n").await;

@@ -544,9 +544,17 @@ async fn machine_exec_stream(
     check_command(&ExecRequest { command, ..Default::default() })?;
     let s = c.open(&p, Needs::GuestAgent).await?;
     if s.machine.spec.track() != Track::TemplateSandbox {
+        let instead = if q.tty == Some(true) {
+            format!(
+                "a terminal on a VM comes from its own sshd (kaironctl ssh {name}) or its serial console (kaironctl console {name})",
+                name = p.name
+            )
+        } else {
+            "on a VM use exec, or a background process and its stream".to_string()
+        };
         return Err(Error::conflict(
             Reason::ExecStreamUnsupported,
-            "a streamed exec runs in sandboxes; on a VM use exec, or a background process and its logs with follow=true",
+            format!("a streamed exec runs in sandboxes; {instead}"),
         ));
     }
     let tty = match q.tty {
