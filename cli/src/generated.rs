@@ -4351,15 +4351,18 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in\nare its stdin (an empty frame closes stdin), frames out are its output as produced, and its\nexit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal\nof `cols` x `rows`. Sandboxes; on a VM use exec or a process\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/exec/stream`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `cols`: The terminal's width in columns (1 to 1000; default 80).\n- `command`: The command as a JSON array of strings, e.g. `[\"sh\",\"-c\",\"cat\"]`.\n- `rows`: The terminal's height in rows (1 to 1000; default 24).\n- `tty`: Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and\nstderr together), an empty frame is ^D, and a text frame\n`{\"resize\":{\"cols\":C,\"rows\":R}}` resizes it.\n"]
+    #[doc = "Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in\nare its stdin (an empty frame closes stdin), frames out are its output as produced, and its\nexit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal\nof `cols` x `rows`. Sandboxes; on a VM use exec or a process\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/exec/stream`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `cols`: The terminal's width in columns (1 to 1000; default 80).\n- `command`: The command as a JSON array of strings, e.g. `[\"sh\",\"-c\",\"cat\"]`.\n- `cwd`: Its working directory (default the image's).\n- `env`: Its environment variables as a JSON object of strings, e.g. `{\"DEBUG\":\"1\"}`, over\nthe Machine's `spec.env`.\n- `rows`: The terminal's height in rows (1 to 1000; default 24).\n- `tty`: Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and\nstderr together), an empty frame is ^D, and a text frame\n`{\"resize\":{\"cols\":C,\"rows\":R}}` resizes it.\n- `user`: Run it as this user: `uid[:gid]`, or a name the guest knows (default root).\n"]
     pub async fn machine_exec_stream<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
         cols: Option<::std::num::NonZeroU64>,
         command: &'a str,
+        cwd: Option<&'a str>,
+        env: Option<&'a str>,
         rows: Option<::std::num::NonZeroU64>,
         tty: Option<bool>,
+        user: Option<&'a str>,
     ) -> Result<ResponseValue<reqwest::Upgraded>, Error<types::ErrorBody>> {
         let url = format!(
             "{}/api/v1/machines/{}/{}/exec/stream",
@@ -4378,8 +4381,11 @@ impl Client {
             .get(url)
             .query(&progenitor_client::QueryParam::new("cols", &cols))
             .query(&progenitor_client::QueryParam::new("command", &command))
+            .query(&progenitor_client::QueryParam::new("cwd", &cwd))
+            .query(&progenitor_client::QueryParam::new("env", &env))
             .query(&progenitor_client::QueryParam::new("rows", &rows))
             .query(&progenitor_client::QueryParam::new("tty", &tty))
+            .query(&progenitor_client::QueryParam::new("user", &user))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "machine_exec_stream" };

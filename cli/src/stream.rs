@@ -84,17 +84,16 @@ impl Relays {
 
     /// `exec -i NAME -- CMD...`: the command with this process's stdin streamed to it and its
     /// output (stdout and stderr as one stream) as it is produced; the exit code is its own.
-    pub async fn exec(&self, ns: &str, name: &str, command: &[String]) -> Result<i32> {
-        let query = format!("command={}", encode(&serde_json::to_string(command)?));
-        session(self.open(ns, name, "exec/stream", &query).await?).await
+    pub async fn exec(&self, ns: &str, name: &str, command: &StreamedExec) -> Result<i32> {
+        session(self.open(ns, name, "exec/stream", &command.query()?).await?).await
     }
 
     /// `exec -it NAME -- CMD...`: the command on a terminal in the guest of this terminal's
     /// size; this terminal is in raw mode meanwhile (every key goes as typed), and resizing it
     /// resizes the guest's. The exit code is the command's.
-    pub async fn exec_tty(&self, ns: &str, name: &str, command: &[String]) -> Result<i32> {
+    pub async fn exec_tty(&self, ns: &str, name: &str, command: &StreamedExec) -> Result<i32> {
         let (cols, rows) = crate::terminal::size();
-        let query = format!("command={}&tty=true&cols={cols}&rows={rows}", encode(&serde_json::to_string(command)?));
+        let query = format!("{}&tty=true&cols={cols}&rows={rows}", command.query()?);
         let ws = self.open(ns, name, "exec/stream", &query).await?;
         let raw = crate::terminal::RawMode::enter()?;
         let code = tty_session(ws).await;
@@ -192,6 +191,32 @@ impl Relays {
 
 /// A path segment or query value percent-encoded (names are DNS labels, but nothing is assumed:
 /// a `/` or `?` in a name given on the command line stays in its segment).
+/// What `exec -i`/`-it` runs: the command, its environment variables, user and directory.
+pub struct StreamedExec {
+    pub command: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub user: Option<String>,
+    pub cwd: Option<String>,
+}
+
+impl StreamedExec {
+    /// The exec-stream query: `command` and `env` as JSON, `user` and `cwd` as given.
+    fn query(&self) -> Result<String> {
+        let mut q = format!("command={}", encode(&serde_json::to_string(&self.command)?));
+        if !self.env.is_empty() {
+            let env: std::collections::BTreeMap<&str, &str> =
+                self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            q += &format!("&env={}", encode(&serde_json::to_string(&env)?));
+        }
+        for (key, value) in [("user", &self.user), ("cwd", &self.cwd)] {
+            if let Some(v) = value {
+                q += &format!("&{key}={}", encode(v));
+            }
+        }
+        Ok(q)
+    }
+}
+
 pub fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -50,10 +50,16 @@ pub enum Relay {
     Vnc,
     /// Raw TCP to a guest port.
     Tunnel(u16),
-    /// A command with stdin and output streamed; `command` is its JSON array, `env` extra
-    /// environment variables (the Machine's `spec.env`), `tty` a terminal's (columns, rows)
-    /// to run it on.
-    ExecStream { command: String, env: std::collections::BTreeMap<String, String>, tty: Option<(u16, u16)> },
+    /// A command with stdin and output streamed; `command` is its JSON array, `env` its
+    /// environment variables (the caller's over the Machine's `spec.env`), `user` and `cwd`
+    /// who it runs as and where, `tty` a terminal's (columns, rows) to run it on.
+    ExecStream {
+        command: String,
+        env: std::collections::BTreeMap<String, String>,
+        user: Option<String>,
+        cwd: Option<String>,
+        tty: Option<(u16, u16)>,
+    },
 }
 
 /// The connections shared by every client of one process: one pool for API calls and one for
@@ -490,8 +496,13 @@ impl RuntimeClient {
             }
             Relay::ExecStream { .. } => self.vm_url(id, ["exec-stream"]),
         };
-        if let Relay::ExecStream { command, env, tty } = relay {
+        if let Relay::ExecStream { command, env, user, cwd, tty } = relay {
             url.query_pairs_mut().append_pair("command", command);
+            for (key, value) in [("user", user), ("cwd", cwd)] {
+                if let Some(v) = value {
+                    url.query_pairs_mut().append_pair(key, v);
+                }
+            }
             if let Some((cols, rows)) = tty {
                 url.query_pairs_mut()
                     .append_pair("tty", "true")

@@ -477,6 +477,9 @@ struct ExecStreamQuery {
     command: String,
     /// Extra environment variables as a JSON object of strings.
     env: Option<String>,
+    /// Run as this user (`uid[:gid]` or a name the guest knows), in this directory.
+    user: Option<String>,
+    cwd: Option<String>,
     /// On a terminal of `cols` x `rows` (default 80 x 24).
     tty: Option<bool>,
     cols: Option<u16>,
@@ -498,7 +501,10 @@ async fn ws_exec_stream(
         },
         _ => None,
     };
-    crate::stream::exec_stream(&st.rt, &id, &q.command, q.env.as_deref(), tty, ws).await
+    match crate::stream::attached_command(&q.command, q.env.as_deref(), q.user, q.cwd) {
+        Ok(command) => crate::stream::exec_stream(&st.rt, &id, command, tty, ws).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn fork(

@@ -33,7 +33,7 @@ use tokio::process::Child;
 use crate::backend::BackendKind;
 use crate::engine::{Runtime, RuntimeError};
 use crate::proxy::ProxyError;
-use crate::sandbox::pid_alive;
+use crate::sandbox::{AttachedCommand, pid_alive};
 
 /// The upgrade as the route extracts it: a request that is not a WebSocket handshake is only
 /// refused after the sandbox checks, so e.g. a paused sandbox is a 409 either way.
@@ -230,18 +230,48 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
     let host = rt.sandbox_host();
     let shell: &[&str] =
         if guest_has(&host.rootfs(&vm.id), "bin/sh") { &["/bin/sh", "-i"] } else { &["/.kairon/busybox", "sh", "-i"] };
+    let shell = AttachedCommand { argv: shell.iter().map(|a| a.to_string()).collect(), ..Default::default() };
     let pid_file = PidFile(
         host.instance_dir(&vm.id).join(format!("console-{}.pid", uuid::Uuid::new_v4().simple())),
         vm.id.to_string(),
         host.clone(),
     );
-    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &BTreeMap::new(), shell, false);
+    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &shell, false);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return RuntimeError::Internal(format!("starting the console shell: {e}")).into_response(),
     };
     ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
+/// The command of `exec-stream`'s query: `command` a JSON array of strings, `env` a JSON object
+/// of strings, `user` (`uid[:gid]` or a name) and `cwd` as given.
+pub fn attached_command(
+    command: &str,
+    env: Option<&str>,
+    user: Option<String>,
+    cwd: Option<String>,
+) -> Result<AttachedCommand, RuntimeError> {
+    let argv: Vec<String> = serde_json::from_str(command).map_err(|_| {
+        RuntimeError::Invalid("command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]".into())
+    })?;
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(RuntimeError::Invalid("command must name a program".into()));
+    }
+    let env: BTreeMap<String, String> = env
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|_| RuntimeError::Invalid("env must be a JSON object of strings, e.g. {\"MODE\":\"fast\"}".into()))?
+        .unwrap_or_default();
+    if env.keys().any(|k| k.is_empty() || k.contains('=')) {
+        return Err(RuntimeError::Invalid("env names must be non-empty and contain no '='".into()));
+    }
+    let fields = argv.iter().chain(env.values()).chain(user.iter()).chain(cwd.iter());
+    if fields.into_iter().any(|f| f.contains('\0')) {
+        return Err(RuntimeError::Invalid("no argument, env value, user or cwd may hold a NUL byte".into()));
+    }
+    Ok(AttachedCommand { argv, env, user, cwd })
 }
 
 /// `GET /v1/vms/{id}/exec-stream?command=["prog","arg"]`: one command in a sandbox, streamed.
@@ -256,37 +286,10 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
 pub async fn exec_stream(
     rt: &Runtime,
     id: &str,
-    command: &str,
-    env: Option<&str>,
+    command: AttachedCommand,
     tty: Option<crate::tty::Size>,
     ws: Upgrade,
 ) -> Response {
-    let argv: Vec<String> = match serde_json::from_str(command) {
-        Ok(v) => v,
-        Err(_) => {
-            return RuntimeError::Invalid(
-                "command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]".into(),
-            )
-            .into_response();
-        }
-    };
-    if argv.is_empty() || argv.iter().any(|a| a.contains('\0')) || argv[0].is_empty() {
-        return RuntimeError::Invalid("command must name a program, and no argument may hold a NUL byte".into())
-            .into_response();
-    }
-    let env: BTreeMap<String, String> = match env.map(serde_json::from_str).transpose() {
-        Ok(env) => env.unwrap_or_default(),
-        Err(_) => {
-            return RuntimeError::Invalid("env must be a JSON object of strings, e.g. {\"MODE\":\"fast\"}".into())
-                .into_response();
-        }
-    };
-    if env.iter().any(|(k, v)| !kairon_model::validate::is_env_name(k) || v.contains('\0')) {
-        return RuntimeError::Invalid(
-            "env names must be a letter or '_', then letters, digits or '_'; values cannot hold a NUL byte".into(),
-        )
-        .into_response();
-    }
     if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
         let instead = if tty.is_some() {
             "a terminal on a VM comes from its own sshd (kaironctl ssh NAME) or its serial console (kaironctl console NAME)"
@@ -308,14 +311,13 @@ pub async fn exec_stream(
         id.to_string(),
         host.clone(),
     );
-    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
     if let Some(size) = tty {
-        return match spawn_on_tty(host, id, &pid_file, &env, &args, size) {
+        return match spawn_on_tty(host, id, &pid_file, &command, size) {
             Ok((child, master)) => ws.on_upgrade(move |socket| tty_session(socket, child, master, pid_file)),
             Err(e) => RuntimeError::Internal(format!("starting the command on a terminal: {e}")).into_response(),
         };
     }
-    let mut cmd = host.attached_exec(id, &pid_file.0, &env, &args, false);
+    let mut cmd = host.attached_exec(id, &pid_file.0, &command, false);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -330,12 +332,11 @@ fn spawn_on_tty(
     host: &crate::sandbox::SandboxHost,
     id: &str,
     pid_file: &PidFile,
-    env: &BTreeMap<String, String>,
-    args: &[&str],
+    command: &AttachedCommand,
     size: crate::tty::Size,
 ) -> io::Result<(Child, std::os::fd::OwnedFd)> {
     let pty = crate::tty::open(size)?;
-    let mut cmd = host.attached_exec(id, &pid_file.0, env, args, true);
+    let mut cmd = host.attached_exec(id, &pid_file.0, command, true);
     cmd.stdin(Stdio::from(pty.slave.try_clone()?))
         .stdout(Stdio::from(pty.slave.try_clone()?))
         .stderr(Stdio::from(pty.slave))

@@ -548,6 +548,14 @@ fn kaironctl_streams_logs_stdin_console_port_forward_and_watches() {
     term.until("kaironctl's exit code", |screen| screen.contains("kaironctl exited 7"));
     drop(term);
 
+    // exec -i with the command's own environment variables, user and directory.
+    let piped = with_stdin(
+        &ctl,
+        &["exec", "-i", "-e", "GREETING=hi", "-u", "1000", "--cwd", "/tmp", "worker", "--", "sh"],
+        b"echo $GREETING-$(id -u)-$(pwd)\n",
+    );
+    assert_eq!(String::from_utf8_lossy(&piped.stdout), "hi-1000-/tmp\n", "{piped:?}");
+
     // port-forward carries HTTP to a server in the guest, a connection at a time.
     ctl.ok(&["exec", "worker", "--", "sh", "-c", "mkdir -p /www && echo hello-through-the-tunnel > /www/index.html"]);
     start_process(&k, "ctl-logs", "worker", &["httpd", "-f", "-p", "8080", "-h", "/www"]);

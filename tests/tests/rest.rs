@@ -221,6 +221,25 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     assert_eq!(closed, "exit 2");
     let too_big = rest.websocket(&format!("{base}/exec/stream?command={cmd}&tty=true&cols=5000")).await;
     assert!(too_big.as_ref().is_err_and(|e| e.starts_with("400")), "{:?}", too_big.err());
+    // On a terminal too, the command's own environment variables, user and directory.
+    let enc = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+    let cmd = enc(r#"["sh","-c","echo $GREETING-$(id -u)-$(pwd)"]"#);
+    let as_user = format!("env={}&user=1000&cwd=%2Ftmp", enc(r#"{"GREETING":"hi"}"#));
+    let mut tty = rest.websocket(&format!("{base}/exec/stream?command={cmd}&{as_user}&tty=true")).await.unwrap();
+    let (mut screen, mut closed) = (Vec::new(), String::new());
+    while let Some(msg) = tty.next().await {
+        match msg.unwrap() {
+            Message::Binary(b) => screen.extend_from_slice(&b),
+            Message::Close(frame) => {
+                closed = frame.map(|f| f.reason.to_string()).unwrap_or_default();
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((String::from_utf8_lossy(&screen).as_ref(), closed.as_str()), ("hi-1000-/tmp\r\n", "exit 0"));
+    let bad_env = rest.websocket(&format!("{base}/exec/stream?command={cmd}&env=GREETING%3Dhi")).await;
+    assert!(bad_env.as_ref().is_err_and(|e| e.starts_with("400") && e.contains("JSON object")), "{:?}", bad_env.err());
 
     // Files: upload, download, list, delete; bad paths are 400s.
     let put =

@@ -3,7 +3,7 @@
 //! the controller idle-suspended (wake-on-connect), and stamps `kairon.zyvor.dev/last-activity`
 //! for as long as the session is open.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use axum::Json;
@@ -25,7 +25,7 @@ use kairon_runtime_api::{GuestPath, Pid, Relay, RelaySocket};
 
 use super::objects::ObjectPath;
 use super::{Caller, ErrorBody, JsonBody};
-use crate::machines::guest::{Offsets, ProcessEvent, check_command};
+use crate::machines::guest::{Offsets, ProcessEvent, check_command, with_machine_env};
 use crate::machines::{Error, Needs, Reason, Result, Session};
 use crate::state::AppState;
 
@@ -511,6 +511,13 @@ pub const WS_PROTOCOL: &str = "kairon.v1";
 pub struct ExecStreamQuery {
     /// The command as a JSON array of strings, e.g. `["sh","-c","cat"]`.
     pub command: String,
+    /// Its environment variables as a JSON object of strings, e.g. `{"DEBUG":"1"}`, over
+    /// the Machine's `spec.env`.
+    pub env: Option<String>,
+    /// Run it as this user: `uid[:gid]`, or a name the guest knows (default root).
+    pub user: Option<String>,
+    /// Its working directory (default the image's).
+    pub cwd: Option<String>,
     /// Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and
     /// stderr together), an empty frame is ^D, and a text frame
     /// `{"resize":{"cols":C,"rows":R}}` resizes it.
@@ -541,7 +548,13 @@ async fn machine_exec_stream(
     let slot = c.connection_slot()?;
     let command: Vec<String> = serde_json::from_str(&q.command)
         .map_err(|_| Error::bad_request("command must be a JSON array of strings, e.g. [\"sh\",\"-c\",\"cat\"]"))?;
-    check_command(&ExecRequest { command, ..Default::default() })?;
+    let env: BTreeMap<String, String> = match q.env.as_deref() {
+        Some(env) => serde_json::from_str(env)
+            .map_err(|_| Error::bad_request("env must be a JSON object of strings, e.g. {\"DEBUG\":\"1\"}"))?,
+        None => BTreeMap::new(),
+    };
+    let mut req = ExecRequest { command, env, user: q.user, cwd: q.cwd, ..Default::default() };
+    check_command(&req)?;
     let s = c.open(&p, Needs::GuestAgent).await?;
     if s.machine.spec.track() != Track::TemplateSandbox {
         let instead = if q.tty == Some(true) {
@@ -569,8 +582,9 @@ async fn machine_exec_stream(
         }
         _ => None,
     };
-    let env = s.machine.spec.env.clone();
-    let upstream = connect_upstream(&s, Relay::ExecStream { command: q.command, env, tty }).await?;
+    with_machine_env(&s.machine, &mut req.env);
+    let relay = Relay::ExecStream { command: q.command, env: req.env, user: req.user, cwd: req.cwd, tty };
+    let upstream = connect_upstream(&s, relay).await?;
     Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))
 }
 

@@ -1058,14 +1058,7 @@ impl SandboxHost {
     /// process's stdio and exits with its status), writing the process's host pid to
     /// `pid_file`. The interactive console streams over it. With `tty` the process gets a
     /// terminal of its own (`--tty`), for which runc's own stdio must be one ([`crate::tty`]).
-    pub(crate) fn attached_exec(
-        &self,
-        id: &str,
-        pid_file: &Path,
-        env: &BTreeMap<String, String>,
-        command: &[&str],
-        tty: bool,
-    ) -> Command {
+    pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &AttachedCommand, tty: bool) -> Command {
         let mut c = if tty {
             // In a session of its own whose controlling terminal is its stdin, so the
             // terminal's signals (SIGWINCH on a resize) reach runc.
@@ -1079,12 +1072,28 @@ impl SandboxHost {
             c
         };
         c.arg("--pid-file").arg(pid_file);
-        for (k, v) in env {
+        if let Some(cwd) = &command.cwd {
+            c.args(["--cwd", cwd]);
+        }
+        if let Some(user) = &command.user {
+            c.args(["--user", user]);
+        }
+        for (k, v) in &command.env {
             c.arg("--env").arg(format!("{k}={v}"));
         }
-        c.arg(id).args(command);
+        c.arg(id).args(&command.argv);
         c
     }
+}
+
+/// A command `runc exec` runs attached (a console, `exec -i`/`-it`): its argv, environment,
+/// user (`uid[:gid]` or a name the guest knows; default root) and working directory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttachedCommand {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub user: Option<String>,
+    pub cwd: Option<String>,
 }
 
 /// Collects a container init that was re-parented to this process (the runtime is a child

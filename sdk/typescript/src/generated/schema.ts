@@ -4313,6 +4313,15 @@ export interface operations {
                 /** @description The command as a JSON array of strings, e.g. `["sh","-c","cat"]`. */
                 command: string;
                 /**
+                 * @description Its environment variables as a JSON object of strings, e.g. `{"DEBUG":"1"}`, over
+                 *     the Machine's `spec.env`.
+                 */
+                env?: string;
+                /** @description Run it as this user: `uid[:gid]`, or a name the guest knows (default root). */
+                user?: string;
+                /** @description Its working directory (default the image's). */
+                cwd?: string;
+                /**
                  * @description Run it on a terminal (`kaironctl exec -it`): output is the terminal's (stdout and
                  *     stderr together), an empty frame is ^D, and a text frame
                  *     `{"resize":{"cols":C,"rows":R}}` resizes it.

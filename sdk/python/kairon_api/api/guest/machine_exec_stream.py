@@ -15,6 +15,9 @@ def _get_kwargs(
     name: str,
     *,
     command: str,
+    env: str | Unset = UNSET,
+    user: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
     tty: bool | Unset = UNSET,
     cols: int | Unset = UNSET,
     rows: int | Unset = UNSET,
@@ -23,6 +26,12 @@ def _get_kwargs(
     params: dict[str, Any] = {}
 
     params["command"] = command
+
+    params["env"] = env
+
+    params["user"] = user
+
+    params["cwd"] = cwd
 
     params["tty"] = tty
 
@@ -124,6 +133,9 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    env: str | Unset = UNSET,
+    user: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
     tty: bool | Unset = UNSET,
     cols: int | Unset = UNSET,
     rows: int | Unset = UNSET,
@@ -137,6 +149,9 @@ def sync_detailed(
         namespace (str):
         name (str):
         command (str):
+        env (str | Unset):
+        user (str | Unset):
+        cwd (str | Unset):
         tty (bool | Unset):
         cols (int | Unset):
         rows (int | Unset):
@@ -153,6 +168,9 @@ def sync_detailed(
         namespace=namespace,
         name=name,
         command=command,
+        env=env,
+        user=user,
+        cwd=cwd,
         tty=tty,
         cols=cols,
         rows=rows,
@@ -171,6 +189,9 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    env: str | Unset = UNSET,
+    user: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
     tty: bool | Unset = UNSET,
     cols: int | Unset = UNSET,
     rows: int | Unset = UNSET,
@@ -184,6 +205,9 @@ def sync(
         namespace (str):
         name (str):
         command (str):
+        env (str | Unset):
+        user (str | Unset):
+        cwd (str | Unset):
         tty (bool | Unset):
         cols (int | Unset):
         rows (int | Unset):
@@ -201,6 +225,9 @@ def sync(
         name=name,
         client=client,
         command=command,
+        env=env,
+        user=user,
+        cwd=cwd,
         tty=tty,
         cols=cols,
         rows=rows,
@@ -213,6 +240,9 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    env: str | Unset = UNSET,
+    user: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
     tty: bool | Unset = UNSET,
     cols: int | Unset = UNSET,
     rows: int | Unset = UNSET,
@@ -226,6 +256,9 @@ async def asyncio_detailed(
         namespace (str):
         name (str):
         command (str):
+        env (str | Unset):
+        user (str | Unset):
+        cwd (str | Unset):
         tty (bool | Unset):
         cols (int | Unset):
         rows (int | Unset):
@@ -242,6 +275,9 @@ async def asyncio_detailed(
         namespace=namespace,
         name=name,
         command=command,
+        env=env,
+        user=user,
+        cwd=cwd,
         tty=tty,
         cols=cols,
         rows=rows,
@@ -258,6 +294,9 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     command: str,
+    env: str | Unset = UNSET,
+    user: str | Unset = UNSET,
+    cwd: str | Unset = UNSET,
     tty: bool | Unset = UNSET,
     cols: int | Unset = UNSET,
     rows: int | Unset = UNSET,
@@ -271,6 +310,9 @@ async def asyncio(
         namespace (str):
         name (str):
         command (str):
+        env (str | Unset):
+        user (str | Unset):
+        cwd (str | Unset):
         tty (bool | Unset):
         cols (int | Unset):
         rows (int | Unset):
@@ -289,6 +331,9 @@ async def asyncio(
             name=name,
             client=client,
             command=command,
+            env=env,
+            user=user,
+            cwd=cwd,
             tty=tty,
             cols=cols,
             rows=rows,
