@@ -42,6 +42,7 @@ const COMMANDS: &[&str] = &[
     "guest-get-host-name",
     "kairon-exec-output",
     "kairon-exec-input",
+    "kairon-exec-resize",
 ];
 
 struct Exec {
@@ -49,6 +50,8 @@ struct Exec {
     stderr: Option<Capture>,
     /// A kept-open stdin (`kairon-keep-stdin`): its writer thread takes data, `None` closes it.
     stdin: Option<std::sync::mpsc::Sender<Option<Vec<u8>>>>,
+    /// The terminal's master, for a command on one (`kairon-tty`).
+    tty: Option<std::os::fd::OwnedFd>,
 }
 
 #[derive(Default)]
@@ -102,6 +105,7 @@ impl Agent {
             "guest-exec-status" => self.exec_status(&args),
             "kairon-exec-output" => self.exec_output(&args),
             "kairon-exec-input" => self.exec_input(&args),
+            "kairon-exec-resize" => self.exec_resize(&args),
             "guest-file-open" => self.file_open(&args),
             "guest-file-close" => self.file_close(&args),
             "guest-file-read" => self.file_read(&args),
@@ -133,7 +137,15 @@ impl Agent {
 
     fn exec(&mut self, args: &Value) -> Answer {
         let path = string(args, "path")?;
-        let mut cmd = Command::new(path);
+        // Kairon's own: on a terminal of this size, its slave the command's stdio.
+        let tty = args.get("kairon-tty").map(crate::tty::size).transpose()?;
+        let mut cmd = if tty.is_some() {
+            let mut c = Command::new(crate::tty::SETSID);
+            c.args(["--ctty", path]);
+            c
+        } else {
+            Command::new(path)
+        };
         if let Some(a) = args.get("arg").and_then(Value::as_array) {
             cmd.args(a.iter().filter_map(Value::as_str));
         }
@@ -151,6 +163,9 @@ impl Agent {
         };
         let capture = args.get("capture-output").and_then(Value::as_bool).unwrap_or(false);
         let keep_stdin = args.get("kairon-keep-stdin").and_then(Value::as_bool).unwrap_or(false);
+        if let Some((cols, rows)) = tty {
+            return self.exec_on_tty(cmd, path, cols, rows, input);
+        }
         cmd.stdin(if input.is_some() || keep_stdin { Stdio::piped() } else { Stdio::null() });
         if capture {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -184,10 +199,59 @@ impl Agent {
             stdout: child.stdout.take().map(|p| Capture::start(p, OUTPUT_CAP)),
             stderr: child.stderr.take().map(|p| Capture::start(p, OUTPUT_CAP)),
             stdin: writer,
+            tty: None,
         };
         let pid = child.id();
         self.execs.insert(pid, exec);
         Ok(json!({"pid": pid}))
+    }
+
+    /// `cmd` on a new terminal of `cols` x `rows`: the screen (stdout and stderr as one) is its
+    /// stdout capture, its stdin stays open for `kairon-exec-input` (what is typed), and
+    /// `kairon-exec-resize` resizes it.
+    fn exec_on_tty(&mut self, mut cmd: Command, path: &str, cols: u16, rows: u16, input: Option<Vec<u8>>) -> Answer {
+        let failed =
+            |e: std::io::Error| format!("Failed to execute child process \u{201c}{path}\u{201d} on a terminal ({e})");
+        let pty = crate::tty::open(cols, rows).map_err(failed)?;
+        cmd.stdin(Stdio::from(pty.slave.try_clone().map_err(failed)?))
+            .stdout(Stdio::from(pty.slave.try_clone().map_err(failed)?))
+            .stderr(Stdio::from(pty.slave));
+        let child = procs::spawn(&mut cmd).map_err(failed)?;
+        // The slave's copies went with the command: none stays here, so the master reads EIO
+        // (the capture's end) once the command and whatever it left on the terminal are gone.
+        drop(cmd);
+        let screen = File::from(pty.master.try_clone().map_err(failed)?);
+        let mut keys = File::from(pty.master.try_clone().map_err(failed)?);
+        let (tx, rx) = std::sync::mpsc::channel::<Option<Vec<u8>>>();
+        if let Some(data) = input {
+            let _ = tx.send(Some(data));
+        }
+        std::thread::spawn(move || {
+            while let Ok(Some(data)) = rx.recv() {
+                if keys.write_all(&data).is_err() {
+                    break;
+                }
+            }
+        });
+        let exec = Exec {
+            stdout: Some(Capture::start(screen, OUTPUT_CAP)),
+            stderr: None,
+            stdin: Some(tx),
+            tty: Some(pty.master),
+        };
+        let pid = child.id();
+        self.execs.insert(pid, exec);
+        Ok(json!({"pid": pid}))
+    }
+
+    /// Kairon's own command: resizes a command's terminal (`kairon-tty`) to `cols` x `rows`.
+    fn exec_resize(&mut self, args: &Value) -> Answer {
+        let pid = int(args, "pid")? as u32;
+        let exec = self.execs.get(&pid).ok_or_else(|| format!("Invalid parameter 'pid': no such process {pid}"))?;
+        let master = exec.tty.as_ref().ok_or_else(|| format!("process {pid} is not on a terminal"))?;
+        let (cols, rows) = crate::tty::size(args)?;
+        crate::tty::set_size(master, cols, rows).map_err(|e| format!("resizing the terminal of {pid}: {e}"))?;
+        Ok(json!({}))
     }
 
     fn exec_status(&mut self, args: &Value) -> Answer {
@@ -238,6 +302,10 @@ impl Agent {
         let mut out = json!({});
         for (key, cap) in [("out", &exec.stdout), ("err", &exec.stderr)] {
             let from = args.get(format!("{key}-offset")).and_then(Value::as_u64).unwrap_or(0);
+            // A terminal has one reader, which asks from what it has: what came before is let go.
+            if let (Some(_), Some(c)) = (&exec.tty, cap) {
+                c.forget_before(usize::try_from(from).unwrap_or(usize::MAX));
+            }
             let (bytes, end) = cap
                 .as_ref()
                 .map(|c| c.since(usize::try_from(from).unwrap_or(usize::MAX), OUTPUT_CHUNK))

@@ -29,6 +29,7 @@ mod ga;
 mod init;
 mod procs;
 mod sandbox;
+mod tty;
 
 const PORT_NAME: &str = "org.qemu.guest_agent.0";
 

@@ -137,9 +137,18 @@ pub fn run(program: &str, args: &[&str]) -> std::io::Result<Exit> {
     Ok(wait(child.id(), None).unwrap_or(Exit { code: None, signal: None }))
 }
 
+/// What a capture holds: the bytes from offset `base` on (those before it were handed over and
+/// let go), and whether some were cut off at the cap.
+#[derive(Clone, Default)]
+struct Held {
+    bytes: Vec<u8>,
+    cut: bool,
+    base: usize,
+}
+
 /// A pipe drained on its own thread into a buffer capped at `cap` bytes.
 pub struct Capture {
-    buf: Arc<Mutex<(Vec<u8>, bool)>>,
+    buf: Arc<Mutex<Held>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Disconnected when the reading thread ends.
     ended: std::sync::mpsc::Receiver<()>,
@@ -158,7 +167,7 @@ impl Capture {
     }
 
     fn spawn(mut pipe: impl Read + Send + 'static, cap: usize, close_at_cap: bool) -> Capture {
-        let buf = Arc::new(Mutex::new((Vec::new(), false)));
+        let buf = Arc::new(Mutex::new(Held::default()));
         let b = buf.clone();
         let (end, ended) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -169,12 +178,12 @@ impl Capture {
                     break;
                 }
                 let mut g = lock(&b);
-                let room = cap.saturating_sub(g.0.len());
+                let room = cap.saturating_sub(g.bytes.len());
                 if n > room {
-                    g.1 = true;
+                    g.cut = true;
                 }
-                g.0.extend_from_slice(&chunk[..n.min(room)]);
-                if g.1 && close_at_cap {
+                g.bytes.extend_from_slice(&chunk[..n.min(room)]);
+                if g.cut && close_at_cap {
                     break;
                 }
             }
@@ -194,15 +203,25 @@ impl Capture {
         if self.done() {
             return self.finish();
         }
-        lock(&self.buf).clone()
+        let g = lock(&self.buf);
+        (g.bytes.clone(), g.cut)
     }
 
     /// At most `max` of the bytes read so far from byte `from`, and the offset just past them.
     pub fn since(&self, from: usize, max: usize) -> (Vec<u8>, usize) {
         let g = lock(&self.buf);
-        let from = from.min(g.0.len());
-        let to = from.saturating_add(max).min(g.0.len());
-        (g.0[from..to].to_vec(), to)
+        let from = from.saturating_sub(g.base).min(g.bytes.len());
+        let to = from.saturating_add(max).min(g.bytes.len());
+        (g.bytes[from..to].to_vec(), g.base + to)
+    }
+
+    /// Lets go of the bytes before offset `at` (its one reader has them): a terminal's output
+    /// is then bounded by what is not yet read, not by all it ever showed.
+    pub fn forget_before(&self, at: usize) {
+        let mut g = lock(&self.buf);
+        let n = at.saturating_sub(g.base).min(g.bytes.len());
+        g.bytes.drain(..n);
+        g.base += n;
     }
 
     /// Whether the pipe has reached its end.
@@ -215,6 +234,7 @@ impl Capture {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        std::mem::take(&mut *lock(&self.buf))
+        let g = std::mem::take(&mut *lock(&self.buf));
+        (g.bytes, g.cut)
     }
 }

@@ -203,14 +203,14 @@ enum Cmd {
     /// Claim a warm member of a MachinePool.
     #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim -e TASK=42\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
     Claim(ClaimArgs),
-    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top; sandboxes).
+    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top). VMs need kairon-agent in their image (the default image has it).
     #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3\n  kaironctl exec -it agent-42 -- sh\n  kaironctl exec -it -u 1000 -e TERM=xterm --cwd /tmp agent-42 -- sh", exit_codes!()))]
     Exec {
         #[arg(add = complete::machines())]
         name: String,
         #[arg(last = true, required = true)]
         command: Vec<String>,
-        /// Stream stdin to the command and its output (stdout and stderr as one stream) back as it is produced; sandboxes only.
+        /// Stream stdin to the command and its output (stdout and stderr as one stream) back as it is produced.
         #[arg(short = 'i', long = "stdin", conflicts_with = "timeout")]
         interactive: bool,
         /// With -i: run the command on a terminal (`exec -it NAME -- sh`): keys go as typed (^C

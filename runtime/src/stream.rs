@@ -30,6 +30,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::process::Child;
 
+use crate::api::ExecRequest;
 use crate::backend::BackendKind;
 use crate::engine::{Runtime, RuntimeError};
 use crate::proxy::ProxyError;
@@ -274,7 +275,8 @@ pub fn attached_command(
     Ok(AttachedCommand { argv, env, user, cwd })
 }
 
-/// `GET /v1/vms/{id}/exec-stream?command=["prog","arg"]`: one command in a sandbox, streamed.
+/// `GET /v1/vms/{id}/exec-stream?command=["prog","arg"]`: one command in a sandbox or a VM
+/// (through kairon-agent: [`vm_session`]), streamed.
 /// Client frames are its stdin (an empty frame closes stdin), its stdout and stderr come back
 /// as binary frames as they are produced, and its exit closes the socket with reason
 /// `exit <code>`; the client closing kills it.
@@ -290,13 +292,28 @@ pub async fn exec_stream(
     tty: Option<crate::tty::Size>,
     ws: Upgrade,
 ) -> Response {
-    if rt.get(id).await.is_ok_and(|vm| BackendKind::of(&vm) == BackendKind::Qemu) {
-        let instead = if tty.is_some() {
-            "a terminal on a VM comes from its own sshd (kaironctl ssh NAME) or its serial console (kaironctl console NAME)"
-        } else {
-            "on a VM use exec, or a background process and its stream"
+    if let Ok(vm) = rt.get(id).await
+        && BackendKind::of(&vm) == BackendKind::Qemu
+    {
+        let ws = match ws {
+            Ok(ws) => ws,
+            Err(rejection) => return rejection.into_response(),
         };
-        return RuntimeError::NotSupported(format!("a streamed exec runs in sandboxes; {instead}")).into_response();
+        let req = ExecRequest {
+            command: command.argv,
+            env: command.env,
+            user: command.user,
+            cwd: command.cwd,
+            ..Default::default()
+        };
+        let size = tty.map(|s| (s.cols, s.rows));
+        return match rt.inner.vms.attach(&vm.id, &req, size).await {
+            Ok(pid) => {
+                let rt = rt.clone();
+                ws.on_upgrade(move |socket| vm_session(socket, rt, vm.id.to_string(), pid, tty.is_some()))
+            }
+            Err(e) => RuntimeError::from(e).into_response(),
+        };
     }
     if let Err(e) = rt.guest_pid(id).await {
         return e.into_response();
@@ -324,6 +341,84 @@ pub async fn exec_stream(
         Err(e) => return RuntimeError::Internal(format!("starting the command: {e}")).into_response(),
     };
     ws.on_upgrade(move |socket| console_session(socket, child, pid_file))
+}
+
+/// Relays a command attached in a VM (`exec -i`/`-it` through kairon-agent) and a client's
+/// WebSocket, as the sandboxes' sessions do: output as the guest agent reads it (polled, soon
+/// after each change, less often while quiet), frames from the client as its stdin (on a
+/// terminal an empty one is ^D, a text one a resize), its exit as `exit <code>`; the client
+/// leaving kills it (its whole process group on a terminal).
+async fn vm_session(socket: WebSocket, rt: Runtime, id: String, pid: i64, tty: bool) {
+    const QUICK: Duration = Duration::from_millis(10);
+    const QUIET: Duration = Duration::from_millis(100);
+    let vms = &rt.inner.vms;
+    let (mut ws_tx, mut ws_rx) = socket.split();
+    let (mut out, mut err) = (0u64, 0u64);
+    let mut pause = QUICK;
+    let reason = 'session: loop {
+        let mut fresh = false;
+        if let Ok(o) = vms.attached_output(&id, pid, out, err).await {
+            for chunk in [o.stdout, o.stderr] {
+                if chunk.is_empty() {
+                    continue;
+                }
+                fresh = true;
+                if ws_tx.send(Message::Binary(chunk.into())).await.is_err() {
+                    vms.detach(&id, pid, tty).await;
+                    return;
+                }
+            }
+            (out, err) = (o.stdout_end, o.stderr_end);
+        }
+        if !fresh {
+            match vms.attached_status(&id, pid).await {
+                Ok(st) if st.exited => {
+                    // What came after the last read: on a terminal the agent let go of what was
+                    // read, elsewhere it hands the whole output over again.
+                    let skip =
+                        |b: Vec<u8>, at: u64| if tty { b } else { b.get(at as usize..).unwrap_or_default().to_vec() };
+                    for rest in [skip(st.stdout, out), skip(st.stderr, err)] {
+                        if !rest.is_empty() {
+                            let _ = ws_tx.send(Message::Binary(rest.into())).await;
+                        }
+                    }
+                    break 'session format!("exit {}", st.exit_code.or(st.signal.map(|s| 128 + s)).unwrap_or(-1));
+                }
+                Ok(_) => {}
+                Err(e) => break format!("exit -1 (the guest agent: {e})"),
+            }
+        }
+        pause = if fresh { QUICK } else { (pause * 2).min(QUIET) };
+        tokio::select! {
+            msg = ws_rx.next() => match msg {
+                Some(Ok(Message::Binary(b))) => {
+                    // An empty frame ends input: ^D on a terminal, closing stdin elsewhere.
+                    let (data, close) = match (b.is_empty(), tty) {
+                        (true, true) => (&[4u8][..], false),
+                        (true, false) => (&[][..], true),
+                        (false, _) => (&b[..], false),
+                    };
+                    let _ = vms.attached_input(&id, pid, data, close).await;
+                    pause = QUICK;
+                }
+                Some(Ok(Message::Text(t))) if tty => {
+                    if let Ok(c) = serde_json::from_str::<crate::tty::Control>(t.as_str())
+                        && let Some(size) = crate::tty::Size::checked(c.resize.cols, c.resize.rows)
+                    {
+                        let _ = vms.attached_resize(&id, pid, (size.cols, size.rows)).await;
+                    }
+                }
+                Some(Ok(Message::Close(_)) | Err(_)) | None => {
+                    vms.detach(&id, pid, tty).await;
+                    finish(&mut ws_tx, None).await;
+                    return;
+                }
+                Some(Ok(_)) => {}
+            },
+            () = tokio::time::sleep(pause) => {}
+        }
+    };
+    finish(&mut ws_tx, Some(close(close_code::NORMAL, &reason))).await;
 }
 
 /// `runc exec --tty` with a pseudo-terminal's slave as its stdio and controlling terminal; the

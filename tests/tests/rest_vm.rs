@@ -12,6 +12,27 @@ use tokio_tungstenite::tungstenite::Message;
 use kairon_e2e::{Flags, Kairon, eventually};
 use kairon_model::Machine;
 
+/// Reads until `until` has arrived, sends each of `inputs` (an empty one: end of input), then
+/// reads to the close: all the output, and the close frame's reason.
+async fn session<S>(ws: &mut S, until: &[u8], inputs: &[&[u8]]) -> (Vec<u8>, String)
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + futures::Sink<Message> + Unpin,
+    <S as futures::Sink<Message>>::Error: std::fmt::Debug,
+{
+    let mut out = if until.is_empty() { Vec::new() } else { first_bytes(ws, until).await };
+    for input in inputs {
+        ws.send(Message::Binary(input.to_vec().into())).await.unwrap();
+    }
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), ws.next()).await.expect("the session ends in time") {
+            Some(Ok(Message::Binary(b))) => out.extend_from_slice(&b),
+            Some(Ok(Message::Close(Some(f)))) => return (out, f.reason.to_string()),
+            Some(Ok(_)) => {}
+            other => panic!("after {:?}: {other:?}", String::from_utf8_lossy(&out)),
+        }
+    }
+}
+
 async fn first_bytes<S>(ws: &mut S, until: &[u8]) -> Vec<u8>
 where
     S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
@@ -93,12 +114,32 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     let logs = rest.get(&format!("{base}/processes/{pid}/logs")).await.ok();
     assert_eq!(logs["stdout"], "got:one\ngot:two\neof\n", "{logs}");
 
-    // A terminal (exec -it) is the sandboxes'; on a VM the refusal names the VM's own ways to one.
-    let refused = rest.websocket(&format!("{base}/exec/stream?command=%5B%22sh%22%5D&tty=true")).await.unwrap_err();
-    assert!(
-        refused.starts_with("409") && refused.contains("kaironctl ssh vm") && refused.contains("console"),
-        "{refused}"
-    );
+    // Exec streamed over WebSocket, as in a sandbox: stdin in (an empty frame is end-of-file),
+    // output out as it comes, the exit code in the close frame.
+    let enc = |s: &str| s.bytes().map(|b| format!("%{b:02X}")).collect::<String>();
+    let cmd = enc(r#"["sh","-c","echo ready; tr a-z A-Z; exit 7"]"#);
+    let mut streamed = rest.websocket(&format!("{base}/exec/stream?command={cmd}")).await.unwrap();
+    let (screen, reason) = session(&mut streamed, b"ready\n", &[b"shout\n", b""]).await;
+    assert_eq!((String::from_utf8_lossy(&screen).as_ref(), reason.as_str()), ("ready\nSHOUT\n", "exit 7"));
+    // On a terminal (exec -it): of the size asked, resized on request, as the given user, in
+    // the given directory, with the given environment; ^C interrupts, and the exit code is its own.
+    let cmd = enc(r#"["sh"]"#);
+    let as_user = format!("env={}&user=1000&cwd=%2Ftmp", enc(r#"{"GREETING":"hi"}"#));
+    let url = format!("{base}/exec/stream?command={cmd}&{as_user}&tty=true&cols=132&rows=43");
+    let mut tty = rest.websocket(&url).await.unwrap();
+    tty.send(Message::Binary(b"tty; stty size; echo $GREETING-$(id -u)-$(pwd)\n".to_vec().into())).await.unwrap();
+    let first = first_bytes(&mut tty, b"hi-1000-/tmp\r\n").await;
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.contains("/dev/pts/") && first.contains("43 132\r\n"), "{first}");
+    tty.send(Message::Text(r#"{"resize":{"cols":100,"rows":30}}"#.into())).await.unwrap();
+    tty.send(Message::Binary(b"sleep 300\n".to_vec().into())).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tty.send(Message::Binary(b"\x03".to_vec().into())).await.unwrap();
+    tty.send(Message::Binary(b"echo after-$?; stty size\n".to_vec().into())).await.unwrap();
+    let (screen, reason) = session(&mut tty, b"", &[b"exit 3\n"]).await;
+    let screen = String::from_utf8_lossy(&screen);
+    assert!(screen.contains("after-130") && screen.contains("30 100\r\n"), "{screen}");
+    assert_eq!(reason, "exit 3");
 
     // SSH through port-forward: the image's dropbear greets.
     let mut ssh = rest.websocket(&format!("{base}/portforward/22")).await.unwrap();

@@ -533,12 +533,13 @@ pub struct ExecStreamQuery {
 /// Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
 /// are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
 /// exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-/// of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+/// of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+/// cannot stream: 409).
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/exec/stream", tag = "Guest", params(ObjectPath, ExecStreamQuery),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 400, description = "command is not a JSON array naming a program", body = ErrorBody),
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
-              (status = 409, description = "No guest agent, suspended by request, or a VM", body = ErrorBody)))]
+              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody)))]
 async fn machine_exec_stream(
     c: Caller,
     Path(p): Path<ObjectPath>,
@@ -556,20 +557,6 @@ async fn machine_exec_stream(
     let mut req = ExecRequest { command, env, user: q.user, cwd: q.cwd, ..Default::default() };
     check_command(&req)?;
     let s = c.open(&p, Needs::GuestAgent).await?;
-    if s.machine.spec.track() != Track::TemplateSandbox {
-        let instead = if q.tty == Some(true) {
-            format!(
-                "a terminal on a VM comes from its own sshd (kaironctl ssh {name}) or its serial console (kaironctl console {name})",
-                name = p.name
-            )
-        } else {
-            "on a VM use exec, or a background process and its stream".to_string()
-        };
-        return Err(Error::conflict(
-            Reason::ExecStreamUnsupported,
-            format!("a streamed exec runs in sandboxes; {instead}"),
-        ));
-    }
     let tty = match q.tty {
         Some(true) => {
             let (cols, rows) = (q.cols.unwrap_or(80), q.rows.unwrap_or(24));

@@ -236,6 +236,29 @@ impl GuestAgent {
             .ok_or_else(|| GaError::Command { command: "guest-exec".into(), desc: format!("no pid in {v}") })
     }
 
+    /// Starts a command on a terminal of `cols` x `rows` in the guest (kairon-agent's
+    /// `kairon-tty`): its screen is its stdout, its stdin stays open for what is typed.
+    pub async fn exec_start_tty(
+        &mut self,
+        path: &str,
+        args: &[String],
+        env: &[String],
+        (cols, rows): (u16, u16),
+    ) -> Result<i64> {
+        let a = json!({"path": path, "arg": args, "env": env, "capture-output": true,
+                       "kairon-tty": {"cols": cols, "rows": rows}});
+        let v = self.call("guest-exec", a, Duration::from_secs(30)).await?;
+        v.get("pid")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| GaError::Command { command: "guest-exec".into(), desc: format!("no pid in {v}") })
+    }
+
+    /// Resizes a command's terminal (kairon-agent's `kairon-exec-resize`).
+    pub async fn exec_resize(&mut self, pid: i64, (cols, rows): (u16, u16)) -> Result<()> {
+        let args = json!({"pid": pid, "cols": cols, "rows": rows});
+        self.call("kairon-exec-resize", args, Duration::from_secs(30)).await.map(|_| ())
+    }
+
     pub async fn exec_status(&mut self, pid: i64) -> Result<ExecStatus> {
         let v = self.call("guest-exec-status", json!({"pid": pid}), Duration::from_secs(30)).await?;
         let data = |k: &str| v.get(k).and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();

@@ -1318,6 +1318,56 @@ impl VmHost {
         }
     }
 
+    /// A command streamed both ways (`exec -i`, `exec -it`): started through kairon-agent with
+    /// its stdin kept open, on a terminal of `tty` (columns, rows) when given; its guest pid.
+    pub async fn attach(&self, id: &str, req: &ExecRequest, tty: Option<(u16, u16)>) -> Result<i64> {
+        let (program, args) = guest_command(req)?;
+        let run = self.running_or_err(id)?;
+        let mut ga = run.ga.lock().await;
+        let env = guest_env(&req.env);
+        let started = match tty {
+            Some(size) => ga.exec_start_tty(&program, &args, &env, size).await,
+            None => ga.exec_start(&program, &args, &env, None, true, true).await,
+        };
+        started.map_err(|e| {
+            VmError::Conflict(format!("a streamed exec on a VM needs Kairon's guest agent (kairon-agent): {e}"))
+        })
+    }
+
+    /// An attached command's output from the offsets given (what kairon-agent read so far).
+    pub async fn attached_output(&self, id: &str, pid: i64, out: u64, err: u64) -> Result<ga::ExecOutput> {
+        let run = self.running_or_err(id)?;
+        Ok(run.ga.lock().await.exec_output(pid, out, err).await?)
+    }
+
+    /// Writes to an attached command's stdin (`close`: then closes it).
+    pub async fn attached_input(&self, id: &str, pid: i64, data: &[u8], close: bool) -> Result<()> {
+        let run = self.running_or_err(id)?;
+        Ok(run.ga.lock().await.exec_input(pid, data, close).await?)
+    }
+
+    /// Resizes an attached command's terminal.
+    pub async fn attached_resize(&self, id: &str, pid: i64, size: (u16, u16)) -> Result<()> {
+        let run = self.running_or_err(id)?;
+        Ok(run.ga.lock().await.exec_resize(pid, size).await?)
+    }
+
+    /// An attached command's state; once it exited, what it wrote that was not yet read.
+    pub async fn attached_status(&self, id: &str, pid: i64) -> Result<ga::ExecStatus> {
+        self.exec_poll(id, pid).await
+    }
+
+    /// Ends an attached command the client left: its process group (a terminal's session leader
+    /// leads one of its own) or itself, then collects it so the guest agent forgets it.
+    pub async fn detach(&self, id: &str, pid: i64, group: bool) {
+        let target = if group { format!("-{pid}") } else { pid.to_string() };
+        let args = vec!["-s".to_string(), "KILL".to_string(), "--".to_string(), target];
+        if let Ok(kill) = self.exec_raw(id, "kill", &args, &guest_env(&BTreeMap::new()), None).await {
+            let _ = self.collect(id, kill, Some(Instant::now() + Duration::from_secs(10))).await;
+        }
+        let _ = self.collect(id, pid, Some(Instant::now() + Duration::from_secs(10))).await;
+    }
+
     pub async fn start_process(&self, id: &str, req: &ExecRequest) -> Result<Process> {
         let (program, args) = guest_command(req)?;
         let input = req.stdin.as_deref().map(str::as_bytes);

@@ -290,7 +290,8 @@ export interface paths {
          * Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
          *     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
          *     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-         *     of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+         *     of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+         *     cannot stream: 409).
          */
         get: operations["machine_exec_stream"];
         put?: never;
@@ -4386,7 +4387,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No guest agent, suspended by request, or a VM */
+            /** @description No guest agent (or a stock qemu-ga), or suspended by request */
             409: {
                 headers: {
                     [name: string]: unknown;

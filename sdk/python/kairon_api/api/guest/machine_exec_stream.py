@@ -143,7 +143,8 @@ def sync_detailed(
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+    of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+    cannot stream: 409).
 
     Args:
         namespace (str):
@@ -199,7 +200,8 @@ def sync(
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+    of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+    cannot stream: 409).
 
     Args:
         namespace (str):
@@ -250,7 +252,8 @@ async def asyncio_detailed(
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+    of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+    cannot stream: 409).
 
     Args:
         namespace (str):
@@ -304,7 +307,8 @@ async def asyncio(
     """Run a command with its stdin, stdout and stderr streamed over WebSocket: binary frames in
     are its stdin (an empty frame closes stdin), frames out are its output as produced, and its
     exit closes the socket with reason `exit <code>`. With `tty=true` it runs on a terminal
-    of `cols` x `rows`. Sandboxes; on a VM use exec or a process.
+    of `cols` x `rows`. Sandboxes, and VMs whose image runs kairon-agent (a stock qemu-ga
+    cannot stream: 409).
 
     Args:
         namespace (str):
