@@ -63,6 +63,22 @@ async fn start_httpd(rest: &Rest, ns: &str, name: &str) {
     .await;
 }
 
+/// A relay's output to its close, and the close frame's reason.
+async fn to_close<S>(ws: &mut S) -> (Vec<u8>, String)
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let mut out = Vec::new();
+    while let Some(msg) = ws.next().await {
+        match msg.unwrap() {
+            Message::Binary(b) => out.extend_from_slice(&b),
+            Message::Close(frame) => return (out, frame.map(|f| f.reason.to_string()).unwrap_or_default()),
+            _ => {}
+        }
+    }
+    (out, String::new())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn machines_are_mirrored_as_kubernetes_objects_and_bad_input_is_a_4xx() {
     let k = Kairon::start_with(&fast()).unwrap();
@@ -205,17 +221,7 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     // ["sh","-c","stty size; tty >/dev/null && echo on-a-tty; exit 2"]
     let cmd = "%5B%22sh%22%2C%22-c%22%2C%22stty%20size%3B%20tty%20%3E%2Fdev%2Fnull%20%26%26%20echo%20on-a-tty%3B%20exit%202%22%5D";
     let mut tty = rest.websocket(&format!("{base}/exec/stream?command={cmd}&tty=true&cols=132&rows=43")).await.unwrap();
-    let (mut screen, mut closed) = (Vec::new(), String::new());
-    while let Some(msg) = tty.next().await {
-        match msg.unwrap() {
-            Message::Binary(b) => screen.extend_from_slice(&b),
-            Message::Close(frame) => {
-                closed = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                break;
-            }
-            _ => {}
-        }
-    }
+    let (screen, closed) = to_close(&mut tty).await;
     // A terminal writes \r\n for each newline.
     assert_eq!(String::from_utf8_lossy(&screen), "43 132\r\non-a-tty\r\n");
     assert_eq!(closed, "exit 2");
@@ -226,17 +232,7 @@ async fn guest_routes_run_commands_move_files_and_relay_http() {
     let cmd = enc(r#"["sh","-c","echo $GREETING-$(id -u)-$(pwd)"]"#);
     let as_user = format!("env={}&user=1000&cwd=%2Ftmp", enc(r#"{"GREETING":"hi"}"#));
     let mut tty = rest.websocket(&format!("{base}/exec/stream?command={cmd}&{as_user}&tty=true")).await.unwrap();
-    let (mut screen, mut closed) = (Vec::new(), String::new());
-    while let Some(msg) = tty.next().await {
-        match msg.unwrap() {
-            Message::Binary(b) => screen.extend_from_slice(&b),
-            Message::Close(frame) => {
-                closed = frame.map(|f| f.reason.to_string()).unwrap_or_default();
-                break;
-            }
-            _ => {}
-        }
-    }
+    let (screen, closed) = to_close(&mut tty).await;
     assert_eq!((String::from_utf8_lossy(&screen).as_ref(), closed.as_str()), ("hi-1000-/tmp\r\n", "exit 0"));
     let bad_env = rest.websocket(&format!("{base}/exec/stream?command={cmd}&env=GREETING%3Dhi")).await;
     assert!(bad_env.as_ref().is_err_and(|e| e.starts_with("400") && e.contains("JSON object")), "{:?}", bad_env.err());
