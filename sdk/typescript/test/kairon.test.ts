@@ -297,28 +297,31 @@ describe("transport", { timeout: 60_000 }, () => {
     }
   });
 
-  it("a create is sent once, a GET is retried", async () => {
-    const r = await recorder(503);
-    try {
-      const c = new Client(r.url, "t", { retries: 2 });
-      const u = new UIClient(r.url, "t", { retries: 2 });
-      await assert.rejects(c.createMachine({ metadata: { name: "x" } }), (e: unknown) => {
-        assert.ok(e instanceof ServerError);
-        assert.equal(e.status, 503);
-        assert.ok(e.transient);
-        return true;
-      });
-      assert.deepEqual(r.seen.map(([m]) => m), ["POST"]);
-      await assert.rejects(u.exec("x", ["true"]), ServerError);
-      assert.deepEqual(r.seen.map(([m]) => m), ["POST", "POST"]);
-      r.seen.length = 0;
-      await assert.rejects(c.getMachine("x"), ServerError);
-      await assert.rejects(u.getMachine("x"), ServerError);
-      assert.deepEqual(r.seen.map(([m]) => m), Array(6).fill("GET"));
-    } finally {
-      await r.close();
-    }
-  });
+  // Node's transport (node:http) and the browser's (fetch), each with 2 retries.
+  for (const [which, wire] of [["node:http", undefined], ["fetch", new FetchTransport({ retries: 2 })]] as const) {
+    it(`a create is sent once, a GET is retried (${which})`, async () => {
+      const r = await recorder(503);
+      try {
+        const c = new Client(r.url, "t", { retries: 2, wire });
+        const u = new UIClient(r.url, "t", { retries: 2, wire });
+        await assert.rejects(c.createMachine({ metadata: { name: "x" } }), (e: unknown) => {
+          assert.ok(e instanceof ServerError);
+          assert.equal(e.status, 503);
+          assert.ok(e.transient);
+          return true;
+        });
+        assert.deepEqual(r.seen.map(([m]) => m), ["POST"]);
+        await assert.rejects(u.exec("x", ["true"]), ServerError);
+        assert.deepEqual(r.seen.map(([m]) => m), ["POST", "POST"]);
+        r.seen.length = 0;
+        await assert.rejects(c.getMachine("x"), ServerError);
+        await assert.rejects(u.getMachine("x"), ServerError);
+        assert.deepEqual(r.seen.map(([m]) => m), Array(6).fill("GET"));
+      } finally {
+        await r.close();
+      }
+    });
+  }
 
   it("a create whose connection broke is not sent again", async () => {
     const r = await recorder(0);
@@ -345,21 +348,7 @@ describe("transport", { timeout: 60_000 }, () => {
     }
   });
 
-  it("the browser's transport (fetch) retries what is safe and sends a create once", async () => {
-    const r = await recorder(503);
-    try {
-      const wire = new FetchTransport({ retries: 2 });
-      const c = new Client(r.url, "t", { wire });
-      const u = new UIClient(r.url, "t", { wire });
-      await assert.rejects(c.createMachine({ metadata: { name: "x" } }), ServerError);
-      assert.deepEqual(r.seen.map(([m]) => m), ["POST"]);
-      r.seen.length = 0;
-      await assert.rejects(c.getMachine("x"), ServerError);
-      await assert.rejects(u.getMachine("x"), ServerError);
-      assert.deepEqual(r.seen.map(([m]) => m), Array(6).fill("GET"));
-    } finally {
-      await r.close();
-    }
+  it("the browser's transport (fetch) retries a GET it could not send, never a create", async () => {
     const down = new Client(`http://127.0.0.1:${await closedPort()}`, "t", { wire: new FetchTransport({ retries: 2 }) });
     await assert.rejects(down.getMachine("x"), (e: unknown) => e instanceof KaironConnectionError && /unreachable after 3 attempts/.test(e.message));
     // A browser cannot tell a connection never made from one broken mid-way: a create is not sent again.
