@@ -132,7 +132,9 @@ async fn relays_reach_a_real_vm_ssh_vnc_exec_freeze_and_a_wake_from_hibernate() 
     let first = String::from_utf8_lossy(&first);
     assert!(first.contains("/dev/pts/") && first.contains("43 132\r\n"), "{first}");
     tty.send(Message::Text(r#"{"resize":{"cols":100,"rows":30}}"#.into())).await.unwrap();
-    tty.send(Message::Binary(b"sleep 300\n".to_vec().into())).await.unwrap();
+    // ^C once the sleep runs (its line's output says the shell got there; TCG is slow).
+    tty.send(Message::Binary(b"echo sleep-starts; sleep 300\n".to_vec().into())).await.unwrap();
+    first_bytes(&mut tty, b"sleep-starts\r\n").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     tty.send(Message::Binary(b"\x03".to_vec().into())).await.unwrap();
     tty.send(Message::Binary(b"echo after-$?; stty size\n".to_vec().into())).await.unwrap();
