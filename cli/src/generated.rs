@@ -747,6 +747,9 @@ pub mod types {
         pub conditions: ::std::vec::Vec<Condition>,
         #[serde(rename = "heartbeatTime", skip_serializing_if = "::std::option::Option::is_none")]
         pub heartbeat_time: ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+        #[doc = "The templates built on this node (Ready to start sandboxes from), as its agent last\nreported them with its heartbeat; absent until it has. The scheduler places a template\nsandbox on a node that has its template when one does."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub templates: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
     }
     #[doc = "`KaironNodeWatchEvent`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

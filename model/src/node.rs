@@ -73,4 +73,9 @@ pub struct KaironNodeStatus {
     pub heartbeat_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The templates built on this node (Ready to start sandboxes from), as its agent last
+    /// reported them with its heartbeat; absent until it has. The scheduler places a template
+    /// sandbox on a node that has its template when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templates: Option<Vec<String>>,
 }

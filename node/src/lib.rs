@@ -140,12 +140,32 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> Result<(), Nod
 async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeError> {
     let api: Api<KaironNode> = Api::all(client.clone());
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let status = json!({"status": {"heartbeatTime": now, "conditions": [{
+    let mut status = json!({"status": {"heartbeatTime": now, "conditions": [{
         "type": "Ready", "status": "True", "reason": "RuntimeReachable",
         "message": "the node agent and its runtime are up", "lastTransitionTime": now
     }]}});
+    // The templates it can start sandboxes from, for the scheduler; a runtime that cannot say
+    // now leaves the last report as it was.
+    match ready_templates(cfg).await {
+        Ok(names) => status["status"]["templates"] = json!(names),
+        Err(e) => tracing::debug!(error = %e, "listing the runtime's templates for the heartbeat"),
+    }
     api.patch_status(&cfg.node_name, &PatchParams::default(), &Patch::Merge(&status)).await?;
     Ok(())
+}
+
+/// The names of the runtime's Ready templates, sorted.
+async fn ready_templates(cfg: &NodeConfig) -> Result<Vec<String>, NodeError> {
+    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
+    let mut names: Vec<String> = runtime
+        .templates()
+        .await?
+        .into_iter()
+        .filter(|t| t.state == kairon_runtime_api::types::TemplateState::Ready)
+        .map(|t| t.name)
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 /// Runs the node agent until the stream of Machines ends, or until `shutdown` is cancelled:

@@ -63,11 +63,22 @@ pub struct NodeView {
     pub used_memory_bytes: u64,
     pub machines: i32,
     pub fresh: bool,
+    /// The templates the node reported built; None before it reported.
+    pub templates: Option<Vec<String>>,
+}
+
+impl NodeView {
+    fn has_template(&self, name: &str) -> bool {
+        self.templates.as_ref().is_some_and(|ts| ts.iter().any(|t| t == name))
+    }
 }
 
 /// Picks the node with the most free memory among those that fit (ties: by name), or explains
-/// for every node why it does not.
-pub fn choose(nodes: &[NodeView], d: Demand, pinned: Option<&str>) -> Result<String, String> {
+/// for every node why it does not. A template sandbox (`template`) goes to a node that has its
+/// template built when any fresh node has; when none has, it is placed as any other and its
+/// node says the template is missing (or builds `python` on first use).
+pub fn choose(nodes: &[NodeView], d: Demand, pinned: Option<&str>, template: Option<&str>) -> Result<String, String> {
+    let template = template.filter(|t| nodes.iter().any(|n| n.fresh && n.has_template(t)));
     let mut why = Vec::new();
     let mut best: Option<&NodeView> = None;
     for n in nodes {
@@ -78,6 +89,8 @@ pub fn choose(nodes: &[NodeView], d: Demand, pinned: Option<&str>) -> Result<Str
             Some("its node agent has not reported recently".to_string())
         } else if !n.backends.contains(&d.backend) {
             Some(format!("it has no {} backend", backend_name(d.backend)))
+        } else if let Some(t) = template.filter(|t| !n.has_template(t)) {
+            Some(format!("template {t:?} is not built on it (other nodes have it)"))
         } else if n.max_machines.is_some_and(|max| n.machines >= max) {
             Some(format!("it already runs its maximum of {} Machines", n.machines))
         } else if n.cpu_millis - n.used_cpu_millis < d.cpu_millis {
@@ -155,6 +168,7 @@ pub fn node_view(n: &KaironNode, now: k8s_openapi::jiff::Timestamp) -> NodeView 
         used_memory_bytes: 0,
         machines: 0,
         fresh,
+        templates: n.status.as_ref().and_then(|s| s.templates.clone()),
     }
 }
 
@@ -213,7 +227,8 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, SchedulerEr
     let d = demand(&m.spec);
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    match choose(&views(&ctx), d, m.spec.node_name.as_deref()) {
+    let template = m.spec.sandbox.as_ref().and_then(|s| s.template_name.as_deref());
+    match choose(&views(&ctx), d, m.spec.node_name.as_deref(), template) {
         Ok(node) => {
             let cond = Condition {
                 type_: "Scheduled".into(),
@@ -351,6 +366,7 @@ mod tests {
             used_memory_bytes: 0,
             machines: 0,
             fresh: true,
+            templates: Some(vec!["busybox".into()]),
         }
     }
 
@@ -401,13 +417,45 @@ mod tests {
     fn backend_and_room_decide() {
         let nodes =
             [node("a", &[NodeBackend::Sandbox], 4000, 8), node("b", &[NodeBackend::Sandbox, NodeBackend::Vm], 4000, 4)];
-        assert_eq!(choose(&nodes, VM, None), Ok("b".into()));
-        assert_eq!(choose(&nodes, SANDBOX, None), Ok("a".into()), "the most free memory wins");
-        let err = choose(&nodes[..1], VM, None).unwrap_err();
+        assert_eq!(choose(&nodes, VM, None, None), Ok("b".into()));
+        assert_eq!(choose(&nodes, SANDBOX, None, None), Ok("a".into()), "the most free memory wins");
+        let err = choose(&nodes[..1], VM, None, None).unwrap_err();
         assert_eq!(err, "no node fits: a: it has no vm (QEMU) backend");
         let mut full = node("c", &[NodeBackend::Sandbox], 1500, 8);
         full.used_cpu_millis = 1450;
-        assert_eq!(choose(&[full], SANDBOX, None).unwrap_err(), "no node fits: c: 50m CPU free, 100m needed");
+        assert_eq!(choose(&[full], SANDBOX, None, None).unwrap_err(), "no node fits: c: 50m CPU free, 100m needed");
+    }
+
+    #[test]
+    fn a_template_sandbox_goes_where_its_template_is_built() {
+        let mut b = node("b", &[NodeBackend::Sandbox], 4000, 1);
+        b.templates = Some(vec!["busybox".into(), "only-b".into()]);
+        let mut unreported = node("c", &[NodeBackend::Sandbox], 4000, 8);
+        unreported.templates = None;
+        // a has the most free memory, but only b has the template.
+        let nodes = [node("a", &[NodeBackend::Sandbox], 4000, 8), b.clone(), unreported];
+        assert_eq!(choose(&nodes, SANDBOX, None, Some("only-b")), Ok("b".into()));
+        assert_eq!(
+            choose(&nodes, SANDBOX, None, Some("busybox")),
+            Ok("a".into()),
+            "on both a and b: the most free memory"
+        );
+        // Built nowhere: placed as any other (the node then says it is missing, or builds python).
+        assert_eq!(choose(&nodes, SANDBOX, None, Some("nowhere")), Ok("a".into()));
+        // Where it is built but full, the others are not used, and the reasons say so.
+        b.used_cpu_millis = 4000;
+        let nodes = [node("a", &[NodeBackend::Sandbox], 4000, 8), b];
+        let err = choose(&nodes, SANDBOX, None, Some("only-b")).unwrap_err();
+        assert_eq!(
+            err,
+            "no node fits: a: template \"only-b\" is not built on it (other nodes have it); b: 0m CPU free, 100m needed"
+        );
+        // A stale node's templates do not count.
+        let mut stale = node("s", &[NodeBackend::Sandbox], 4000, 1);
+        stale.templates = Some(vec!["only-s".into()]);
+        stale.fresh = false;
+        let nodes = [node("a", &[NodeBackend::Sandbox], 4000, 8), stale];
+        assert_eq!(choose(&nodes, SANDBOX, None, Some("only-s")), Ok("a".into()));
     }
 
     #[test]
@@ -418,14 +466,14 @@ mod tests {
         capped.max_machines = Some(2);
         capped.machines = 2;
         let nodes = [stale, capped, node("z", &[NodeBackend::Sandbox], 1000, 1)];
-        assert_eq!(choose(&nodes, SANDBOX, None), Ok("z".into()));
-        assert_eq!(choose(&nodes, SANDBOX, Some("z")), Ok("z".into()));
-        assert!(choose(&nodes, SANDBOX, Some("old")).unwrap_err().contains("has not reported recently"));
+        assert_eq!(choose(&nodes, SANDBOX, None, None), Ok("z".into()));
+        assert_eq!(choose(&nodes, SANDBOX, Some("z"), None), Ok("z".into()));
+        assert!(choose(&nodes, SANDBOX, Some("old"), None).unwrap_err().contains("has not reported recently"));
         assert_eq!(
-            choose(&nodes, SANDBOX, Some("nope")).unwrap_err(),
+            choose(&nodes, SANDBOX, Some("nope"), None).unwrap_err(),
             "spec.nodeName \"nope\" is not a registered node"
         );
-        assert!(choose(&[], SANDBOX, None).unwrap_err().starts_with("no node is registered"));
+        assert!(choose(&[], SANDBOX, None, None).unwrap_err().starts_with("no node is registered"));
     }
 
     #[test]

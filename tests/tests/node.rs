@@ -85,9 +85,13 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     let state = tempfile::tempdir().unwrap();
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
     let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    // The API reaches every node's runtime with one token (as a cluster's per-node Secret would).
+    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
     let _second = Process::start(
         &[
             "node",
+            "--runtime-token",
+            token.trim(),
             "--kubeconfig",
             &kubeconfig,
             "--node-name",
@@ -112,6 +116,33 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     .await;
 
     let api: Api<Machine> = Api::namespaced(client, "default");
+
+    // Template-aware: a template built on the second node only takes its sandbox there, though
+    // `local` (first by name, as much room) would be chosen otherwise. Each node reports what
+    // it has built with its heartbeat.
+    let rest = k.rest().unwrap();
+    let built =
+        rest.post("/api/v1/nodes/second/templates", json!({"name": "only-b", "imageRef": "builtin:busybox"})).await;
+    assert!(built.status < 300, "{built:?}");
+    let reported = |node: &'static str, template: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            let n = nodes.get(node).await.ok()?;
+            n.status?.templates?.iter().any(|t| t == template).then_some(())
+        }
+    };
+    eventually("second to report only-b built", MINUTE, || reported("second", "only-b")).await;
+    eventually("local to report busybox built", MINUTE, || reported("local", "busybox")).await;
+    let local = nodes.get("local").await.unwrap();
+    assert!(!local.status.unwrap().templates.unwrap().contains(&"only-b".to_string()));
+    let mut only_b = sandbox("t", None);
+    only_b.spec.sandbox.as_mut().unwrap().template_name = Some("only-b".into());
+    api.create(&PostParams::default(), &only_b).await.unwrap();
+    let t = wait_phase(&api, "t", MachinePhase::Running, MINUTE).await;
+    assert_eq!(t.status.as_ref().unwrap().node_name.as_deref(), Some("second"), "where only-b is built");
+    api.delete("t", &DeleteParams::default()).await.unwrap();
+    rest.wait_deleted("default", "t", 60).await;
+
     for name in ["a", "b"] {
         api.create(&PostParams::default(), &sandbox(name, None)).await.unwrap();
     }

@@ -22,10 +22,15 @@ class KaironNodeStatus:
     Attributes:
         conditions (list[Condition] | Unset):
         heartbeat_time (datetime.datetime | None | Unset):
+        templates (list[str] | None | Unset): The templates built on this node (Ready to start sandboxes from), as its
+            agent last
+            reported them with its heartbeat; absent until it has. The scheduler places a template
+            sandbox on a node that has its template when one does.
     """
 
     conditions: list[Condition] | Unset = UNSET
     heartbeat_time: datetime.datetime | None | Unset = UNSET
+    templates: list[str] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,6 +49,15 @@ class KaironNodeStatus:
         else:
             heartbeat_time = self.heartbeat_time
 
+        templates: list[str] | None | Unset
+        if isinstance(self.templates, Unset):
+            templates = UNSET
+        elif isinstance(self.templates, list):
+            templates = self.templates
+
+        else:
+            templates = self.templates
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update({})
@@ -51,6 +65,8 @@ class KaironNodeStatus:
             field_dict["conditions"] = conditions
         if heartbeat_time is not UNSET:
             field_dict["heartbeatTime"] = heartbeat_time
+        if templates is not UNSET:
+            field_dict["templates"] = templates
 
         return field_dict
 
@@ -85,9 +101,27 @@ class KaironNodeStatus:
 
         heartbeat_time = _parse_heartbeat_time(d.pop("heartbeatTime", UNSET))
 
+        def _parse_templates(data: object) -> list[str] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                templates_type_0 = cast(list[str], data)
+
+                return templates_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[str] | None | Unset, data)
+
+        templates = _parse_templates(d.pop("templates", UNSET))
+
         kairon_node_status = cls(
             conditions=conditions,
             heartbeat_time=heartbeat_time,
+            templates=templates,
         )
 
         kairon_node_status.additional_properties = d

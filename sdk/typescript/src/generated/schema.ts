@@ -1340,6 +1340,12 @@ export interface components {
             conditions?: components["schemas"]["Condition"][];
             /** Format: date-time */
             heartbeatTime?: string | null;
+            /**
+             * @description The templates built on this node (Ready to start sandboxes from), as its agent last
+             *     reported them with its heartbeat; absent until it has. The scheduler places a template
+             *     sandbox on a node that has its template when one does.
+             */
+            templates?: string[] | null;
         };
         KaironNodeWatchEvent: {
             object: components["schemas"]["KaironNode"];
