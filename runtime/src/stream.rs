@@ -421,6 +421,17 @@ async fn vm_session(socket: WebSocket, rt: Runtime, id: String, pid: i64, tty: b
     finish(&mut ws_tx, Some(close(close_code::NORMAL, &reason))).await;
 }
 
+/// `argv` started once the container's terminal has a size. `runc exec --tty` gives the
+/// command a terminal of the container's own and copies this one's size onto it only after
+/// starting the command, so a quick `stty size` could find 0x0 (busybox then fails with
+/// "stty: standard input"). The sandbox tools' shell waits for a size, at most a second, then
+/// execs the command in its place (same pid, same user, directory and environment).
+fn wait_for_size(argv: &[String]) -> Vec<String> {
+    const WAIT: &str = "i=0; while [ $i -lt 100 ] && ! /.kairon/busybox stty size >/dev/null 2>&1; do \
+                        /.kairon/busybox sleep 0.01; i=$((i+1)); done; exec \"$@\"";
+    ["/.kairon/busybox", "sh", "-c", WAIT, "sh"].iter().map(|s| s.to_string()).chain(argv.iter().cloned()).collect()
+}
+
 /// `runc exec --tty` with a pseudo-terminal's slave as its stdio and controlling terminal; the
 /// child and the master.
 fn spawn_on_tty(
@@ -431,7 +442,8 @@ fn spawn_on_tty(
     size: crate::tty::Size,
 ) -> io::Result<(Child, std::os::fd::OwnedFd)> {
     let pty = crate::tty::open(size)?;
-    let mut cmd = host.attached_exec(id, &pid_file.0, command, true);
+    let command = AttachedCommand { argv: wait_for_size(&command.argv), ..command.clone() };
+    let mut cmd = host.attached_exec(id, &pid_file.0, &command, true);
     cmd.stdin(Stdio::from(pty.slave.try_clone()?))
         .stdout(Stdio::from(pty.slave.try_clone()?))
         .stderr(Stdio::from(pty.slave))
