@@ -109,8 +109,7 @@ fn host_capacity() -> (Quantity, Quantity) {
 }
 
 /// Creates or updates this node's KaironNode from what its runtime offers.
-pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeError> {
-    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
+async fn register(client: &kube::Client, cfg: &NodeConfig, runtime: &RuntimeClient) -> Result<(), NodeError> {
     let info = runtime.node().await?;
     let backends: Vec<NodeBackend> = info["backends"]
         .as_array()
@@ -134,10 +133,10 @@ pub async fn register(client: &kube::Client, cfg: &NodeConfig) -> Result<(), Nod
     let node = KaironNode::new(&cfg.node_name, spec);
     let pp = PatchParams::apply("kairon-node").force();
     api.patch(&cfg.node_name, &pp, &Patch::Apply(&node)).await?;
-    heartbeat(client, cfg).await
+    heartbeat(client, cfg, runtime).await
 }
 
-async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeError> {
+async fn heartbeat(client: &kube::Client, cfg: &NodeConfig, runtime: &RuntimeClient) -> Result<(), NodeError> {
     let api: Api<KaironNode> = Api::all(client.clone());
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let mut status = json!({"status": {"heartbeatTime": now, "conditions": [{
@@ -146,7 +145,7 @@ async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeEr
     }]}});
     // The templates it can start sandboxes from, for the scheduler; a runtime that cannot say
     // now leaves the last report as it was.
-    match ready_templates(cfg).await {
+    match ready_templates(runtime).await {
         Ok(names) => status["status"]["templates"] = json!(names),
         Err(e) => tracing::debug!(error = %e, "listing the runtime's templates for the heartbeat"),
     }
@@ -155,8 +154,7 @@ async fn heartbeat(client: &kube::Client, cfg: &NodeConfig) -> Result<(), NodeEr
 }
 
 /// The names of the runtime's Ready templates, sorted.
-async fn ready_templates(cfg: &NodeConfig) -> Result<Vec<String>, NodeError> {
-    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
+async fn ready_templates(runtime: &RuntimeClient) -> Result<Vec<String>, NodeError> {
     let mut names: Vec<String> = runtime
         .templates()
         .await?
@@ -172,15 +170,17 @@ async fn ready_templates(cfg: &NodeConfig) -> Result<Vec<String>, NodeError> {
 /// it then takes no new work, finishes the reconciles in flight, stops its heartbeat and
 /// returns. The runtime's instances are left as they are (a restarted agent adopts them).
 pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
+    // One client of the runtime for registering, the heartbeat and the reconciles.
+    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
     tokio::select! {
-        r = register(&client, &cfg) => r?,
+        r = register(&client, &cfg, &runtime) => r?,
         _ = shutdown.cancelled() => return Ok(()),
     }
     // The heartbeat lives as long as this call (an agent started over gets a new one).
     let beat = shutdown.child_token();
     let _stop_beat = beat.clone().drop_guard();
     {
-        let (client, cfg) = (client.clone(), cfg.clone());
+        let (client, cfg, runtime) = (client.clone(), cfg.clone(), runtime.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(cfg.heartbeat_interval);
             loop {
@@ -189,7 +189,7 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationTo
                     _ = beat.cancelled() => return,
                 }
                 let result = tokio::select! {
-                    r = heartbeat(&client, &cfg) => r,
+                    r = heartbeat(&client, &cfg, &runtime) => r,
                     _ = beat.cancelled() => return,
                 };
                 if let Err(e) = result {
@@ -201,7 +201,7 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationTo
     let reporter = Reporter { controller: "kairon-node".into(), instance: Some(cfg.node_name.clone()) };
     let ctx = Arc::new(Ctx {
         client: client.clone(),
-        runtime: RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?,
+        runtime,
         recorder: Recorder::new(client.clone(), reporter),
         cfg: cfg.clone(),
         samples: Mutex::new(HashMap::new()),
