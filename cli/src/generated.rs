@@ -1759,6 +1759,9 @@ pub mod types {
         pub guest_ip: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub lifecycle: ::std::option::Option<LifecycleStatus>,
+        #[doc = "A migration under way: set by the api when it begins, removed when it ends."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub migration: ::std::option::Option<MigrationStatus>,
         #[doc = "The node the scheduler placed the Machine on."]
         #[serde(rename = "nodeName", skip_serializing_if = "::std::option::Option::is_none")]
         pub node_name: ::std::option::Option<::std::string::String>,
@@ -1783,6 +1786,80 @@ pub mod types {
         pub object: Machine,
         #[serde(rename = "type")]
         pub type_: WatchEventType,
+    }
+    #[doc = "What `POST .../migrate` answers: the plan, and with it done, the Machine where it now runs."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct Migration {
+        #[doc = "Bytes of files copied (a cold migration that ran)."]
+        #[serde(rename = "copiedBytes", skip_serializing_if = "::std::option::Option::is_none")]
+        pub copied_bytes: ::std::option::Option<i64>,
+        pub machine: Machine,
+        pub plan: MigrationPlan,
+        #[doc = "How long the migration took, from its start to the Machine running on its new node."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub seconds: ::std::option::Option<f64>,
+    }
+    #[doc = "How a Machine moves between nodes."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum MigrationMode {
+        Cold,
+        Live,
+    }
+    impl ::std::fmt::Display for MigrationMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Cold => f.write_str("Cold"),
+                Self::Live => f.write_str("Live"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for MigrationMode {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "Cold" => Ok(Self::Cold),
+                "Live" => Ok(Self::Live),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MigrationMode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MigrationMode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "Where a Machine would move, how, and why each node fits or not."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MigrationPlan {
+        pub mode: MigrationMode,
+        #[doc = "Every node, in name order, and whether it could take the Machine."]
+        pub nodes: ::std::vec::Vec<NodeFit>,
+        #[doc = "The node it runs on."]
+        pub source: ::std::string::String,
+        #[doc = "What the migration does, in order."]
+        pub steps: ::std::vec::Vec<::std::string::String>,
+        #[doc = "The node it moves to."]
+        pub target: ::std::string::String,
+    }
+    #[doc = "A migration under way."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MigrationStatus {
+        pub mode: MigrationMode,
+        #[doc = "When it began. A migration still marked past [`MigrationStatus::DEADLINE_SECONDS`]\nwas abandoned (its api stopped): the Machine's node agent takes it back."]
+        #[serde(rename = "startedAt")]
+        pub started_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[doc = "The node the Machine is moving to."]
+        #[serde(rename = "targetNode")]
+        pub target_node: ::std::string::String,
     }
     #[doc = "How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge` give\nthe guest an address the sandbox HTTP proxy can dial."]
     #[derive(
@@ -1936,6 +2013,14 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub machines: ::std::option::Option<i32>,
         pub memory: ::std::string::String,
+    }
+    #[doc = "One node's answer to a migration."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct NodeFit {
+        pub fits: bool,
+        pub node: ::std::string::String,
+        #[doc = "Why it does not fit (or, for the source, that the Machine runs there); empty when it fits."]
+        pub reason: ::std::string::String,
     }
     #[doc = "`NumaSpec`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -2385,6 +2470,7 @@ pub mod types {
         VncUnsupported,
         NoTargetNode,
         MigrationUnsupported,
+        MigrationInProgress,
         NoDeadline,
         StdinClosed,
         Timeout,
@@ -2392,6 +2478,7 @@ pub mod types {
         NotSupported,
         RuntimeError,
         RuntimeUnreachable,
+        MigrationFailed,
         GuestUnreachable,
         GuestClosed,
         ServiceUnavailable,
@@ -2428,6 +2515,7 @@ pub mod types {
                 Self::VncUnsupported => f.write_str("VncUnsupported"),
                 Self::NoTargetNode => f.write_str("NoTargetNode"),
                 Self::MigrationUnsupported => f.write_str("MigrationUnsupported"),
+                Self::MigrationInProgress => f.write_str("MigrationInProgress"),
                 Self::NoDeadline => f.write_str("NoDeadline"),
                 Self::StdinClosed => f.write_str("StdinClosed"),
                 Self::Timeout => f.write_str("Timeout"),
@@ -2435,6 +2523,7 @@ pub mod types {
                 Self::NotSupported => f.write_str("NotSupported"),
                 Self::RuntimeError => f.write_str("RuntimeError"),
                 Self::RuntimeUnreachable => f.write_str("RuntimeUnreachable"),
+                Self::MigrationFailed => f.write_str("MigrationFailed"),
                 Self::GuestUnreachable => f.write_str("GuestUnreachable"),
                 Self::GuestClosed => f.write_str("GuestClosed"),
                 Self::ServiceUnavailable => f.write_str("ServiceUnavailable"),
@@ -2474,6 +2563,7 @@ pub mod types {
                 "VncUnsupported" => Ok(Self::VncUnsupported),
                 "NoTargetNode" => Ok(Self::NoTargetNode),
                 "MigrationUnsupported" => Ok(Self::MigrationUnsupported),
+                "MigrationInProgress" => Ok(Self::MigrationInProgress),
                 "NoDeadline" => Ok(Self::NoDeadline),
                 "StdinClosed" => Ok(Self::StdinClosed),
                 "Timeout" => Ok(Self::Timeout),
@@ -2481,6 +2571,7 @@ pub mod types {
                 "NotSupported" => Ok(Self::NotSupported),
                 "RuntimeError" => Ok(Self::RuntimeError),
                 "RuntimeUnreachable" => Ok(Self::RuntimeUnreachable),
+                "MigrationFailed" => Ok(Self::MigrationFailed),
                 "GuestUnreachable" => Ok(Self::GuestUnreachable),
                 "GuestClosed" => Ok(Self::GuestClosed),
                 "ServiceUnavailable" => Ok(Self::ServiceUnavailable),
@@ -4829,14 +4920,14 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Migrate the Machine to another node\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/migrate`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: check without doing it.\n- `target_node`: The node to move to; any other node with the backend when unset.\n"]
+    #[doc = "Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed\nfiles copied, started there); with `dryRun=All`, only the plan: the target, the steps, and\nfor every node whether it fits and why not\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/migrate`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: check without doing it.\n- `target_node`: The node to move to; any other node with the backend when unset.\n"]
     pub async fn machine_migrate<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
         dry_run: Option<&'a str>,
         target_node: Option<&'a str>,
-    ) -> Result<ResponseValue<types::Machine>, Error<types::ErrorBody>> {
+    ) -> Result<ResponseValue<types::Migration>, Error<types::ErrorBody>> {
         let url = format!(
             "{}/api/v1/machines/{}/{}/migrate",
             self.baseurl,

@@ -709,9 +709,14 @@ async fn run(cli: Cli) -> Result<()> {
             p.dry.dry_run,
         ),
         Cmd::Migrate { name, target_node, dry } => {
-            let m =
+            let r =
                 c.machine_migrate(&ns, &name, dry.param(), target_node.as_deref()).await.map_err(fail)?.into_inner();
-            power_done(fmt, &m, &name, "migrating", dry.dry_run)
+            let v = to_value(&r);
+            if !fmt.is_table() {
+                return output::print(fmt, &v);
+            }
+            output::migration(&v, &name, dry.dry_run);
+            Ok(())
         }
         Cmd::Extend { name, by, dry } => {
             let seconds = std::num::NonZeroU64::new(by.as_secs())

@@ -365,6 +365,34 @@ pub fn usage_table(v: &Value) {
     print_rows(&[&by, "ACTIVE", "SUSPENDED", "VCPU-S", "MEM-GIB-S"], &rows, true);
 }
 
+/// A migration's answer: what moved where (or, on a dry run, what would), its steps, and for
+/// every node whether it could take the Machine and why not.
+pub fn migration(v: &Value, name: &str, dry: bool) {
+    let plan = &v["plan"];
+    let (from, to, mode) = (s(plan, &["source"]), s(plan, &["target"]), s(plan, &["mode"]).to_lowercase());
+    if dry {
+        println!("machine {name} would move from {from} to {to} ({mode}) (dry run: nothing changed)");
+        for (i, step) in plan["steps"].as_array().into_iter().flatten().enumerate() {
+            println!("  {}. {}", i + 1, step.as_str().unwrap_or_default());
+        }
+    } else {
+        let copied =
+            v["copiedBytes"].as_f64().map(|b| format!(", {:.1} MiB copied", b / 1048576.0)).unwrap_or_default();
+        let took = v["seconds"].as_f64().map(|t| format!(" in {t:.1}s")).unwrap_or_default();
+        println!("machine {name} moved from {from} to {to} ({mode}){took}{copied}");
+    }
+    let rows: Vec<Vec<String>> = plan["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            let fits = if n["fits"].as_bool() == Some(true) { "yes" } else { "no" };
+            vec![s(n, &["node"]), fits.to_string(), s(n, &["reason"])]
+        })
+        .collect();
+    print_rows(&["NODE", "FITS", "WHY NOT"], &rows, true);
+}
+
 /// A quota report: for each quota, each amount it limits with the namespace's use; with no
 /// quota, the use alone.
 pub fn quota_table(v: &Value) {

@@ -72,6 +72,12 @@ pub mod reasons {
     pub const SCALED: &str = "Scaled";
     /// A guest's egress was refused by its node (at most one Event per host a minute).
     pub const EGRESS_DENIED: &str = "EgressDenied";
+    /// A migration began, and each of its steps (on the Machine, from the api).
+    pub const MIGRATING: &str = "Migrating";
+    /// A migration ended with the Machine on its new node.
+    pub const MIGRATED: &str = "Migrated";
+    /// A migration failed; the Machine stays (or is back) on its node.
+    pub const MIGRATION_FAILED: &str = "MigrationFailed";
 }
 
 /// Prometheus metric names.

@@ -15,6 +15,7 @@ pub mod machine;
 pub mod meta;
 pub mod metrics;
 pub mod node;
+pub mod placement;
 pub mod pool;
 pub mod power;
 pub mod quantity;
@@ -25,8 +26,8 @@ pub mod warm;
 pub use claim::{ClaimPhase, ClaimUsage, LaunchType, MachineClaim, MachineClaimSpec, MachineClaimStatus};
 pub use machine::{
     Backend, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus, Machine, MachinePhase,
-    MachineSpec, MachineStatus, NetworkMode, NetworkSpec, PowerState, Resources, RuntimeSpec, SandboxSpec, Volume,
-    boot_source,
+    MachineSpec, MachineStatus, MigrationMode, MigrationStatus, NetworkMode, NetworkSpec, PowerState, Resources,
+    RuntimeSpec, SandboxSpec, Volume, boot_source,
 };
 pub use meta::Condition;
 pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};

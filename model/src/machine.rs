@@ -411,6 +411,40 @@ pub struct MachineStatus {
     pub lifecycle: Option<LifecycleStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// A migration under way: set by the api when it begins, removed when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationStatus>,
+}
+
+/// How a Machine moves between nodes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum MigrationMode {
+    /// A sandbox: stopped, its writable layer copied, started on the target (processes restart).
+    Cold,
+    /// A VM: its memory and disk copied while it runs, then a short pause to switch over.
+    Live,
+}
+
+/// A migration under way.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationStatus {
+    /// The node the Machine is moving to.
+    pub target_node: String,
+    pub mode: MigrationMode,
+    /// When it began. A migration still marked past [`MigrationStatus::DEADLINE_SECONDS`]
+    /// was abandoned (its api stopped): the Machine's node agent takes it back.
+    #[schema(value_type = String, format = DateTime)]
+    pub started_at: Time,
+}
+
+impl MigrationStatus {
+    pub const DEADLINE_SECONDS: i64 = 900;
+
+    /// Whether this migration is still the api's to finish at `now`.
+    pub fn in_progress(&self, now: k8s_openapi::jiff::Timestamp) -> bool {
+        now.as_second() - self.started_at.0.as_second() < Self::DEADLINE_SECONDS
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]

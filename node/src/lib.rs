@@ -366,6 +366,9 @@ async fn warn(ctx: &Ctx, m: &Machine, reason: &str, note: String) {
 }
 
 async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
+    if let Some(wait) = migrating(m, ctx).await? {
+        return Ok(Action::requeue(wait));
+    }
     let old = m.status.clone().unwrap_or_default();
     let mut status = old.clone();
     let mut conditions = Vec::new();
@@ -490,6 +493,30 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// A Machine under migration is the api's until the migration ends: this agent neither
+/// starts, stops nor reports it (the api stopped it for the copy, and starts it again if the
+/// copy fails). How long to wait before looking again; None when there is no migration, or one
+/// past its deadline, whose api is gone: its mark is cleared and the Machine is this node's
+/// again.
+async fn migrating(m: &Machine, ctx: &Ctx) -> Result<Option<Duration>, NodeError> {
+    let Some(mig) = m.status.as_ref().and_then(|s| s.migration.as_ref()) else { return Ok(None) };
+    let now = k8s_openapi::jiff::Timestamp::now();
+    if mig.in_progress(now) {
+        let left = kairon_model::MigrationStatus::DEADLINE_SECONDS - (now.as_second() - mig.started_at.0.as_second());
+        return Ok(Some(Duration::from_secs(left.max(1) as u64)));
+    }
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &m.namespace().unwrap_or_default());
+    api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": {"migration": null}})))
+        .await?;
+    let note = format!(
+        "the migration to {} did not finish within {} s (the api running it stopped): the Machine stays on this node",
+        mig.target_node,
+        kairon_model::MigrationStatus::DEADLINE_SECONDS
+    );
+    warn(ctx, m, kairon_model::keys::reasons::MIGRATION_FAILED, note).await;
+    Ok(None)
 }
 
 /// Sets or removes the `fs-frozen` confirmation annotation.

@@ -80,7 +80,8 @@ pub fn idle_since(m: &Machine) -> Option<Timestamp> {
 /// Running (a hand-paused or stopped Machine is the user's business).
 pub fn idle_eligible(m: &Machine) -> bool {
     let phase = m.status.as_ref().and_then(|s| s.phase);
-    phase == Some(MachinePhase::Running) && matches!(m.spec.power_state, None | Some(PowerState::Running))
+    let migrating = m.status.as_ref().is_some_and(|s| s.migration.is_some());
+    phase == Some(MachinePhase::Running) && !migrating && matches!(m.spec.power_state, None | Some(PowerState::Running))
 }
 
 /// Decides what to do with `m` at `now`; `min_idle` is the smallest idle timeout honoured.

@@ -24,6 +24,7 @@ use serde_json::json;
 use kairon_model::autoscale::{self, Observed};
 use kairon_model::keys::{labels, reasons};
 use kairon_model::meta::Condition;
+use kairon_model::placement;
 use kairon_model::pool::DEFAULT_WINDOW_SECONDS;
 use kairon_model::quota;
 use kairon_model::{
@@ -31,7 +32,6 @@ use kairon_model::{
 };
 
 use crate::arrivals::{Arrivals, Window};
-use crate::scheduler;
 
 /// The pool controller deletes a deleted pool's members before the pool goes.
 pub const POOL_FINALIZER: &str = "kairon.zyvor.dev/pool";
@@ -430,10 +430,10 @@ async fn fits_on_nodes(client: &kube::Client, pool: &MachinePool) -> Result<i64,
         .filter(|m| !m.claimed && !m.deleting)
         .count() as i64;
     let now = k8s_openapi::jiff::Timestamp::now();
-    let mut views: Vec<scheduler::NodeView> = nodes.iter().map(|n| scheduler::node_view(n, now)).collect();
+    let mut views: Vec<placement::NodeView> = nodes.iter().map(|n| placement::node_view(n, now)).collect();
     let machines: Vec<Arc<Machine>> = machines.into_iter().map(Arc::new).collect();
-    scheduler::tally(&mut views, &machines, &mut Default::default());
-    Ok(placed + scheduler::room(&views, scheduler::demand(&pool.spec.template.spec)))
+    placement::tally(&mut views, &machines, &mut Default::default());
+    Ok(placed + placement::room(&views, placement::demand(&pool.spec.template.spec)))
 }
 
 /// Sets a member's powerState unless a claim has bound it since the pool looked.

@@ -13,7 +13,7 @@ use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
 use crate::types::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
     EgressDenials, ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus,
-    Pool, PowerAction, Process, SetOwnerRequest, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
+    Import, Pool, PowerAction, Process, SetOwnerRequest, SnapshotRequest, SnapshotResult, Stats, Template, Vm,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -348,6 +348,24 @@ impl RuntimeClient {
             req = req.query(&[("mode", format!("{mode:o}"))]);
         }
         self.send(req.body(body)).await.map(|_| ())
+    }
+
+    /// A stopped sandbox's writable layer, as a tar to read as a stream (`bytes_stream`): a
+    /// cold migration's source.
+    pub async fn export_layer(&self, id: &InstanceId) -> Result<reqwest::Response> {
+        self.send(self.get_req(self.url(["v1", "sandboxes", id.as_str(), "layer"]))).await
+    }
+
+    /// Announces a sandbox that is to arrive with its layer: a cold migration's target checks
+    /// that it can create it.
+    pub async fn begin_import(&self, req: &CreateVmRequest) -> Result<Import> {
+        self.json(self.post_req(self.url(["v1", "imports"])).json(req)).await
+    }
+
+    /// Creates the announced sandbox from `layer` (a stream: `reqwest::Body::wrap_stream`) and
+    /// starts it.
+    pub async fn import_layer(&self, import: &str, layer: reqwest::Body) -> Result<Vm> {
+        self.json(self.conn.http.put(self.url(["v1", "imports", import])).body(layer)).await
     }
 
     pub async fn list_files(&self, id: &InstanceId, path: &str) -> Result<Vec<FileEntry>> {

@@ -111,6 +111,16 @@ pub struct Vm {
     pub spec: CreateVmRequest,
 }
 
+/// `POST /v1/imports`: a sandbox announced to a node, to arrive with its writable layer by
+/// `PUT /v1/imports/{id}` (a cold migration).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Import {
+    pub id: String,
+    /// The layer must arrive within this many seconds.
+    pub expires_in_seconds: u64,
+}
+
 /// `POST /v1/vms/{id}/owner`: sets the owner, compare-and-set. The runtime answers 409 unless
 /// the current owner is `expected` (none: the instance must be unowned).
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]

@@ -134,6 +134,8 @@ pub(crate) struct Inner {
     net: tokio::sync::OnceCell<Arc<crate::net::GuestNetwork>>,
     /// Refused egress, for the node agent.
     denials: Arc<crate::net::denials::DenialLog>,
+    /// Cold migrations announced to this node and not yet sent, by import id.
+    pub(crate) imports: std::sync::Mutex<BTreeMap<String, crate::migration::PendingImport>>,
 }
 
 #[derive(Clone)]
@@ -223,6 +225,14 @@ impl Instances {
 }
 
 /// The RFC 3339 instant `ttl` seconds from now.
+/// What a new sandbox's writable layer starts with.
+pub(crate) enum Seed {
+    /// A copy of a directory laid out like an overlay upper dir (a fork on this node).
+    Copy(PathBuf),
+    /// A layer tar read as it arrives (a cold migration from another node).
+    Layer(Box<dyn std::io::Read + Send>),
+}
+
 pub(crate) fn expiry(ttl: i64) -> String {
     (chrono::Utc::now() + chrono::Duration::seconds(ttl)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
@@ -270,6 +280,7 @@ impl Runtime {
                 net_plan,
                 net: tokio::sync::OnceCell::new(),
                 denials: Default::default(),
+                imports: std::sync::Mutex::new(BTreeMap::new()),
             }),
         };
         rt.load_templates();
@@ -606,9 +617,9 @@ impl Runtime {
         self.create_seeded(req, None).await
     }
 
-    /// Creates an instance; with `seed`, its root starts as a copy of another sandbox's
-    /// changes (a directory laid out like an overlay upper dir).
-    pub(crate) async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<&Path>) -> Result<Vm> {
+    /// Creates an instance; with `seed`, a sandbox whose root starts with another sandbox's
+    /// changes.
+    pub(crate) async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<Seed>) -> Result<Vm> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
@@ -663,14 +674,21 @@ impl Runtime {
         self.save(&guard)?;
         if let Some(seed) = seed {
             let upper = self.inner.host.upper_dir(&id);
-            let prepared = match self.template_idmap(&template.name).await {
-                Ok(map) => self.inner.host.prepare_disk(&id, &map).await.map_err(RuntimeError::from),
-                Err(e) => Err(e),
+            let seeded = async {
+                let map = self.template_idmap(&template.name).await?;
+                self.inner.host.prepare_disk(&id, &map).await?;
+                match seed {
+                    Seed::Copy(from) => copy_tree(&from, &upper).await,
+                    Seed::Layer(layer) => tokio::task::spawn_blocking(move || {
+                        crate::sandbox::layer::read_layer(layer, &upper, &map)
+                            .map_err(|e| RuntimeError::Invalid(format!("the sandbox's layer: {e}")))
+                    })
+                    .await
+                    .map_err(|e| RuntimeError::Internal(e.to_string()))?
+                    .map(|_| ()),
+                }
             };
-            if let Err(e) = match prepared {
-                Ok(()) => copy_tree(seed, &upper).await,
-                Err(e) => Err(e),
-            } {
+            if let Err(e) = seeded.await {
                 drop(guard);
                 let _ = self.inner.host.destroy(&id).await;
                 lock(&self.inner.instances).remove(id.as_str());

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod egress;
 pub mod engine;
 pub mod files;
+pub mod migration;
 pub mod net;
 pub mod oci;
 pub mod pools;

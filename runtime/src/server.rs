@@ -76,6 +76,9 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/vms/{id}/owner", post(set_owner))
         .route("/v1/vms/{id}/vnc", get(ws_vnc))
         .route("/v1/sandboxes/{id}/snapshot", post(snapshot))
+        .route("/v1/sandboxes/{id}/layer", get(export_layer))
+        .route("/v1/imports", post(begin_import))
+        .route("/v1/imports/{id}", axum::routing::put(import_layer))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))
         .route("/v1/egress/denials", get(egress_denials))
@@ -182,6 +185,31 @@ async fn create_sandbox(State(st): State<AppState>, Json(mut req): Json<CreateVm
         req.sandbox = Some(Default::default());
     }
     Ok((StatusCode::CREATED, Json(st.rt.create(req).await?)).into_response())
+}
+
+/// A stopped sandbox's writable layer, as a tar streamed while it is written (cold migration).
+async fn export_layer(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
+    let layer = st.rt.export_layer(&id).await?;
+    Ok(([(header::CONTENT_TYPE, "application/x-tar")], Body::from_stream(layer)).into_response())
+}
+
+/// Announces a sandbox that is to arrive with its layer (cold migration onto this node).
+async fn begin_import(State(st): State<AppState>, Json(req): Json<CreateVmRequest>) -> R<Response> {
+    Ok((StatusCode::CREATED, Json(st.rt.begin_import(req).await?)).into_response())
+}
+
+/// Creates an announced sandbox from the layer in the body, and starts it.
+async fn import_layer(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Response {
+    let layer = body.into_data_stream().map(|r| r.map_err(std::io::Error::other));
+    match st.rt.import_layer(&id, layer).await {
+        Ok(vm) => (StatusCode::CREATED, Json(vm)).into_response(),
+        // The body may be unread: this connection carries no other request.
+        Err(e) => {
+            let mut resp = e.into_response();
+            resp.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+            resp
+        }
+    }
 }
 
 async fn get_vm(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {

@@ -84,30 +84,7 @@ async fn the_scheduler_places_by_backend_and_capacity_across_two_nodes() {
     let k = Kairon::start_with(&fast().with(&["--node-cpu", "100m"])).unwrap();
     let state = tempfile::tempdir().unwrap();
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
-    // The API reaches every node's runtime with one token (as a cluster's per-node Secret would).
-    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
-    let _second = Process::start(
-        &[
-            "node",
-            "--runtime-token",
-            token.trim(),
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-name",
-            "second",
-            "--state-dir",
-            &state.path().to_string_lossy(),
-            "--node-cpu",
-            "100m",
-            "--heartbeat-interval",
-            "1s",
-            "--node-tick",
-            "1s",
-        ],
-        "is up",
-    )
-    .unwrap();
+    let _second = second_node(&k, state.path(), &["--node-cpu", "100m"]);
     let client = k.client().await.unwrap();
     let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
     eventually("two nodes", Duration::from_secs(30), || async {
@@ -422,4 +399,195 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
         (api.get_opt("frozen-vm").await.ok()?.is_none() && rt.get(&id).await.is_err()).then_some(())
     })
     .await;
+}
+
+/// `kairon node` for a second node named `second` beside `kairon up`, with its own runtime on
+/// `state` (the API reaches it with its runtime token, as a cluster's per-node Secret gives it).
+fn second_node(k: &Kairon, state: &std::path::Path, extra: &[&str]) -> Process {
+    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let state = state.to_string_lossy().to_string();
+    let mut args = vec![
+        "node",
+        "--runtime-token",
+        token.trim(),
+        "--kubeconfig",
+        &kubeconfig,
+        "--node-name",
+        "second",
+        "--state-dir",
+        &state,
+        "--heartbeat-interval",
+        "1s",
+        "--node-tick",
+        "1s",
+    ];
+    args.extend_from_slice(extra);
+    Process::start(&args, "is up").unwrap()
+}
+
+/// Runs `script` in the Machine's sandbox through the REST API: exit code and stdout.
+async fn sh(rest: &kairon_e2e::Rest, name: &str, script: &str) -> (i64, String) {
+    let r = rest.post(&format!("/api/v1/machines/default/{name}/exec"), json!({"command": ["sh", "-c", script]})).await;
+    let r = r.ok();
+    if r["exitCode"] != 0 {
+        eprintln!("{script:?} in {name}: {r}");
+    }
+    (r["exitCode"].as_i64().unwrap_or(-1), r["stdout"].as_str().unwrap_or_default().trim().to_string())
+}
+
+/// The reasons of the Events recorded on Machine `name`, oldest first.
+async fn event_reasons(rest: &kairon_e2e::Rest, name: &str) -> Vec<(String, String)> {
+    let events = rest.get(&format!("/api/v1/machines/default/{name}/events")).await.ok();
+    events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (e["reason"].as_str().unwrap_or_default().to_string(), e["note"].as_str().unwrap_or_default().to_string())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_migrates_cold_with_its_files_and_rolls_back_when_its_target_dies() {
+    let k = Kairon::start_with(&fast()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
+    let mut second = second_node(&k, state.path(), &[]);
+    let client = k.client().await.unwrap();
+    let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
+    let rest = k.rest().unwrap();
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": "mover", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"enabled": true}, "nodeName": "local",
+                 "network": {"mode": "Tap"}}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &m).await.unwrap();
+    wait_phase(&api, "mover", MachinePhase::Running, MINUTE).await;
+    let built_on_second = || async {
+        let n = nodes.get("second").await.ok()?;
+        n.status?.templates?.iter().any(|t| t == "busybox").then_some(())
+    };
+    eventually("second to report busybox built", MINUTE, built_on_second).await;
+
+    // Files of every kind in its writable layer: a file owned by a user, a symlink, a deleted
+    // template file (a whiteout), a directory made again (opaque: the template's files in it
+    // stay hidden), and 160 MiB to copy.
+    let setup = "mkdir -p /data/sub && echo hello > /data/sub/hello && chown 1000:1000 /data/sub/hello \
+        && ln -s /data/sub/hello /data/link && rm /bin/ls \
+        && rm -rf /usr && mkdir -p /usr/only \
+        && dd if=/dev/urandom of=/data/big bs=1M count=160 2>/dev/null && md5sum /data/big > /data/big.md5";
+    assert_eq!(sh(&rest, "mover", setup).await.0, 0);
+    let check = "cat /data/sub/hello && stat -c %u:%g /data/sub/hello && readlink /data/link \
+        && test ! -e /bin/ls && busybox ls /usr && md5sum -c -s /data/big.md5 && echo intact";
+    let before = sh(&rest, "mover", check).await;
+    assert_eq!(before, (0, "hello\n1000:1000\n/data/sub/hello\nonly\nintact".into()));
+
+    // The plan: where it goes, how, and why each node fits or not.
+    let plan = rest.post("/api/v1/machines/default/mover/migrate?dryRun=All", json!({})).await.ok();
+    assert_eq!(plan["plan"]["source"], "local", "{plan}");
+    assert_eq!(plan["plan"]["target"], "second");
+    assert_eq!(plan["plan"]["mode"], "Cold");
+    let fits: Vec<(String, bool, String)> = plan["plan"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (n["node"].as_str().unwrap().into(), n["fits"].as_bool().unwrap(), n["reason"].as_str().unwrap().into())
+        })
+        .collect();
+    assert_eq!(
+        fits,
+        vec![("local".into(), false, "the Machine runs here".into()), ("second".into(), true, String::new())]
+    );
+    assert_eq!(phase(&api.get("mover").await.unwrap()), Some(MachinePhase::Running), "a dry run moves nothing");
+    // As kaironctl prints it.
+    let out = std::process::Command::new(kairon_e2e::kairon_bin().with_file_name("kaironctl"))
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env_remove("KAIRON_TOKEN")
+        .args(["migrate", "mover", "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert!(
+        text.starts_with("machine mover would move from local to second (cold) (dry run: nothing changed)"),
+        "{text}"
+    );
+    assert!(text.contains("2. stop the sandbox on local: its processes end"), "{text}");
+    assert!(lines.contains(&vec!["NODE", "FITS", "WHY", "NOT"]), "{text}");
+    assert!(lines.contains(&vec!["local", "no", "the", "Machine", "runs", "here"]), "{text}");
+    assert!(lines.contains(&vec!["second", "yes"]), "{text}");
+    let nowhere = rest.post("/api/v1/machines/default/mover/migrate?targetNode=nowhere&dryRun=All", json!({})).await;
+    assert_eq!((nowhere.status, nowhere.reason()), (409, "NoTargetNode"), "{nowhere:?}");
+    assert!(nowhere.message().contains("not a registered node (others: second)"), "{nowhere:?}");
+
+    // Kill the target as its copy arrives: the Machine is back, running on its node, files and
+    // all, and an Event says why.
+    let instances = state.path().join("instances");
+    let count = |dir: &std::path::Path| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    let already = count(&instances);
+    let moving = {
+        let rest = k.rest().unwrap();
+        tokio::spawn(
+            async move { rest.post("/api/v1/machines/default/mover/migrate?targetNode=second", json!({})).await },
+        )
+    };
+    eventually("the copy to start arriving on second", MINUTE, || async {
+        (count(&instances) > already).then_some(())
+    })
+    .await;
+    second.kill9();
+    let failed = moving.await.unwrap();
+    assert_eq!((failed.status, failed.reason()), (502, "MigrationFailed"), "{failed:?}");
+    assert!(failed.message().contains("the Machine stays on local"), "{failed:?}");
+    let m = wait_phase(&api, "mover", MachinePhase::Running, MINUTE).await;
+    let s = m.status.clone().unwrap();
+    assert_eq!((s.node_name.as_deref(), s.migration), (Some("local"), None));
+    assert!(
+        event_reasons(&rest, "mover").await.iter().any(|(r, n)| r == "MigrationFailed" && n.contains("stays on local")),
+        "{:?}",
+        event_reasons(&rest, "mover").await
+    );
+    assert_eq!(sh(&rest, "mover", check).await, before, "its files where they were");
+
+    // The target back: this time it moves, with its files, its new address, and nothing left
+    // behind on the node it left.
+    let _second = second_node(&k, state.path(), &[]);
+    eventually("second to report again", MINUTE, built_on_second).await;
+    let old_ip = s.guest_ip.clone();
+    let done = eventually("the migration to succeed", MINUTE, || async {
+        let r = rest.post("/api/v1/machines/default/mover/migrate", json!({})).await;
+        // The API may still hold the node's old endpoint for a few seconds.
+        (r.status == 200).then(|| r.ok())
+    })
+    .await;
+    assert_eq!(done["plan"]["target"], "second", "{done}");
+    assert!(done["copiedBytes"].as_u64().unwrap() >= 160 << 20, "{done}");
+    let m = wait_phase(&api, "mover", MachinePhase::Running, MINUTE).await;
+    let s = m.status.clone().unwrap();
+    assert_eq!((s.node_name.as_deref(), s.migration), (Some("second"), None));
+    assert_eq!(m.spec.node_name.as_deref(), Some("second"), "pinned to its new node");
+    assert!(
+        s.guest_ip.is_some() && s.guest_ip != old_ip,
+        "re-addressed on its new node: {:?} → {:?}",
+        old_ip,
+        s.guest_ip
+    );
+    assert_eq!(sh(&rest, "mover", check).await, before, "its files moved with it");
+    let reasons: Vec<String> = event_reasons(&rest, "mover").await.into_iter().map(|(r, _)| r).collect();
+    assert!(reasons.contains(&"Migrating".to_string()) && reasons.contains(&"Migrated".to_string()), "{reasons:?}");
+    let local = k.runtime().unwrap();
+    let left: Vec<String> = local.list().await.unwrap().into_iter().map(|v| v.name).collect();
+    assert!(!left.contains(&"kairon-default-mover".to_string()), "the source instance is gone: {left:?}");
+    // The node it is on now follows it: a pause reaches the new instance.
+    api.patch("mover", &PatchParams::default(), &Patch::Merge(json!({"spec": {"powerState": "Paused"}})))
+        .await
+        .unwrap();
+    wait_phase(&api, "mover", MachinePhase::Paused, MINUTE).await;
 }

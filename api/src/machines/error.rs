@@ -71,6 +71,8 @@ pub enum Reason {
     NoTargetNode,
     /// Live migration is not available.
     MigrationUnsupported,
+    /// The Machine is moving to another node already.
+    MigrationInProgress,
     /// The Machine has no deadline to extend (or, a warm pool member, none yet).
     NoDeadline,
     /// The process's stdin is not open: start it with `keepStdinOpen`; it may have been closed
@@ -90,6 +92,9 @@ pub enum Reason {
     RuntimeError,
     /// The node's runtime could not be reached.
     RuntimeUnreachable,
+    /// A migration failed part-way (a node's runtime failed or went away): the Machine stays
+    /// on its node, running as before.
+    MigrationFailed,
     /// The guest did not answer on that port.
     GuestUnreachable,
     /// The guest closed the connection.
@@ -129,11 +134,12 @@ impl Reason {
             | VncUnsupported
             | NoTargetNode
             | MigrationUnsupported
+            | MigrationInProgress
             | NoDeadline
             | StdinClosed => StatusCode::CONFLICT,
             Gone => StatusCode::GONE,
             Timeout | WakeTimeout => StatusCode::GATEWAY_TIMEOUT,
-            NotSupported | RuntimeError | RuntimeUnreachable | GuestUnreachable | GuestClosed => {
+            NotSupported | RuntimeError | RuntimeUnreachable | MigrationFailed | GuestUnreachable | GuestClosed => {
                 StatusCode::BAD_GATEWAY
             }
             ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,

@@ -11,6 +11,7 @@
 pub mod error;
 pub mod guest;
 pub mod lifetime;
+pub mod migrate;
 pub mod nodes;
 pub mod objects;
 pub mod power;
@@ -142,14 +143,17 @@ impl Machines {
     /// Records an Event about an object, as the controllers do. A failure only logs: an Event is
     /// never worth failing the request for.
     pub async fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        self.publish(obj, EventType::Normal, reason, note).await
+    }
+
+    /// Records a Warning Event about an object (see [`Machines::record`]).
+    pub async fn record_warning<K: Resource<DynamicType = ()>>(&self, obj: &K, reason: &str, note: String) {
+        self.publish(obj, EventType::Warning, reason, note).await
+    }
+
+    async fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, type_: EventType, reason: &str, note: String) {
         let recorder = Recorder::new(self.kube.clone(), self.reporter.clone());
-        let ev = KubeEvent {
-            type_: EventType::Normal,
-            reason: reason.into(),
-            note: Some(note),
-            action: reason.into(),
-            secondary: None,
-        };
+        let ev = KubeEvent { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
         if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
             tracing::warn!(error = %e, reason, "recording an event failed");
         }

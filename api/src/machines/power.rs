@@ -1,16 +1,15 @@
 //! Power operations on a Machine (as `spec.powerState` changes the node agent carries out, each
-//! checked against `model::power::plan`), restart, migrate, fork and clone, filesystem freeze,
+//! checked against `model::power::plan`), restart, fork and clone, filesystem freeze,
 //! and sandbox snapshots.
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
 use kairon_model::keys::{annotations, labels};
 use kairon_model::power::{self, Refusal};
-use kairon_model::{KaironNode, Machine, PowerState};
+use kairon_model::{Machine, PowerState};
 use kairon_runtime_api::types::{PowerAction, SnapshotResult};
 
 use super::objects::check_name;
@@ -100,37 +99,6 @@ impl Machines {
             rt.power(&instance, PowerAction::Restart, false).await?;
         }
         Ok(m)
-    }
-
-    /// Checks a migration to `target` (any other node when unset). No runtime moves instances
-    /// between nodes yet, so a possible one is refused with what to do instead.
-    pub async fn migrate(&self, id: &Identity, ns: &str, name: &str, target: Option<&str>) -> Result<Machine> {
-        let m = self.writable(id, ns, name).await?;
-        let here = m.status.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
-        let nodes: Api<KaironNode> = Api::all(self.kube.clone());
-        let others: Vec<String> =
-            nodes.list(&Default::default()).await?.items.iter().map(|n| n.name_any()).filter(|n| *n != here).collect();
-        let target = match target {
-            Some(t) if !others.iter().any(|o| o == t) => {
-                return Err(Error::conflict(
-                    Reason::NoTargetNode,
-                    format!("node {t:?} is not another registered node (others: {})", list_or_none(&others)),
-                ));
-            }
-            Some(t) => t.to_string(),
-            None => others.first().cloned().ok_or_else(|| {
-                Error::conflict(
-                    Reason::NoTargetNode,
-                    format!("Machine {ns}/{name} runs on {here:?}, the only node: there is nowhere to migrate it"),
-                )
-            })?,
-        };
-        Err(Error::conflict(
-            Reason::MigrationUnsupported,
-            format!(
-                "live migration to {target:?} is not available in this runtime; stop the Machine and start a clone there instead"
-            ),
-        ))
     }
 
     /// Copies a Machine's instance on its node into a new Machine `new_name` pinned there; the
@@ -244,8 +212,4 @@ impl Machines {
         let (rt, instance) = self.machine_runtime(&m).await?;
         Ok(rt.snapshot(&instance, &path).await?)
     }
-}
-
-fn list_or_none(v: &[String]) -> String {
-    if v.is_empty() { "none".into() } else { v.join(", ") }
 }

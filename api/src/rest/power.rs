@@ -16,6 +16,7 @@ use super::objects::{DryRunQuery, ObjectPath};
 use super::{Caller, ErrorBody, JsonBody, schema};
 use crate::machines::Result;
 use crate::machines::lifetime::Extended;
+use crate::machines::migrate::Migration;
 use crate::machines::power::{Copy, CopyResult};
 use crate::state::AppState;
 
@@ -107,13 +108,20 @@ pub struct MigrateQuery {
     pub target_node: Option<String>,
 }
 
-/// Migrate the Machine to another node.
+/// Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+/// files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+/// for every node whether it fits and why not.
 #[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/migrate", tag = "Power", params(ObjectPath, MigrateQuery),
-    responses((status = 200, description = "The Machine", body = schema::Machine),
-              (status = 409, description = "No node to move to, or live migration is not available", body = ErrorBody)))]
-async fn machine_migrate(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<MigrateQuery>) -> Result<Json<Machine>> {
-    DryRunQuery { dry_run: q.dry_run.clone() }.is_dry_run()?;
-    Ok(Json(c.machines.migrate(&c.id, &p.namespace, &p.name, q.target_node.as_deref()).await?))
+    responses((status = 200, description = "The plan, and the Machine on its new node (or as it is, on a dry run)", body = Migration),
+              (status = 409, description = "No node to move to, a migration under way, or live migration is not available", body = ErrorBody),
+              (status = 502, description = "The migration failed part-way: the Machine stays on its node (a MigrationFailed Event says why)", body = ErrorBody)))]
+async fn machine_migrate(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(q): Query<MigrateQuery>,
+) -> Result<Json<Migration>> {
+    let dry_run = DryRunQuery { dry_run: q.dry_run.clone() }.is_dry_run()?;
+    Ok(Json(c.machines.migrate(&c.id, &p.namespace, &p.name, q.target_node.as_deref(), dry_run).await?))
 }
 
 #[derive(Deserialize, Serialize, ToSchema)]

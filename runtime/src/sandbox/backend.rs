@@ -93,7 +93,7 @@ impl SandboxHost {
         req.name = name.to_string();
         req.start_paused = false;
         drop(source);
-        let result = rt.create_seeded(req, Some(&staging)).await;
+        let result = rt.create_seeded(req, Some(crate::engine::Seed::Copy(staging.clone()))).await;
         let _ = std::fs::remove_dir_all(&staging);
         result
     }

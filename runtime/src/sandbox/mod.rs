@@ -26,6 +26,7 @@ pub mod agent;
 pub mod backend;
 pub mod fs;
 pub mod idmap;
+pub mod layer;
 pub mod spec;
 
 use std::collections::{BTreeMap, HashMap};

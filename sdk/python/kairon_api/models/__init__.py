@@ -85,10 +85,15 @@ from .machineclaim_replace_dry_run import MachineclaimReplaceDryRun
 from .machinepool_create_dry_run import MachinepoolCreateDryRun
 from .machinepool_delete_dry_run import MachinepoolDeleteDryRun
 from .machinepool_replace_dry_run import MachinepoolReplaceDryRun
+from .migration import Migration
+from .migration_mode import MigrationMode
+from .migration_plan import MigrationPlan
+from .migration_status import MigrationStatus
 from .network_mode import NetworkMode
 from .network_spec import NetworkSpec
 from .node_backend import NodeBackend
 from .node_capacity import NodeCapacity
+from .node_fit import NodeFit
 from .numa_spec import NumaSpec
 from .object_meta import ObjectMeta
 from .object_meta_annotations_type_0 import ObjectMetaAnnotationsType0
@@ -228,10 +233,15 @@ __all__ = (
     "MachinepoolCreateDryRun",
     "MachinepoolDeleteDryRun",
     "MachinepoolReplaceDryRun",
+    "Migration",
+    "MigrationMode",
+    "MigrationPlan",
+    "MigrationStatus",
     "NetworkMode",
     "NetworkSpec",
     "NodeBackend",
     "NodeCapacity",
+    "NodeFit",
     "NumaSpec",
     "ObjectMeta",
     "ObjectMetaAnnotationsType0",

@@ -12,6 +12,7 @@ from ..types import UNSET, Unset
 if TYPE_CHECKING:
     from ..models.condition import Condition
     from ..models.lifecycle_status import LifecycleStatus
+    from ..models.migration_status import MigrationStatus
 
 
 T = TypeVar("T", bound="MachineStatus")
@@ -24,6 +25,7 @@ class MachineStatus:
         conditions (list[Condition] | Unset):
         guest_ip (None | str | Unset):
         lifecycle (LifecycleStatus | None | Unset):
+        migration (MigrationStatus | None | Unset):
         node_name (None | str | Unset): The node the scheduler placed the Machine on.
         observed_generation (int | None | Unset):
         phase (MachinePhase | None | Unset):
@@ -33,6 +35,7 @@ class MachineStatus:
     conditions: list[Condition] | Unset = UNSET
     guest_ip: None | str | Unset = UNSET
     lifecycle: LifecycleStatus | None | Unset = UNSET
+    migration: MigrationStatus | None | Unset = UNSET
     node_name: None | str | Unset = UNSET
     observed_generation: int | None | Unset = UNSET
     phase: MachinePhase | None | Unset = UNSET
@@ -41,6 +44,7 @@ class MachineStatus:
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.lifecycle_status import LifecycleStatus
+        from ..models.migration_status import MigrationStatus
 
         conditions: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.conditions, Unset):
@@ -62,6 +66,14 @@ class MachineStatus:
             lifecycle = self.lifecycle.to_dict()
         else:
             lifecycle = self.lifecycle
+
+        migration: dict[str, Any] | None | Unset
+        if isinstance(self.migration, Unset):
+            migration = UNSET
+        elif isinstance(self.migration, MigrationStatus):
+            migration = self.migration.to_dict()
+        else:
+            migration = self.migration
 
         node_name: None | str | Unset
         if isinstance(self.node_name, Unset):
@@ -98,6 +110,8 @@ class MachineStatus:
             field_dict["guestIP"] = guest_ip
         if lifecycle is not UNSET:
             field_dict["lifecycle"] = lifecycle
+        if migration is not UNSET:
+            field_dict["migration"] = migration
         if node_name is not UNSET:
             field_dict["nodeName"] = node_name
         if observed_generation is not UNSET:
@@ -113,6 +127,7 @@ class MachineStatus:
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.condition import Condition
         from ..models.lifecycle_status import LifecycleStatus
+        from ..models.migration_status import MigrationStatus
 
         d = dict(src_dict)
         _conditions = d.pop("conditions", UNSET)
@@ -149,6 +164,23 @@ class MachineStatus:
             return cast(LifecycleStatus | None | Unset, data)
 
         lifecycle = _parse_lifecycle(d.pop("lifecycle", UNSET))
+
+        def _parse_migration(data: object) -> MigrationStatus | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                migration_type_0 = MigrationStatus.from_dict(data)
+
+                return migration_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(MigrationStatus | None | Unset, data)
+
+        migration = _parse_migration(d.pop("migration", UNSET))
 
         def _parse_node_name(data: object) -> None | str | Unset:
             if data is None:
@@ -200,6 +232,7 @@ class MachineStatus:
             conditions=conditions,
             guest_ip=guest_ip,
             lifecycle=lifecycle,
+            migration=migration,
             node_name=node_name,
             observed_generation=observed_generation,
             phase=phase,

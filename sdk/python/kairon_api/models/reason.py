@@ -17,6 +17,8 @@ class Reason(StrEnum):
     INVALIDTRANSITION = "InvalidTransition"
     MACHINESUSPENDED = "MachineSuspended"
     METHODNOTALLOWED = "MethodNotAllowed"
+    MIGRATIONFAILED = "MigrationFailed"
+    MIGRATIONINPROGRESS = "MigrationInProgress"
     MIGRATIONUNSUPPORTED = "MigrationUnsupported"
     NODEADLINE = "NoDeadline"
     NOTARGETNODE = "NoTargetNode"

@@ -450,7 +450,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Migrate the Machine to another node. */
+        /**
+         * Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+         *     files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+         *     for every node whether it fits and why not.
+         */
         post: operations["machine_migrate"];
         delete?: never;
         options?: never;
@@ -1598,6 +1602,7 @@ export interface components {
             conditions?: components["schemas"]["Condition"][];
             guestIP?: string | null;
             lifecycle?: components["schemas"]["LifecycleStatus"] | null;
+            migration?: components["schemas"]["MigrationStatus"] | null;
             /** @description The node the scheduler placed the Machine on. */
             nodeName?: string | null;
             /** Format: int64 */
@@ -1613,6 +1618,51 @@ export interface components {
         MachineWatchEvent: {
             object: components["schemas"]["Machine"];
             type: components["schemas"]["WatchEventType"];
+        };
+        /** @description What `POST .../migrate` answers: the plan, and with it done, the Machine where it now runs. */
+        Migration: {
+            /**
+             * Format: int64
+             * @description Bytes of files copied (a cold migration that ran).
+             */
+            copiedBytes?: number | null;
+            /** @description The Machine: as it is (a dry run), or on its new node. */
+            machine: components["schemas"]["Machine"];
+            plan: components["schemas"]["MigrationPlan"];
+            /**
+             * Format: double
+             * @description How long the migration took, from its start to the Machine running on its new node.
+             */
+            seconds?: number | null;
+        };
+        /**
+         * @description How a Machine moves between nodes.
+         * @enum {string}
+         */
+        MigrationMode: "Cold" | "Live";
+        /** @description Where a Machine would move, how, and why each node fits or not. */
+        MigrationPlan: {
+            mode: components["schemas"]["MigrationMode"];
+            /** @description Every node, in name order, and whether it could take the Machine. */
+            nodes: components["schemas"]["NodeFit"][];
+            /** @description The node it runs on. */
+            source: string;
+            /** @description What the migration does, in order. */
+            steps: string[];
+            /** @description The node it moves to. */
+            target: string;
+        };
+        /** @description A migration under way. */
+        MigrationStatus: {
+            mode: components["schemas"]["MigrationMode"];
+            /**
+             * Format: date-time
+             * @description When it began. A migration still marked past [`MigrationStatus::DEADLINE_SECONDS`]
+             *     was abandoned (its api stopped): the Machine's node agent takes it back.
+             */
+            startedAt: string;
+            /** @description The node the Machine is moving to. */
+            targetNode: string;
         };
         /**
          * @description How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge` give
@@ -1637,6 +1687,13 @@ export interface components {
              */
             machines?: number | null;
             memory: string;
+        };
+        /** @description One node's answer to a migration. */
+        NodeFit: {
+            fits: boolean;
+            node: string;
+            /** @description Why it does not fit (or, for the source, that the Machine runs there); empty when it fits. */
+            reason: string;
         };
         NumaSpec: {
             /**
@@ -1825,7 +1882,7 @@ export interface components {
          *     generated clients and the SDKs' typed errors switch on it.
          * @enum {string}
          */
-        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "NoDeadline" | "StdinClosed" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
+        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "MigrationInProgress" | "NoDeadline" | "StdinClosed" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "MigrationFailed" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
         /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
         RedactedSandbox: {
             backend: string;
@@ -5460,13 +5517,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The Machine */
+            /** @description The plan, and the Machine on its new node (or as it is, on a dry run) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Machine"];
+                    "application/json": components["schemas"]["Migration"];
                 };
             };
             /** @description A parameter or the body is invalid: the message says which and how */
@@ -5505,7 +5562,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description No node to move to, or live migration is not available */
+            /** @description No node to move to, a migration under way, or live migration is not available */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5523,7 +5580,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The node's runtime is unreachable or failed: the message says which */
+            /** @description The migration failed part-way: the Machine stays on its node (a MigrationFailed Event says why) */
             502: {
                 headers: {
                     [name: string]: unknown;

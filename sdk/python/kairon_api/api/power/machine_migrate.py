@@ -7,8 +7,8 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
-from ...models.machine import Machine
 from ...models.machine_migrate_dry_run import MachineMigrateDryRun
+from ...models.migration import Migration
 from ...types import UNSET, Response, Unset
 
 
@@ -46,9 +46,9 @@ def _get_kwargs(
 
 def _parse_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ErrorBody | Machine | None:
+) -> ErrorBody | Migration | None:
     if response.status_code == 200:
-        response_200 = Machine.from_dict(response.json())
+        response_200 = Migration.from_dict(response.json())
 
         return response_200
 
@@ -100,7 +100,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ErrorBody | Machine]:
+) -> Response[ErrorBody | Migration]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -116,8 +116,10 @@ def sync_detailed(
     client: AuthenticatedClient | Client,
     dry_run: MachineMigrateDryRun | Unset = UNSET,
     target_node: str | Unset = UNSET,
-) -> Response[ErrorBody | Machine]:
-    """Migrate the Machine to another node.
+) -> Response[ErrorBody | Migration]:
+    """Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+    files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+    for every node whether it fits and why not.
 
     Args:
         namespace (str):
@@ -130,7 +132,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | Machine]
+        Response[ErrorBody | Migration]
     """
 
     kwargs = _get_kwargs(
@@ -154,8 +156,10 @@ def sync(
     client: AuthenticatedClient | Client,
     dry_run: MachineMigrateDryRun | Unset = UNSET,
     target_node: str | Unset = UNSET,
-) -> ErrorBody | Machine | None:
-    """Migrate the Machine to another node.
+) -> ErrorBody | Migration | None:
+    """Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+    files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+    for every node whether it fits and why not.
 
     Args:
         namespace (str):
@@ -168,7 +172,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | Machine
+        ErrorBody | Migration
     """
 
     return sync_detailed(
@@ -187,8 +191,10 @@ async def asyncio_detailed(
     client: AuthenticatedClient | Client,
     dry_run: MachineMigrateDryRun | Unset = UNSET,
     target_node: str | Unset = UNSET,
-) -> Response[ErrorBody | Machine]:
-    """Migrate the Machine to another node.
+) -> Response[ErrorBody | Migration]:
+    """Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+    files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+    for every node whether it fits and why not.
 
     Args:
         namespace (str):
@@ -201,7 +207,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | Machine]
+        Response[ErrorBody | Migration]
     """
 
     kwargs = _get_kwargs(
@@ -223,8 +229,10 @@ async def asyncio(
     client: AuthenticatedClient | Client,
     dry_run: MachineMigrateDryRun | Unset = UNSET,
     target_node: str | Unset = UNSET,
-) -> ErrorBody | Machine | None:
-    """Migrate the Machine to another node.
+) -> ErrorBody | Migration | None:
+    """Migrate the Machine to another node: a template sandbox moves cold (stopped, its changed
+    files copied, started there); with `dryRun=All`, only the plan: the target, the steps, and
+    for every node whether it fits and why not.
 
     Args:
         namespace (str):
@@ -237,7 +245,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | Machine
+        ErrorBody | Migration
     """
 
     return (
