@@ -8,6 +8,7 @@ mod claims;
 mod controller;
 mod hotpath;
 mod leaks;
+mod migrate;
 mod network;
 mod node;
 mod rest;
@@ -128,6 +129,12 @@ struct Cli {
     /// The autoscaled pool's maxReplicas.
     #[arg(long, default_value_t = 12)]
     autoscale_max: i32,
+    /// MiB written into the sandbox that the migrate scenario moves.
+    #[arg(long, default_value_t = 100)]
+    migrate_mib: u64,
+    /// Migrations the migrate scenario times (back and forth between two nodes).
+    #[arg(long, default_value_t = 3)]
+    migrations: usize,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -165,6 +172,9 @@ enum Scenario {
     /// One claim arrival trace against fixed pools and an autoscaled one: hit rate, claim to
     /// Bound, member-seconds held.
     Autoscale,
+    /// A sandbox with a 100 MiB writable layer moved cold between two nodes: time (= downtime)
+    /// and throughput.
+    Migrate,
     /// Every scenario but soak and autoscale.
     All,
 }
@@ -770,6 +780,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Network | Scenario::All) {
         network::run(&cli, &mut report).await?;
+    }
+    if matches!(cli.scenario, Scenario::Migrate | Scenario::All) {
+        migrate::run(&cli, &mut report).await?;
     }
     if cli.scenario == Scenario::Soak {
         soak::run(&cli, &mut report).await?;
