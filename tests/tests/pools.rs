@@ -688,3 +688,70 @@ async fn an_autoscaled_pool_never_asks_for_more_members_than_the_nodes_have_room
         assert_eq!(pools.get("big").await.unwrap().spec.replicas, 3, "never beyond the node's room");
     }
 }
+
+/// Two `kairon controller`s (`kairon up --no-controllers`) under 30 racing claims: the leader is
+/// killed (-9) just as the claims arrive, while the pool must refill for most of them; the
+/// other takes the Lease within its duration (plus one look of the stand-by), and every claim
+/// ends bound to a Machine of its own: no member bound twice across the hand-over.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_leader_is_replaced_under_thirty_racing_claims_and_no_claim_binds_twice() {
+    let k = Kairon::start_with(&fast().with(&["--no-controllers"])).unwrap();
+    let client = k.client().await.unwrap();
+    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
+    let lease = Duration::from_secs(6);
+    let start = |id: &'static str| {
+        kairon_e2e::Process::start(
+            &["controller", "--kubeconfig", &kubeconfig, "--identity", id, "--test-lease-duration", "6s"],
+            "is up",
+        )
+        .unwrap()
+    };
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), "kairon-system");
+    let holder =
+        || async { leases.get_opt("kairon-controller").await.ok().flatten().and_then(|l| l.spec?.holder_identity) };
+    let mut first = start("first");
+    eventually("first to lead", MINUTE, || async { (holder().await? == "first").then_some(()) }).await;
+    let _second = start("second");
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
+    let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
+    let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
+    pools.create(&PostParams::default(), &pool("race", 5, "Paused", 1)).await.unwrap();
+    wait_warm(&pools, "race", 5, Duration::from_secs(120)).await;
+
+    let creates = (0..30).map(|i| {
+        let claims = claims.clone();
+        async move { claims.create(&PostParams::default(), &claim(&format!("race-{i}"), "race", None)).await }
+    });
+    for r in futures::future::join_all(creates).await {
+        r.unwrap();
+    }
+    first.kill9();
+    let killed = std::time::Instant::now();
+    eventually("second to lead", MINUTE, || async { (holder().await? == "second").then_some(()) }).await;
+    let took = killed.elapsed();
+    eprintln!("the stand-by led {took:?} after the leader's kill -9 (lease {lease:?})");
+    // The Lease runs out at most its duration after the last renewal, and the stand-by looks
+    // every 2 s.
+    assert!(took <= lease + Duration::from_secs(3), "took over after {took:?}");
+
+    let bound = eventually("all 30 claims bound", Duration::from_secs(300), || async {
+        let cs = claims.list(&ListParams::default()).await.ok()?.items;
+        let bound: Vec<(String, String)> = cs
+            .iter()
+            .filter(|c| claim_phase(c) == Some(ClaimPhase::Bound))
+            .filter_map(|c| Some((c.name_any(), c.status.as_ref()?.machine_name.clone()?)))
+            .collect();
+        (bound.len() == 30).then_some(bound)
+    })
+    .await;
+    let distinct: BTreeSet<&String> = bound.iter().map(|(_, m)| m).collect();
+    assert_eq!(distinct.len(), 30, "each claim has a Machine of its own: {bound:?}");
+    // And each of those Machines names its one claim.
+    let ms = members(&machines, "race").await;
+    let labelled: BTreeMap<String, String> =
+        ms.iter().filter_map(|m| Some((m.name_any(), m.labels().get(CLAIM)?.clone()))).collect();
+    for (claim, machine) in &bound {
+        assert_eq!(labelled.get(machine), Some(claim), "{machine} carries the claim label of {claim}");
+    }
+    assert_eq!(labelled.len(), 30, "no member carries a claim label it was not bound by: {labelled:?}");
+}
