@@ -1793,6 +1793,9 @@ pub mod types {
         #[doc = "Bytes of files copied (a cold migration that ran)."]
         #[serde(rename = "copiedBytes", skip_serializing_if = "::std::option::Option::is_none")]
         pub copied_bytes: ::std::option::Option<i64>,
+        #[doc = "How long a live-migrated VM was paused for the switch-over, in milliseconds (a cold\nmigration is down throughout)."]
+        #[serde(rename = "downtimeMs", skip_serializing_if = "::std::option::Option::is_none")]
+        pub downtime_ms: ::std::option::Option<i64>,
         pub machine: Machine,
         pub plan: MigrationPlan,
         #[doc = "How long the migration took, from its start to the Machine running on its new node."]

@@ -379,7 +379,8 @@ pub fn migration(v: &Value, name: &str, dry: bool) {
         let copied =
             v["copiedBytes"].as_f64().map(|b| format!(", {:.1} MiB copied", b / 1048576.0)).unwrap_or_default();
         let took = v["seconds"].as_f64().map(|t| format!(" in {t:.1}s")).unwrap_or_default();
-        println!("machine {name} moved from {from} to {to} ({mode}){took}{copied}");
+        let paused = v["downtimeMs"].as_u64().map(|d| format!(", paused {d} ms")).unwrap_or_default();
+        println!("machine {name} moved from {from} to {to} ({mode}){took}{copied}{paused}");
     }
     let rows: Vec<Vec<String>> = plan["nodes"]
         .as_array()

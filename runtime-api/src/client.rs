@@ -503,7 +503,6 @@ impl RuntimeClient {
     /// Opens a WebSocket relay of an instance. A refusal of the runtime (a paused sandbox, a
     /// closed port) is an `Api` error, so callers can answer it before upgrading their client.
     pub async fn relay(&self, id: &InstanceId, relay: &Relay) -> Result<RelaySocket> {
-        use tokio_tungstenite::tungstenite::Error as WsError;
         let port;
         let mut url = match relay {
             Relay::Console => self.vm_url(id, ["console"]),
@@ -532,6 +531,23 @@ impl RuntimeClient {
                 url.query_pairs_mut().append_pair("env", &env);
             }
         }
+        self.websocket(url).await
+    }
+
+    /// A live migration's source side: the WebSocket QEMU's state of VM `id` goes out on
+    /// (`types::LiveMessage` in text frames, the state in binary ones).
+    pub async fn live_out(&self, id: &InstanceId) -> Result<RelaySocket> {
+        self.websocket(self.vm_url(id, ["migration"])).await
+    }
+
+    /// A live migration's target side, for an announced import: the WebSocket the state comes
+    /// in on.
+    pub async fn live_in(&self, import: &str) -> Result<RelaySocket> {
+        self.websocket(self.url(["v1", "imports", import, "migration"])).await
+    }
+
+    async fn websocket(&self, mut url: Url) -> Result<RelaySocket> {
+        use tokio_tungstenite::tungstenite::Error as WsError;
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         url.set_scheme(scheme).map_err(|_| ClientError::BadEndpoint(self.endpoint().into()))?;
         let mut request =

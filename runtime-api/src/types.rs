@@ -121,6 +121,35 @@ pub struct Import {
     pub expires_in_seconds: u64,
 }
 
+/// QEMU's figures of a live migration.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveStats {
+    pub total_ms: u64,
+    /// How long the guest was paused for the last pass.
+    pub downtime_ms: u64,
+    pub memory_bytes: u64,
+    pub disk_bytes: u64,
+}
+
+/// One text frame of a live migration's two WebSockets (`GET /v1/vms/{id}/migration` on the
+/// source, `GET /v1/imports/{id}/migration` on the target), which the api joins; the VM's
+/// state itself travels in binary frames from source to target.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum LiveMessage {
+    /// Source → target: the VM's device configuration, which the target's QEMU must match.
+    Config { config: serde_json::Value },
+    /// Target → source: its QEMU waits for the state.
+    Ready,
+    /// Source → target: all of the state was sent.
+    Sent { stats: LiveStats },
+    /// Target → source: the VM runs (or is paused) on the target.
+    Done { vm: Box<Vm> },
+    /// Either way: it failed, and why; the source's VM runs on.
+    Failed { message: String },
+}
+
 /// `POST /v1/vms/{id}/owner`: sets the owner, compare-and-set. The runtime answers 409 unless
 /// the current owner is `expected` (none: the instance must be unowned).
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]

@@ -1,13 +1,17 @@
-//! Moving a sandbox to another node, cold: the source sends its stopped sandbox's writable
-//! layer (`export_layer`), the target is told what to create (`begin_import`) and then reads the
-//! layer into a fresh sandbox from the same template (`import_layer`). The api runs the steps
-//! and relays the bytes; each runtime only ever talks to it.
+//! Moving an instance to another node. The target is told first what is to arrive
+//! (`begin_import`: it checks that it can take it). A sandbox moves cold: the source sends its
+//! stopped sandbox's writable layer (`export_layer`), which the target reads into a fresh
+//! sandbox from the same template (`import_layer`). A VM moves live: two WebSockets, one to each
+//! runtime (`live_out`, `live_in`), carry QEMU's migration stream while the VM runs. The api
+//! runs the steps and relays the bytes; the runtimes never talk to each other.
 
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use axum::extract::ws::{Message, WebSocket};
 use futures::Stream;
-use kairon_runtime_api::types::{CreateVmRequest, Import, TemplateState, Vm, VmState};
+use kairon_runtime_api::types::{CreateVmRequest, Import, LiveMessage, TemplateState, Vm, VmState};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::backend::BackendKind;
 use crate::engine::{Runtime, RuntimeError, Seed, lock, valid_name};
@@ -67,15 +71,35 @@ impl Runtime {
         Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
     }
 
-    /// Announces a sandbox that is to arrive with its layer: checks that this node can create
-    /// it (its template is built here, the name is free) and answers the import's id.
+    /// Announces an instance that is to arrive, a sandbox with its layer or a VM by its
+    /// migration stream: checks that this node can take it (the sandbox's template is built
+    /// here, the VM's image is here and allowed, the name is free) and answers the import's id.
     pub async fn begin_import(&self, req: CreateVmRequest) -> Result<Import> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
+        if crate::vm::wants_vm(&req) {
+            if !req.volumes.is_empty() {
+                return Err(RuntimeError::NotSupported(
+                    "a VM with volumes cannot move: its volumes are disks on its node".into(),
+                ));
+            }
+            let attached = req
+                .network
+                .as_ref()
+                .is_some_and(|n| matches!(n.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge));
+            if attached {
+                return Err(RuntimeError::NotSupported(
+                    "a VM on the node's guest network (spec.network.mode Tap or Bridge) cannot move live yet: its address is its node's".into(),
+                ));
+            }
+            // Its image must be one this node has and allows.
+            self.inner.vms.plan(&req)?;
+            return self.announce(req).await;
+        }
         let Some(template) = req.sandbox.as_ref().and_then(|s| s.template_name.clone()) else {
             return Err(RuntimeError::Invalid(
-                "only a template sandbox moves by its layer: give spec.sandbox.templateName".into(),
+                "nothing to move: a VM names spec.image, a sandbox spec.sandbox.templateName".into(),
             ));
         };
         let t = self.template(&template).map_err(|_| {
@@ -92,8 +116,13 @@ impl Runtime {
                 self.node_name()
             )));
         }
-        // A sandbox of this name left by an import that did not finish (this runtime was killed
-        // mid-way: it came back Failed) goes; any other holder refuses the import.
+        self.announce(req).await
+    }
+
+    /// Records an import of `req`, after removing what an unfinished one of the same Machine
+    /// left: an instance of this name that this runtime, killed mid-way, brought back Failed.
+    /// Any other holder of the name refuses it.
+    async fn announce(&self, req: CreateVmRequest) -> Result<Import> {
         if let Some(old) = self.list().await.into_iter().find(|v| v.name == req.name) {
             let leftover = old.owner_uid.is_some()
                 && old.owner_uid == req.owner_uid
@@ -122,10 +151,12 @@ impl Runtime {
         id: &str,
         body: impl Stream<Item = std::io::Result<Bytes>> + Send + Unpin + 'static,
     ) -> Result<Vm> {
-        let pending = lock(&self.inner.imports)
-            .remove(id)
-            .filter(|p| p.at.elapsed() < IMPORT_TTL)
-            .ok_or_else(|| RuntimeError::NotFound(format!("no import {id:?} is announced (or it expired)")))?;
+        let pending = self.take_import(id)?;
+        if crate::vm::wants_vm(&pending.req) {
+            return Err(RuntimeError::Invalid(format!(
+                "import {id:?} is a VM's: it moves live, by its migration stream"
+            )));
+        }
         let reader = tokio_util::io::SyncIoBridge::new(tokio_util::io::StreamReader::new(body));
         self.create_seeded(pending.req, Some(Seed::Layer(Box::new(reader)))).await
     }
@@ -159,4 +190,224 @@ impl std::io::Write for ChunkWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         self.send()
     }
+}
+
+/// How long one side of a live migration waits for the other's next word (a target's QEMU to
+/// start, a source's last pass under TCG).
+const LIVE_WORD_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl Runtime {
+    /// Live migration of a running (or paused) VM, source side, over `ws` (see
+    /// [`LiveMessage`]): sends its device configuration, waits for the target to be ready,
+    /// then streams QEMU's state (memory, and the disk blocks that differ from the base) while
+    /// the VM runs. Once the target says it has the VM, this QEMU quits; on any failure the VM
+    /// runs on here. The instance stays locked throughout, so nothing else changes it meanwhile.
+    pub async fn live_out(&self, id: &str, mut ws: WebSocket) {
+        if let Err(e) = self.live_out_steps(id, &mut ws).await {
+            tracing::warn!(instance = id, error = %e, "live migration out failed; the VM runs on here");
+            let _ = say(&mut ws, &LiveMessage::Failed { message: e.to_string() }).await;
+        }
+        let _ = ws.send(Message::Close(None)).await;
+    }
+
+    async fn live_out_steps(&self, id: &str, ws: &mut WebSocket) -> Result<()> {
+        let slot = self.slot(id)?;
+        let mut vm = slot.lock_owned().await;
+        if BackendKind::of(&vm) != BackendKind::Qemu {
+            return Err(RuntimeError::NotSupported(format!(
+                "{} is a sandbox: a sandbox moves cold, by its writable layer",
+                vm.name
+            )));
+        }
+        let running = match vm.state {
+            VmState::Running => true,
+            VmState::Paused => false,
+            s => {
+                return Err(RuntimeError::Conflict(format!(
+                    "{} is {s:?}: only a running or paused VM moves live",
+                    vm.name
+                )));
+            }
+        };
+        let vms = &self.inner.vms;
+        let cfg = vms.config(&vm.id)?;
+        movable(&cfg)?;
+        let config = serde_json::to_value(&cfg).map_err(|e| RuntimeError::Internal(e.to_string()))?;
+        say(ws, &LiveMessage::Config { config }).await?;
+        match hear(ws).await? {
+            LiveMessage::Ready => {}
+            LiveMessage::Failed { message } => {
+                return Err(RuntimeError::Conflict(format!("the target refused: {message}")));
+            }
+            other => return Err(unexpected(&other)),
+        }
+        let (mut ours, theirs) = tokio::net::UnixStream::pair()?;
+        let theirs = theirs.into_std()?;
+        // QEMU's migration thread writes with blocking I/O.
+        theirs.set_nonblocking(false)?;
+        let sending = vms.send_live(&vm.id, theirs.into());
+        let relaying = async {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let n = ours.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok::<(), RuntimeError>(());
+                }
+                ws.send(Message::Binary(Bytes::copy_from_slice(&buf[..n])))
+                    .await
+                    .map_err(|e| RuntimeError::Internal(format!("relaying the VM's state: {e}")))?;
+            }
+        };
+        let (sent, relayed) = tokio::join!(sending, relaying);
+        let outcome = async {
+            let stats = sent?;
+            relayed?;
+            say(ws, &LiveMessage::Sent { stats }).await?;
+            match hear(ws).await? {
+                LiveMessage::Done { .. } => Ok(()),
+                LiveMessage::Failed { message } => Err(RuntimeError::Internal(format!("the target failed: {message}"))),
+                other => Err(unexpected(&other)),
+            }
+        }
+        .await;
+        if let Err(e) = outcome {
+            if let Err(again) = vms.resume_after_live(&vm.id, running).await {
+                tracing::error!(instance = id, error = %again, "resuming a VM after a failed live migration");
+            }
+            return Err(e);
+        }
+        // The VM runs on the target now: this copy of it goes (the api deletes the instance).
+        vms.quit(&vm.id).await;
+        vm.state = VmState::Stopped;
+        vm.pid = None;
+        vm.message = Some("moved to another node".into());
+        self.save(&vm)
+    }
+
+    /// Live migration, target side, for announced import `import` over `ws`: starts QEMU with
+    /// the source's configuration on a fresh overlay, relays the state into it, then runs the
+    /// VM (paused when its request says so) and answers it. On any failure nothing of it stays.
+    pub async fn live_in(&self, import: &str, mut ws: WebSocket) {
+        let said = match self.live_in_steps(import, &mut ws).await {
+            Ok(vm) => LiveMessage::Done { vm: Box::new(vm) },
+            Err(e) => {
+                tracing::warn!(import, error = %e, "live migration in failed");
+                LiveMessage::Failed { message: e.to_string() }
+            }
+        };
+        let _ = say(&mut ws, &said).await;
+        let _ = ws.send(Message::Close(None)).await;
+    }
+
+    async fn live_in_steps(&self, import: &str, ws: &mut WebSocket) -> Result<Vm> {
+        let pending = self.take_import(import)?;
+        if !crate::vm::wants_vm(&pending.req) {
+            return Err(RuntimeError::Invalid(format!("import {import:?} is a sandbox's: send its layer instead")));
+        }
+        let vms = &self.inner.vms;
+        let cfg: crate::vm::MachineConfig = match hear(ws).await? {
+            LiveMessage::Config { config } => serde_json::from_value(config)
+                .map_err(|e| RuntimeError::Invalid(format!("the source's VM configuration: {e}")))?,
+            other => return Err(unexpected(&other)),
+        };
+        movable(&cfg)?;
+        // The image is one this node allows, and the one the Machine's request names.
+        let planned = vms.plan(&pending.req)?;
+        if planned.image != cfg.image {
+            return Err(RuntimeError::Invalid(format!(
+                "the source runs image {:?}, not {:?} as its request says",
+                cfg.image, planned.image
+            )));
+        }
+        let (_slot, mut vm) = self.register(self.new_vm_record(pending.req)).await?;
+        let id = vm.id.clone();
+        let made: Result<()> = async {
+            std::fs::create_dir_all(vms.instance_dir(&id))?;
+            self.save(&vm)?;
+            let (mut ours, theirs) = tokio::net::UnixStream::pair()?;
+            let theirs = theirs.into_std()?;
+            theirs.set_nonblocking(false)?;
+            vms.accept_live(&id, &cfg, theirs.into()).await?;
+            say(ws, &LiveMessage::Ready).await?;
+            loop {
+                match ws.recv().await {
+                    Some(Ok(Message::Binary(b))) => ours.write_all(&b).await?,
+                    Some(Ok(Message::Text(t))) => match serde_json::from_str::<LiveMessage>(&t) {
+                        Ok(LiveMessage::Sent { .. }) => break,
+                        Ok(LiveMessage::Failed { message }) => {
+                            return Err(RuntimeError::Internal(format!("the source failed: {message}")));
+                        }
+                        _ => return Err(RuntimeError::Invalid(format!("an unexpected message: {t}"))),
+                    },
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                        return Err(RuntimeError::Internal("the source went away before all of the state came".into()));
+                    }
+                    Some(Ok(_)) => {}
+                }
+            }
+            drop(ours);
+            let paused = vm.spec.start_paused;
+            vm.pid = Some(vms.finish_live(&id, !paused).await?);
+            vm.state = if paused { VmState::Paused } else { VmState::Running };
+            self.save(&vm)
+        }
+        .await;
+        if let Err(e) = made {
+            drop(vm);
+            self.forget_vm(&id).await;
+            return Err(e);
+        }
+        Ok(vm.clone())
+    }
+
+    /// Takes an announced import (it is used once).
+    fn take_import(&self, id: &str) -> Result<PendingImport> {
+        lock(&self.inner.imports)
+            .remove(id)
+            .filter(|p| p.at.elapsed() < IMPORT_TTL)
+            .ok_or_else(|| RuntimeError::NotFound(format!("no import {id:?} is announced (or it expired)")))
+    }
+}
+
+/// What a live migration cannot carry yet: a VM's volumes (disks of their own on this node) and
+/// its place on the node's guest network (its address is this node's).
+fn movable(cfg: &crate::vm::MachineConfig) -> Result<()> {
+    if !cfg.volumes.is_empty() {
+        return Err(RuntimeError::NotSupported(
+            "a VM with volumes cannot move: its volumes are disks on its node".into(),
+        ));
+    }
+    if cfg.guest_net.is_some() {
+        return Err(RuntimeError::NotSupported(
+            "a VM on the node's guest network (spec.network.mode Tap or Bridge) cannot move live yet: its address is its node's".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn say(ws: &mut WebSocket, m: &LiveMessage) -> Result<()> {
+    let text = serde_json::to_string(m).map_err(|e| RuntimeError::Internal(e.to_string()))?;
+    ws.send(Message::Text(text.into())).await.map_err(|e| RuntimeError::Internal(format!("the api went away: {e}")))
+}
+
+/// The other side's next word.
+async fn hear(ws: &mut WebSocket) -> Result<LiveMessage> {
+    loop {
+        let next = tokio::time::timeout(LIVE_WORD_TIMEOUT, ws.recv())
+            .await
+            .map_err(|_| RuntimeError::Internal(format!("no word from the other node within {LIVE_WORD_TIMEOUT:?}")))?;
+        match next {
+            Some(Ok(Message::Text(t))) => {
+                return serde_json::from_str(&t).map_err(|e| RuntimeError::Invalid(format!("a message {t:?}: {e}")));
+            }
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                return Err(RuntimeError::Internal("the other node went away".into()));
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+fn unexpected(m: &LiveMessage) -> RuntimeError {
+    RuntimeError::Invalid(format!("an unexpected message in a live migration: {m:?}"))
 }

@@ -79,6 +79,8 @@ pub fn router(rt: Runtime, token: String) -> Router {
         .route("/v1/sandboxes/{id}/layer", get(export_layer))
         .route("/v1/imports", post(begin_import))
         .route("/v1/imports/{id}", axum::routing::put(import_layer))
+        .route("/v1/imports/{id}/migration", get(ws_live_in))
+        .route("/v1/vms/{id}/migration", get(ws_live_out))
         .route("/v1/vms/{id}/{action}", post(power))
         .route("/v1/egress-check", post(egress_check))
         .route("/v1/egress/denials", get(egress_denials))
@@ -209,6 +211,25 @@ async fn import_layer(State(st): State<AppState>, Path(id): Path<String>, body: 
             resp.headers_mut().insert(header::CONNECTION, axum::http::HeaderValue::from_static("close"));
             resp
         }
+    }
+}
+
+/// A live migration's source side: QEMU's state goes out over this WebSocket.
+async fn ws_live_out(State(st): State<AppState>, Path(id): Path<String>, ws: crate::stream::Upgrade) -> Response {
+    if let Err(e) = st.rt.get(&id).await {
+        return e.into_response();
+    }
+    match ws {
+        Ok(ws) => ws.on_upgrade(move |socket| async move { st.rt.live_out(&id, socket).await }),
+        Err(rejection) => rejection.into_response(),
+    }
+}
+
+/// A live migration's target side, for an announced import: QEMU's state comes in here.
+async fn ws_live_in(State(st): State<AppState>, Path(id): Path<String>, ws: crate::stream::Upgrade) -> Response {
+    match ws {
+        Ok(ws) => ws.on_upgrade(move |socket| async move { st.rt.live_in(&id, socket).await }),
+        Err(rejection) => rejection.into_response(),
     }
 }
 

@@ -591,3 +591,87 @@ async fn a_sandbox_migrates_cold_with_its_files_and_rolls_back_when_its_target_d
         .unwrap();
     wait_phase(&api, "mover", MachinePhase::Paused, MINUTE).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_migrates_live_with_its_processes_running_and_its_disk_writes() {
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
+    let _qemu = QemuCleanup(k.data_dir.path().to_path_buf());
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
+    let _qemu_second = QemuCleanup(state.path().to_path_buf());
+    let _second = second_node(&k, state.path(), &[]);
+    let rest = k.rest().unwrap();
+    let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");
+    let vm: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "live"},
+        "spec": {"image": {"path": image}, "resources": {"cpu": "1", "memory": "256Mi"}, "guestAgent": {"enabled": true},
+                 "nodeName": "local"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &vm).await.unwrap();
+    wait_phase(&api, "live", MachinePhase::Running, Duration::from_secs(240)).await;
+    let guest = |script: &'static str| {
+        let rest = rest.clone();
+        async move {
+            eventually("the guest agent to answer", Duration::from_secs(120), || async {
+                let r = rest.post("/api/v1/machines/default/live/exec", json!({"command": ["sh", "-c", script]})).await;
+                (r.status == 200 && r.body["exitCode"] == 0)
+                    .then(|| r.body["stdout"].as_str().unwrap_or_default().trim().to_string())
+            })
+            .await
+        }
+    };
+    // A counter in the guest's memory (a process, its count in a tmpfs), and a write to its disk.
+    let p = rest
+        .post(
+            "/api/v1/machines/default/live/processes",
+            json!({"command": ["sh", "-c", "i=0; while true; do i=$((i+1)); echo $i > /dev/shm/count; sleep 0.1; done"]}),
+        )
+        .await;
+    assert_eq!(p.status, 201, "{p:?}");
+    guest("echo written-before > /root/disk-write && sync").await;
+    let count = |s: String| s.parse::<u64>().unwrap_or(0);
+    let before = eventually("the counter to count", MINUTE, || async {
+        let n = count(guest("cat /dev/shm/count").await);
+        (n >= 10).then_some(n)
+    })
+    .await;
+
+    let plan = rest.post("/api/v1/machines/default/live/migrate?dryRun=All", json!({})).await.ok();
+    assert_eq!(
+        (plan["plan"]["mode"].as_str(), plan["plan"]["target"].as_str()),
+        (Some("Live"), Some("second")),
+        "{plan}"
+    );
+    let done = rest.post("/api/v1/machines/default/live/migrate?targetNode=second", json!({})).await;
+    assert_eq!(done.status, 200, "{done:?}");
+    let done = done.ok();
+    let downtime = done["downtimeMs"].as_u64().expect("a live migration says how long the guest was paused");
+    eprintln!(
+        "live migration: {:.1} s, {downtime} ms paused, {} MiB",
+        done["seconds"].as_f64().unwrap(),
+        done["copiedBytes"].as_u64().unwrap() >> 20
+    );
+    let m = api.get("live").await.unwrap();
+    let s = m.status.clone().unwrap();
+    assert_eq!((s.node_name.as_deref(), s.phase, s.migration), (Some("second"), Some(MachinePhase::Running), None));
+
+    // The same guest, running on: its counter goes on from where it was, its disk has its write.
+    let after = count(guest("cat /dev/shm/count").await);
+    assert!(after >= before, "the counter went back: {before} → {after}");
+    let later = eventually("the counter to go on", MINUTE, || async {
+        let n = count(guest("cat /dev/shm/count").await);
+        (n > after).then_some(n)
+    })
+    .await;
+    assert!(later > after);
+    assert_eq!(guest("cat /root/disk-write").await, "written-before");
+    guest("echo written-after > /root/disk-write-2 && sync").await;
+    // The source's instance is gone; the Events say what happened.
+    let left: Vec<String> = k.runtime().unwrap().list().await.unwrap().into_iter().map(|v| v.name).collect();
+    assert!(!left.contains(&"kairon-default-live".to_string()), "the source instance is gone: {left:?}");
+    let migrated = event_reasons(&rest, "live").await;
+    assert!(migrated.iter().any(|(r, n)| r == "Migrated" && n.contains("paused for")), "{migrated:?}");
+}

@@ -1,9 +1,14 @@
 //! Moving a Machine to another node. The plan says, for every node, whether it could take the
 //! Machine and why not (the scheduler's own rules, `model::placement`); `--dry-run` answers it
-//! alone. A template sandbox moves cold: it is stopped on its node, its writable layer is
-//! relayed through this server into a fresh sandbox on the target, which starts, and only then
-//! does the Machine point at the new instance and the old one go. Any failure before that
-//! point starts it again where it was, with a `MigrationFailed` Event.
+//! alone. The target's runtime is told first what is to arrive, and refuses what it cannot
+//! take, before anything changes. A template sandbox moves cold: it is stopped on its node, its
+//! writable layer is relayed through this server into a fresh sandbox on the target, which
+//! starts. A VM moves live: this server joins a WebSocket to each runtime, and QEMU's migration
+//! stream (memory, and the disk blocks that differ from the base image both nodes hold) flows
+//! from one to the other while the VM runs; QEMU pauses it for the last pass. Only once the
+//! target runs it does the Machine point at the new instance and the old one go. Any failure
+//! before that leaves it running where it was (a cold one is started again), with a
+//! `MigrationFailed` Event.
 //!
 //! While it runs, `status.migration` tells the source's node agent to leave the Machine alone
 //! (and the lifecycle controller not to suspend it); a migration whose server died is given
@@ -13,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ListParams, Patch};
 use kube::{Api, ResourceExt};
@@ -25,7 +30,7 @@ use kairon_model::keys::reasons;
 use kairon_model::placement::{self, NodeView};
 use kairon_model::power::Track;
 use kairon_model::{KaironNode, Machine, MachinePhase, MigrationMode, MigrationStatus, PowerState};
-use kairon_runtime_api::types::{PowerAction, Vm, VmState};
+use kairon_runtime_api::types::{LiveMessage, LiveStats, PowerAction, Vm, VmState};
 use kairon_runtime_api::{InstanceId, RuntimeClient};
 
 use super::power::field_manager;
@@ -46,6 +51,10 @@ pub struct Migration {
     /// How long the migration took, from its start to the Machine running on its new node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
+    /// How long a live-migrated VM was paused for the switch-over, in milliseconds (a cold
+    /// migration is down throughout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub downtime_ms: Option<u64>,
 }
 
 /// Where a Machine would move, how, and why each node fits or not.
@@ -86,18 +95,9 @@ impl Machines {
         let m = self.writable(id, ns, name).await?;
         let plan = self.migration_plan(&m, target).await?;
         if dry_run {
-            return Ok(Migration { machine: m, plan, copied_bytes: None, seconds: None });
+            return Ok(Migration { machine: m, plan, copied_bytes: None, seconds: None, downtime_ms: None });
         }
-        match plan.mode {
-            MigrationMode::Cold => self.migrate_cold(m, plan).await,
-            MigrationMode::Live => Err(Error::conflict(
-                Reason::MigrationUnsupported,
-                format!(
-                    "live migration of a VM to {:?} is not available in this runtime yet; stop the Machine and start a clone there instead",
-                    plan.target
-                ),
-            )),
-        }
+        self.move_machine(m, plan).await
     }
 
     /// The plan: checks that the Machine can move at all, and which node takes it.
@@ -205,15 +205,20 @@ impl Machines {
                 format!("copy its writable layer (its changed files) to {target} and start it there"),
                 format!("point the Machine at the new instance (a new guest IP) and remove the one on {source}"),
             ],
-            MigrationMode::Live => {
-                vec![format!("copy the VM's memory and disk to {target} while it runs, then switch over")]
-            }
+            MigrationMode::Live => vec![
+                format!("check that {target} can start it (its image is there)"),
+                format!("start QEMU on {target} with the same devices, waiting for the VM's state"),
+                format!(
+                    "copy the VM's memory and the disk blocks it changed to {target} while it runs; pause it for the last pass"
+                ),
+                format!("run it on {target}, point the Machine at it, and remove the copy on {source}"),
+            ],
         };
         Ok(MigrationPlan { source, target, mode, nodes: fits, steps })
     }
 
-    /// A template sandbox's cold migration (see the module's comment).
-    async fn migrate_cold(&self, m: Machine, plan: MigrationPlan) -> Result<Migration> {
+    /// Runs a migration (see the module's comment).
+    async fn move_machine(&self, m: Machine, plan: MigrationPlan) -> Result<Migration> {
         let started = Instant::now();
         let (ns, name) = (m.namespace().unwrap_or_default(), m.name_any());
         let uid = m.uid().unwrap_or_default();
@@ -232,19 +237,27 @@ impl Machines {
         let import = target_rt.begin_import(&request).await?;
         let mark = MigrationStatus {
             target_node: plan.target.clone(),
-            mode: MigrationMode::Cold,
+            mode: plan.mode,
             started_at: Time(k8s_openapi::jiff::Timestamp::now()),
         };
         let m = self.patch_status(&m, json!({"phase": MachinePhase::Migrating, "migration": mark}), true).await?;
-        self.record(
-            &m,
-            reasons::MIGRATING,
-            format!("moving from {} to {} (cold: the sandbox restarts there with its files)", plan.source, plan.target),
-        )
-        .await;
+        let how = match plan.mode {
+            MigrationMode::Cold => "cold: the sandbox restarts there with its files",
+            MigrationMode::Live => "live: the VM runs on while its memory and disk are copied",
+        };
+        self.record(&m, reasons::MIGRATING, format!("moving from {} to {} ({how})", plan.source, plan.target)).await;
 
-        let moved = self.copy_sandbox(&m, &plan, &source_rt, &target_rt, &instance, &vm, &import.id).await;
-        let (new_vm, bytes) = match moved {
+        let moved = match plan.mode {
+            MigrationMode::Cold => self
+                .copy_sandbox(&m, &plan, &source_rt, &target_rt, &instance, &vm, &import.id)
+                .await
+                .map(|(v, b)| (v, b, None)),
+            MigrationMode::Live => self
+                .relay_live(&m, &plan, &source_rt, &target_rt, &instance, &import.id)
+                .await
+                .map(|(v, s)| (v, s.memory_bytes + s.disk_bytes, Some(s.downtime_ms))),
+        };
+        let (new_vm, bytes, downtime_ms) = match moved {
             Ok(done) => done,
             Err(e) => return Err(self.roll_back(&m, &plan, &source_rt, &instance, &vm, e).await),
         };
@@ -284,18 +297,19 @@ impl Machines {
             .await;
         }
         let seconds = started.elapsed().as_secs_f64();
+        let paused = downtime_ms.map(|d| format!(", paused for {d} ms")).unwrap_or_default();
         self.record(
             &flipped,
             reasons::MIGRATED,
             format!(
-                "moved from {} to {} in {seconds:.1}s ({:.1} MiB of files copied)",
+                "moved from {} to {} in {seconds:.1}s ({:.1} MiB copied{paused})",
                 plan.source,
                 plan.target,
                 bytes as f64 / 1048576.0
             ),
         )
         .await;
-        Ok(Migration { machine: flipped, plan, copied_bytes: Some(bytes), seconds: Some(seconds) })
+        Ok(Migration { machine: flipped, plan, copied_bytes: Some(bytes), seconds: Some(seconds), downtime_ms })
     }
 
     /// Stops the sandbox, relays its layer into the target's announced `import`, and sets the new
@@ -330,6 +344,70 @@ impl Machines {
             new_vm = target_rt.power(&new_vm.id, PowerAction::Stop, false).await?;
         }
         Ok((new_vm, relayed.load(Ordering::Relaxed)))
+    }
+
+    /// A VM's live migration: joins the source runtime's WebSocket to the target's, relaying
+    /// QEMU's state and their words (`LiveMessage`) both ways, until the target says the VM
+    /// runs there (then the source's QEMU quits) or either side fails or goes away (then the
+    /// other gives up: the source's VM runs on). The new instance, and QEMU's figures.
+    async fn relay_live(
+        &self,
+        m: &Machine,
+        plan: &MigrationPlan,
+        source_rt: &RuntimeClient,
+        target_rt: &RuntimeClient,
+        instance: &InstanceId,
+        import: &str,
+    ) -> Result<(Vm, LiveStats)> {
+        use tokio_tungstenite::tungstenite::Message;
+        let gone = |side: &str| Error::new(Reason::RuntimeUnreachable, format!("the {side} node's runtime went away"));
+        let word = |m: &Message| match m {
+            Message::Text(t) => serde_json::from_str::<LiveMessage>(t).ok(),
+            _ => None,
+        };
+        let mut source = source_rt.live_out(instance).await?;
+        let mut target = target_rt.live_in(import).await?;
+        let mut stats = None;
+        loop {
+            tokio::select! {
+                msg = source.next() => {
+                    let msg = msg.and_then(|r| r.ok()).filter(|m| !m.is_close()).ok_or_else(|| gone("source"))?;
+                    match word(&msg) {
+                        Some(LiveMessage::Sent { stats: s }) => {
+                            stats = Some(s);
+                            let note = format!(
+                                "state sent to {} ({} ms paused for the last pass); starting it there",
+                                plan.target, s.downtime_ms
+                            );
+                            self.record(m, reasons::MIGRATING, note).await;
+                        }
+                        Some(LiveMessage::Failed { message }) => return Err(Error::new(Reason::RuntimeError, message)),
+                        _ => {}
+                    }
+                    target.send(msg).await.map_err(|_| gone("target"))?;
+                }
+                msg = target.next() => {
+                    let msg = msg.and_then(|r| r.ok()).filter(|m| !m.is_close()).ok_or_else(|| gone("target"))?;
+                    let said = word(&msg);
+                    if let Some(LiveMessage::Failed { message }) = said {
+                        return Err(Error::new(Reason::RuntimeError, message));
+                    }
+                    source.send(msg).await.map_err(|_| gone("source"))?;
+                    if let Some(LiveMessage::Done { vm }) = said {
+                        // The source quits its QEMU and closes: wait for that, briefly.
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+                            while let Some(Ok(m)) = source.next().await {
+                                if m.is_close() {
+                                    break;
+                                }
+                            }
+                        })
+                        .await;
+                        return Ok((*vm, stats.unwrap_or_default()));
+                    }
+                }
+            }
+        }
     }
 
     /// Puts the Machine back as it was on its node after a failed migration: starts the sandbox

@@ -52,7 +52,7 @@ use tokio::sync::Mutex;
 use crate::api::{CreateVmRequest, ExecRequest, ExecResult, FileEntry, Process, ProcessState, Stats};
 use crate::files::ByteStream;
 use ga::{GaError, GuestAgent};
-use kairon_runtime_api::types::LogChunk;
+use kairon_runtime_api::types::{LiveStats, LogChunk};
 use qmp::{Qmp, QmpError};
 
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -1132,6 +1132,84 @@ impl VmHost {
         Ok(run)
     }
 
+    /// Live migration, source side: the VM's memory and its overlay's changed blocks (QEMU's
+    /// incremental block migration: the base is the same image on both nodes) go out through
+    /// `channel` while the VM runs; QEMU pauses it for the last pass and stays (postmigrate).
+    /// QEMU's figures.
+    pub async fn send_live(&self, id: &str, channel: std::os::fd::OwnedFd) -> Result<LiveStats> {
+        let run = self.running_or_err(id)?;
+        let mut q = run.qmp.lock().await;
+        set_block_migration(&mut q, true).await?;
+        let sent: Result<Value> = async {
+            q.send_fd(MIGRATION_FD, channel.as_fd()).await?;
+            drop(channel);
+            q.execute("migrate", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
+            q.wait_migration(LIVE_TIMEOUT).await?;
+            Ok(q.execute("query-migrate", json!({})).await?)
+        }
+        .await;
+        // Hibernation and forks, later, move memory only.
+        if let Err(e) = set_block_migration(&mut q, false).await {
+            tracing::warn!(instance = id, error = %e, "turning block migration off again");
+        }
+        let v = sent?;
+        let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        Ok(LiveStats {
+            total_ms: n("/total-time"),
+            downtime_ms: n("/downtime"),
+            memory_bytes: n("/ram/transferred"),
+            disk_bytes: n("/disk/transferred"),
+        })
+    }
+
+    /// Live migration, target side: a QEMU with the source's configuration (the devices must be
+    /// the same) on a fresh overlay of the same base, waiting for the state on `channel`.
+    pub async fn accept_live(&self, id: &str, cfg: &MachineConfig, channel: std::os::fd::OwnedFd) -> Result<()> {
+        std::fs::create_dir_all(self.instance_dir(id))?;
+        self.new_overlay(id, cfg).await?;
+        self.save_config(id, cfg)?;
+        let run = self.spawn(id, cfg, true).await?;
+        let r: Result<()> = async {
+            let mut q = run.qmp.lock().await;
+            set_block_migration(&mut q, true).await?;
+            q.send_fd(MIGRATION_FD, channel.as_fd()).await?;
+            drop(channel);
+            q.execute("migrate-incoming", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
+            Ok(())
+        }
+        .await;
+        if let Err(e) = r {
+            self.kill(id).await;
+            return Err(VmError::Failed(format!("waiting for the VM's state: {e}: {}", self.log_tail(id))));
+        }
+        Ok(())
+    }
+
+    /// Live migration, target side, the end: waits for the whole state, then runs the VM (or
+    /// leaves it paused). QEMU's pid.
+    pub async fn finish_live(&self, id: &str, run_after: bool) -> Result<u32> {
+        let run = self.running_or_err(id)?;
+        let mut q = run.qmp.lock().await;
+        q.wait_migration(LIVE_TIMEOUT).await?;
+        set_block_migration(&mut q, false).await?;
+        if run_after {
+            q.execute("cont", json!({})).await?;
+        }
+        Ok(run.pid)
+    }
+
+    /// After a live migration that did not end on the target: the source VM runs on, or again
+    /// (QEMU resumes it by itself when the migration failed; not when the target failed after).
+    pub async fn resume_after_live(&self, id: &str, run: bool) -> Result<()> {
+        let running = self.running_or_err(id)?;
+        let mut q = running.qmp.lock().await;
+        let _ = q.execute("migrate_cancel", json!({})).await;
+        if run && q.status().await? != "running" {
+            q.execute("cont", json!({})).await?;
+        }
+        Ok(())
+    }
+
     pub fn memory_file(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("memory.mig")
     }
@@ -1778,6 +1856,23 @@ impl VmHost {
         copied?;
         Ok(())
     }
+}
+
+/// How long a live migration may take end to end (TCG, a large guest).
+const LIVE_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Turns QEMU's (incremental) block migration on or off: with it, a migration also carries the
+/// disk blocks that differ from the base image; the speed limit is lifted (QEMU 7.2 allows 32
+/// MiB/s by default) and the last pass may pause the guest for up to 300 ms.
+async fn set_block_migration(q: &mut Qmp, on: bool) -> std::result::Result<(), QmpError> {
+    q.execute("migrate-set-capabilities", json!({"capabilities": [{"capability": "block", "state": on}]})).await?;
+    let mut params = json!({"block-incremental": on});
+    if on {
+        params["max-bandwidth"] = json!(8u64 << 30);
+        params["downtime-limit"] = json!(300);
+    }
+    q.execute("migrate-set-parameters", params).await?;
+    Ok(())
 }
 
 /// The loopback ports of the host forwards in HMP `info usernet` output.

@@ -24,6 +24,9 @@ class Migration:
         machine (Machine):
         plan (MigrationPlan): Where a Machine would move, how, and why each node fits or not.
         copied_bytes (int | None | Unset): Bytes of files copied (a cold migration that ran).
+        downtime_ms (int | None | Unset): How long a live-migrated VM was paused for the switch-over, in milliseconds (a
+            cold
+            migration is down throughout).
         seconds (float | None | Unset): How long the migration took, from its start to the Machine running on its new
             node.
     """
@@ -31,6 +34,7 @@ class Migration:
     machine: Machine
     plan: MigrationPlan
     copied_bytes: int | None | Unset = UNSET
+    downtime_ms: int | None | Unset = UNSET
     seconds: float | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -44,6 +48,12 @@ class Migration:
             copied_bytes = UNSET
         else:
             copied_bytes = self.copied_bytes
+
+        downtime_ms: int | None | Unset
+        if isinstance(self.downtime_ms, Unset):
+            downtime_ms = UNSET
+        else:
+            downtime_ms = self.downtime_ms
 
         seconds: float | None | Unset
         if isinstance(self.seconds, Unset):
@@ -61,6 +71,8 @@ class Migration:
         )
         if copied_bytes is not UNSET:
             field_dict["copiedBytes"] = copied_bytes
+        if downtime_ms is not UNSET:
+            field_dict["downtimeMs"] = downtime_ms
         if seconds is not UNSET:
             field_dict["seconds"] = seconds
 
@@ -85,6 +97,15 @@ class Migration:
 
         copied_bytes = _parse_copied_bytes(d.pop("copiedBytes", UNSET))
 
+        def _parse_downtime_ms(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        downtime_ms = _parse_downtime_ms(d.pop("downtimeMs", UNSET))
+
         def _parse_seconds(data: object) -> float | None | Unset:
             if data is None:
                 return data
@@ -98,6 +119,7 @@ class Migration:
             machine=machine,
             plan=plan,
             copied_bytes=copied_bytes,
+            downtime_ms=downtime_ms,
             seconds=seconds,
         )
 

@@ -1626,6 +1626,12 @@ export interface components {
              * @description Bytes of files copied (a cold migration that ran).
              */
             copiedBytes?: number | null;
+            /**
+             * Format: int64
+             * @description How long a live-migrated VM was paused for the switch-over, in milliseconds (a cold
+             *     migration is down throughout).
+             */
+            downtimeMs?: number | null;
             /** @description The Machine: as it is (a dry run), or on its new node. */
             machine: components["schemas"]["Machine"];
             plan: components["schemas"]["MigrationPlan"];
