@@ -84,15 +84,6 @@ impl Runtime {
                     "a VM with volumes cannot move: its volumes are disks on its node".into(),
                 ));
             }
-            let attached = req
-                .network
-                .as_ref()
-                .is_some_and(|n| matches!(n.mode, kairon_model::NetworkMode::Tap | kairon_model::NetworkMode::Bridge));
-            if attached {
-                return Err(RuntimeError::NotSupported(
-                    "a VM on the node's guest network (spec.network.mode Tap or Bridge) cannot move live yet: its address is its node's".into(),
-                ));
-            }
             // Its image must be one this node has and allows.
             self.inner.vms.plan(&req)?;
             return self.announce(req).await;
@@ -191,6 +182,10 @@ impl std::io::Write for ChunkWriter {
         self.send()
     }
 }
+
+/// How long a migrated VM's guest agent may take to answer on the target before the migration
+/// is given up (and the VM runs on at the source).
+const AGENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long one side of a live migration waits for the other's next word (a target's QEMU to
 /// start, a source's last pass under TCG).
@@ -305,7 +300,7 @@ impl Runtime {
             return Err(RuntimeError::Invalid(format!("import {import:?} is a sandbox's: send its layer instead")));
         }
         let vms = &self.inner.vms;
-        let cfg: crate::vm::MachineConfig = match hear(ws).await? {
+        let mut cfg: crate::vm::MachineConfig = match hear(ws).await? {
             LiveMessage::Config { config } => serde_json::from_value(config)
                 .map_err(|e| RuntimeError::Invalid(format!("the source's VM configuration: {e}")))?,
             other => return Err(unexpected(&other)),
@@ -323,6 +318,12 @@ impl Runtime {
         let id = vm.id.clone();
         let made: Result<()> = async {
             std::fs::create_dir_all(vms.instance_dir(&id))?;
+            // On the guest network, an address of this node's (the guest is told after).
+            if cfg.guest_net.is_some() {
+                let addr = self.lease_guest_addr(&id)?;
+                vm.guest_ip = Some(addr.ip.to_string());
+                cfg.guest_net = Some(addr);
+            }
             self.save(&vm)?;
             let (mut ours, theirs) = tokio::net::UnixStream::pair()?;
             let theirs = theirs.into_std()?;
@@ -348,6 +349,19 @@ impl Runtime {
             drop(ours);
             let paused = vm.spec.start_paused;
             vm.pid = Some(vms.finish_live(&id, !paused).await?);
+            if !paused {
+                vms.agent_answers(&id, AGENT_TIMEOUT).await?;
+            }
+            if cfg.guest_net.is_some() {
+                // Its identity is the same (the same values written again); its address is new.
+                if paused {
+                    vms.resume(&id).await?;
+                }
+                vms.reidentify(&id, &cfg).await?;
+                if paused {
+                    vms.pause(&id).await?;
+                }
+            }
             vm.state = if paused { VmState::Paused } else { VmState::Running };
             self.save(&vm)
         }
@@ -369,17 +383,11 @@ impl Runtime {
     }
 }
 
-/// What a live migration cannot carry yet: a VM's volumes (disks of their own on this node) and
-/// its place on the node's guest network (its address is this node's).
+/// What a live migration cannot carry: a VM's volumes (disks of their own on its node).
 fn movable(cfg: &crate::vm::MachineConfig) -> Result<()> {
     if !cfg.volumes.is_empty() {
         return Err(RuntimeError::NotSupported(
             "a VM with volumes cannot move: its volumes are disks on its node".into(),
-        ));
-    }
-    if cfg.guest_net.is_some() {
-        return Err(RuntimeError::NotSupported(
-            "a VM on the node's guest network (spec.network.mode Tap or Bridge) cannot move live yet: its address is its node's".into(),
         ));
     }
     Ok(())

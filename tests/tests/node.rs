@@ -542,6 +542,10 @@ async fn a_sandbox_migrates_cold_with_its_files_and_rolls_back_when_its_target_d
         (count(&instances) > already).then_some(())
     })
     .await;
+    let during = api.get("mover").await.unwrap().status.unwrap();
+    assert_eq!(during.phase, Some(MachinePhase::Migrating));
+    let mark = during.migration.expect("status.migration while it moves");
+    assert_eq!((mark.target_node.as_str(), mark.mode), ("second", kairon_model::MigrationMode::Cold));
     second.kill9();
     let failed = moving.await.unwrap();
     assert_eq!((failed.status, failed.reason()), (502, "MigrationFailed"), "{failed:?}");
@@ -607,20 +611,26 @@ async fn a_vm_migrates_live_with_its_processes_running_and_its_disk_writes() {
     let vm: Machine = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "metadata": {"name": "live"},
         "spec": {"image": {"path": image}, "resources": {"cpu": "1", "memory": "256Mi"}, "guestAgent": {"enabled": true},
-                 "nodeName": "local"}
+                 "nodeName": "local", "network": {"mode": "Tap"}}
     }))
     .unwrap();
     api.create(&PostParams::default(), &vm).await.unwrap();
-    wait_phase(&api, "live", MachinePhase::Running, Duration::from_secs(240)).await;
+    let old_ip =
+        wait_phase(&api, "live", MachinePhase::Running, Duration::from_secs(240)).await.status.unwrap().guest_ip;
+    assert!(old_ip.is_some(), "on the guest network");
     let guest = |script: &'static str| {
         let rest = rest.clone();
         async move {
-            eventually("the guest agent to answer", Duration::from_secs(120), || async {
+            let mut last = None;
+            for _ in 0..120 {
                 let r = rest.post("/api/v1/machines/default/live/exec", json!({"command": ["sh", "-c", script]})).await;
-                (r.status == 200 && r.body["exitCode"] == 0)
-                    .then(|| r.body["stdout"].as_str().unwrap_or_default().trim().to_string())
-            })
-            .await
+                if r.status == 200 && r.body["exitCode"] == 0 {
+                    return r.body["stdout"].as_str().unwrap_or_default().trim().to_string();
+                }
+                last = Some(r);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            panic!("{script:?} did not succeed in the guest: {last:?}")
         }
     };
     // A counter in the guest's memory (a process, its count in a tmpfs), and a write to its disk.
@@ -657,6 +667,12 @@ async fn a_vm_migrates_live_with_its_processes_running_and_its_disk_writes() {
     let m = api.get("live").await.unwrap();
     let s = m.status.clone().unwrap();
     assert_eq!((s.node_name.as_deref(), s.phase, s.migration), (Some("second"), Some(MachinePhase::Running), None));
+    // Re-addressed: an address of the new node's, which the guest now has.
+    let new_ip = s.guest_ip.clone().expect("a guest IP on the new node");
+    assert_ne!(Some(&new_ip), old_ip.as_ref());
+    let addrs =
+        guest("ip -4 -o addr show dev eth0 2>/dev/null || /usr/lib/kairon/busybox ip -4 -o addr show dev eth0").await;
+    assert!(addrs.contains(&format!("{new_ip}/")), "the guest has {new_ip}: {addrs}");
 
     // The same guest, running on: its counter goes on from where it was, its disk has its write.
     let after = count(guest("cat /dev/shm/count").await);

@@ -1198,6 +1198,13 @@ impl VmHost {
         Ok(run.pid)
     }
 
+    /// Waits for a running VM's guest agent to answer (after a live migration: the VM is not
+    /// handed over before it is reachable).
+    pub async fn agent_answers(&self, id: &str, timeout: Duration) -> Result<()> {
+        let run = self.running_or_err(id)?;
+        self.wait_agent(id, &run, timeout).await
+    }
+
     /// After a live migration that did not end on the target: the source VM runs on, or again
     /// (QEMU resumes it by itself when the migration failed; not when the target failed after).
     pub async fn resume_after_live(&self, id: &str, run: bool) -> Result<()> {
