@@ -507,8 +507,8 @@ async fn pip_and_git_work_under_the_allowlist() {
 }
 
 /// A request that names the Machine it acts for reaches only that Machine's instance: on every
-/// kind of instance route (a read, exec, files, processes, power, the guest HTTP proxy and a
-/// WebSocket relay) another owner's or no owner's instance answers 409 NotProvisioned and is
+/// kind of instance route (a read, exec, files, processes, power, the guest HTTP proxy, a
+/// WebSocket relay, and a migration's layer export and live socket) another owner's or no owner's instance answers 409 NotProvisioned and is
 /// left untouched; the named owner's works; a request on no instance that names one is a 422.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_for_one_machine_reaches_only_that_machines_instance() {
@@ -542,6 +542,12 @@ async fn a_request_for_one_machine_reaches_only_that_machines_instance() {
     match b.relay(&vm.id, &Relay::Console).await {
         Ok(_) => panic!("the console relay of another Machine's instance opened"),
         Err(e) => refused("console relay", e),
+    }
+    // Nor may it take the instance away: its layer (a cold migration's source) or its live state.
+    refused("export its layer", b.export_layer(&vm.id).await.unwrap_err());
+    match b.live_out(&vm.id).await {
+        Ok(_) => panic!("the live migration socket of another Machine's instance opened"),
+        Err(e) => refused("live migration", e),
     }
 
     // Nothing reached the instance: it runs, unpaused, with none of B's files.
