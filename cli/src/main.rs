@@ -157,12 +157,14 @@ enum Cmd {
     /// Hibernate a VM (memory to disk, the VMM exits).
     #[command(after_help = concat!("Examples:\n  kaironctl hibernate vm-1", exit_codes!()))]
     Hibernate(PowerArgs),
-    /// Migrate a Machine to another node.
-    #[command(after_help = concat!("Examples:\n  kaironctl migrate vm-1 --target-node node-b --dry-run", exit_codes!()))]
+    /// Move a Machine to another node: a template sandbox cold (its files copied, its processes
+    /// restart), a VM live. `--dry-run` prints the plan and, for every node, why it fits or not.
+    #[command(after_help = concat!("Examples:\n  kaironctl migrate vm-1 --to node-b --dry-run\n  kaironctl migrate sb-1", exit_codes!()))]
     Migrate {
         #[arg(add = complete::machines())]
         name: String,
-        #[arg(long)]
+        /// The node to move to (default: the fitting node with the most free memory).
+        #[arg(long, visible_alias = "to")]
         target_node: Option<String>,
         #[command(flatten)]
         dry: DryRun,

@@ -509,7 +509,7 @@ async fn a_sandbox_migrates_cold_with_its_files_and_rolls_back_when_its_target_d
     let out = std::process::Command::new(kairon_e2e::kairon_bin().with_file_name("kaironctl"))
         .env("KUBECONFIG", &k.kubeconfig)
         .env_remove("KAIRON_TOKEN")
-        .args(["migrate", "mover", "--dry-run"])
+        .args(["migrate", "mover", "--to", "second", "--dry-run"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
