@@ -8,15 +8,18 @@ use kube::CustomResourceExt;
 
 use crate::{KaironNode, KaironQuota, Machine, MachineClaim, MachinePool, STORAGE_VERSION, VERSIONS};
 
-/// Every Kairon CRD, each carrying all served versions.
+/// Every Kairon CRD, each carrying all served versions and the validation rules.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![
+    let mut crds = vec![
         with_versions(Machine::crd()),
         with_versions(MachinePool::crd()),
         with_versions(MachineClaim::crd()),
         with_versions(KaironNode::crd()),
         with_versions(KaironQuota::crd()),
-    ]
+    ];
+    // The rules a cluster's API server enforces by itself (`rules.rs`).
+    crds.iter_mut().for_each(crate::rules::apply);
+    crds
 }
 
 fn with_versions(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {

@@ -20,6 +20,7 @@ pub mod pool;
 pub mod power;
 pub mod quantity;
 pub mod quota;
+pub mod rules;
 pub mod validate;
 pub mod warm;
 

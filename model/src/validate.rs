@@ -19,6 +19,8 @@ pub enum ErrorType {
     Forbidden,
     NotSupported,
     Duplicate,
+    TooLong,
+    TooMany,
 }
 
 impl ErrorType {
@@ -30,6 +32,8 @@ impl ErrorType {
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::TooMany => "FieldValueTooMany",
         }
     }
 }
@@ -51,6 +55,8 @@ impl fmt::Display for FieldError {
             ErrorType::Forbidden => ("Forbidden", false),
             ErrorType::NotSupported => ("Unsupported value", true),
             ErrorType::Duplicate => ("Duplicate value", true),
+            ErrorType::TooLong => ("Too long", false),
+            ErrorType::TooMany => ("Too many", false),
         };
         match (&self.value, with_value) {
             (Some(v), true) => write!(f, "{}: {label}: {v}: {}", self.field, self.detail),
@@ -110,6 +116,10 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 }
 
 fn quantity(errs: &mut Errors, field: &str, q: &Quantity) -> Option<f64> {
+    if q.0.chars().count() > MAX_QUANTITY_LEN {
+        errs.push(field, ErrorType::TooLong, None, format!("may have at most {MAX_QUANTITY_LEN} characters"));
+        return None;
+    }
     match q.to_f64() {
         Ok(v) if v > 0.0 => Some(v),
         Ok(_) => {
@@ -125,6 +135,7 @@ fn quantity(errs: &mut Errors, field: &str, q: &Quantity) -> Option<f64> {
 
 fn valid_cpu_set(s: &str) -> bool {
     !s.is_empty()
+        && s.len() <= 256
         && s.split(',').all(|part| {
             let mut bounds = part.splitn(2, '-').map(|n| n.trim().parse::<u32>());
             match (bounds.next(), bounds.next()) {
@@ -187,6 +198,22 @@ pub fn validate_machine_spec(
         && !img.path.starts_with('/')
     {
         errs.invalid(p("image.path"), format!("{:?}", img.path), "must be an absolute path on the node");
+    }
+    if let Some(img) = spec.image.as_ref().filter(|i| i.path.chars().count() > 4096) {
+        errs.push(
+            p("image.path"),
+            ErrorType::TooLong,
+            None,
+            format!("may have at most 4096 characters, not {}", img.path.chars().count()),
+        );
+    }
+    if spec.device_claims.len() > MAX_DEVICE_CLAIMS {
+        errs.push(
+            p("deviceClaims"),
+            ErrorType::TooMany,
+            None,
+            format!("may have at most {MAX_DEVICE_CLAIMS} items, not {}", spec.device_claims.len()),
+        );
     }
     if let Some(k) = spec.runtime.as_ref().and_then(|r| r.kernel.as_ref())
         && !k.path.starts_with('/')
@@ -258,6 +285,9 @@ pub fn validate_machine_spec(
     if let Some(n) = &spec.network {
         if n.mode == NetworkMode::Bridge && n.bridge.as_deref().unwrap_or("").is_empty() {
             errs.required(p("network.bridge"), "mode Bridge needs the name of a host bridge");
+        }
+        if let Some(b) = n.bridge.as_deref().filter(|b| b.chars().count() > 15) {
+            errs.invalid(p("network.bridge"), format!("{b:?}"), "a Linux interface name has at most 15 characters");
         }
         if let Some(mac) = &n.mac_address
             && !valid_mac(mac)
@@ -344,6 +374,12 @@ pub fn validate_machine_spec(
     }
     errs.0
 }
+
+/// The longest quantity (`resources.cpu`, `resources.memory`, a volume's size).
+pub const MAX_QUANTITY_LEN: usize = 32;
+
+/// The most PCI devices one Machine claims.
+pub const MAX_DEVICE_CLAIMS: usize = 16;
 
 /// The most members an autoscaled pool may ask for.
 pub const MAX_POOL_REPLICAS: i32 = 1000;
