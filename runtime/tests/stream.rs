@@ -153,6 +153,20 @@ async fn guest_processes(c: &RuntimeClient, vm: &Vm) -> String {
     out.stdout
 }
 
+/// Waits until a guest process matching `needle` runs: the shell prints what comes before it
+/// and only then forks and execs it, so the listing may come first.
+async fn wait_running(c: &RuntimeClient, vm: &Vm, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ps = guest_processes(c, vm).await;
+        if ps.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{needle:?} never ran:\n{ps}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn wait_gone(c: &RuntimeClient, vm: &Vm, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -341,7 +355,7 @@ async fn the_console_is_an_interactive_shell_that_streams_and_reports_its_exit()
     let mut ws = connect(addr, &path).await;
     send(&mut ws, b"sleep 2000 & echo started-$((1+1))\n").await;
     read_until(&mut ws, "started-2").await;
-    assert!(guest_processes(&c, &vm).await.contains("sleep 2000"));
+    wait_running(&c, &vm, "sleep 2000").await;
     let start = Instant::now();
     send(&mut ws, b"exit 4\n").await;
     let (_, close) = read_to_close(&mut ws).await;
@@ -353,7 +367,7 @@ async fn the_console_is_an_interactive_shell_that_streams_and_reports_its_exit()
     let mut ws = connect(addr, &path).await;
     send(&mut ws, b"echo running-$((2+2)); sleep 3000\n").await;
     read_until(&mut ws, "running-4").await;
-    assert!(guest_processes(&c, &vm).await.contains("sleep 3000"));
+    wait_running(&c, &vm, "sleep 3000").await;
     close_from_client(&mut ws).await;
     wait_gone(&c, &vm, "sleep 3000").await;
     wait_gone(&c, &vm, "sh -i").await;
