@@ -7,6 +7,8 @@
 //! Every field a rule reads is bounded (`BOUNDS`): the API server estimates a rule's cost from
 //! the largest value a field may hold and refuses a CRD whose rules could cost too much.
 
+use serde_json::{Value, json};
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps, ValidationRule,
 };
@@ -174,4 +176,144 @@ fn find<'a>(mut schema: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a mu
         schema = schema.properties.as_mut()?.get_mut(*p)?;
     }
     Some(schema)
+}
+
+fn machine(spec: Value) -> Value {
+    json!({ "spec": spec })
+}
+
+fn pool(template: Value) -> Value {
+    json!({"spec": {"replicas": 1, "template": {"spec": template}}})
+}
+
+fn with(base: &Value, extra: Value) -> Value {
+    let mut v = base.clone();
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// An object that Kairon's validation and the CRDs' rules both take (`valid`) or both refuse:
+/// the table the rules test, the webhook test and the docs share. `new` holds what a rule
+/// reads (`spec`); `old` is the object before an update.
+#[derive(Clone, Debug)]
+pub struct Example {
+    pub what: String,
+    /// The kind, as its plural.
+    pub plural: &'static str,
+    pub old: Option<Value>,
+    pub new: Value,
+    pub valid: bool,
+}
+
+/// The examples (see [`Example`]).
+pub fn examples() -> Vec<Example> {
+    let vm = json!({"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}});
+    let sandbox = json!({"sandbox": {"templateName": "busybox"}});
+    let device = json!({"deviceClaims": [{"name": "gpu", "resourceName": "nvidia.com/gpu"}]});
+    let m = |base: &Value, extra: Value| machine(with(base, extra));
+    let cases: Vec<(&str, &str, Option<Value>, Value, bool)> = vec![
+        ("a VM", "machines", None, machine(vm.clone()), true),
+        ("a template sandbox", "machines", None, machine(sandbox.clone()), true),
+        ("a VM of 2 vCPUs", "machines", None, m(&vm, json!({"resources": {"cpu": "2", "memory": "1Gi"}})), true),
+        ("a VM of 2000m", "machines", None, m(&vm, json!({"resources": {"cpu": "2000m"}})), true),
+        ("a VM of 2 as a number", "machines", None, m(&vm, json!({"resources": {"cpu": 2}})), true),
+        ("a VM of 500m", "machines", None, m(&vm, json!({"resources": {"cpu": "500m"}})), false),
+        ("a VM of 1.5", "machines", None, m(&vm, json!({"resources": {"cpu": "1.5"}})), false),
+        ("a sandbox of 500m", "machines", None, m(&sandbox, json!({"resources": {"cpu": "500m"}})), true),
+        ("a VM with nothing to boot", "machines", None, machine(json!({})), false),
+        ("a sandbox with nothing to run", "machines", None, machine(json!({"sandbox": {}})), false),
+        ("a sandbox VM from an image", "machines", None, m(&vm, json!({"sandbox": {}})), true),
+        ("a sandbox with a device", "machines", None, m(&sandbox, device.clone()), false),
+        ("a VM with a device", "machines", None, m(&vm, device.clone()), true),
+        ("a sandbox pinned to CPUs", "machines", None, m(&sandbox, json!({"cpuSet": "0-1"})), false),
+        ("a VM pinned to CPUs", "machines", None, m(&vm, json!({"cpuSet": "0-1"})), true),
+        ("a sandbox on hugepages", "machines", None, m(&sandbox, json!({"hugepages": {"pageSize": "2Mi"}})), false),
+        ("a hibernated template sandbox", "machines", None, m(&sandbox, json!({"powerState": "Hibernated"})), false),
+        ("a halted template sandbox", "machines", None, m(&sandbox, json!({"powerState": "Halted"})), false),
+        ("a paused template sandbox", "machines", None, m(&sandbox, json!({"powerState": "Paused"})), true),
+        ("a hibernated VM", "machines", None, m(&vm, json!({"powerState": "Hibernated"})), true),
+        ("an idle timeout of 30 s", "machines", None, m(&vm, json!({"lifecycle": {"idleTimeoutSeconds": 30}})), false),
+        ("an idle timeout of 60 s", "machines", None, m(&vm, json!({"lifecycle": {"idleTimeoutSeconds": 60}})), true),
+        ("a bridge without its name", "machines", None, m(&vm, json!({"network": {"mode": "Bridge"}})), false),
+        (
+            "a bridge with its name",
+            "machines",
+            None,
+            m(&vm, json!({"network": {"mode": "Bridge", "bridge": "br0"}})),
+            true,
+        ),
+        ("a tap", "machines", None, m(&vm, json!({"network": {"mode": "Tap"}})), true),
+        (
+            "a bridge of 16 characters",
+            "machines",
+            None,
+            m(&vm, json!({"network": {"mode": "Bridge", "bridge": "bridge-of-16-chr"}})),
+            false,
+        ),
+        (
+            "17 devices",
+            "machines",
+            None,
+            m(
+                &vm,
+                json!({"deviceClaims": (0..17).map(|i| json!({"name": format!("d{i}"), "resourceName": "nvidia.com/gpu"})).collect::<Vec<_>>()}),
+            ),
+            false,
+        ),
+        (
+            "a 33-character quantity",
+            "machines",
+            None,
+            m(&vm, json!({"resources": {"memory": format!("{}Mi", "1".repeat(31))}})),
+            false,
+        ),
+        ("a CPU set of 300 characters", "machines", None, m(&vm, json!({"cpuSet": vec!["1"; 150].join(",")})), false),
+        (
+            "a sandbox's template changed",
+            "machines",
+            Some(machine(sandbox.clone())),
+            machine(json!({"sandbox": {"templateName": "python"}})),
+            false,
+        ),
+        ("a VM made a sandbox", "machines", Some(machine(vm.clone())), m(&vm, json!({"sandbox": {}})), false),
+        ("a sandbox made a VM", "machines", Some(m(&vm, json!({"sandbox": {}}))), machine(vm.clone()), false),
+        (
+            "a sandbox paused",
+            "machines",
+            Some(machine(sandbox.clone())),
+            m(&sandbox, json!({"powerState": "Paused"})),
+            true,
+        ),
+        ("a pool of sandboxes", "machinepools", None, pool(sandbox.clone()), true),
+        ("a pool of sandboxes with devices", "machinepools", None, pool(with(&sandbox, device.clone())), false),
+        (
+            "a pool idling at 10 s",
+            "machinepools",
+            None,
+            pool(with(&vm, json!({"lifecycle": {"idleTimeoutSeconds": 10}}))),
+            false,
+        ),
+        ("a pool of half vCPUs", "machinepools", None, pool(with(&vm, json!({"resources": {"cpu": "500m"}}))), false),
+        ("a claim", "machineclaims", None, json!({"spec": {"poolName": "agents"}}), true),
+        (
+            "a claim moved to another pool",
+            "machineclaims",
+            Some(json!({"spec": {"poolName": "agents"}})),
+            json!({"spec": {"poolName": "others"}}),
+            false,
+        ),
+        (
+            "a claim kept in its pool",
+            "machineclaims",
+            Some(json!({"spec": {"poolName": "agents"}})),
+            json!({"spec": {"poolName": "agents", "ttlSeconds": 60}}),
+            true,
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(what, plural, old, new, valid)| Example { what: what.into(), plural, old, new, valid })
+        .collect()
 }

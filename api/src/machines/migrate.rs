@@ -81,6 +81,18 @@ pub struct NodeFit {
     pub reason: String,
 }
 
+/// A migration under way: the Machine, its plan, both runtimes, its instance on the source and
+/// the import announced on the target.
+#[derive(Clone, Copy)]
+struct Moving<'a> {
+    m: &'a Machine,
+    plan: &'a MigrationPlan,
+    source: &'a RuntimeClient,
+    target: &'a RuntimeClient,
+    instance: &'a InstanceId,
+    import: &'a str,
+}
+
 impl Machines {
     /// Moves a Machine to `target` (the fitting node with the most free memory when unset), or
     /// with `dry_run`, only says how it would and why each node fits or not.
@@ -247,15 +259,19 @@ impl Machines {
         };
         self.record(&m, reasons::MIGRATING, format!("moving from {} to {} ({how})", plan.source, plan.target)).await;
 
+        let mv = Moving {
+            m: &m,
+            plan: &plan,
+            source: &source_rt,
+            target: &target_rt,
+            instance: &instance,
+            import: &import.id,
+        };
         let moved = match plan.mode {
-            MigrationMode::Cold => self
-                .copy_sandbox(&m, &plan, &source_rt, &target_rt, &instance, &vm, &import.id)
-                .await
-                .map(|(v, b)| (v, b, None)),
-            MigrationMode::Live => self
-                .relay_live(&m, &plan, &source_rt, &target_rt, &instance, &import.id)
-                .await
-                .map(|(v, s)| (v, s.memory_bytes + s.disk_bytes, Some(s.downtime_ms))),
+            MigrationMode::Cold => self.copy_sandbox(&mv, &vm).await.map(|(v, b)| (v, b, None)),
+            MigrationMode::Live => {
+                self.relay_live(&mv).await.map(|(v, s)| (v, s.memory_bytes + s.disk_bytes, Some(s.downtime_ms)))
+            }
         };
         let (new_vm, bytes, downtime_ms) = match moved {
             Ok(done) => done,
@@ -314,17 +330,8 @@ impl Machines {
 
     /// Stops the sandbox, relays its layer into the target's announced `import`, and sets the new
     /// instance's power state; the new instance, and the bytes relayed.
-    #[allow(clippy::too_many_arguments)]
-    async fn copy_sandbox(
-        &self,
-        m: &Machine,
-        plan: &MigrationPlan,
-        source_rt: &RuntimeClient,
-        target_rt: &RuntimeClient,
-        instance: &InstanceId,
-        vm: &Vm,
-        import: &str,
-    ) -> Result<(Vm, u64)> {
+    async fn copy_sandbox(&self, mv: &Moving<'_>, vm: &Vm) -> Result<(Vm, u64)> {
+        let Moving { m, plan, source: source_rt, target: target_rt, instance, import } = *mv;
         if matches!(vm.state, VmState::Running | VmState::Paused) {
             source_rt.power(instance, PowerAction::Stop, false).await?;
         }
@@ -350,15 +357,8 @@ impl Machines {
     /// QEMU's state and their words (`LiveMessage`) both ways, until the target says the VM
     /// runs there (then the source's QEMU quits) or either side fails or goes away (then the
     /// other gives up: the source's VM runs on). The new instance, and QEMU's figures.
-    async fn relay_live(
-        &self,
-        m: &Machine,
-        plan: &MigrationPlan,
-        source_rt: &RuntimeClient,
-        target_rt: &RuntimeClient,
-        instance: &InstanceId,
-        import: &str,
-    ) -> Result<(Vm, LiveStats)> {
+    async fn relay_live(&self, mv: &Moving<'_>) -> Result<(Vm, LiveStats)> {
+        let Moving { m, plan, source: source_rt, target: target_rt, instance, import } = *mv;
         use tokio_tungstenite::tungstenite::Message;
         let gone = |side: &str| Error::new(Reason::RuntimeUnreachable, format!("the {side} node's runtime went away"));
         let word = |m: &Message| match m {
