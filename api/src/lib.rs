@@ -13,6 +13,7 @@ pub mod server;
 pub mod state;
 pub mod tickets;
 pub mod ui;
+pub mod webhook;
 
 pub use server::{cluster_router, router};
 pub use state::AppState;

@@ -53,6 +53,8 @@ fn rest_router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        // A cluster's API server calls it with no Kairon token (see `webhook.rs`).
+        .route("/admission/v1/validate", axum::routing::post(crate::webhook::validate))
         .merge(docs)
         .merge(crate::ui::router())
         .merge(mcp)

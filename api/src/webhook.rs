@@ -1,0 +1,196 @@
+//! The validating admission webhook (`admission.k8s.io/v1`), for Kairon on a real cluster: the
+//! cluster's API server POSTs an `AdmissionReview` to `/admission/v1/validate` for each write of
+//! a Kairon kind, and the answer is what the embedded API decides on the same write. What CEL
+//! in the CRDs cannot say lives here: who may write what (`guard::check_write`, the requester's
+//! Kairon role read from its Kubernetes user), as Kubernetes' NodeRestriction does for nodes, and
+//! the whole of each kind's validation (`k8s/admit.rs`).
+//!
+//! Who is asking, from `userInfo`:
+//! - ServiceAccounts of the Kairon namespace ([`SYSTEM_NAMESPACE`]): `kairon-node` is the agent of
+//!   the node its pod runs on, as the API server says in a bound token's
+//!   `authentication.kubernetes.io/node-name` (a DaemonSet's pods share one ServiceAccount; the
+//!   token names each pod's node); `kairon-node-<node>` is that node's agent (an identity made
+//!   per node); `kairon-controller` the controllers; `kairon-api` the api itself (admin). The
+//!   same names in any other namespace are nobody special.
+//! - Members of [`ADMIN_GROUPS`] are admins.
+//! - Anyone else is a tenant in the request's namespace (the cluster's RBAC already let them
+//!   write there): tenants' rules apply, e.g. no sandbox-track Machines, no status.
+//!
+//! The route needs no Kairon token: the API server calls it with none. It changes nothing and
+//! tells a caller only whether a write it describes would be allowed.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::{Identity, Role};
+use crate::guard::{self, KAIRON_GROUP, Kind};
+use crate::k8s::admit::{self, AdmitCtx, AdmitError, FieldValidation};
+use crate::state::AppState;
+
+/// The namespace Kairon's own ServiceAccounts live in (the chart's).
+pub const SYSTEM_NAMESPACE: &str = "kairon-system";
+/// Kubernetes groups whose members are Kairon admins.
+pub const ADMIN_GROUPS: &[&str] = &["system:masters", "kairon:admins"];
+
+#[derive(Deserialize)]
+struct Review {
+    request: Option<Request>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    resource: Resource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: String,
+    #[serde(default)]
+    user_info: UserInfo,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    old_object: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Resource {
+    group: String,
+    resource: String,
+}
+
+#[derive(Deserialize, Default)]
+struct UserInfo {
+    #[serde(default)]
+    username: String,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// The `userInfo.extra` key a bound ServiceAccount token fills with its pod's node.
+pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
+
+/// `POST /admission/v1/validate`: an `AdmissionReview` answered with its `response`.
+pub async fn validate(State(st): State<AppState>, Json(review): Json<Value>) -> Json<Value> {
+    let uid = review.pointer("/request/uid").and_then(Value::as_str).unwrap_or_default().to_string();
+    let verdict = match serde_json::from_value::<Review>(review) {
+        Ok(Review { request: Some(req) }) => decide(&st, &req),
+        Ok(Review { request: None }) => Err((400, "BadRequest", "an AdmissionReview needs a request".to_string())),
+        Err(e) => Err((400, "BadRequest", format!("not an admission.k8s.io/v1 AdmissionReview: {e}"))),
+    };
+    let response = match verdict {
+        Ok(warnings) => json!({"uid": uid, "allowed": true, "warnings": warnings}),
+        Err((code, reason, message)) => json!({
+            "uid": uid, "allowed": false,
+            "status": {"code": code, "reason": reason, "message": message},
+        }),
+    };
+    Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+}
+
+type Verdict = Result<Vec<String>, (u16, &'static str, String)>;
+
+fn decide(st: &AppState, req: &Request) -> Verdict {
+    if !matches!(req.operation.as_str(), "CREATE" | "UPDATE") {
+        // Deletes are RBAC's; Kairon's finalizers do the rest.
+        return Ok(Vec::new());
+    }
+    let admit: admit::Admit = match (req.resource.group.as_str(), req.resource.resource.as_str()) {
+        (KAIRON_GROUP, "machines") => admit::machine,
+        (KAIRON_GROUP, "machinepools") => admit::pool,
+        (KAIRON_GROUP, "machineclaims") => admit::claim,
+        (KAIRON_GROUP, "kaironnodes") => admit::node,
+        (KAIRON_GROUP, "kaironquotas") => admit::quota,
+        (group, plural) => {
+            return Err((400, "BadRequest", format!("this webhook reviews Kairon's kinds, not {plural}.{group}")));
+        }
+    };
+    let kind = Kind {
+        group: KAIRON_GROUP,
+        plural: req.resource.resource.as_str(),
+        namespaced: req.resource.resource != "kaironnodes",
+    };
+    let id = identity(&req.user_info, req.namespace.as_deref());
+    let new =
+        req.object.clone().ok_or((400, "BadRequest", "a CREATE or UPDATE review needs its object".to_string()))?;
+    let old = req.old_object.as_ref();
+    if req.sub_resource.as_deref() == Some("status") {
+        guard::may_write_status(&id, kind).map_err(|m| (403, "Forbidden", m))?;
+    }
+    guard::check_write(&id, kind, old, &new).map_err(|m| (403, "Forbidden", m))?;
+    let ctx = AdmitCtx { opts: st.validation, field_validation: FieldValidation::Ignore };
+    let mut typed = new;
+    admit(&mut typed, old, &ctx).map_err(|e| match e {
+        AdmitError::Invalid(errs) => {
+            let what: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+            (422, "Invalid", what.join("; "))
+        }
+        AdmitError::BadRequest(m) => (400, "BadRequest", m),
+    })
+}
+
+/// The Kairon identity of a Kubernetes user (see the module's comment).
+fn identity(user: &UserInfo, namespace: Option<&str>) -> Identity {
+    let who = |role: Role, sub: &str| Identity { sub: sub.into(), role, namespaces: vec!["*".into()], legacy: false };
+    if let Some((ns, name)) = user.username.strip_prefix("system:serviceaccount:").and_then(|s| s.split_once(':'))
+        && ns == SYSTEM_NAMESPACE
+    {
+        if let Some(node) = name.strip_prefix("kairon-node-") {
+            return who(Role::Node, node);
+        }
+        if name == "kairon-node"
+            && let Some([node]) = user.extra.get(NODE_NAME_EXTRA).map(Vec::as_slice)
+        {
+            return who(Role::Node, node);
+        }
+        match name {
+            "kairon-controller" => return who(Role::Controller, name),
+            "kairon-api" => return who(Role::Admin, name),
+            _ => {}
+        }
+    }
+    if user.groups.iter().any(|g| ADMIN_GROUPS.contains(&g.as_str())) {
+        return who(Role::Admin, &user.username);
+    }
+    Identity {
+        sub: user.username.clone(),
+        role: Role::Operator,
+        namespaces: namespace.into_iter().map(str::to_string).collect(),
+        legacy: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str, groups: &[&str]) -> UserInfo {
+        UserInfo { username: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() }
+    }
+
+    #[test]
+    fn kubernetes_users_map_to_kairon_roles() {
+        let node = identity(&user("system:serviceaccount:kairon-system:kairon-node-a", &[]), Some("team"));
+        assert_eq!((node.role, node.sub.as_str()), (Role::Node, "a"));
+        // The DaemonSet's shared ServiceAccount: the node its bound token names, else no node.
+        let mut shared = user("system:serviceaccount:kairon-system:kairon-node", &[]);
+        assert_eq!(identity(&shared, None).role, Role::Operator);
+        shared.extra.insert(NODE_NAME_EXTRA.into(), vec!["b".into()]);
+        let node = identity(&shared, None);
+        assert_eq!((node.role, node.sub.as_str()), (Role::Node, "b"));
+        let ctl = identity(&user("system:serviceaccount:kairon-system:kairon-controller", &[]), None);
+        assert_eq!(ctl.role, Role::Controller);
+        // The same names elsewhere are tenants.
+        let fake = identity(&user("system:serviceaccount:team:kairon-node-a", &[]), Some("team"));
+        assert_eq!((fake.role, fake.namespaces), (Role::Operator, vec!["team".to_string()]));
+        let admin = identity(&user("alice", &["kairon:admins"]), Some("team"));
+        assert_eq!(admin.role, Role::Admin);
+        let tenant = identity(&user("bob", &["system:authenticated"]), Some("team"));
+        assert_eq!((tenant.role, tenant.namespaces), (Role::Operator, vec!["team".to_string()]));
+    }
+}
