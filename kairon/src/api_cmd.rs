@@ -43,7 +43,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let store = Store::connect(&args.database_url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&crate::up::signing_secret(&data_dir, true)?)?;
     let mut state = AppState::new(store.clone(), keys, Default::default()).with_limits(args.limits.limits());
-    state.machines = Some(std::sync::Arc::new(args.rest.machines(kube, args.runtime_token.clone())));
+    state.machines = Some(std::sync::Arc::new(args.rest.machines(kube, args.runtime_token.clone())?));
     args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();
     // The claims this API binds in their create requests are counted here.

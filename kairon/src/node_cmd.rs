@@ -69,6 +69,23 @@ pub struct NodeArgs {
     /// Also run the controllers (scheduler, lifecycle, pools, claims; leader-elected).
     #[arg(long)]
     scheduler: bool,
+    /// Where this node's own runtime serves (beyond loopback only over TLS, with
+    /// --runtime-tls-cert and --runtime-tls-key).
+    #[arg(long, env = "KAIRON_RUNTIME_LISTEN", default_value = "127.0.0.1:0")]
+    runtime_listen: std::net::SocketAddr,
+    /// The runtime's certificate (PEM, for this node's address, signed by the --runtime-ca the
+    /// api is given) and its key.
+    #[arg(long, env = "KAIRON_RUNTIME_TLS_CERT", requires = "runtime_tls_key")]
+    runtime_tls_cert: Option<PathBuf>,
+    #[arg(long, env = "KAIRON_RUNTIME_TLS_KEY", requires = "runtime_tls_cert")]
+    runtime_tls_key: Option<PathBuf>,
+    /// The runtime URL to register, when the listening address is not how the api reaches it
+    /// (e.g. https://NODE_IP:7444 for --runtime-listen 0.0.0.0:7444).
+    #[arg(long, env = "KAIRON_RUNTIME_ADVERTISE")]
+    runtime_advertise: Option<String>,
+    /// The CA (PEM) that signs the runtimes' certificates, to reach a runtime over TLS.
+    #[arg(long, env = "KAIRON_RUNTIME_CA")]
+    runtime_ca: Option<PathBuf>,
     #[command(flatten)]
     tuning: NodeTuning,
 }
@@ -130,7 +147,19 @@ pub async fn run(args: NodeArgs) -> Result<()> {
             // The cluster's runtime token when given (so the api can reach this node), else a
             // private one.
             let token = args.runtime_token.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-            let url = crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![]).await?;
+            if args.runtime_listen.ip().is_unspecified() && args.runtime_advertise.is_none() {
+                anyhow::bail!(
+                    "--runtime-listen {} is every address: say which one the api reaches with --runtime-advertise https://NODE_IP:PORT",
+                    args.runtime_listen
+                );
+            }
+            let serving = crate::runtime_cmd::Serving {
+                listen: args.runtime_listen,
+                tls: args.runtime_tls_cert.clone().zip(args.runtime_tls_key.clone()),
+                advertise: args.runtime_advertise.clone(),
+            };
+            let url =
+                crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![], serving).await?;
             (url, token)
         }
     };
@@ -139,7 +168,8 @@ pub async fn run(args: NodeArgs) -> Result<()> {
     if args.scheduler {
         spawn_controllers(&mut workers, client.clone(), Default::default());
     }
-    let cfg = args.tuning.config(&args.node_name, &endpoint, &token);
+    let mut cfg = args.tuning.config(&args.node_name, &endpoint, &token);
+    cfg.runtime_ca = crate::up::read_ca(args.runtime_ca.as_deref())?;
     spawn_node_agent(&mut workers, client, cfg);
     crate::up::shutdown_signal().await;
     // The runtime's instances keep running; the next agent on this node adopts them.

@@ -12,9 +12,16 @@ pub struct RuntimeArgs {
     /// Where the runtime keeps templates, instances and runc state.
     #[arg(long, env = "KAIRON_RUNTIME_STATE_DIR")]
     pub state_dir: PathBuf,
-    /// Loopback address to serve on; port 0 picks a free one.
+    /// Address to serve on; port 0 picks a free one. Beyond loopback only with TLS.
     #[arg(long, env = "KAIRON_RUNTIME_LISTEN", default_value = "127.0.0.1:7444")]
     pub listen: SocketAddr,
+    /// Serve HTTPS with this certificate (PEM, the node's, signed by the CA the api and node
+    /// agents are given with --runtime-ca) and --tls-key: the runtime may then listen on the
+    /// node's address, for an api on another host.
+    #[arg(long, env = "KAIRON_RUNTIME_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, env = "KAIRON_RUNTIME_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// This node's name (it scopes the runc state root and cgroups).
     #[arg(long, env = "KAIRON_NODE_NAME", default_value = "local")]
     pub node_name: String,
@@ -61,24 +68,46 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     Ok(rt)
 }
 
-/// Opens a runtime on `state_dir` and serves it in this process on a free loopback port;
-/// returns its URL.
+/// Where and how a runtime in a node's process serves.
+pub struct Serving {
+    pub listen: SocketAddr,
+    /// Certificate and key: HTTPS (needed beyond loopback).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// The URL the node registers, when the listening address is not it (0.0.0.0, or a port
+    /// forwarded elsewhere).
+    pub advertise: Option<String>,
+}
+
+impl Serving {
+    /// A free loopback port, plain HTTP: for a node whose api runs on the same host.
+    pub fn loopback() -> Serving {
+        Serving { listen: SocketAddr::from(([127, 0, 0, 1], 0)), tls: None, advertise: None }
+    }
+}
+
+/// Opens a runtime on `state_dir` and serves it in this process as `serving` says; returns the
+/// URL to register.
 pub async fn serve_in_process(
     state_dir: PathBuf,
     node_name: &str,
     token: &str,
     config: Option<PathBuf>,
     extra_image_dirs: Vec<PathBuf>,
+    serving: Serving,
 ) -> Result<String> {
+    let (tls_cert, tls_key) = serving.tls.clone().unzip();
     let args = RuntimeArgs {
         state_dir,
-        listen: "127.0.0.1:0".parse()?,
+        listen: serving.listen,
+        tls_cert,
+        tls_key,
         node_name: node_name.to_string(),
         token: token.to_string(),
         config,
         insecure_registries: vec![],
         extra_image_dirs,
     };
+    check_listen(&args)?;
     let rt = open(&args).await?;
     if kairon_runtime::vm::qemu_installed() {
         // So `spec.image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}` works on a fresh node.
@@ -95,24 +124,64 @@ pub async fn serve_in_process(
             }
         });
     }
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let app = kairon_runtime::server::router(rt, args.token);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(url)
+    // It serves as long as this process runs.
+    let (url, server) = serve(&args, rt, std::future::pending()).await?;
+    tokio::spawn(server);
+    Ok(serving.advertise.unwrap_or(url))
+}
+
+/// Plain HTTP only on loopback: the token travels in every request.
+fn check_listen(args: &RuntimeArgs) -> Result<()> {
+    if !args.listen.ip().is_loopback() && args.tls_cert.is_none() {
+        anyhow::bail!(
+            "the runtime API listens beyond loopback ({}) only over TLS: give --tls-cert and --tls-key (kairon node: --runtime-tls-cert, --runtime-tls-key), or listen on 127.0.0.1",
+            args.listen
+        );
+    }
+    Ok(())
+}
+
+/// Binds the runtime's address and returns its URL and the server to run (HTTPS when the
+/// arguments give a certificate), which finishes the requests in flight once `shutdown` is
+/// done.
+async fn serve(
+    args: &RuntimeArgs,
+    rt: Runtime,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(String, std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>)> {
+    let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let app = kairon_runtime::server::router(rt, args.token.clone());
+    match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await.with_context(|| {
+                format!("reading the runtime's certificate {} and key {}", cert.display(), key.display())
+            })?;
+            let handle = axum_server::Handle::new();
+            let stop = handle.clone();
+            tokio::spawn(async move {
+                shutdown.await;
+                stop.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
+            });
+            let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
+            Ok((format!("https://{addr}"), Box::pin(server.serve(app.into_make_service()))))
+        }
+        _ => {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+            Ok((format!("http://{addr}"), Box::pin(async move { server.await })))
+        }
+    }
 }
 
 pub async fn run(args: RuntimeArgs) -> Result<()> {
-    if !args.listen.ip().is_loopback() {
-        anyhow::bail!("the runtime API is for this host only: listen on 127.0.0.1");
-    }
+    check_listen(&args)?;
     let rt = open(&args).await?;
-    let listener =
-        tokio::net::TcpListener::bind(args.listen).await.with_context(|| format!("binding {}", args.listen))?;
-    println!("Kairon runtime is up at http://{}", listener.local_addr()?);
+    let (url, server) = serve(&args, rt, crate::up::shutdown_signal()).await?;
+    println!("Kairon runtime is up at {url}");
     println!("  node:      {}", args.node_name);
     println!("  state dir: {}", args.state_dir.display());
-    let app = kairon_runtime::server::router(rt, args.token.clone());
-    axum::serve(listener, app).with_graceful_shutdown(crate::up::shutdown_signal()).await?;
+    server.await?;
     Ok(())
 }

@@ -76,6 +76,10 @@ pub struct RestArgs {
         default_values_t = kairon_api::guard::DEFAULT_IMAGE_DIRS.iter().map(|d| d.to_string()).collect::<Vec<_>>()
     )]
     pub image_dirs: Vec<String>,
+    /// The CA (PEM file) that signs the nodes' runtime certificates, for runtimes served over
+    /// TLS on their node's address (`kairon node --runtime-tls-cert`).
+    #[arg(long, env = "KAIRON_RUNTIME_CA")]
+    pub runtime_ca: Option<PathBuf>,
 }
 
 impl RestArgs {
@@ -86,12 +90,18 @@ impl RestArgs {
         kairon_api::guard::set_image_dirs(dirs);
     }
 
-    pub fn machines(&self, kube: kube::Client, runtime_token: String) -> kairon_api::machines::Machines {
+    pub fn machines(&self, kube: kube::Client, runtime_token: String) -> Result<kairon_api::machines::Machines> {
         let mut machines = kairon_api::machines::Machines::new(kube, runtime_token);
         machines.sandbox_operator_exec = self.sandbox_operator_exec;
         machines.activity_stamp_interval = self.activity_stamp_interval;
-        machines
+        machines.runtime_ca = read_ca(self.runtime_ca.as_deref())?;
+        Ok(machines)
     }
+}
+
+/// The runtimes' CA from its file, when one is named.
+pub fn read_ca(path: Option<&Path>) -> Result<Option<Vec<u8>>> {
+    path.map(|p| std::fs::read(p).with_context(|| format!("reading the runtimes' CA {}", p.display()))).transpose()
 }
 
 /// The shortest shared secret accepted on the command line (`--legacy-token`, `--runtime-token`).
@@ -211,7 +221,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let slot = RouterSlot::default();
     let client = kairon_api::loopback::client(&slot, &token)?;
     let runtime_token = runtime_token(data_dir)?;
-    state.machines = Some(std::sync::Arc::new(args.rest.machines(client.clone(), runtime_token.clone())));
+    state.machines = Some(std::sync::Arc::new(args.rest.machines(client.clone(), runtime_token.clone())?));
     args.rest.install_image_dirs(Some(&data_dir.join("images")));
     state.legacy_token = args.rest.legacy_token.clone();
     // The router, complete, before any in-process client of it starts.
@@ -334,5 +344,7 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<St
     let state_dir = data_dir.join("runtime").join(&args.node_name);
     // `kairon image` builds into DATA_DIR/images when /var/lib/fluxvm/images is not writable.
     let extra = vec![data_dir.join("images")];
-    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone(), extra).await
+    let serving = crate::runtime_cmd::Serving::loopback();
+    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone(), extra, serving)
+        .await
 }

@@ -45,6 +45,8 @@ pub struct NodeConfig {
     pub cpu: Option<Quantity>,
     pub memory: Option<Quantity>,
     pub max_machines: Option<i32>,
+    /// The CA (PEM) that signs the runtime's certificate, when it is reached over `https`.
+    pub runtime_ca: Option<Vec<u8>>,
 }
 
 impl NodeConfig {
@@ -59,6 +61,7 @@ impl NodeConfig {
             cpu: None,
             memory: None,
             max_machines: None,
+            runtime_ca: None,
         }
     }
 }
@@ -171,7 +174,8 @@ async fn ready_templates(runtime: &RuntimeClient) -> Result<Vec<String>, NodeErr
 /// returns. The runtime's instances are left as they are (a restarted agent adopts them).
 pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
     // One client of the runtime for registering, the heartbeat and the reconciles.
-    let runtime = RuntimeClient::new(&cfg.runtime_endpoint, &cfg.runtime_token)?;
+    let runtime = kairon_runtime_api::RuntimeConnector::with_ca(&cfg.runtime_token, cfg.runtime_ca.as_deref())?
+        .client(&cfg.runtime_endpoint)?;
     tokio::select! {
         r = register(&client, &cfg, &runtime) => r?,
         _ = shutdown.cancelled() => return Ok(()),

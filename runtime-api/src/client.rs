@@ -70,23 +70,59 @@ pub struct RuntimeConnector {
     token: Arc<str>,
     http: reqwest::Client,
     relay: reqwest::Client,
+    /// How WebSockets to `https` runtimes are verified: by the runtimes' CA when one was given.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl RuntimeConnector {
+    /// Connections to runtimes on loopback (`http`), or reached over TLS by certificates the
+    /// system trusts.
     pub fn new(token: &str) -> Result<Self> {
+        Self::with_ca(token, None)
+    }
+
+    /// Connections to runtimes whose certificates `ca` signs (PEM: the CA that issued each
+    /// node's runtime certificate, for `https` endpoints across a cluster), or as [`Self::new`].
+    pub fn with_ca(token: &str, ca: Option<&[u8]>) -> Result<Self> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
         // reqwest is built without a default TLS provider: the workspace uses ring throughout.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let build = |b: reqwest::ClientBuilder| {
+        let bad_ca = |e: String| ClientError::BadEndpoint(format!("the runtimes' CA: {e}"));
+        let roots: Vec<CertificateDer<'static>> = match ca {
+            Some(pem) => CertificateDer::pem_slice_iter(pem)
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| bad_ca(e.to_string()))?,
+            None => Vec::new(),
+        };
+        if ca.is_some() && roots.is_empty() {
+            return Err(bad_ca("no certificate in it".into()));
+        }
+        let build = |mut b: reqwest::ClientBuilder| {
+            for root in &roots {
+                let cert = reqwest::Certificate::from_der(root).map_err(|e| bad_ca(e.to_string()))?;
+                b = b.add_root_certificate(cert);
+            }
             b.connect_timeout(Duration::from_secs(5))
                 .pool_max_idle_per_host(32)
                 .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| ClientError::Unreachable { endpoint: String::new(), message: e.to_string() })
         };
+        let tls = if roots.is_empty() {
+            None
+        } else {
+            let mut store = rustls::RootCertStore::empty();
+            for root in &roots {
+                store.add(root.clone()).map_err(|e| bad_ca(e.to_string()))?;
+            }
+            Some(Arc::new(rustls::ClientConfig::builder().with_root_certificates(store).with_no_client_auth()))
+        };
         Ok(RuntimeConnector {
             token: token.into(),
             http: build(reqwest::Client::builder())?,
             relay: build(reqwest::Client::builder())?,
+            tls,
         })
     }
 
@@ -560,7 +596,8 @@ impl RuntimeClient {
         {
             request.headers_mut().insert(OWNER_HEADER, v);
         }
-        match tokio_tungstenite::connect_async(request).await {
+        let connector = self.conn.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+        match tokio_tungstenite::connect_async_tls_with_config(request, None, false, connector).await {
             Ok((ws, _)) => Ok(ws),
             Err(WsError::Http(resp)) => {
                 Err(api_error(resp.status().as_u16(), resp.body().as_deref().unwrap_or_default()))

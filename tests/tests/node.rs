@@ -691,3 +691,110 @@ async fn a_vm_migrates_live_with_its_processes_running_and_its_disk_writes() {
     let migrated = event_reasons(&rest, "live").await;
     assert!(migrated.iter().any(|(r, n)| r == "Migrated" && n.contains("paused for")), "{migrated:?}");
 }
+
+/// A CA and a certificate it signs for 127.0.0.1, as a cluster's chart would issue per node;
+/// the paths of the CA, the certificate and its key.
+fn issue_runtime_certificate(dir: &std::path::Path) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.clone().self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let path = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    std::fs::write(path("ca.crt"), ca_cert.pem()).unwrap();
+    std::fs::write(path("runtime.crt"), cert.pem()).unwrap();
+    std::fs::write(path("runtime.key"), key.serialize_pem()).unwrap();
+    (path("ca.crt"), path("runtime.crt"), path("runtime.key"))
+}
+
+/// A node's runtime served over TLS (as on its node's address across a cluster): it registers
+/// an https endpoint, and the api and its node agent reach it with the runtimes' CA (requests
+/// and WebSocket relays alike); without the CA, or over plain HTTP, nothing; and a runtime
+/// never listens beyond loopback without TLS.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = issue_runtime_certificate(certs.path());
+    let k = Kairon::start_with(&fast().with(&["--runtime-ca", &ca])).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
+    let tls = [
+        "--runtime-listen",
+        "127.0.0.1:0",
+        "--runtime-tls-cert",
+        &cert,
+        "--runtime-tls-key",
+        &key,
+        "--runtime-ca",
+        &ca,
+    ];
+    let _second = second_node(&k, state.path(), &tls);
+    let client = k.client().await.unwrap();
+    let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
+    let endpoint = eventually("second to register", MINUTE, || async {
+        Some(nodes.get("second").await.ok()?.spec.runtime_endpoint)
+    })
+    .await;
+    assert!(endpoint.starts_with("https://127.0.0.1:"), "{endpoint}");
+
+    // A sandbox there, driven by its node agent and the api over TLS.
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": "over-tls", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"enabled": true, "console": true}, "nodeName": "second"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &m).await.unwrap();
+    wait_phase(&api, "over-tls", MachinePhase::Running, MINUTE).await;
+    let rest = k.rest().unwrap();
+    assert_eq!(sh(&rest, "over-tls", "echo over-tls").await, (0, "over-tls".to_string()));
+    let mut console = rest.websocket("/api/v1/machines/default/over-tls/console").await.unwrap();
+    console.send(Message::Binary(b"echo relayed-over-tls\nexit 0\n".to_vec().into())).await.unwrap();
+    let mut seen = Vec::new();
+    while let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(30), console.next()).await {
+        match m {
+            Message::Binary(b) => seen.extend_from_slice(&b),
+            Message::Text(t) => seen.extend_from_slice(t.as_bytes()),
+            Message::Close(_) => break,
+            _ => {}
+        }
+        if String::from_utf8_lossy(&seen).contains("relayed-over-tls\r\n")
+            || String::from_utf8_lossy(&seen).contains("relayed-over-tls\n")
+        {
+            break;
+        }
+    }
+    assert!(String::from_utf8_lossy(&seen).contains("relayed-over-tls"), "{}", String::from_utf8_lossy(&seen));
+
+    // The runtime's token is never sent to a server the CA did not vouch for, nor in the clear.
+    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
+    let untrusting = kairon_runtime_api::RuntimeClient::new(&endpoint, token.trim()).unwrap();
+    let refused = untrusting.node().await.unwrap_err();
+    assert!(matches!(refused, kairon_runtime_api::ClientError::Unreachable { .. }), "{refused:?}");
+    let plain = kairon_runtime_api::RuntimeClient::new(&endpoint.replacen("https", "http", 1), token.trim()).unwrap();
+    assert!(plain.node().await.is_err(), "plain HTTP to the TLS port");
+    let trusting =
+        kairon_runtime_api::RuntimeConnector::with_ca(token.trim(), Some(&std::fs::read(&ca).unwrap())).unwrap();
+    assert_eq!(trusting.client(&endpoint).unwrap().node().await.unwrap()["name"], "second");
+
+    // Beyond loopback, a runtime serves only over TLS.
+    let refusal = std::process::Command::new(kairon_e2e::kairon_bin())
+        .args(["node", "--kubeconfig", &k.kubeconfig.to_string_lossy(), "--node-name", "third", "--state-dir"])
+        .arg(state.path().join("third"))
+        .args(["--runtime-listen", "0.0.0.0:0", "--runtime-advertise", "http://10.0.0.3:7444"])
+        .output()
+        .unwrap();
+    assert!(!refusal.status.success());
+    let err = String::from_utf8_lossy(&refusal.stderr);
+    assert!(err.contains("only over TLS"), "{err}");
+}

@@ -38,6 +38,8 @@ pub struct Machines {
     pub kube: kube::Client,
     /// The bearer token of the nodes' runtimes (one secret shared by the api and node agents).
     pub runtime_token: String,
+    /// The CA (PEM) that signs the runtimes' certificates, for nodes reached over `https`.
+    pub runtime_ca: Option<Vec<u8>>,
     /// `KAIRON_UI_SANDBOX_OPERATOR_EXEC`: named operators may use the guest of sandboxes.
     pub sandbox_operator_exec: bool,
     /// Guest sessions stamp `kairon.zyvor.dev/last-activity` at most this often per Machine.
@@ -76,6 +78,7 @@ impl Machines {
         Machines {
             kube,
             runtime_token,
+            runtime_ca: None,
             sandbox_operator_exec: false,
             activity_stamp_interval: Duration::from_secs(10),
             stamps: Mutex::new(HashMap::new()),
@@ -107,7 +110,10 @@ impl Machines {
                 n.spec.runtime_endpoint
             }
         };
-        let conn = self.runtimes.get_or_try_init(|| async { RuntimeConnector::new(&self.runtime_token) }).await?;
+        let conn = self
+            .runtimes
+            .get_or_try_init(|| async { RuntimeConnector::with_ca(&self.runtime_token, self.runtime_ca.as_deref()) })
+            .await?;
         conn.client(&endpoint).map_err(Error::from)
     }
 
