@@ -21,6 +21,10 @@ pub struct ApiArgs {
     /// Address to serve on (HTTPS); port 0 picks a free one.
     #[arg(long, env = "KAIRON_LISTEN", default_value = "127.0.0.1:7445")]
     listen: SocketAddr,
+    /// More names the api's certificate is for (repeat): e.g. the Service name a cluster's API
+    /// server calls the admission webhook at, `kairon-api.kairon-system.svc`.
+    #[arg(long = "tls-name", env = "KAIRON_TLS_NAMES", value_delimiter = ',')]
+    tls_names: Vec<String>,
     /// PostgreSQL for the usage history.
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
@@ -36,10 +40,7 @@ pub struct ApiArgs {
 pub async fn run(args: ApiArgs) -> Result<()> {
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let data_dir = args.data_dir.canonicalize()?;
-    let kube = match &args.kubeconfig {
-        Some(path) => kairon_node::client_from_kubeconfig(path).await.context("reading the kubeconfig")?,
-        None => kube::Client::try_default().await.context("no --kubeconfig and no in-cluster config")?,
-    };
+    let kube = crate::up::kube_client(args.kubeconfig.as_deref()).await?;
     let store = Store::connect(&args.database_url).await.context("connecting to PostgreSQL")?;
     let keys = TokenKeys::from_secret(&crate::up::signing_secret(&data_dir, true)?)?;
     let mut state = AppState::new(store.clone(), keys, Default::default()).with_limits(args.limits.limits());
@@ -52,7 +53,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let tls = crate::tls::prepare(&data_dir, addr)?;
+    let tls = crate::tls::prepare(&data_dir, addr, &args.tls_names)?;
     let host =
         if addr.ip().is_unspecified() || addr.ip().is_loopback() { "127.0.0.1".into() } else { addr.ip().to_string() };
     println!("Kairon API is up at https://{host}:{}", addr.port());

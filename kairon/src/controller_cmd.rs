@@ -43,9 +43,10 @@ impl ControllerTuning {
 
 #[derive(clap::Args)]
 pub struct ControllerArgs {
-    /// The kubeconfig of the Kairon API (what `kairon up` writes) or of a cluster.
+    /// The kubeconfig of the Kairon API (what `kairon up` writes) or of a cluster; the pod's own
+    /// (in-cluster) configuration when unset.
     #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: PathBuf,
+    kubeconfig: Option<PathBuf>,
     /// The PostgreSQL that keeps the claim usage history. Without it, usage is kept in
     /// status.usage only and billing queries have nothing to read.
     #[arg(long, env = "DATABASE_URL")]
@@ -68,7 +69,7 @@ fn default_identity() -> String {
 }
 
 pub async fn run(args: ControllerArgs) -> Result<()> {
-    let client = kairon_node::client_from_kubeconfig(&args.kubeconfig).await.context("reading the kubeconfig")?;
+    let client = crate::up::kube_client(args.kubeconfig.as_deref()).await?;
     let store = match &args.database_url {
         Some(url) => Some(kairon_db::Store::connect(url).await.context("connecting to PostgreSQL")?),
         None => {

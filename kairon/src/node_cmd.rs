@@ -53,9 +53,10 @@ impl NodeTuning {
 
 #[derive(clap::Args)]
 pub struct NodeArgs {
-    /// The kubeconfig of the Kairon API (what `kairon up` writes).
+    /// The kubeconfig of the Kairon API (what `kairon up` writes); the pod's own (in-cluster)
+    /// configuration when unset.
     #[arg(long, env = "KUBECONFIG")]
-    kubeconfig: PathBuf,
+    kubeconfig: Option<PathBuf>,
     #[arg(long, env = "KAIRON_NODE_NAME")]
     node_name: String,
     /// Where this node's own runtime keeps its state (when it runs in this process).
@@ -135,7 +136,7 @@ pub async fn release_lease(client: kube::Client, identity: &str) {
 }
 
 pub async fn run(args: NodeArgs) -> Result<()> {
-    let client = kairon_node::client_from_kubeconfig(&args.kubeconfig).await.context("reading the kubeconfig")?;
+    let client = crate::up::kube_client(args.kubeconfig.as_deref()).await?;
     let (endpoint, token) = match (&args.runtime_endpoint, &args.runtime_token) {
         (Some(e), Some(t)) => (e.clone(), t.clone()),
         (Some(_), None) => anyhow::bail!("--runtime-endpoint needs --runtime-token"),

@@ -29,8 +29,9 @@ fn ca_params() -> Result<CertificateParams> {
     Ok(p)
 }
 
-/// Makes sure the data dir holds a CA and a certificate for `addr` (plus localhost).
-pub fn prepare(data_dir: &Path, addr: SocketAddr) -> Result<TlsFiles> {
+/// Makes sure the data dir holds a CA and a certificate for `addr` (plus localhost and
+/// `names`).
+pub fn prepare(data_dir: &Path, addr: SocketAddr, names: &[String]) -> Result<TlsFiles> {
     let dir = data_dir.join("tls");
     std::fs::create_dir_all(&dir)?;
     let (ca_crt, ca_key) = (dir.join("ca.crt"), dir.join("ca.key"));
@@ -44,6 +45,7 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr) -> Result<TlsFiles> {
     let ca_key = KeyPair::from_pem(&std::fs::read_to_string(&ca_key)?).context("reading the CA key")?;
     let issuer = Issuer::new(ca_params()?, ca_key);
 
+    let extra = names;
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     if !addr.ip().is_unspecified() && !addr.ip().is_loopback() {
         names.push(addr.ip().to_string());
@@ -51,6 +53,7 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr) -> Result<TlsFiles> {
     if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
         names.push(h.trim().to_string());
     }
+    names.extend(extra.iter().cloned());
     let mut params = CertificateParams::new(names)?;
     params.distinguished_name.push(DnType::CommonName, "kairon-api");
     params.not_before = rcgen::date_time_ymd(2025, 1, 1);

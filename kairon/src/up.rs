@@ -99,6 +99,14 @@ impl RestArgs {
     }
 }
 
+/// A client of the Kubernetes API: from a kubeconfig, or the pod's own (in-cluster) one.
+pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
+    match kubeconfig {
+        Some(path) => kairon_node::client_from_kubeconfig(path).await.context("reading the kubeconfig"),
+        None => kube::Client::try_default().await.context("no --kubeconfig and no in-cluster configuration"),
+    }
+}
+
 /// The runtimes' CA from its file, when one is named.
 pub fn read_ca(path: Option<&Path>) -> Result<Option<Vec<u8>>> {
     path.map(|p| std::fs::read(p).with_context(|| format!("reading the runtimes' CA {}", p.display()))).transpose()
@@ -205,7 +213,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let tls = crate::tls::prepare(data_dir, addr)?;
+    let tls = crate::tls::prepare(data_dir, addr, &[])?;
     let host = if addr.ip().is_unspecified() || addr.ip().is_loopback() {
         "127.0.0.1".to_string()
     } else {

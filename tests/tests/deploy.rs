@@ -1,0 +1,181 @@
+//! The install on Kubernetes (`deploy/kustomize`), checked as far as this machine can without
+//! a Kubernetes API server: it renders with `kubectl kustomize`; every object round-trips
+//! through its k8s-openapi type unchanged (an unknown or misspelt field fails); every `kairon`
+//! command line in it is one the binary takes; the webhook is registered for every Kairon kind
+//! and its status, at the api's route; each component runs as its own ServiceAccount. (Its CRDs
+//! are `kairon crds`: `model/src/crds.rs::committed_manifests_match`.)
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+fn base() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/kustomize")
+}
+
+/// `kubectl kustomize deploy/kustomize`, as JSON objects.
+fn rendered() -> Vec<Value> {
+    let out = Command::new("kubectl").arg("kustomize").arg(base()).output().expect("kubectl");
+    assert!(out.status.success(), "kubectl kustomize: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// `obj` read as `K` and written back: the same JSON, or where it differs (a field the type
+/// does not know is dropped, a misspelt one too).
+fn round_trip<K: DeserializeOwned + Serialize>(obj: &Value) -> Result<(), String> {
+    let typed: K = serde_json::from_value(obj.clone()).map_err(|e| e.to_string())?;
+    let back = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    match first_difference(obj, &back, String::new()) {
+        None => Ok(()),
+        Some((at, was, is)) => Err(format!("differs after a round trip at {at}: rendered {was}, typed {is}")),
+    }
+}
+
+/// The first place two JSON values differ (numbers by value: YAML's 60 and a type's 60.0 are
+/// the same number).
+fn first_difference(a: &Value, b: &Value, at: String) -> Option<(String, String, String)> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => None,
+        (Value::Object(x), Value::Object(y)) => {
+            x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))).find_map(|k| {
+                first_difference(
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    format!("{at}/{k}"),
+                )
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).enumerate().find_map(|(i, (p, q))| first_difference(p, q, format!("{at}/{i}")))
+        }
+        _ if a == b => None,
+        _ => Some((at, a.to_string().chars().take(200).collect(), b.to_string().chars().take(200).collect())),
+    }
+}
+
+#[test]
+fn the_kustomize_base_renders_and_every_object_is_what_kubernetes_reads() {
+    let objects = rendered();
+    let mut kinds: Vec<String> = Vec::new();
+    for obj in &objects {
+        let kind = obj["kind"].as_str().unwrap().to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let r = match kind.as_str() {
+            "Namespace" => round_trip::<Namespace>(obj),
+            "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(obj),
+            "ServiceAccount" => round_trip::<ServiceAccount>(obj),
+            "ClusterRole" => round_trip::<ClusterRole>(obj),
+            "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(obj),
+            "Role" => round_trip::<Role>(obj),
+            "RoleBinding" => round_trip::<RoleBinding>(obj),
+            "Deployment" => round_trip::<Deployment>(obj),
+            "DaemonSet" => round_trip::<DaemonSet>(obj),
+            "Service" => round_trip::<Service>(obj),
+            "ValidatingWebhookConfiguration" => round_trip::<ValidatingWebhookConfiguration>(obj),
+            other => Err(format!("a kind this test does not know: {other}")),
+        };
+        if let Err(e) = r {
+            panic!("{kind} {name}: {e}");
+        }
+        kinds.push(kind);
+    }
+    for want in ["Namespace", "CustomResourceDefinition", "Deployment", "DaemonSet", "ValidatingWebhookConfiguration"] {
+        assert!(kinds.iter().any(|k| k == want), "no {want} in {kinds:?}");
+    }
+    // Everything namespaced is in kairon-system.
+    for obj in &objects {
+        let ns = obj["metadata"]["namespace"].as_str();
+        assert!(ns.is_none() || ns == Some("kairon-system"), "{obj}");
+    }
+}
+
+/// The pod templates of the workloads, by name.
+fn pods(objects: &[Value]) -> Vec<(String, PodSpec)> {
+    objects
+        .iter()
+        .filter(|o| matches!(o["kind"].as_str(), Some("Deployment" | "DaemonSet")))
+        .map(|o| {
+            let spec: PodSpec = serde_json::from_value(o["spec"]["template"]["spec"].clone()).unwrap();
+            (o["metadata"]["name"].as_str().unwrap().to_string(), spec)
+        })
+        .collect()
+}
+
+/// Every `kairon` command line of the workloads is one the binary takes: run with `--help`
+/// after it, the binary checks each flag and value it knows and refuses a misspelt one.
+#[test]
+fn every_kairon_command_line_in_it_is_accepted() {
+    let objects = rendered();
+    let mut checked = 0;
+    for (name, pod) in pods(&objects) {
+        for c in pod.containers {
+            let Some(args) = c.args.filter(|_| c.image.as_deref().is_some_and(|i| i.contains("kairon"))) else {
+                continue;
+            };
+            // The values Kubernetes substitutes, as a pod would get them.
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| {
+                    a.replace("$(POD_NAME)", "kairon-controller-0")
+                        .replace("$(NODE_NAME)", "n1")
+                        .replace("$(NODE_IP)", "10.0.0.1")
+                })
+                .collect();
+            let out = Command::new(kairon_e2e::kairon_bin()).args(&args).arg("--help").output().unwrap();
+            assert!(
+                out.status.success(),
+                "{name}/{}: kairon {args:?} is refused: {}",
+                c.name,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "the api, the controller and the node agent");
+}
+
+#[test]
+fn the_webhook_covers_every_kairon_kind_and_each_component_has_its_own_identity() {
+    let objects = rendered();
+    let hook = objects.iter().find(|o| o["kind"] == "ValidatingWebhookConfiguration").unwrap();
+    let hook: ValidatingWebhookConfiguration = serde_json::from_value(hook.clone()).unwrap();
+    let w = &hook.webhooks.as_ref().unwrap()[0];
+    let svc = w.client_config.service.as_ref().unwrap();
+    assert_eq!((svc.name.as_str(), svc.namespace.as_str()), ("kairon-api", "kairon-system"));
+    assert_eq!(svc.path.as_deref(), Some("/admission/v1/validate"), "the api's route (api/src/webhook.rs)");
+    let resources: Vec<&str> =
+        w.rules.iter().flatten().flat_map(|r| r.resources.iter().flatten()).map(String::as_str).collect();
+    for crd in kairon_model::crds::all() {
+        let plural = crd.spec.names.plural;
+        assert!(resources.contains(&plural.as_str()), "{plural}");
+        assert!(resources.contains(&format!("{plural}/status").as_str()), "{plural}/status");
+    }
+    let service = objects.iter().find(|o| o["kind"] == "Service").unwrap();
+    assert_eq!(service["metadata"]["name"], svc.name.as_str(), "the webhook's service exists");
+    // The api's certificate is for the name the API server calls.
+    let api = pods(&objects).into_iter().find(|(n, _)| n == "kairon-api").unwrap().1;
+    let args = api.containers[0].args.clone().unwrap();
+    assert!(args.windows(2).any(|w| w[0] == "--tls-name" && w[1] == "kairon-api.kairon-system.svc"), "{args:?}");
+    // One ServiceAccount each: the webhook tells nodes, controllers and the api apart by it.
+    let accounts: Vec<(String, String)> =
+        pods(&objects).into_iter().map(|(n, p)| (n, p.service_account_name.unwrap_or_default())).collect();
+    for (workload, account) in &accounts {
+        assert_eq!(workload, account, "{workload} runs as its own ServiceAccount");
+    }
+    // The node agents' account is the one the webhook reads a node from (with its bound
+    // token's node name).
+    assert!(accounts.iter().any(|(_, a)| a == "kairon-node"), "{accounts:?}");
+}
