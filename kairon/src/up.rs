@@ -227,7 +227,10 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     // The REST layer, the node agent and the controllers reach resources through kube-rs, here
     // this very server's router, in-process (the same authentication and rules as any client).
     let slot = RouterSlot::default();
-    let client = kairon_api::loopback::client(&slot, &token)?;
+    // The REST layer's own identity (an admin): what it asks is told apart from a user's admin
+    // token (the RBAC test compares it with the api's ClusterRole).
+    let api_token = keys.mint("kairon-api", Role::Admin, vec!["*".into()], 365 * 86400)?;
+    let client = kairon_api::loopback::client(&slot, &api_token)?;
     let runtime_token = runtime_token(data_dir)?;
     state.machines = Some(std::sync::Arc::new(args.rest.machines(client.clone(), runtime_token.clone())?));
     args.rest.install_image_dirs(Some(&data_dir.join("images")));

@@ -152,7 +152,7 @@ impl Kairon {
             .arg(data_dir.path())
             .args(extra)
             .env_remove("DATABASE_URL")
-            .env("KAIRON_LOG", "info,sqlx=warn,kairon_runtime::requests=debug")
+            .env("KAIRON_LOG", "info,sqlx=warn,kairon_runtime::requests=debug,kairon_api::requests=debug")
             .stdout(Stdio::piped())
             .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log)?);
         if let Some(u) = &database_url {

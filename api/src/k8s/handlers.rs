@@ -84,6 +84,30 @@ pub async fn handle(
         guard::may_write_status(id, kind_of(rt)).map_err(ApiError::forbidden)?;
     }
     let ns = t.namespace.clone().unwrap_or_default();
+    // Who asked what, in RBAC's words: `tests/tests/rbac.rs` compares each component's calls
+    // with its ClusterRole in deploy/kustomize.
+    let verb = match (&method, t.name.is_some(), p.watch) {
+        (&Method::GET, _, true) => "watch",
+        (&Method::GET, true, _) => "get",
+        (&Method::GET, false, _) => "list",
+        (&Method::POST, ..) => "create",
+        (&Method::PUT, ..) => "update",
+        (&Method::PATCH, ..) => "patch",
+        (&Method::DELETE, true, _) => "delete",
+        (&Method::DELETE, false, _) => "deletecollection",
+        _ => "other",
+    };
+    tracing::debug!(
+        target: "kairon_api::requests",
+        sub = %id.sub,
+        role = ?id.role,
+        verb,
+        group = rt.group,
+        resource = rt.plural,
+        subresource = t.subresource.as_deref().unwrap_or(""),
+        namespace = t.namespace.as_deref().unwrap_or(""),
+        "kubernetes request"
+    );
     let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub, in_process };
 
     match (method, t.name) {
