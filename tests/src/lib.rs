@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 pub mod flags;
+pub mod helm;
 pub mod objects;
 pub mod rest;
 pub mod wait;

@@ -179,3 +179,127 @@ fn the_webhook_covers_every_kairon_kind_and_each_component_has_its_own_identity(
     // token's node name).
     assert!(accounts.iter().any(|(_, a)| a == "kairon-node"), "{accounts:?}");
 }
+
+fn chart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/kairon")
+}
+
+/// The chart's default values.
+fn default_values() -> Value {
+    let text = std::fs::read_to_string(chart().join("values.yaml")).unwrap();
+    serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&text).unwrap()).unwrap()
+}
+
+/// The chart's templates rendered with `values` (by `kairon_e2e::helm`), as JSON objects.
+fn chart_objects(values: &Value) -> Vec<Value> {
+    let mut templates = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(chart().join("templates")).unwrap() {
+        let e = e.unwrap();
+        templates.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).unwrap());
+    }
+    let text = kairon_e2e::helm::render(&templates, values).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// With its default values the chart renders exactly the kustomize base (its CRDs, in the
+/// chart's `crds/`, are `kairon crds`: `model/src/crds.rs::committed_manifests_match`).
+#[test]
+fn the_chart_renders_what_the_kustomize_base_does() {
+    let chart = chart_objects(&default_values());
+    let base: Vec<Value> = rendered().into_iter().filter(|o| o["kind"] != "CustomResourceDefinition").collect();
+    let key =
+        |o: &Value| (o["kind"].as_str().unwrap().to_string(), o["metadata"]["name"].as_str().unwrap().to_string());
+    let chart_keys: Vec<_> = chart.iter().map(key).collect();
+    let base_keys: Vec<_> = base.iter().map(key).collect();
+    assert_eq!(chart_keys.len(), base_keys.len(), "chart {chart_keys:?}\nbase {base_keys:?}");
+    for want in &base {
+        let have =
+            chart.iter().find(|o| key(o) == key(want)).unwrap_or_else(|| panic!("the chart has no {:?}", key(want)));
+        if let Some((at, was, is)) = first_difference(want, have, String::new()) {
+            panic!("{:?} differs at {at}: the base has {was}, the chart {is}", key(want));
+        }
+    }
+}
+
+/// Every value the chart takes renders objects Kubernetes reads back unchanged.
+#[test]
+fn the_charts_values_render_and_read_back() {
+    let mut v = default_values();
+    v["image"]["pullPolicy"] = "Always".into();
+    v["api"]["replicas"] = 3.into();
+    v["node"]["tolerations"] =
+        serde_json::json!([{"key": "dedicated", "operator": "Equal", "value": "kairon", "effect": "NoSchedule"}]);
+    v["ui"]["auth"]["sandboxOperatorExec"] = true.into();
+    v["legacyToken"]["secret"] = "kairon-legacy".into();
+    v["metrics"]["serviceMonitor"] = true.into();
+    v["createNamespace"] = false.into();
+    let objects = chart_objects(&v);
+    let by = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    assert!(!objects.iter().any(|o| o["kind"] == "Namespace"), "createNamespace: false");
+    for o in &objects {
+        let r = match o["kind"].as_str().unwrap() {
+            "Deployment" => round_trip::<Deployment>(o),
+            "DaemonSet" => round_trip::<DaemonSet>(o),
+            "Service" => round_trip::<Service>(o),
+            _ => Ok(()),
+        };
+        r.unwrap_or_else(|e| panic!("{}: {e}", o["metadata"]["name"]));
+    }
+    let api = by("Deployment", "kairon-api");
+    assert_eq!(api["spec"]["replicas"], 3);
+    let env = &api["spec"]["template"]["spec"]["containers"][0]["env"];
+    let var = |name: &str| env.as_array().unwrap().iter().find(|e| e["name"] == name).cloned();
+    assert_eq!(var("KAIRON_UI_SANDBOX_OPERATOR_EXEC").unwrap()["value"], "true", "ui.auth.sandboxOperatorExec");
+    assert_eq!(var("KAIRON_LEGACY_TOKEN").unwrap()["valueFrom"]["secretKeyRef"]["name"], "kairon-legacy");
+    assert_eq!(api["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+    let node = by("DaemonSet", "kairon-node");
+    assert_eq!(node["spec"]["template"]["spec"]["tolerations"][0]["key"], "dedicated");
+    let monitor = by("ServiceMonitor", "kairon-controller");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    by("Service", "kairon-controller-metrics");
+}
+
+/// A change that makes a values file bad.
+type Change = fn(&mut Value);
+
+/// Good and bad values files against the chart's values.schema.json.
+#[test]
+fn values_files_are_checked_against_the_schema() {
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart().join("values.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let good = default_values();
+    let errors: Vec<String> = validator.iter_errors(&good).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "the default values: {errors:?}");
+    let mut with_options = good.clone();
+    with_options["metrics"]["serviceMonitor"] = true.into();
+    with_options["legacyToken"]["secret"] = "kairon-legacy".into();
+    assert!(validator.is_valid(&with_options));
+    let bad: Vec<(&str, Change)> = vec![
+        ("replicas as words", |v| v["api"]["replicas"] = "two".into()),
+        ("no replicas", |v| v["controller"]["replicas"] = 0.into()),
+        ("no image tag", |v| {
+            v["image"].as_object_mut().unwrap().remove("tag");
+        }),
+        ("a misspelt key", |v| v["api"]["replica"] = 2.into()),
+        ("an unknown pull policy", |v| v["image"]["pullPolicy"] = "Sometimes".into()),
+        ("a namespace that is no name", |v| v["namespace"] = "Kairon_System".into()),
+        ("a port out of range", |v| v["node"]["runtimePort"] = 70000.into()),
+        ("a memory that is no quantity", |v| v["api"]["resources"]["limits"]["memory"] = "lots".into()),
+        ("a flag that is no boolean", |v| v["ui"]["auth"]["sandboxOperatorExec"] = "yes".into()),
+        ("an unknown failure policy", |v| v["webhook"]["failurePolicy"] = "Retry".into()),
+    ];
+    for (what, change) in bad {
+        let mut v = good.clone();
+        change(&mut v);
+        assert!(!validator.is_valid(&v), "{what} passed the schema");
+    }
+}

@@ -1,0 +1,3 @@
+{{- define "kairon.labels" -}}
+app.kubernetes.io/part-of: kairon
+{{- end }}
