@@ -15,7 +15,7 @@ use anyhow::{Result, bail};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use kairon_e2e::{Kairon, Process, SandboxCleanup};
+use kairon_e2e::{Kairon, SandboxCleanup};
 use kairon_model::Machine;
 
 use crate::{Cli, Report};
@@ -28,26 +28,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let k = tokio::task::spawn_blocking(|| Kairon::start_with(&kairon_e2e::Flags::fast())).await??;
     let state = tempfile::Builder::new().prefix("kairon-bench-migrate-").tempdir()?;
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let _qemu_second = QemuCleanup(state.path().to_path_buf());
-    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token"))?;
-    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
-    let state_path = state.path().to_string_lossy().to_string();
-    let _second = Process::start(
-        &[
-            "node",
-            "--runtime-token",
-            token.trim(),
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-name",
-            "second",
-            "--state-dir",
-            &state_path,
-            "--heartbeat-interval",
-            "1s",
-        ],
-        "is up",
-    )?;
+    let _second = k.second_node("second", state.path(), &[])?;
     let rest = k.rest()?;
     let rest = &rest;
     let api: Api<Machine> = Api::namespaced(k.client().await?, "default");
@@ -106,7 +87,6 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
 async fn live(cli: &Cli, k: &Kairon, rest: &kairon_e2e::Rest, report: &mut Report) -> Result<()> {
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await?;
-    let _qemu = QemuCleanup(k.data_dir.path().to_path_buf());
     let base = "/api/v1/machines/default/live";
     let vm = json!({
         "metadata": {"name": "live"},
@@ -167,13 +147,4 @@ async fn live(cli: &Cli, k: &Kairon, rest: &kairon_e2e::Rest, report: &mut Repor
     report.latencies(S, "VM live migration", &mut total);
     report.latencies(S, "VM live downtime", &mut downtime);
     Ok(())
-}
-
-/// Kills the QEMU processes left under a directory (VMs outlive their runtime on purpose).
-struct QemuCleanup(std::path::PathBuf);
-
-impl Drop for QemuCleanup {
-    fn drop(&mut self) {
-        kairon_runtime::vm::kill_all_under(&self.0);
-    }
 }

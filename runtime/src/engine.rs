@@ -211,6 +211,11 @@ impl Instances {
         Ok(())
     }
 
+    /// The instance holding runtime name `name`.
+    pub(crate) fn named(&self, name: &str) -> Option<&Arc<Mutex<Vm>>> {
+        self.names.get(name).and_then(|id| self.by_id.get(id))
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<&Arc<Mutex<Vm>>> {
         self.by_id.get(id)
     }

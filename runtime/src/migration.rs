@@ -114,7 +114,11 @@ impl Runtime {
     /// left: an instance of this name that this runtime, killed mid-way, brought back Failed.
     /// Any other holder of the name refuses it.
     async fn announce(&self, req: CreateVmRequest) -> Result<Import> {
-        if let Some(old) = self.list().await.into_iter().find(|v| v.name == req.name) {
+        // By the names index: only that instance's lock is waited for (another may be held for
+        // a whole export or live migration).
+        let holder = lock(&self.inner.instances).named(&req.name).cloned();
+        if let Some(slot) = holder {
+            let old = slot.lock().await.clone();
             let leftover = old.owner_uid.is_some()
                 && old.owner_uid == req.owner_uid
                 && matches!(old.state, VmState::Failed | VmState::Creating);

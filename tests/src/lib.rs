@@ -301,6 +301,32 @@ impl Kairon {
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// `kairon node` for another node beside this `kairon up`, named `name`, with a runtime of
+    /// its own on `state` (the API reaches it with its runtime token, as a cluster's Secret
+    /// gives it), ticking every second; `extra` flags go after.
+    pub fn second_node(&self, name: &str, state: &Path, extra: &[&str]) -> Result<Process> {
+        let token = std::fs::read_to_string(self.data_dir.path().join("runtime-token"))?;
+        let kubeconfig = self.kubeconfig.to_string_lossy().to_string();
+        let state = state.to_string_lossy().to_string();
+        let mut args = vec![
+            "node",
+            "--runtime-token",
+            token.trim(),
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-name",
+            name,
+            "--state-dir",
+            &state,
+            "--heartbeat-interval",
+            "1s",
+            "--node-tick",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        Process::start(&args, "is up")
+    }
 }
 
 impl Drop for Kairon {
@@ -332,13 +358,14 @@ pub fn remove_sandboxes(state_dir: &Path) {
     kairon_runtime::sandbox::remove_all_under(state_dir);
 }
 
-/// Removes a runtime state dir's sandboxes when dropped (for `kairon runtime` / `kairon node`
-/// processes a test starts with `--state-dir`).
+/// Removes a runtime state dir's sandboxes and kills its VMs' QEMUs when dropped (for `kairon
+/// runtime` / `kairon node` processes a test starts with `--state-dir`).
 pub struct SandboxCleanup(pub PathBuf);
 
 impl Drop for SandboxCleanup {
     fn drop(&mut self) {
         remove_sandboxes(&self.0);
+        kairon_runtime::vm::kill_all_under(&self.0);
     }
 }
 

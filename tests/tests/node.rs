@@ -401,29 +401,8 @@ async fn a_vm_machine_freezes_its_filesystems_until_the_deadline() {
     .await;
 }
 
-/// `kairon node` for a second node named `second` beside `kairon up`, with its own runtime on
-/// `state` (the API reaches it with its runtime token, as a cluster's per-node Secret gives it).
 fn second_node(k: &Kairon, state: &std::path::Path, extra: &[&str]) -> Process {
-    let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
-    let kubeconfig = k.kubeconfig.to_string_lossy().to_string();
-    let state = state.to_string_lossy().to_string();
-    let mut args = vec![
-        "node",
-        "--runtime-token",
-        token.trim(),
-        "--kubeconfig",
-        &kubeconfig,
-        "--node-name",
-        "second",
-        "--state-dir",
-        &state,
-        "--heartbeat-interval",
-        "1s",
-        "--node-tick",
-        "1s",
-    ];
-    args.extend_from_slice(extra);
-    Process::start(&args, "is up").unwrap()
+    k.second_node("second", state, extra).unwrap()
 }
 
 /// Runs `script` in the Machine's sandbox through the REST API: exit code and stdout.
@@ -601,10 +580,8 @@ async fn a_vm_migrates_live_with_its_processes_running_and_its_disk_writes() {
     let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
     let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
     let k = Kairon::start_with(&fast()).unwrap();
-    let _qemu = QemuCleanup(k.data_dir.path().to_path_buf());
     let state = tempfile::tempdir().unwrap();
     let _cleanup = SandboxCleanup(state.path().to_path_buf());
-    let _qemu_second = QemuCleanup(state.path().to_path_buf());
     let _second = second_node(&k, state.path(), &[]);
     let rest = k.rest().unwrap();
     let api: Api<Machine> = Api::namespaced(k.client().await.unwrap(), "default");

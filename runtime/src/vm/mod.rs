@@ -1108,16 +1108,42 @@ impl VmHost {
         Ok(())
     }
 
-    /// Starts QEMU from a memory file and runs it (or leaves it paused).
-    async fn restore(&self, id: &str, cfg: &MachineConfig, file: &Path, run_after: bool) -> Result<Arc<Running>> {
+    /// Starts QEMU waiting for a VM's state on `source` (a memory file, or one end of a live
+    /// migration's socket pair; `block`: with the disk blocks that differ from the base). QEMU
+    /// is killed again if it cannot take it.
+    async fn incoming(
+        &self,
+        id: &str,
+        cfg: &MachineConfig,
+        source: std::os::fd::OwnedFd,
+        block: bool,
+    ) -> Result<Arc<Running>> {
         let run = self.spawn(id, cfg, true).await?;
         let r: Result<()> = async {
             let mut q = run.qmp.lock().await;
-            let input = std::fs::File::open(file)
-                .map_err(|e| VmError::Failed(format!("opening the memory file {}: {e}", file.display())))?;
-            q.send_fd(MIGRATION_FD, input.as_fd()).await?;
-            drop(input);
+            if block {
+                set_block_migration(&mut q, true).await?;
+            }
+            q.send_fd(MIGRATION_FD, source.as_fd()).await?;
+            drop(source);
             q.execute("migrate-incoming", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
+            Ok(())
+        }
+        .await;
+        if let Err(e) = r {
+            self.kill(id).await;
+            return Err(VmError::Failed(format!("waiting for the VM's state: {e}: {}", self.log_tail(id))));
+        }
+        Ok(run)
+    }
+
+    /// Starts QEMU from a memory file and runs it (or leaves it paused).
+    async fn restore(&self, id: &str, cfg: &MachineConfig, file: &Path, run_after: bool) -> Result<Arc<Running>> {
+        let input = std::fs::File::open(file)
+            .map_err(|e| VmError::Failed(format!("opening the memory file {}: {e}", file.display())))?;
+        let run = self.incoming(id, cfg, input.into(), false).await?;
+        let r: Result<()> = async {
+            let mut q = run.qmp.lock().await;
             q.wait_migration(Duration::from_secs(600)).await?;
             if run_after {
                 q.execute("cont", json!({})).await?;
@@ -1168,21 +1194,7 @@ impl VmHost {
         std::fs::create_dir_all(self.instance_dir(id))?;
         self.new_overlay(id, cfg).await?;
         self.save_config(id, cfg)?;
-        let run = self.spawn(id, cfg, true).await?;
-        let r: Result<()> = async {
-            let mut q = run.qmp.lock().await;
-            set_block_migration(&mut q, true).await?;
-            q.send_fd(MIGRATION_FD, channel.as_fd()).await?;
-            drop(channel);
-            q.execute("migrate-incoming", json!({"uri": format!("fd:{MIGRATION_FD}")})).await?;
-            Ok(())
-        }
-        .await;
-        if let Err(e) = r {
-            self.kill(id).await;
-            return Err(VmError::Failed(format!("waiting for the VM's state: {e}: {}", self.log_tail(id))));
-        }
-        Ok(())
+        self.incoming(id, cfg, channel, true).await.map(|_| ())
     }
 
     /// Live migration, target side, the end: waits for the whole state, then runs the VM (or
