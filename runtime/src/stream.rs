@@ -237,7 +237,7 @@ pub async fn console(rt: &Runtime, id: &str, ws: Upgrade) -> Response {
         vm.id.to_string(),
         host.clone(),
     );
-    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &shell, false);
+    let mut cmd = host.attached_exec(&vm.id, &pid_file.0, &shell);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -334,7 +334,7 @@ pub async fn exec_stream(
             Err(e) => RuntimeError::Internal(format!("starting the command on a terminal: {e}")).into_response(),
         };
     }
-    let mut cmd = host.attached_exec(id, &pid_file.0, &command, false);
+    let mut cmd = host.attached_exec(id, &pid_file.0, &command);
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(c) => c,
@@ -421,18 +421,7 @@ async fn vm_session(socket: WebSocket, rt: Runtime, id: String, pid: i64, tty: b
     finish(&mut ws_tx, Some(close(close_code::NORMAL, &reason))).await;
 }
 
-/// `argv` started once the container's terminal has a size. `runc exec --tty` gives the
-/// command a terminal of the container's own and copies this one's size onto it only after
-/// starting the command, so a quick `stty size` could find 0x0 (busybox then fails with
-/// "stty: standard input"). The sandbox tools' shell waits for a size, at most a second, then
-/// execs the command in its place (same pid, same user, directory and environment).
-fn wait_for_size(argv: &[String]) -> Vec<String> {
-    const WAIT: &str = "i=0; while [ $i -lt 100 ] && ! /.kairon/busybox stty size >/dev/null 2>&1; do \
-                        /.kairon/busybox sleep 0.01; i=$((i+1)); done; exec \"$@\"";
-    ["/.kairon/busybox", "sh", "-c", WAIT, "sh"].iter().map(|s| s.to_string()).chain(argv.iter().cloned()).collect()
-}
-
-/// `runc exec --tty` with a pseudo-terminal's slave as its stdio and controlling terminal; the
+/// `runc exec` on a terminal, with a pseudo-terminal's slave as its stdio and controlling terminal; the
 /// child and the master.
 fn spawn_on_tty(
     host: &crate::sandbox::SandboxHost,
@@ -442,8 +431,7 @@ fn spawn_on_tty(
     size: crate::tty::Size,
 ) -> io::Result<(Child, std::os::fd::OwnedFd)> {
     let pty = crate::tty::open(size)?;
-    let command = AttachedCommand { argv: wait_for_size(&command.argv), ..command.clone() };
-    let mut cmd = host.attached_exec(id, &pid_file.0, &command, true);
+    let mut cmd = host.attached_exec_on_tty(id, &pid_file.0, command, (size.cols, size.rows))?;
     cmd.stdin(Stdio::from(pty.slave.try_clone()?))
         .stdout(Stdio::from(pty.slave.try_clone()?))
         .stderr(Stdio::from(pty.slave))
@@ -545,6 +533,7 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(crate::sandbox::process_spec_path(&self.0));
     }
 }
 

@@ -30,6 +30,7 @@ pub mod layer;
 pub mod spec;
 
 use std::collections::{BTreeMap, HashMap};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -1057,22 +1058,10 @@ impl SandboxHost {
 
     /// A `runc exec` of `command` in sandbox `id` that stays attached (runc relays the
     /// process's stdio and exits with its status), writing the process's host pid to
-    /// `pid_file`. The interactive console streams over it. With `tty` the process gets a
-    /// terminal of its own (`--tty`), for which runc's own stdio must be one ([`crate::tty`]).
-    pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &AttachedCommand, tty: bool) -> Command {
-        let mut c = if tty {
-            // In a session of its own whose controlling terminal is its stdin, so the
-            // terminal's signals (SIGWINCH on a resize) reach runc.
-            self.runc_counts.count(id);
-            let mut c = Command::new("setsid");
-            c.args(["--ctty", "runc", "--root"]).arg(&self.runc_root).args(["exec", "--tty"]);
-            c
-        } else {
-            let mut c = self.runc(id);
-            c.arg("exec");
-            c
-        };
-        c.arg("--pid-file").arg(pid_file);
+    /// `pid_file`. The interactive console streams over it.
+    pub(crate) fn attached_exec(&self, id: &str, pid_file: &Path, command: &AttachedCommand) -> Command {
+        let mut c = self.runc(id);
+        c.arg("exec").arg("--pid-file").arg(pid_file);
         if let Some(cwd) = &command.cwd {
             c.args(["--cwd", cwd]);
         }
@@ -1085,6 +1074,53 @@ impl SandboxHost {
         c.arg(id).args(&command.argv);
         c
     }
+
+    /// [`Self::attached_exec`] on a terminal of the container's own, `cols`×`rows` before the
+    /// command runs: runc's `--tty` flag sizes it only after starting the command (a quick
+    /// `stty size` found 0x0), a process spec's `consoleSize` before. The spec is the sandbox's
+    /// own process (capabilities, no new privileges) with the command's argv, environment
+    /// (after the image's, as `--env` adds it), user and directory; it is written beside
+    /// `pid_file` (`*.process.json`). runc's own stdio must be a terminal ([`crate::tty`]).
+    pub(crate) fn attached_exec_on_tty(
+        &self,
+        id: &str,
+        pid_file: &Path,
+        command: &AttachedCommand,
+        (cols, rows): (u16, u16),
+    ) -> io::Result<Command> {
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.instance_dir(id).join("config.json"))?)?;
+        let mut process = config["process"].clone();
+        process["terminal"] = true.into();
+        process["consoleSize"] = serde_json::json!({"width": cols, "height": rows});
+        process["args"] = serde_json::json!(command.argv);
+        let env = process["env"].as_array_mut().ok_or_else(|| io::Error::other("config.json has no process env"))?;
+        env.extend(command.env.iter().map(|(k, v)| format!("{k}={v}").into()));
+        if let Some(cwd) = &command.cwd {
+            process["cwd"] = cwd.as_str().into();
+        }
+        if let Some(user) = &command.user {
+            let id =
+                |s: &str| s.parse::<u32>().map_err(|_| io::Error::other(format!("user {user:?} is not uid[:gid]")));
+            let (uid, gid) = user.split_once(':').unwrap_or((user, "0"));
+            process["user"] = serde_json::json!({"uid": id(uid)?, "gid": id(gid)?});
+        }
+        let spec = process_spec_path(pid_file);
+        std::fs::write(&spec, serde_json::to_vec(&process)?)?;
+        self.runc_counts.count(id);
+        // In a session of its own whose controlling terminal is its stdin, so the terminal's
+        // signals (SIGWINCH on a resize) reach runc.
+        let mut c = Command::new("setsid");
+        c.args(["--ctty", "runc", "--root"]).arg(&self.runc_root).args(["exec", "--pid-file"]).arg(pid_file);
+        c.arg("--process").arg(&spec).arg(id);
+        Ok(c)
+    }
+}
+
+/// Where [`SandboxHost::attached_exec_on_tty`] writes the process spec of the exec whose pid
+/// goes to `pid_file`.
+pub(crate) fn process_spec_path(pid_file: &Path) -> PathBuf {
+    pid_file.with_extension("process.json")
 }
 
 /// A command `runc exec` runs attached (a console, `exec -i`/`-it`): its argv, environment,
