@@ -65,8 +65,14 @@ pub struct NodeArgs {
     /// An existing runtime to use instead (with --runtime-token).
     #[arg(long)]
     runtime_endpoint: Option<String>,
+    /// The runtime token shared with the api (a single host); without it, and without
+    /// --runtime-endpoint, this node's runtime has a private token of its own.
     #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true, value_parser = crate::up::parse_secret)]
     runtime_token: Option<String>,
+    /// The api's public key (PEM): across a cluster the api reaches this node's runtime with
+    /// grants it signs for this node alone, and no node holds a token another node accepts.
+    #[arg(long, env = "KAIRON_RUNTIME_API_KEY")]
+    runtime_api_key: Option<PathBuf>,
     /// Also run the controllers (scheduler, lifecycle, pools, claims; leader-elected).
     #[arg(long)]
     scheduler: bool,
@@ -158,6 +164,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
                 listen: args.runtime_listen,
                 tls: args.runtime_tls_cert.clone().zip(args.runtime_tls_key.clone()),
                 advertise: args.runtime_advertise.clone(),
+                api_key: args.runtime_api_key.clone(),
             };
             let url =
                 crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![], serving).await?;

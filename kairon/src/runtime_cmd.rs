@@ -28,6 +28,10 @@ pub struct RuntimeArgs {
     /// The bearer token the node agent and the api use.
     #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true)]
     pub token: String,
+    /// The api's public key (PEM; `kairon runtime-keys` makes the pair): the runtime also
+    /// accepts the grants that api signs for this node (`kairon api --runtime-signing-key`).
+    #[arg(long, env = "KAIRON_RUNTIME_API_KEY")]
+    pub api_key: Option<PathBuf>,
     /// The node's config file (TOML; `[sandbox] egress_allow_domains`, `inject_authorization`).
     #[arg(long, env = "KAIRON_NODE_CONFIG")]
     pub config: Option<PathBuf>,
@@ -76,12 +80,14 @@ pub struct Serving {
     /// The URL the node registers, when the listening address is not it (0.0.0.0, or a port
     /// forwarded elsewhere).
     pub advertise: Option<String>,
+    /// The api's public key, whose grants for this node the runtime accepts.
+    pub api_key: Option<PathBuf>,
 }
 
 impl Serving {
     /// A free loopback port, plain HTTP: for a node whose api runs on the same host.
     pub fn loopback() -> Serving {
-        Serving { listen: SocketAddr::from(([127, 0, 0, 1], 0)), tls: None, advertise: None }
+        Serving { listen: SocketAddr::from(([127, 0, 0, 1], 0)), tls: None, advertise: None, api_key: None }
     }
 }
 
@@ -103,6 +109,7 @@ pub async fn serve_in_process(
         tls_key,
         node_name: node_name.to_string(),
         token: token.to_string(),
+        api_key: serving.api_key.clone(),
         config,
         insecure_registries: vec![],
         extra_image_dirs,
@@ -152,7 +159,12 @@ async fn serve(
     let listener = std::net::TcpListener::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
-    let app = kairon_runtime::server::router(rt, args.token.clone());
+    let mut auth = kairon_runtime::server::RuntimeAuth::token(args.token.clone());
+    if let Some(path) = &args.api_key {
+        let pem = std::fs::read(path).with_context(|| format!("reading the api's public key {}", path.display()))?;
+        auth = auth.with_grants(kairon_runtime_api::grant::GrantVerifier::from_pem(&pem, &args.node_name)?);
+    }
+    let app = kairon_runtime::server::router_with(rt, auth);
     match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(cert, key).await.with_context(|| {

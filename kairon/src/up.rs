@@ -90,8 +90,12 @@ impl RestArgs {
         kairon_api::guard::set_image_dirs(dirs);
     }
 
-    pub fn machines(&self, kube: kube::Client, runtime_token: String) -> Result<kairon_api::machines::Machines> {
-        let mut machines = kairon_api::machines::Machines::new(kube, runtime_token);
+    pub fn machines(
+        &self,
+        kube: kube::Client,
+        credential: kairon_runtime_api::Credential,
+    ) -> Result<kairon_api::machines::Machines> {
+        let mut machines = kairon_api::machines::Machines::new(kube, credential);
         machines.sandbox_operator_exec = self.sandbox_operator_exec;
         machines.activity_stamp_interval = self.activity_stamp_interval;
         machines.runtime_ca = read_ca(self.runtime_ca.as_deref())?;
@@ -232,7 +236,9 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let api_token = keys.mint("kairon-api", Role::Admin, vec!["*".into()], 365 * 86400)?;
     let client = kairon_api::loopback::client(&slot, &api_token)?;
     let runtime_token = runtime_token(data_dir)?;
-    state.machines = Some(std::sync::Arc::new(args.rest.machines(client.clone(), runtime_token.clone())?));
+    state.machines = Some(std::sync::Arc::new(
+        args.rest.machines(client.clone(), kairon_runtime_api::Credential::Token(runtime_token.as_str().into()))?,
+    ));
     args.rest.install_image_dirs(Some(&data_dir.join("images")));
     state.legacy_token = args.rest.legacy_token.clone();
     // The router, complete, before any in-process client of it starts.

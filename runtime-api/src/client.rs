@@ -9,6 +9,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::grant::GrantSigner;
 use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
 use crate::types::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
@@ -67,7 +68,7 @@ pub enum Relay {
 /// wherever a guest points). Cheap to clone; make one per process and `client()` per node.
 #[derive(Clone)]
 pub struct RuntimeConnector {
-    token: Arc<str>,
+    credential: Credential,
     http: reqwest::Client,
     relay: reqwest::Client,
     /// How WebSockets to `https` runtimes are verified: by the runtimes' CA when one was given.
@@ -84,6 +85,11 @@ impl RuntimeConnector {
     /// Connections to runtimes whose certificates `ca` signs (PEM: the CA that issued each
     /// node's runtime certificate, for `https` endpoints across a cluster), or as [`Self::new`].
     pub fn with_ca(token: &str, ca: Option<&[u8]>) -> Result<Self> {
+        Self::with_credential(Credential::Token(token.into()), ca)
+    }
+
+    /// As [`Self::with_ca`], authenticating with `credential`.
+    pub fn with_credential(credential: Credential, ca: Option<&[u8]>) -> Result<Self> {
         use rustls::pki_types::CertificateDer;
         use rustls::pki_types::pem::PemObject;
         // reqwest is built without a default TLS provider: the workspace uses ring throughout.
@@ -119,21 +125,42 @@ impl RuntimeConnector {
             Some(Arc::new(rustls::ClientConfig::builder().with_root_certificates(store).with_no_client_auth()))
         };
         Ok(RuntimeConnector {
-            token: token.into(),
+            credential,
             http: build(reqwest::Client::builder())?,
             relay: build(reqwest::Client::builder())?,
             tls,
         })
     }
 
-    /// The client of the runtime at `endpoint` (`http://host:port`), on the shared pools.
+    /// The client of the runtime at `endpoint` (`http://host:port`), on the shared pools, with
+    /// the one runtime token.
     pub fn client(&self, endpoint: &str) -> Result<RuntimeClient> {
+        if matches!(self.credential, Credential::Grants(_)) {
+            return Err(ClientError::BadEndpoint(format!(
+                "{endpoint}: runtimes reached with per-node grants are named by node (client_for)"
+            )));
+        }
+        self.client_for("", endpoint)
+    }
+
+    /// The client of `node`'s runtime at `endpoint`: with per-node grants, each request carries
+    /// a grant for that node only.
+    pub fn client_for(&self, node: &str, endpoint: &str) -> Result<RuntimeClient> {
         let base = Url::parse(endpoint.trim_end_matches('/')).map_err(|_| ClientError::BadEndpoint(endpoint.into()))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ClientError::BadEndpoint(endpoint.into()));
         }
-        Ok(RuntimeClient { base, conn: self.clone(), owner: None })
+        Ok(RuntimeClient { base, conn: self.clone(), owner: None, node: node.into() })
     }
+}
+
+/// How a process proves itself to runtimes: the one runtime token (a single node, `kairon up`,
+/// a node agent to its own runtime), or grants the api signs per node (across a cluster; see
+/// [`crate::grant`]).
+#[derive(Clone)]
+pub enum Credential {
+    Token(Arc<str>),
+    Grants(Arc<GrantSigner>),
 }
 
 /// The header that names the Machine (its UID) a request acts for: the runtime refuses an
@@ -147,6 +174,8 @@ pub struct RuntimeClient {
     conn: RuntimeConnector,
     /// The Machine UID every request names in [`OWNER_HEADER`], when acting for one.
     owner: Option<Arc<str>>,
+    /// The node whose runtime this is (what a grant is for).
+    node: Arc<str>,
 }
 
 impl RuntimeClient {
@@ -166,8 +195,16 @@ impl RuntimeClient {
         RuntimeClient { owner: Some(owner.into()), ..self.clone() }
     }
 
+    /// The bearer credential of a request to this runtime.
+    fn bearer(&self) -> Arc<str> {
+        match &self.conn.credential {
+            Credential::Token(token) => token.clone(),
+            Credential::Grants(signer) => signer.grant(&self.node),
+        }
+    }
+
     fn authorize(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let req = req.bearer_auth(&*self.conn.token);
+        let req = req.bearer_auth(&*self.bearer());
         match &self.owner {
             Some(owner) => req.header(OWNER_HEADER, &**owner),
             None => req,
@@ -588,7 +625,7 @@ impl RuntimeClient {
         url.set_scheme(scheme).map_err(|_| ClientError::BadEndpoint(self.endpoint().into()))?;
         let mut request =
             url.as_str().into_client_request().map_err(|e| ClientError::BadEndpoint(format!("{url}: {e}")))?;
-        if let Ok(v) = format!("Bearer {}", self.conn.token).parse() {
+        if let Ok(v) = format!("Bearer {}", self.bearer()).parse() {
             request.headers_mut().insert(reqwest::header::AUTHORIZATION, v);
         }
         if let Some(owner) = &self.owner

@@ -8,8 +8,9 @@
 //! as a path of its own.
 
 pub mod client;
+pub mod grant;
 pub mod ids;
 pub mod types;
 
-pub use client::{ClientError, OWNER_HEADER, Relay, RelaySocket, RuntimeClient, RuntimeConnector};
+pub use client::{ClientError, Credential, OWNER_HEADER, Relay, RelaySocket, RuntimeClient, RuntimeConnector};
 pub use ids::{GuestPath, IdError, InstanceId, Pid, PoolName, TemplateName};

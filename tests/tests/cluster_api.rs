@@ -90,3 +90,128 @@ async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
     assert_eq!((status, nodes["items"][0]["metadata"]["name"].as_str()), (200, Some("local")));
     drop(api);
 }
+
+/// Across a cluster no node holds a credential another node's runtime accepts: the api signs a
+/// grant per node (`--runtime-signing-key`), and a runtime given the api's public key
+/// (`kairon node --runtime-api-key`) takes only grants for itself, beside its own private token.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_runtime_takes_only_the_apis_grant_for_its_own_node() {
+    use kairon_runtime_api::grant::GrantSigner;
+    use kairon_runtime_api::{ClientError, Credential, RuntimeClient, RuntimeConnector};
+
+    let cluster = Kairon::start_with(&Flags::fast()).unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new(kairon_e2e::kairon_bin())
+        .args(["runtime-keys", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let signing = keys.path().join("runtime-signing.key").to_string_lossy().to_string();
+    let public = keys.path().join("runtime-api.pub").to_string_lossy().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&signing).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = std::process::Command::new(kairon_e2e::kairon_bin())
+        .args(["runtime-keys", "--out"])
+        .arg(keys.path())
+        .output()
+        .unwrap();
+    assert!(!again.status.success(), "an existing signing key was overwritten");
+
+    let kubeconfig = cluster.kubeconfig.to_string_lossy().to_string();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = kairon_e2e::SandboxCleanup(state.path().to_path_buf());
+    let state_dir = state.path().to_string_lossy().to_string();
+    let _node = Process::start(
+        &[
+            "node",
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-name",
+            "granted",
+            "--state-dir",
+            &state_dir,
+            "--runtime-api-key",
+            &public,
+            "--heartbeat-interval",
+            "1s",
+            "--node-tick",
+            "1s",
+        ],
+        "is up",
+    )
+    .unwrap();
+    let api_dir = tempfile::tempdir().unwrap();
+    let data_dir = api_dir.path().to_string_lossy().to_string();
+    let api = Process::start(
+        &[
+            "api",
+            "--kubeconfig",
+            &kubeconfig,
+            "--data-dir",
+            &data_dir,
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            cluster.database().unwrap(),
+            "--runtime-signing-key",
+            &signing,
+        ],
+        "Kairon API is up at ",
+    )
+    .unwrap();
+    let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
+    let token = {
+        let out = std::process::Command::new(kairon_e2e::kairon_bin())
+            .args(["token", "--data-dir", &data_dir, "--sub", "ops", "--role", "admin"])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let ca = std::fs::read(api_dir.path().join("tls/ca.crt")).unwrap();
+    let http =
+        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
+
+    // A sandbox on that node, run and reached through the api with grants.
+    let manifest = "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: granted, namespace: agents}\nspec:\n  nodeName: granted\n  sandbox: {templateName: busybox}\n  guestAgent: {enabled: true}\n";
+    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], manifest);
+    assert!(out.status.success(), "{out:?}");
+    let r = http
+        .get(format!("{url}/api/v1/machines/agents/granted/wait?phase=Running&timeoutSeconds=120"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{:?}", r.text().await);
+    let r = http
+        .post(format!("{url}/api/v1/machines/agents/granted/exec"))
+        .bearer_auth(&token)
+        .json(&json!({"command": ["echo", "through a grant"]}))
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["stdout"], "through a grant\n", "{v}");
+
+    // Straight at the runtime: its node's grant opens it; another node's grant, the other
+    // node's runtime token, and nothing at all do not.
+    let endpoint = eventually("the node's runtime endpoint", Duration::from_secs(30), || async {
+        let out = cluster.kubectl(&["get", "kaironnode", "granted", "-o", "jsonpath={.spec.runtimeEndpoint}"]);
+        let e = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    let signer = std::sync::Arc::new(GrantSigner::from_pem(&std::fs::read(&signing).unwrap()).unwrap());
+    let grants = RuntimeConnector::with_credential(Credential::Grants(signer), None).unwrap();
+    assert_eq!(grants.client_for("granted", &endpoint).unwrap().node().await.unwrap()["name"], "granted");
+    let unauthorized = |e: ClientError| matches!(e, ClientError::Api { status: 401, .. });
+    let other = grants.client_for("local", &endpoint).unwrap().node().await.unwrap_err();
+    assert!(unauthorized(other), "a grant for another node was taken");
+    assert!(grants.client(&endpoint).is_err(), "a grant needs its node named");
+    let local_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();
+    let err = RuntimeClient::new(&endpoint, local_token.trim()).unwrap().node().await.unwrap_err();
+    assert!(unauthorized(err), "another node's runtime token was taken");
+    let err = RuntimeClient::new(&endpoint, "").unwrap().node().await.unwrap_err();
+    assert!(unauthorized(err));
+    drop(api);
+}

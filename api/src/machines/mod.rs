@@ -25,7 +25,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Api, Resource};
 
 use kairon_model::{KaironNode, Machine};
-use kairon_runtime_api::{InstanceId, RuntimeClient, RuntimeConnector};
+use kairon_runtime_api::{Credential, InstanceId, RuntimeClient, RuntimeConnector};
 
 pub use error::{Error, Reason, Result};
 pub use guest::{Needs, Session};
@@ -36,8 +36,9 @@ pub struct Machines {
     /// The Kubernetes API (the embedded one, or a real cluster), with the server's own rights:
     /// every operation checks the caller itself before using it.
     pub kube: kube::Client,
-    /// The bearer token of the nodes' runtimes (one secret shared by the api and node agents).
-    pub runtime_token: String,
+    /// How the api proves itself to the nodes' runtimes: the one runtime token, or a grant per
+    /// node (`kairon api --runtime-signing-key`).
+    pub runtime_credential: Credential,
     /// The CA (PEM) that signs the runtimes' certificates, for nodes reached over `https`.
     pub runtime_ca: Option<Vec<u8>>,
     /// `KAIRON_UI_SANDBOX_OPERATOR_EXEC`: named operators may use the guest of sandboxes.
@@ -74,10 +75,10 @@ const RESUMED_TTL: Duration = Duration::from_secs(10);
 const STAMPS_PRUNE_AT: usize = 1024;
 
 impl Machines {
-    pub fn new(kube: kube::Client, runtime_token: String) -> Self {
+    pub fn new(kube: kube::Client, runtime_credential: Credential) -> Self {
         Machines {
             kube,
-            runtime_token,
+            runtime_credential,
             runtime_ca: None,
             sandbox_operator_exec: false,
             activity_stamp_interval: Duration::from_secs(10),
@@ -112,9 +113,11 @@ impl Machines {
         };
         let conn = self
             .runtimes
-            .get_or_try_init(|| async { RuntimeConnector::with_ca(&self.runtime_token, self.runtime_ca.as_deref()) })
+            .get_or_try_init(|| async {
+                RuntimeConnector::with_credential(self.runtime_credential.clone(), self.runtime_ca.as_deref())
+            })
             .await?;
-        conn.client(&endpoint).map_err(Error::from)
+        conn.client_for(node, &endpoint).map_err(Error::from)
     }
 
     /// The runtime that runs a Machine, and the Machine's instance id there.
@@ -228,7 +231,7 @@ mod stamp_tests {
 
     #[tokio::test]
     async fn stale_stamps_are_dropped_once_the_map_is_large() {
-        let mut m = Machines::new(offline_client(), String::new());
+        let mut m = Machines::new(offline_client(), Credential::Token("".into()));
         m.activity_stamp_interval = Duration::from_millis(50);
         for i in 0..STAMPS_PRUNE_AT {
             assert!(m.stamp_due("ns", &format!("m-{i}")));
