@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -236,6 +236,7 @@ fn the_charts_values_render_and_read_back() {
     v["legacyToken"]["secret"] = "kairon-legacy".into();
     v["metrics"]["serviceMonitor"] = true.into();
     v["createNamespace"] = false.into();
+    v["postgresql"]["enabled"] = true.into();
     let objects = chart_objects(&v);
     let by = |kind: &str, name: &str| {
         objects
@@ -248,6 +249,7 @@ fn the_charts_values_render_and_read_back() {
         let r = match o["kind"].as_str().unwrap() {
             "Deployment" => round_trip::<Deployment>(o),
             "DaemonSet" => round_trip::<DaemonSet>(o),
+            "StatefulSet" => round_trip::<StatefulSet>(o),
             "Service" => round_trip::<Service>(o),
             _ => Ok(()),
         };
@@ -265,6 +267,11 @@ fn the_charts_values_render_and_read_back() {
     let monitor = by("ServiceMonitor", "kairon-controller");
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
     by("Service", "kairon-controller-metrics");
+    let postgres = by("StatefulSet", "kairon-postgresql");
+    assert_eq!(postgres["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"], "10Gi");
+    by("Service", "kairon-postgresql");
+    // Off by default: the kustomize base and the default chart have no database of their own.
+    assert!(!chart_objects(&default_values()).iter().any(|o| o["kind"] == "StatefulSet"));
 }
 
 /// A change that makes a values file bad.
@@ -296,6 +303,7 @@ fn values_files_are_checked_against_the_schema() {
         ("a memory that is no quantity", |v| v["api"]["resources"]["limits"]["memory"] = "lots".into()),
         ("a flag that is no boolean", |v| v["ui"]["auth"]["sandboxOperatorExec"] = "yes".into()),
         ("an unknown failure policy", |v| v["webhook"]["failurePolicy"] = "Retry".into()),
+        ("a volume size that is no quantity", |v| v["postgresql"]["storage"] = "big".into()),
     ];
     for (what, change) in bad {
         let mut v = good.clone();
