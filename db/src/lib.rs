@@ -213,6 +213,14 @@ fn parse_stored(text: &str) -> Result<Value, StoreError> {
 }
 
 impl Store {
+    /// One connection attempt, closed at once: why the database cannot be reached now, without
+    /// the pool's retrying until its acquire timeout.
+    pub async fn probe(database_url: &str) -> Result<(), StoreError> {
+        use sqlx::Connection as _;
+        sqlx::PgConnection::connect(database_url).await?.close().await?;
+        Ok(())
+    }
+
     /// Connects, runs migrations and starts the listener task.
     pub async fn connect(database_url: &str) -> Result<Store, StoreError> {
         let pool = PgPoolOptions::new().max_connections(DEFAULT_MAX_CONNECTIONS).connect(database_url).await?;

@@ -1,6 +1,7 @@
 //! `kairon`: the Kairon control plane in one binary.
 
 mod api_cmd;
+mod container_image;
 mod controller_cmd;
 mod hops;
 mod housekeeping;
@@ -56,6 +57,16 @@ enum Command {
         #[arg(long, env = "KAIRON_DATA_DIR")]
         data_dir: Option<PathBuf>,
     },
+    /// Make the key pair of per-node runtime grants: DIR/runtime-signing.key (for `kairon api
+    /// --runtime-signing-key`, mode 600) and DIR/runtime-api.pub (for every `kairon node
+    /// --runtime-api-key`).
+    RuntimeKeys {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Build Kairon's container image (an OCI image layout, no Docker daemon) or push one.
+    #[command(subcommand)]
+    ContainerImage(container_image::ContainerImageCommand),
     /// Apply the database migrations to DATABASE_URL.
     Migrate {
         #[arg(long, env = "DATABASE_URL")]
@@ -132,6 +143,25 @@ async fn run() -> Result<()> {
             println!("{}", path.display());
             Ok(())
         }
+        Command::RuntimeKeys { out } => {
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519)?;
+            std::fs::create_dir_all(&out)?;
+            let private = out.join("runtime-signing.key");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&private)
+                .with_context(|| format!("creating {} (an existing key is never overwritten)", private.display()))?
+                .write_all(pair.serialize_pem().as_bytes())?;
+            let public = out.join("runtime-api.pub");
+            std::fs::write(&public, pair.public_key_pem())?;
+            println!("{}\n{}", private.display(), public.display());
+            Ok(())
+        }
+        Command::ContainerImage(command) => container_image::run(command).await,
         Command::Crds => {
             print!("{}", kairon_model::crds::yaml()?);
             Ok(())

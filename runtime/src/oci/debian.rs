@@ -74,6 +74,10 @@ impl DebianError {
 /// error the rootfs may hold part of the system: the caller removes it.
 pub async fn build_python_rootfs(rootfs: &Path, progress: &Progress) -> Result<ImageConfig, DebianError> {
     bootstrap(rootfs, &["python3-minimal"], progress).await?;
+    let python = rootfs.join("usr/bin/python3");
+    if fs::symlink_metadata(&python).is_err() {
+        return Err(DebianError::NoPython(python.display().to_string()));
+    }
     Ok(ImageConfig {
         cmd: vec!["/usr/bin/python3".into()],
         env: vec![PATH_ENV.into(), "LANG=C.UTF-8".into()],
@@ -247,7 +251,7 @@ fn release_suite(suite: &str) -> bool {
 }
 
 /// Mirror and suite: the environment's overrides, else apt's configuration.
-pub(crate) fn configured_source() -> Result<(String, String), DebianError> {
+pub fn configured_source() -> Result<(String, String), DebianError> {
     let env = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     let (mirror, suite) = (env(MIRROR_ENV), env(SUITE_ENV));
     if let (Some(mirror), Some(suite)) = (&mirror, &suite) {
@@ -375,10 +379,6 @@ fn tree_size(root: &Path) -> u64 {
 /// The touches after debootstrap: drop downloaded packages and apt lists, fix /tmp, write
 /// /etc/hostname (debootstrap copied the host's). Returns the final size.
 fn finish(rootfs: &Path) -> Result<u64, DebianError> {
-    let python = rootfs.join("usr/bin/python3");
-    if fs::symlink_metadata(&python).is_err() {
-        return Err(DebianError::NoPython(python.display().to_string()));
-    }
     clear_dir(&rootfs.join("var/cache/apt/archives"), |name| name.ends_with(".deb"))?;
     clear_dir(&rootfs.join("var/lib/apt/lists"), |_| true)?;
 

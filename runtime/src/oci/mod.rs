@@ -8,6 +8,7 @@
 mod busybox;
 pub mod debian;
 mod layer;
+pub mod layout;
 
 use std::collections::BTreeMap;
 use std::fmt;
