@@ -9,15 +9,23 @@ use serde_json::json;
 
 use kairon_e2e::{Flags, Kairon, Process, eventually};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
-    let cluster = Kairon::start_with(&Flags::fast()).unwrap();
-    let api_dir = tempfile::tempdir().unwrap();
-    let runtime_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();
-    let kubeconfig = cluster.kubeconfig.to_string_lossy().to_string();
-    let data_dir = api_dir.path().to_string_lossy().to_string();
-    let api = Process::start(
-        &[
+/// A `kairon api` of its own against `cluster`'s Kubernetes API (its own data dir, CA and token
+/// key), reaching runtimes as `runtime` says; with its URL, an admin token it signs, and a
+/// client trusting its CA.
+struct SeparateApi {
+    _process: Process,
+    _dir: tempfile::TempDir,
+    url: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl SeparateApi {
+    fn start(cluster: &Kairon, runtime: &[&str]) -> SeparateApi {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = cluster.kubeconfig.to_string_lossy().to_string();
+        let data_dir = dir.path().to_string_lossy().to_string();
+        let mut args = vec![
             "api",
             "--kubeconfig",
             &kubeconfig,
@@ -27,25 +35,31 @@ async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
             "127.0.0.1:0",
             "--database-url",
             cluster.database().unwrap(),
-            "--runtime-token",
-            runtime_token.trim(),
-        ],
-        "Kairon API is up at ",
-    )
-    .unwrap();
-    let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
-
-    // A client of the separate api: its own CA and its own signing key.
-    let token = {
+        ];
+        args.extend_from_slice(runtime);
+        let process = Process::start(&args, "Kairon API is up at ").unwrap();
+        let url = process.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
         let out = std::process::Command::new(kairon_e2e::kairon_bin())
             .args(["token", "--data-dir", &data_dir, "--sub", "ops", "--role", "admin"])
             .output()
             .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    let ca = std::fs::read(api_dir.path().join("tls/ca.crt")).unwrap();
-    let http =
-        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let ca = std::fs::read(dir.path().join("tls/ca.crt")).unwrap();
+        let http = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+            .build()
+            .unwrap();
+        SeparateApi { _process: process, _dir: dir, url, token, http }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rest_api_mirrors_a_cluster_it_does_not_own() {
+    let cluster = Kairon::start_with(&Flags::fast()).unwrap();
+    let runtime_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();
+    // A client of the separate api: its own CA and its own signing key.
+    let api = SeparateApi::start(&cluster, &["--runtime-token", runtime_token.trim()]);
+    let (url, token, http) = (api.url.clone(), api.token.clone(), api.http.clone());
     let get = |path: String| {
         let (http, token) = (http.clone(), token.clone());
         let url = format!("{url}{path}");
@@ -141,36 +155,8 @@ async fn each_runtime_takes_only_the_apis_grant_for_its_own_node() {
         "is up",
     )
     .unwrap();
-    let api_dir = tempfile::tempdir().unwrap();
-    let data_dir = api_dir.path().to_string_lossy().to_string();
-    let api = Process::start(
-        &[
-            "api",
-            "--kubeconfig",
-            &kubeconfig,
-            "--data-dir",
-            &data_dir,
-            "--listen",
-            "127.0.0.1:0",
-            "--database-url",
-            cluster.database().unwrap(),
-            "--runtime-signing-key",
-            &signing,
-        ],
-        "Kairon API is up at ",
-    )
-    .unwrap();
-    let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
-    let token = {
-        let out = std::process::Command::new(kairon_e2e::kairon_bin())
-            .args(["token", "--data-dir", &data_dir, "--sub", "ops", "--role", "admin"])
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
-    let ca = std::fs::read(api_dir.path().join("tls/ca.crt")).unwrap();
-    let http =
-        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
+    let api = SeparateApi::start(&cluster, &["--runtime-signing-key", &signing]);
+    let (url, token, http) = (api.url.clone(), api.token.clone(), api.http.clone());
 
     // A sandbox on that node, run and reached through the api with grants.
     let manifest = "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: granted, namespace: agents}\nspec:\n  nodeName: granted\n  sandbox: {templateName: busybox}\n  guestAgent: {enabled: true}\n";

@@ -7,12 +7,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use futures::TryStreamExt;
-use oci_client::Reference;
-use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{
     IMAGE_CONFIG_MEDIA_TYPE, IMAGE_LAYER_GZIP_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE,
 };
-use oci_client::secrets::RegistryAuth;
 use serde_json::json;
 use sha2::Digest as _;
 
@@ -121,11 +118,8 @@ pub fn write_image(layout: &Path, layers: &[LayerBlob], run: &ImageConfig, tag: 
 /// registry does not have yet, streamed from disk, then the manifest. Returns the manifest's
 /// digest, which the registry now serves for `reference`.
 pub async fn push(layout: &Path, reference: &str, cfg: &RegistryConfig) -> Result<String, OciError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let image: Reference = reference
-        .parse()
-        .map_err(|e| OciError::BadReference { reference: reference.to_string(), reason: format!("{e}") })?;
-    let registry = image.resolve_registry().to_string();
+    let session = super::Session::open(reference, cfg)?;
+    let (client, image, auth, registry) = (&session.client, &session.image, &session.auth, &session.registry);
     let failed = |what: &str, e: &dyn std::error::Error| OciError::Registry {
         registry: registry.clone(),
         detail: format!("{what}: {}", error_chain(e)),
@@ -143,23 +137,12 @@ pub async fn push(layout: &Path, reference: &str, cfg: &RegistryConfig) -> Resul
         blobs.push((digest.to_string(), d["size"].as_u64().unwrap_or(0)));
     }
 
-    let auth = cfg
-        .auth
-        .get(image.registry())
-        .or_else(|| cfg.auth.get(&registry))
-        .map(|(user, pass)| RegistryAuth::Basic(user.clone(), pass.clone()))
-        .unwrap_or(RegistryAuth::Anonymous);
-    let client = oci_client::Client::try_from(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(cfg.insecure_hosts.clone()),
-        ..ClientConfig::default()
-    })
-    .map_err(|e| failed("cannot build HTTP client", &e))?;
     client
-        .auth(&image, &auth, oci_client::RegistryOperation::Push)
+        .auth(image, auth, oci_client::RegistryOperation::Push)
         .await
         .map_err(|e| OciError::Auth { registry: registry.clone(), detail: error_chain(&e) })?;
     for (digest, size) in blobs {
-        if client.blob_exists(&image, &digest).await.unwrap_or(false) {
+        if client.blob_exists(image, &digest).await.unwrap_or(false) {
             tracing::info!(%digest, "the registry has this blob already");
             continue;
         }
@@ -170,12 +153,12 @@ pub async fn push(layout: &Path, reference: &str, cfg: &RegistryConfig) -> Resul
             .map_err(oci_client::errors::OciDistributionError::IoError);
         tracing::info!(%digest, bytes = size, "pushing blob");
         client
-            .push_blob_stream(&image, stream, &digest, Some(size))
+            .push_blob_stream(image, stream, &digest, Some(size))
             .await
             .map_err(|e| failed(&format!("pushing blob {digest}"), &e))?;
     }
     client
-        .push_manifest_raw(&image, manifest, OCI_IMAGE_MEDIA_TYPE.parse().expect("media type"))
+        .push_manifest_raw(image, manifest, OCI_IMAGE_MEDIA_TYPE.parse().expect("media type"))
         .await
         .map_err(|e| failed("pushing the manifest", &e))?;
     Ok(manifest_digest)

@@ -124,15 +124,44 @@ impl OciError {
 }
 
 /// One pull's registry connection and the names its errors use.
-struct Session {
-    client: Client,
-    image: Reference,
-    auth: RegistryAuth,
+pub(crate) struct Session {
+    pub(crate) client: Client,
+    pub(crate) image: Reference,
+    pub(crate) auth: RegistryAuth,
     reference: String,
-    registry: String,
+    pub(crate) registry: String,
 }
 
 impl Session {
+    /// A client for `reference`'s registry as `cfg` says: plain HTTP for its insecure hosts, its
+    /// credentials (anonymous without).
+    pub(crate) fn open(reference: &str, cfg: &RegistryConfig) -> Result<Session, OciError> {
+        // reqwest is built without a provider of its own (to keep aws-lc-rs out): make sure ring
+        // is the process default before it builds a client. Already installed is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let image: Reference = reference
+            .parse()
+            .map_err(|e| OciError::BadReference { reference: reference.to_string(), reason: format!("{e}") })?;
+        let registry = image.resolve_registry().to_string();
+        let auth = cfg
+            .auth
+            .get(image.registry())
+            .or_else(|| cfg.auth.get(&registry))
+            .map(|(user, pass)| RegistryAuth::Basic(user.clone(), pass.clone()))
+            .unwrap_or(RegistryAuth::Anonymous);
+        let client = Client::try_from(ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(cfg.insecure_hosts.clone()),
+            // Index resolution is done here, to name the platforms on offer when amd64 is missing.
+            platform_resolver: None,
+            ..ClientConfig::default()
+        })
+        .map_err(|e| OciError::Registry {
+            registry: registry.clone(),
+            detail: format!("cannot build HTTP client: {}", error_chain(&e)),
+        })?;
+        Ok(Session { client, image, auth, reference: reference.to_string(), registry })
+    }
+
     fn error(&self, e: OciDistributionError) -> OciError {
         let not_found = |detail: String| OciError::NotFound { reference: self.reference.clone(), detail };
         let auth = |detail: String| OciError::Auth { registry: self.registry.clone(), detail };
@@ -280,31 +309,7 @@ pub async fn pull(
     cfg: &RegistryConfig,
     progress: &Progress,
 ) -> Result<PulledImage, OciError> {
-    // reqwest is built without a provider of its own (to keep aws-lc-rs out): make sure ring is
-    // the process default before it builds a client. Already installed is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-
-    let image: Reference = reference
-        .parse()
-        .map_err(|e| OciError::BadReference { reference: reference.to_string(), reason: format!("{e}") })?;
-    let registry = image.resolve_registry().to_string();
-    let auth = cfg
-        .auth
-        .get(image.registry())
-        .or_else(|| cfg.auth.get(&registry))
-        .map(|(user, pass)| RegistryAuth::Basic(user.clone(), pass.clone()))
-        .unwrap_or(RegistryAuth::Anonymous);
-    let client = Client::try_from(ClientConfig {
-        protocol: ClientProtocol::HttpsExcept(cfg.insecure_hosts.clone()),
-        // Index resolution is done here, to name the platforms on offer when amd64 is missing.
-        platform_resolver: None,
-        ..ClientConfig::default()
-    })
-    .map_err(|e| OciError::Registry {
-        registry: registry.clone(),
-        detail: format!("cannot build HTTP client: {}", error_chain(&e)),
-    })?;
-    let session = Session { client, image, auth, reference: reference.to_string(), registry };
+    let session = Session::open(reference, cfg)?;
 
     tracing::info!(reference, rootfs = %rootfs.display(), "pulling image");
     let (manifest, digest) = session.image_manifest().await?;
