@@ -28,7 +28,8 @@ fn sandbox(name: &str) -> Value {
 /// (`kairon_runtime::requests`). `/v1/vms` alone is the instance list; the node agent's lookup
 /// by runtime name is `/v1/vms?name=…`.
 fn runtime_paths(k: &Kairon) -> Vec<String> {
-    strip_ansi(&k.logs())
+    // The log is written with terminal colours; the fields are read without them.
+    kairon_e2e::strip_ansi(&k.logs())
         .lines()
         .filter(|l| l.contains("kairon_runtime::requests"))
         .filter_map(|l| {
@@ -44,24 +45,6 @@ fn runtime_paths(k: &Kairon) -> Vec<String> {
             })
         })
         .collect()
-}
-
-/// The log is written with terminal colours; the fields are read without them.
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 async fn exec_ok(rest: &Rest, ns: &str, name: &str) {

@@ -24,7 +24,7 @@ fn recorded(logs: &str, sub: &str) -> BTreeSet<Permission> {
             .unwrap_or_default()
     };
     logs.lines()
-        .map(strip_ansi)
+        .map(kairon_e2e::strip_ansi)
         .filter(|l| l.contains("kairon_api::requests") && field(l, "sub") == sub)
         .map(|l| {
             let (resource, subresource) = (field(&l, "resource"), field(&l, "subresource"));
@@ -32,23 +32,6 @@ fn recorded(logs: &str, sub: &str) -> BTreeSet<Permission> {
             (field(&l, "group"), resource, field(&l, "verb"))
         })
         .collect()
-}
-
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The permissions the named ClusterRoles and Roles of `deploy/kustomize/rbac.yaml` grant.
