@@ -736,6 +736,9 @@ pub mod types {
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub backends: ::std::vec::Vec<NodeBackend>,
         pub capacity: NodeCapacity,
+        #[doc = "The SHA-256 (64 lowercase hex digits) of the certificate this node's `https` runtime\nserves, registered by its node agent: the api trusts that certificate alone for this\nnode, so no other node's certificate passes for it. Only the node itself (and admins)\nmay write its KaironNode."]
+        #[serde(rename = "runtimeCertificateSha256", skip_serializing_if = "::std::option::Option::is_none")]
+        pub runtime_certificate_sha256: ::std::option::Option<::std::string::String>,
         #[doc = "The FluxVM v1 API of this node's runtime (a URL or `unix:/path`)."]
         #[serde(rename = "runtimeEndpoint")]
         pub runtime_endpoint: ::std::string::String,

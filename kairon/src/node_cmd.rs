@@ -65,6 +65,10 @@ pub struct NodeArgs {
     /// An existing runtime to use instead (with --runtime-token).
     #[arg(long)]
     runtime_endpoint: Option<String>,
+    /// The SHA-256 of the certificate that runtime serves over https (`kairon runtime` prints
+    /// it): registered with the node, so the api trusts that certificate alone for this node.
+    #[arg(long, requires = "runtime_endpoint")]
+    runtime_certificate_sha256: Option<kairon_runtime_api::CertificatePin>,
     /// The runtime token shared with the api (a single host); without it, and without
     /// --runtime-endpoint, this node's runtime has a private token of its own.
     #[arg(long, env = "KAIRON_RUNTIME_TOKEN", hide_env_values = true, value_parser = crate::up::parse_secret)]
@@ -76,12 +80,16 @@ pub struct NodeArgs {
     /// Also run the controllers (scheduler, lifecycle, pools, claims; leader-elected).
     #[arg(long)]
     scheduler: bool,
-    /// Where this node's own runtime serves (beyond loopback only over TLS, with
-    /// --runtime-tls-cert and --runtime-tls-key).
+    /// Where this node's own runtime serves (beyond loopback only over TLS).
     #[arg(long, env = "KAIRON_RUNTIME_LISTEN", default_value = "127.0.0.1:0")]
     runtime_listen: std::net::SocketAddr,
-    /// The runtime's certificate (PEM, for this node's address, signed by the --runtime-ca the
-    /// api is given) and its key.
+    /// Serve the runtime over TLS with a certificate of this node's own (made in the state dir
+    /// and kept), whose SHA-256 the node registers and the api pins: what a runtime beyond
+    /// loopback does unless given --runtime-tls-cert.
+    #[arg(long, env = "KAIRON_RUNTIME_TLS")]
+    runtime_tls: bool,
+    /// A certificate for the runtime instead (PEM, the leaf first) and its key; it is pinned
+    /// the same way.
     #[arg(long, env = "KAIRON_RUNTIME_TLS_CERT", requires = "runtime_tls_key")]
     runtime_tls_cert: Option<PathBuf>,
     #[arg(long, env = "KAIRON_RUNTIME_TLS_KEY", requires = "runtime_tls_cert")]
@@ -90,7 +98,8 @@ pub struct NodeArgs {
     /// (e.g. https://NODE_IP:7444 for --runtime-listen 0.0.0.0:7444).
     #[arg(long, env = "KAIRON_RUNTIME_ADVERTISE")]
     runtime_advertise: Option<String>,
-    /// The CA (PEM) that signs the runtimes' certificates, to reach a runtime over TLS.
+    /// The CA (PEM) that signs the certificate of the runtime at --runtime-endpoint, when
+    /// --runtime-certificate-sha256 does not pin it.
     #[arg(long, env = "KAIRON_RUNTIME_CA")]
     runtime_ca: Option<PathBuf>,
     #[command(flatten)]
@@ -141,10 +150,26 @@ pub async fn release_lease(client: kube::Client, identity: &str) {
     }
 }
 
+/// The names a runtime's own certificate is for: the advertised host and the address listened
+/// on. Informative only: the api pins the certificate itself, whatever its names.
+fn certificate_names(listen: std::net::SocketAddr, advertise: Option<&str>) -> Vec<String> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if !listen.ip().is_unspecified() && !listen.ip().is_loopback() {
+        names.push(listen.ip().to_string());
+    }
+    if let Some(uri) = advertise.and_then(|a| a.parse::<axum::http::Uri>().ok())
+        && let Some(host) = uri.host()
+    {
+        names.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    names.dedup();
+    names
+}
+
 pub async fn run(args: NodeArgs) -> Result<()> {
     let client = crate::up::kube_client(args.kubeconfig.as_deref()).await?;
-    let (endpoint, token) = match (&args.runtime_endpoint, &args.runtime_token) {
-        (Some(e), Some(t)) => (e.clone(), t.clone()),
+    let (endpoint, token, certificate) = match (&args.runtime_endpoint, &args.runtime_token) {
+        (Some(e), Some(t)) => (e.clone(), t.clone(), args.runtime_certificate_sha256),
         (Some(_), None) => anyhow::bail!("--runtime-endpoint needs --runtime-token"),
         (None, _) => {
             let state_dir = args
@@ -160,15 +185,23 @@ pub async fn run(args: NodeArgs) -> Result<()> {
                     args.runtime_listen
                 );
             }
+            let tls = match args.runtime_tls_cert.clone().zip(args.runtime_tls_key.clone()) {
+                Some(files) => Some(files),
+                None if args.runtime_tls || !args.runtime_listen.ip().is_loopback() => {
+                    let names = certificate_names(args.runtime_listen, args.runtime_advertise.as_deref());
+                    Some(crate::tls::runtime_certificate(&state_dir.join("tls"), &names)?)
+                }
+                None => None,
+            };
             let serving = crate::runtime_cmd::Serving {
                 listen: args.runtime_listen,
-                tls: args.runtime_tls_cert.clone().zip(args.runtime_tls_key.clone()),
+                tls,
                 advertise: args.runtime_advertise.clone(),
                 api_key: args.runtime_api_key.clone(),
             };
-            let url =
+            let (url, certificate) =
                 crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![], serving).await?;
-            (url, token)
+            (url, token, certificate)
         }
     };
     println!("Kairon node {} is up (runtime {endpoint})", args.node_name);
@@ -178,6 +211,7 @@ pub async fn run(args: NodeArgs) -> Result<()> {
     }
     let mut cfg = args.tuning.config(&args.node_name, &endpoint, &token);
     cfg.runtime_ca = crate::up::read_ca(args.runtime_ca.as_deref())?;
+    cfg.runtime_certificate = certificate;
     spawn_node_agent(&mut workers, client, cfg);
     crate::up::shutdown_signal().await;
     // The runtime's instances keep running; the next agent on this node adopts them.

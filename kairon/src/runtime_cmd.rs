@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use kairon_runtime::engine::{Runtime, RuntimeConfig};
+use kairon_runtime_api::CertificatePin;
 
 #[derive(clap::Args, Clone)]
 pub struct RuntimeArgs {
@@ -15,9 +16,9 @@ pub struct RuntimeArgs {
     /// Address to serve on; port 0 picks a free one. Beyond loopback only with TLS.
     #[arg(long, env = "KAIRON_RUNTIME_LISTEN", default_value = "127.0.0.1:7444")]
     pub listen: SocketAddr,
-    /// Serve HTTPS with this certificate (PEM, the node's, signed by the CA the api and node
-    /// agents are given with --runtime-ca) and --tls-key: the runtime may then listen on the
-    /// node's address, for an api on another host.
+    /// Serve HTTPS with this certificate (PEM, the leaf first) and --tls-key: the runtime may
+    /// then listen on the node's address, for an api on another host. Its SHA-256 (printed at
+    /// start) is what its node agent registers (--runtime-certificate-sha256) and the api pins.
     #[arg(long, env = "KAIRON_RUNTIME_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     #[arg(long, env = "KAIRON_RUNTIME_TLS_KEY", requires = "tls_cert")]
@@ -92,7 +93,7 @@ impl Serving {
 }
 
 /// Opens a runtime on `state_dir` and serves it in this process as `serving` says; returns the
-/// URL to register.
+/// URL to register and, over TLS, the certificate the runtime serves.
 pub async fn serve_in_process(
     state_dir: PathBuf,
     node_name: &str,
@@ -100,7 +101,7 @@ pub async fn serve_in_process(
     config: Option<PathBuf>,
     extra_image_dirs: Vec<PathBuf>,
     serving: Serving,
-) -> Result<String> {
+) -> Result<(String, Option<CertificatePin>)> {
     let (tls_cert, tls_key) = serving.tls.clone().unzip();
     let args = RuntimeArgs {
         state_dir,
@@ -115,6 +116,14 @@ pub async fn serve_in_process(
         extra_image_dirs,
     };
     check_listen(&args)?;
+    let certificate = certificate_pin(&args)?;
+    let url = serving.advertise.clone();
+    if certificate.is_some() && url.as_deref().is_some_and(|u| !u.starts_with("https://")) {
+        anyhow::bail!(
+            "the runtime serves only over TLS here: advertise an https:// URL (--runtime-advertise {})",
+            url.unwrap_or_default().replacen("http://", "https://", 1)
+        );
+    }
     let rt = open(&args).await?;
     if kairon_runtime::vm::qemu_installed() {
         // So `spec.image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}` works on a fresh node.
@@ -132,16 +141,24 @@ pub async fn serve_in_process(
         });
     }
     // It serves as long as this process runs.
-    let (url, server) = serve(&args, rt, std::future::pending()).await?;
+    let (listening, server) = serve(&args, rt, std::future::pending()).await?;
     tokio::spawn(server);
-    Ok(serving.advertise.unwrap_or(url))
+    Ok((url.unwrap_or(listening), certificate))
+}
+
+/// The pin of the certificate the runtime serves, when it serves TLS.
+fn certificate_pin(args: &RuntimeArgs) -> Result<Option<CertificatePin>> {
+    let Some(cert) = &args.tls_cert else { return Ok(None) };
+    let pem = std::fs::read(cert).with_context(|| format!("reading the runtime's certificate {}", cert.display()))?;
+    let pin = CertificatePin::of_pem(&pem).with_context(|| format!("the runtime's certificate {}", cert.display()))?;
+    Ok(Some(pin))
 }
 
 /// Plain HTTP only on loopback: the token travels in every request.
 fn check_listen(args: &RuntimeArgs) -> Result<()> {
     if !args.listen.ip().is_loopback() && args.tls_cert.is_none() {
         anyhow::bail!(
-            "the runtime API listens beyond loopback ({}) only over TLS: give --tls-cert and --tls-key (kairon node: --runtime-tls-cert, --runtime-tls-key), or listen on 127.0.0.1",
+            "the runtime API listens beyond loopback ({}) only over TLS: give --tls-cert and --tls-key, or listen on 127.0.0.1 (kairon node makes a certificate of its own)",
             args.listen
         );
     }
@@ -190,10 +207,14 @@ async fn serve(
 pub async fn run(args: RuntimeArgs) -> Result<()> {
     check_listen(&args)?;
     let rt = open(&args).await?;
+    let certificate = certificate_pin(&args)?;
     let (url, server) = serve(&args, rt, crate::up::shutdown_signal()).await?;
     println!("Kairon runtime is up at {url}");
-    println!("  node:      {}", args.node_name);
-    println!("  state dir: {}", args.state_dir.display());
+    println!("  node:        {}", args.node_name);
+    println!("  state dir:   {}", args.state_dir.display());
+    if let Some(pin) = certificate {
+        println!("  certificate: sha256:{pin} (a node agent registers it with --runtime-certificate-sha256)");
+    }
     server.await?;
     Ok(())
 }

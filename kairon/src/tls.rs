@@ -1,5 +1,6 @@
 //! TLS for the embedded API: a CA kept in the data dir (so kubeconfigs stay valid across
-//! restarts) and a server certificate issued at each start for the addresses served.
+//! restarts) and a server certificate issued at each start for the addresses served; and a
+//! node runtime's own certificate.
 //!
 //! The API serves TLS even on loopback: kubectl (client-go) never sends a bearer token over
 //! plain HTTP, and every route needs one.
@@ -64,4 +65,25 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr, names: &[String]) -> Result<Tl
     std::fs::write(&cert_path, cert.pem())?;
     crate::up::write_private(&key_path, key.serialize_pem().as_bytes())?;
     Ok(TlsFiles { ca_pem, cert: cert_path, key: key_path })
+}
+
+/// A node runtime's own certificate and key, in `dir`: made on first use (self-signed, for
+/// `names`) and kept, since its SHA-256 is what the node registers and the api pins. No CA is
+/// involved, so no node holds anything that vouches for another.
+pub fn runtime_certificate(dir: &Path, names: &[String]) -> Result<(PathBuf, PathBuf)> {
+    let (cert_path, key_path) = (dir.join("runtime.crt"), dir.join("runtime.key"));
+    if cert_path.exists() && key_path.exists() {
+        return Ok((cert_path, key_path));
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut params = CertificateParams::new(names.to_vec())?;
+    params.distinguished_name.push(DnType::CommonName, "kairon-runtime");
+    params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2045, 1, 1);
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    // The key first: a certificate without its key is remade, never served.
+    crate::up::write_private(&key_path, key.serialize_pem().as_bytes())?;
+    std::fs::write(&cert_path, cert.pem()).with_context(|| format!("writing {}", cert_path.display()))?;
+    Ok((cert_path, key_path))
 }

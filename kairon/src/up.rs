@@ -76,8 +76,8 @@ pub struct RestArgs {
         default_values_t = kairon_api::guard::DEFAULT_IMAGE_DIRS.iter().map(|d| d.to_string()).collect::<Vec<_>>()
     )]
     pub image_dirs: Vec<String>,
-    /// The CA (PEM file) that signs the nodes' runtime certificates, for runtimes served over
-    /// TLS on their node's address (`kairon node --runtime-tls-cert`).
+    /// The CA (PEM file) that signs the certificate of a runtime served over TLS whose node
+    /// registers no certificate of its own (spec.runtimeCertificateSha256, which wins).
     #[arg(long, env = "KAIRON_RUNTIME_CA")]
     pub runtime_ca: Option<PathBuf>,
 }
@@ -362,6 +362,14 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<St
     // `kairon image` builds into DATA_DIR/images when /var/lib/fluxvm/images is not writable.
     let extra = vec![data_dir.join("images")];
     let serving = crate::runtime_cmd::Serving::loopback();
-    crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, token, args.node_config.clone(), extra, serving)
-        .await
+    let (url, _) = crate::runtime_cmd::serve_in_process(
+        state_dir,
+        &args.node_name,
+        token,
+        args.node_config.clone(),
+        extra,
+        serving,
+    )
+    .await?;
+    Ok(url)
 }

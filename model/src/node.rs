@@ -28,6 +28,12 @@ use crate::quantity::Quantity;
 pub struct KaironNodeSpec {
     /// The FluxVM v1 API of this node's runtime (a URL or `unix:/path`).
     pub runtime_endpoint: String,
+    /// The SHA-256 (64 lowercase hex digits) of the certificate this node's `https` runtime
+    /// serves, registered by its node agent: the api trusts that certificate alone for this
+    /// node, so no other node's certificate passes for it. Only the node itself (and admins)
+    /// may write its KaironNode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_certificate_sha256: Option<String>,
     pub capacity: NodeCapacity,
     /// Backends the runtime offers.
     #[serde(default)]

@@ -503,6 +503,22 @@ pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
     if spec.runtime_endpoint.is_empty() {
         errs.required("spec.runtimeEndpoint", "give the URL of this node's runtime API");
     }
+    if let Some(pin) = &spec.runtime_certificate_sha256 {
+        if pin.len() != 64 || !pin.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            errs.invalid(
+                "spec.runtimeCertificateSha256",
+                format!("{:?}", pin.chars().take(80).collect::<String>()),
+                "must be a SHA-256 in 64 lowercase hex digits",
+            );
+        }
+        if !spec.runtime_endpoint.starts_with("https://") {
+            errs.invalid(
+                "spec.runtimeCertificateSha256",
+                format!("{:?}", spec.runtime_endpoint),
+                "a runtime with a certificate is reached over https: give an https:// spec.runtimeEndpoint",
+            );
+        }
+    }
     quantity(&mut errs, "spec.capacity.cpu", &spec.capacity.cpu);
     quantity(&mut errs, "spec.capacity.memory", &spec.capacity.memory);
     errs.0
@@ -624,6 +640,27 @@ mod tests {
         m.resources = Some(Resources { cpu: Some("4503599627370496.5".into()), memory: None });
         let errs = validate_machine_spec("spec", &m, None, Default::default());
         assert_eq!(fields(&errs), ["spec.resources.cpu"]);
+    }
+
+    #[test]
+    fn a_node_pins_its_runtime_certificate_only_over_https() {
+        let pin = "0123456789abcdef".repeat(4);
+        let node = |endpoint: &str, pin: &str| KaironNodeSpec {
+            runtime_endpoint: endpoint.into(),
+            runtime_certificate_sha256: Some(pin.into()),
+            capacity: crate::node::NodeCapacity { cpu: "2".into(), memory: "1Gi".into(), machines: None },
+            ..Default::default()
+        };
+        assert!(validate_node_spec(&node("https://10.0.0.2:7444", &pin)).is_empty());
+        for bad in [pin.to_uppercase(), pin[1..].to_string(), format!("{pin}0"), "sha256:00".into()] {
+            assert_eq!(
+                fields(&validate_node_spec(&node("https://10.0.0.2:7444", &bad))),
+                ["spec.runtimeCertificateSha256"]
+            );
+        }
+        let errs = validate_node_spec(&node("http://10.0.0.2:7444", &pin));
+        assert_eq!(fields(&errs), ["spec.runtimeCertificateSha256"]);
+        assert!(errs[0].detail.contains("https"), "{}", errs[0].detail);
     }
 
     #[test]

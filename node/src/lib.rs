@@ -27,7 +27,7 @@ use kairon_model::{
     Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
 };
 use kairon_runtime_api::types::{CreateVmRequest, PowerAction, Vm, VmState};
-use kairon_runtime_api::{ClientError, InstanceId, RuntimeClient};
+use kairon_runtime_api::{CertificatePin, ClientError, InstanceId, RuntimeClient};
 
 use activity::Sample;
 
@@ -45,8 +45,12 @@ pub struct NodeConfig {
     pub cpu: Option<Quantity>,
     pub memory: Option<Quantity>,
     pub max_machines: Option<i32>,
-    /// The CA (PEM) that signs the runtime's certificate, when it is reached over `https`.
+    /// The CA (PEM) that signs the runtime's certificate, when it is reached over `https` and
+    /// its certificate is not pinned.
     pub runtime_ca: Option<Vec<u8>>,
+    /// The certificate the runtime serves (over `https`), registered in the KaironNode: this
+    /// agent and the api trust that certificate alone for this node.
+    pub runtime_certificate: Option<CertificatePin>,
 }
 
 impl NodeConfig {
@@ -62,6 +66,7 @@ impl NodeConfig {
             memory: None,
             max_machines: None,
             runtime_ca: None,
+            runtime_certificate: None,
         }
     }
 }
@@ -124,6 +129,7 @@ async fn register(client: &kube::Client, cfg: &NodeConfig, runtime: &RuntimeClie
     let (cpu, memory) = host_capacity();
     let spec = KaironNodeSpec {
         runtime_endpoint: cfg.runtime_endpoint.clone(),
+        runtime_certificate_sha256: cfg.runtime_certificate.map(|pin| pin.to_string()),
         capacity: NodeCapacity {
             cpu: cfg.cpu.clone().unwrap_or(cpu),
             memory: cfg.memory.clone().unwrap_or(memory),
@@ -175,7 +181,7 @@ async fn ready_templates(runtime: &RuntimeClient) -> Result<Vec<String>, NodeErr
 pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationToken) -> Result<(), NodeError> {
     // One client of the runtime for registering, the heartbeat and the reconciles.
     let runtime = kairon_runtime_api::RuntimeConnector::with_ca(&cfg.runtime_token, cfg.runtime_ca.as_deref())?
-        .client(&cfg.runtime_endpoint)?;
+        .client_for(&cfg.node_name, &cfg.runtime_endpoint, cfg.runtime_certificate)?;
     tokio::select! {
         r = register(&client, &cfg, &runtime) => r?,
         _ = shutdown.cancelled() => return Ok(()),

@@ -2,7 +2,8 @@
 //! through this. Every URL is the endpoint plus percent-encoded segments built from typed IDs;
 //! there is no method that takes a raw path.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode, Url};
@@ -11,6 +12,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::grant::GrantSigner;
 use crate::ids::{GuestPath, InstanceId, Pid, PoolName, TemplateName};
+use crate::pin::CertificatePin;
 use crate::types::{
     ClaimRequest, CreatePoolRequest, CreateTemplateRequest, CreateVmRequest, EgressCheckRequest, EgressDecision,
     EgressDenials, ErrorBody, ExecRequest, ExecResult, FileEntry, ForkRequest, ForkResult, FreezeResult, FreezeStatus,
@@ -65,15 +67,45 @@ pub enum Relay {
 
 /// The connections shared by every client of one process: one pool for API calls and one for
 /// relayed guest HTTP (which follows no redirects, so the runtime token never leaves for
-/// wherever a guest points). Cheap to clone; make one per process and `client()` per node.
+/// wherever a guest points), per way of verifying runtimes: the system's roots or the runtimes'
+/// CA, or a node's pinned certificate. Cheap to clone; make one per process and a client per
+/// node.
 #[derive(Clone)]
 pub struct RuntimeConnector {
     credential: Credential,
+    /// For `http` runtimes, and `https` ones verified by the CA given (or the system's roots).
+    trusted: Arc<Pools>,
+    /// For `https` runtimes whose node registered its certificate, by that certificate.
+    pinned: Arc<Mutex<HashMap<CertificatePin, Arc<Pools>>>>,
+}
+
+struct Pools {
     http: reqwest::Client,
     relay: reqwest::Client,
-    /// How WebSockets to `https` runtimes are verified: by the runtimes' CA when one was given.
+    /// How WebSockets to `https` runtimes are verified, when not by the system's roots.
     tls: Option<Arc<rustls::ClientConfig>>,
 }
+
+impl Pools {
+    fn new(tls: Option<rustls::ClientConfig>) -> Result<Pools> {
+        let build = || {
+            let mut b = reqwest::Client::builder();
+            if let Some(tls) = &tls {
+                b = b.tls_backend_preconfigured(tls.clone());
+            }
+            b.connect_timeout(Duration::from_secs(5))
+                .pool_max_idle_per_host(32)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ClientError::Unreachable { endpoint: String::new(), message: e.to_string() })
+        };
+        Ok(Pools { http: build()?, relay: build()?, tls: tls.map(Arc::new) })
+    }
+}
+
+/// Past this many pinned certificates (nodes, or one node's certificate changing), the pools of
+/// the others are dropped and made again on use.
+const PINNED_POOLS_MAX: usize = 1024;
 
 impl RuntimeConnector {
     /// Connections to runtimes on loopback (`http`), or reached over TLS by certificates the
@@ -82,8 +114,9 @@ impl RuntimeConnector {
         Self::with_ca(token, None)
     }
 
-    /// Connections to runtimes whose certificates `ca` signs (PEM: the CA that issued each
-    /// node's runtime certificate, for `https` endpoints across a cluster), or as [`Self::new`].
+    /// Connections to runtimes whose certificates `ca` signs (PEM: the CA that issued the
+    /// runtimes' certificates, for `https` endpoints whose node registered no certificate of
+    /// its own), or as [`Self::new`].
     pub fn with_ca(token: &str, ca: Option<&[u8]>) -> Result<Self> {
         Self::with_credential(Credential::Token(token.into()), ca)
     }
@@ -95,41 +128,20 @@ impl RuntimeConnector {
         // reqwest is built without a default TLS provider: the workspace uses ring throughout.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let bad_ca = |e: String| ClientError::BadEndpoint(format!("the runtimes' CA: {e}"));
-        let roots: Vec<CertificateDer<'static>> = match ca {
-            Some(pem) => CertificateDer::pem_slice_iter(pem)
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| bad_ca(e.to_string()))?,
-            None => Vec::new(),
-        };
-        if ca.is_some() && roots.is_empty() {
-            return Err(bad_ca("no certificate in it".into()));
-        }
-        let build = |mut b: reqwest::ClientBuilder| {
-            for root in &roots {
-                let cert = reqwest::Certificate::from_der(root).map_err(|e| bad_ca(e.to_string()))?;
-                b = b.add_root_certificate(cert);
+        let tls = match ca {
+            Some(pem) => {
+                let mut store = rustls::RootCertStore::empty();
+                for cert in CertificateDer::pem_slice_iter(pem) {
+                    store.add(cert.map_err(|e| bad_ca(e.to_string()))?).map_err(|e| bad_ca(e.to_string()))?;
+                }
+                if store.is_empty() {
+                    return Err(bad_ca("no certificate in it".into()));
+                }
+                Some(rustls::ClientConfig::builder().with_root_certificates(store).with_no_client_auth())
             }
-            b.connect_timeout(Duration::from_secs(5))
-                .pool_max_idle_per_host(32)
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| ClientError::Unreachable { endpoint: String::new(), message: e.to_string() })
+            None => None,
         };
-        let tls = if roots.is_empty() {
-            None
-        } else {
-            let mut store = rustls::RootCertStore::empty();
-            for root in &roots {
-                store.add(root.clone()).map_err(|e| bad_ca(e.to_string()))?;
-            }
-            Some(Arc::new(rustls::ClientConfig::builder().with_root_certificates(store).with_no_client_auth()))
-        };
-        Ok(RuntimeConnector {
-            credential,
-            http: build(reqwest::Client::builder())?,
-            relay: build(reqwest::Client::builder())?,
-            tls,
-        })
+        Ok(RuntimeConnector { credential, trusted: Arc::new(Pools::new(tls)?), pinned: Default::default() })
     }
 
     /// The client of the runtime at `endpoint` (`http://host:port`), on the shared pools, with
@@ -140,17 +152,40 @@ impl RuntimeConnector {
                 "{endpoint}: runtimes reached with per-node grants are named by node (client_for)"
             )));
         }
-        self.client_for("", endpoint)
+        self.client_for("", endpoint, None)
     }
 
     /// The client of `node`'s runtime at `endpoint`: with per-node grants, each request carries
-    /// a grant for that node only.
-    pub fn client_for(&self, node: &str, endpoint: &str) -> Result<RuntimeClient> {
+    /// a grant for that node only; with a `pin` (the certificate the node registered), an
+    /// `https` runtime is trusted only if it presents that certificate.
+    pub fn client_for(&self, node: &str, endpoint: &str, pin: Option<CertificatePin>) -> Result<RuntimeClient> {
         let base = Url::parse(endpoint.trim_end_matches('/')).map_err(|_| ClientError::BadEndpoint(endpoint.into()))?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
             return Err(ClientError::BadEndpoint(endpoint.into()));
         }
-        Ok(RuntimeClient { base, conn: self.clone(), owner: None, node: node.into() })
+        let pools = match pin {
+            Some(pin) if base.scheme() == "https" => self.pinned_pools(pin)?,
+            Some(_) => {
+                return Err(ClientError::BadEndpoint(format!(
+                    "{endpoint}: the node registered a certificate, so its runtime is reached over https only"
+                )));
+            }
+            None => self.trusted.clone(),
+        };
+        Ok(RuntimeClient { base, credential: self.credential.clone(), pools, owner: None, node: node.into() })
+    }
+
+    fn pinned_pools(&self, pin: CertificatePin) -> Result<Arc<Pools>> {
+        let mut pinned = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pools) = pinned.get(&pin) {
+            return Ok(pools.clone());
+        }
+        if pinned.len() >= PINNED_POOLS_MAX {
+            pinned.clear();
+        }
+        let pools = Arc::new(Pools::new(Some(pin.client_config()))?);
+        pinned.insert(pin, pools.clone());
+        Ok(pools)
     }
 }
 
@@ -171,7 +206,8 @@ pub const OWNER_HEADER: &str = "kairon-owner-uid";
 #[derive(Clone)]
 pub struct RuntimeClient {
     base: Url,
-    conn: RuntimeConnector,
+    credential: Credential,
+    pools: Arc<Pools>,
     /// The Machine UID every request names in [`OWNER_HEADER`], when acting for one.
     owner: Option<Arc<str>>,
     /// The node whose runtime this is (what a grant is for).
@@ -197,7 +233,7 @@ impl RuntimeClient {
 
     /// The bearer credential of a request to this runtime.
     fn bearer(&self) -> Arc<str> {
-        match &self.conn.credential {
+        match &self.credential {
             Credential::Token(token) => token.clone(),
             Credential::Grants(signer) => signer.grant(&self.node),
         }
@@ -254,11 +290,11 @@ impl RuntimeClient {
     }
 
     fn get_req(&self, url: Url) -> reqwest::RequestBuilder {
-        self.conn.http.get(url)
+        self.pools.http.get(url)
     }
 
     fn post_req(&self, url: Url) -> reqwest::RequestBuilder {
-        self.conn.http.post(url)
+        self.pools.http.post(url)
     }
 
     pub async fn node(&self) -> Result<serde_json::Value> {
@@ -296,7 +332,7 @@ impl RuntimeClient {
     }
 
     pub async fn delete(&self, id: &InstanceId) -> Result<()> {
-        self.send(self.conn.http.delete(self.vm_url(id, []))).await.map(|_| ())
+        self.send(self.pools.http.delete(self.vm_url(id, []))).await.map(|_| ())
     }
 
     pub async fn power(&self, id: &InstanceId, action: PowerAction, paused: bool) -> Result<Vm> {
@@ -416,7 +452,7 @@ impl RuntimeClient {
         body: reqwest::Body,
         mode: Option<u32>,
     ) -> Result<()> {
-        let mut req = self.conn.http.put(self.vm_url(id, ["files"])).query(&[("path", path)]);
+        let mut req = self.pools.http.put(self.vm_url(id, ["files"])).query(&[("path", path)]);
         if let Some(mode) = mode {
             req = req.query(&[("mode", format!("{mode:o}"))]);
         }
@@ -438,7 +474,7 @@ impl RuntimeClient {
     /// Creates the announced sandbox from `layer` (a stream: `reqwest::Body::wrap_stream`) and
     /// starts it.
     pub async fn import_layer(&self, import: &str, layer: reqwest::Body) -> Result<Vm> {
-        self.json(self.conn.http.put(self.url(["v1", "imports", import])).body(layer)).await
+        self.json(self.pools.http.put(self.url(["v1", "imports", import])).body(layer)).await
     }
 
     pub async fn list_files(&self, id: &InstanceId, path: &str) -> Result<Vec<FileEntry>> {
@@ -446,7 +482,7 @@ impl RuntimeClient {
     }
 
     pub async fn delete_file(&self, id: &InstanceId, path: &str) -> Result<()> {
-        self.send(self.conn.http.delete(self.vm_url(id, ["files"])).query(&[("path", path)])).await.map(|_| ())
+        self.send(self.pools.http.delete(self.vm_url(id, ["files"])).query(&[("path", path)])).await.map(|_| ())
     }
 
     pub async fn stats(&self, id: &InstanceId) -> Result<Stats> {
@@ -483,7 +519,7 @@ impl RuntimeClient {
     }
 
     pub async fn delete_pool(&self, name: &PoolName) -> Result<()> {
-        self.send(self.conn.http.delete(self.url(["v1", "pools", name.as_str()]))).await.map(|_| ())
+        self.send(self.pools.http.delete(self.url(["v1", "pools", name.as_str()]))).await.map(|_| ())
     }
 
     pub async fn egress_check(&self, host: &str) -> Result<EgressDecision> {
@@ -564,7 +600,7 @@ impl RuntimeClient {
             }
         }
         url.set_query(query.filter(|q| !q.is_empty()));
-        self.authorize(self.conn.relay.request(method, url))
+        self.authorize(self.pools.relay.request(method, url))
     }
 
     /// Sends a request built by [`RuntimeClient::guest_http`]; an error of the runtime itself
@@ -633,7 +669,7 @@ impl RuntimeClient {
         {
             request.headers_mut().insert(OWNER_HEADER, v);
         }
-        let connector = self.conn.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+        let connector = self.pools.tls.clone().map(tokio_tungstenite::Connector::Rustls);
         match tokio_tungstenite::connect_async_tls_with_config(request, None, false, connector).await {
             Ok((ws, _)) => Ok(ws),
             Err(WsError::Http(resp)) => {

@@ -10,7 +10,9 @@
 pub mod client;
 pub mod grant;
 pub mod ids;
+pub mod pin;
 pub mod types;
 
 pub use client::{ClientError, Credential, OWNER_HEADER, Relay, RelaySocket, RuntimeClient, RuntimeConnector};
 pub use ids::{GuestPath, IdError, InstanceId, Pid, PoolName, TemplateName};
+pub use pin::CertificatePin;

@@ -189,9 +189,9 @@ async fn each_runtime_takes_only_the_apis_grant_for_its_own_node() {
     .await;
     let signer = std::sync::Arc::new(GrantSigner::from_pem(&std::fs::read(&signing).unwrap()).unwrap());
     let grants = RuntimeConnector::with_credential(Credential::Grants(signer), None).unwrap();
-    assert_eq!(grants.client_for("granted", &endpoint).unwrap().node().await.unwrap()["name"], "granted");
+    assert_eq!(grants.client_for("granted", &endpoint, None).unwrap().node().await.unwrap()["name"], "granted");
     let unauthorized = |e: ClientError| matches!(e, ClientError::Api { status: 401, .. });
-    let other = grants.client_for("local", &endpoint).unwrap().node().await.unwrap_err();
+    let other = grants.client_for("local", &endpoint, None).unwrap().node().await.unwrap_err();
     assert!(unauthorized(other), "a grant for another node was taken");
     assert!(grants.client(&endpoint).is_err(), "a grant needs its node named");
     let local_token = std::fs::read_to_string(cluster.data_dir.path().join("runtime-token")).unwrap();

@@ -690,15 +690,35 @@ fn issue_runtime_certificate(dir: &std::path::Path) -> (String, String, String) 
     (path("ca.crt"), path("runtime.crt"), path("runtime.key"))
 }
 
-/// A node's runtime served over TLS (as on its node's address across a cluster): it registers
-/// an https endpoint, and the api and its node agent reach it with the runtimes' CA (requests
-/// and WebSocket relays alike); without the CA, or over plain HTTP, nothing; and a runtime
-/// never listens beyond loopback without TLS.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
+/// Echoes `word` on a Machine's console through the api (a WebSocket relayed to its node's
+/// runtime); what came back.
+async fn console_echo(rest: &kairon_e2e::Rest, name: &str, word: &str) -> String {
     use futures::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
+    let mut console = rest.websocket(&format!("/api/v1/machines/default/{name}/console")).await.unwrap();
+    console.send(Message::Binary(format!("echo {word}\nexit 0\n").into_bytes().into())).await.unwrap();
+    let mut seen = Vec::new();
+    while let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(30), console.next()).await {
+        match m {
+            Message::Binary(b) => seen.extend_from_slice(&b),
+            Message::Text(t) => seen.extend_from_slice(t.as_bytes()),
+            Message::Close(_) => break,
+            _ => {}
+        }
+        let text = String::from_utf8_lossy(&seen);
+        if text.contains(&format!("{word}\r\n")) || text.contains(&format!("{word}\n")) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
 
+/// A node's runtime served over TLS with a certificate of the operator's (signed by a CA of
+/// theirs): it registers an https endpoint and that certificate, and the api and its node agent
+/// reach it (requests and WebSocket relays alike); a client given the CA does too; without it,
+/// or over plain HTTP, nothing; and a runtime never listens beyond loopback without TLS.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
     let certs = tempfile::tempdir().unwrap();
     let (ca, cert, key) = issue_runtime_certificate(certs.path());
     let k = Kairon::start_with(&fast().with(&["--runtime-ca", &ca])).unwrap();
@@ -735,23 +755,8 @@ async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
     wait_phase(&api, "over-tls", MachinePhase::Running, MINUTE).await;
     let rest = k.rest().unwrap();
     assert_eq!(sh(&rest, "over-tls", "echo over-tls").await, (0, "over-tls".to_string()));
-    let mut console = rest.websocket("/api/v1/machines/default/over-tls/console").await.unwrap();
-    console.send(Message::Binary(b"echo relayed-over-tls\nexit 0\n".to_vec().into())).await.unwrap();
-    let mut seen = Vec::new();
-    while let Ok(Some(Ok(m))) = tokio::time::timeout(Duration::from_secs(30), console.next()).await {
-        match m {
-            Message::Binary(b) => seen.extend_from_slice(&b),
-            Message::Text(t) => seen.extend_from_slice(t.as_bytes()),
-            Message::Close(_) => break,
-            _ => {}
-        }
-        if String::from_utf8_lossy(&seen).contains("relayed-over-tls\r\n")
-            || String::from_utf8_lossy(&seen).contains("relayed-over-tls\n")
-        {
-            break;
-        }
-    }
-    assert!(String::from_utf8_lossy(&seen).contains("relayed-over-tls"), "{}", String::from_utf8_lossy(&seen));
+    let seen = console_echo(&rest, "over-tls", "relayed-over-tls").await;
+    assert!(seen.contains("relayed-over-tls"), "{seen}");
 
     // The runtime's token is never sent to a server the CA did not vouch for, nor in the clear.
     let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token")).unwrap();
@@ -774,4 +779,117 @@ async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
     assert!(!refusal.status.success());
     let err = String::from_utf8_lossy(&refusal.stderr);
     assert!(err.contains("only over TLS"), "{err}");
+}
+
+/// Across a cluster each node's runtime serves a certificate of its own (made in its state
+/// dir), which its node registers in its KaironNode and the api pins: the api reaches each
+/// node's runtime by that certificate with no CA given (requests and WebSocket relays), and
+/// takes no other. A node that redirects the api's traffic for another node (here: that node's
+/// registered address pointed at it) presents its own certificate and receives nothing: no
+/// request, so no credential. (Only a node itself may write its KaironNode: isolation.rs and
+/// webhook.rs.)
+#[tokio::test(flavor = "multi_thread")]
+async fn each_node_runtime_is_trusted_by_its_own_certificate_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncReadExt;
+
+    let k = Kairon::start_with(&fast()).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let _cleanup = SandboxCleanup(state.path().to_path_buf());
+    let _second = k.second_node("second", &state.path().join("second"), &["--runtime-tls"]).unwrap();
+    let _third = k.second_node("third", &state.path().join("third"), &["--runtime-tls"]).unwrap();
+    let client = k.client().await.unwrap();
+    let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
+    let mut pins = Vec::new();
+    for name in ["second", "third"] {
+        let spec =
+            eventually("the node to register", MINUTE, || async { Some(nodes.get(name).await.ok()?.spec) }).await;
+        assert!(spec.runtime_endpoint.starts_with("https://127.0.0.1:"), "{}", spec.runtime_endpoint);
+        let tls = state.path().join(name).join("tls");
+        let cert = std::fs::read(tls.join("runtime.crt")).unwrap();
+        let pin = kairon_runtime_api::CertificatePin::of_pem(&cert).unwrap();
+        assert_eq!(spec.runtime_certificate_sha256, Some(pin.to_string()), "{name} registers its certificate");
+        let mode = std::fs::metadata(tls.join("runtime.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the key is the node's alone");
+        pins.push(pin);
+    }
+    assert_ne!(pins[0], pins[1], "each node has a certificate of its own");
+
+    // A sandbox on second, driven by its node agent and the api by its certificate alone.
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+        "metadata": {"name": "pinned", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"enabled": true, "console": true}, "nodeName": "second"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &m).await.unwrap();
+    wait_phase(&api, "pinned", MachinePhase::Running, MINUTE).await;
+    let rest = k.rest().unwrap();
+    assert_eq!(sh(&rest, "pinned", "echo pinned").await, (0, "pinned".to_string()));
+    let seen = console_echo(&rest, "pinned", "relayed-by-pin").await;
+    assert!(seen.contains("relayed-by-pin"), "{seen}");
+
+    // third, taken over, answers for second's address with its own certificate and key.
+    let impostor = {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let tls = state.path().join("third").join("tls");
+        let chain = CertificateDer::pem_file_iter(tls.join("runtime.crt")).unwrap().map(Result::unwrap).collect();
+        let key = PrivateKeyDer::from_pem_file(tls.join("runtime.key")).unwrap();
+        let config = rustls::ServerConfig::builder().with_no_client_auth().with_single_cert(chain, key).unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let impostor_url = format!("https://{}", listener.local_addr().unwrap());
+    let (connections, received) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    {
+        let (connections, received) = (connections.clone(), received.clone());
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+                let (impostor, received) = (impostor.clone(), received.clone());
+                tokio::spawn(async move {
+                    let Ok(mut tls) = impostor.accept(tcp).await else { return };
+                    let mut buf = vec![0u8; 4096];
+                    while let Ok(n @ 1..) = tls.read(&mut buf).await {
+                        received.fetch_add(n, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+    }
+    let original = nodes.get("second").await.unwrap().spec.runtime_endpoint;
+    let point_second_at = |url: String| {
+        let nodes = nodes.clone();
+        async move {
+            let patch = json!({"spec": {"runtimeEndpoint": url}});
+            nodes.patch("second", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        }
+    };
+    point_second_at(impostor_url.clone()).await;
+    let refusal = eventually("the api to try second's new address", MINUTE, || async {
+        let r = rest.post("/api/v1/machines/default/pinned/exec", json!({"command": ["echo", "hi"]})).await;
+        (r.status == 502).then_some(r.body)
+    })
+    .await;
+    let message = refusal["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(&impostor_url), "{message}");
+    assert!(message.contains(&format!("presented certificate sha256:{}", pins[1])), "{message}");
+    assert!(message.contains(&format!("not sha256:{}", pins[0])), "{message}");
+    let console = rest.websocket("/api/v1/machines/default/pinned/console").await;
+    assert!(console.is_err(), "the relay is refused as well");
+    assert!(connections.load(Ordering::SeqCst) >= 1, "the api did reach the impostor");
+    assert_eq!(received.load(Ordering::SeqCst), 0, "and sent it not one byte of a request");
+
+    // Its real address again: the api reaches second as before.
+    point_second_at(original).await;
+    eventually("second to answer again", MINUTE, || async {
+        let r = rest.post("/api/v1/machines/default/pinned/exec", json!({"command": ["echo", "back"]})).await;
+        (r.status == 200 && r.body["stdout"].as_str() == Some("back\n")).then_some(())
+    })
+    .await;
+    assert_eq!(received.load(Ordering::SeqCst), 0);
 }

@@ -25,7 +25,7 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::{Api, Resource};
 
 use kairon_model::{KaironNode, Machine};
-use kairon_runtime_api::{Credential, InstanceId, RuntimeClient, RuntimeConnector};
+use kairon_runtime_api::{CertificatePin, Credential, InstanceId, RuntimeClient, RuntimeConnector};
 
 pub use error::{Error, Reason, Result};
 pub use guest::{Needs, Session};
@@ -39,7 +39,8 @@ pub struct Machines {
     /// How the api proves itself to the nodes' runtimes: the one runtime token, or a grant per
     /// node (`kairon api --runtime-signing-key`).
     pub runtime_credential: Credential,
-    /// The CA (PEM) that signs the runtimes' certificates, for nodes reached over `https`.
+    /// The CA (PEM) that signs the runtimes' certificates, for nodes reached over `https` that
+    /// registered no certificate of their own (`spec.runtimeCertificateSha256`, which wins).
     pub runtime_ca: Option<Vec<u8>>,
     /// `KAIRON_UI_SANDBOX_OPERATOR_EXEC`: named operators may use the guest of sandboxes.
     pub sandbox_operator_exec: bool,
@@ -49,15 +50,23 @@ pub struct Machines {
     reporter: Reporter,
     /// One set of connection pools for every node's runtime, made on first use.
     runtimes: tokio::sync::OnceCell<RuntimeConnector>,
-    /// Each node's runtime endpoint as last read from its KaironNode, and when: guest
-    /// operations reuse it for [`ENDPOINT_TTL`] instead of reading the node every time.
-    endpoints: Mutex<HashMap<String, (String, Instant)>>,
+    /// Each node's runtime endpoint and certificate as last read from its KaironNode, and
+    /// when: guest operations reuse them for [`ENDPOINT_TTL`] instead of reading the node every
+    /// time.
+    endpoints: Mutex<HashMap<String, (RuntimeAddress, Instant)>>,
     /// Instances this server resumed itself, by Machine UID: the generation resumed, and when.
     /// Until the node agent reports the phase, a guest call need not resume them again.
     resumed: Mutex<HashMap<String, (i64, Instant)>>,
     /// Resumes under way for members a claim just took, by Machine UID: the generation and the
     /// resume (true once the instance runs), which the claimant's first guest call joins.
     resuming: Mutex<HashMap<String, (i64, Resuming)>>,
+}
+
+/// Where a node's runtime is, and the certificate it must present (over `https`).
+#[derive(Clone)]
+struct RuntimeAddress {
+    endpoint: String,
+    certificate: Option<CertificatePin>,
 }
 
 /// A resume that several callers may await: true once the instance runs.
@@ -97,18 +106,25 @@ impl Machines {
             let endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
             endpoints.get(node).filter(|(_, at)| at.elapsed() < ENDPOINT_TTL).map(|(e, _)| e.clone())
         };
-        let endpoint = match cached {
-            Some(e) => e,
+        let address = match cached {
+            Some(a) => a,
             None => {
                 let nodes: Api<KaironNode> = Api::all(self.kube.clone());
                 let n = nodes.get_opt(node).await?.ok_or_else(|| {
                     Error::not_found(format!("node {node:?} is not registered (GET /api/v1/nodes lists the nodes)"))
                 })?;
+                let certificate = match &n.spec.runtime_certificate_sha256 {
+                    Some(pin) => Some(pin.parse().map_err(|e| {
+                        Error::unavailable(format!("node {node:?} registered an unusable runtime certificate: {e}"))
+                    })?),
+                    None => None,
+                };
+                let address = RuntimeAddress { endpoint: n.spec.runtime_endpoint, certificate };
                 let mut endpoints = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
                 // Bounded by the nodes there are; entries of nodes gone expire unused.
                 endpoints.retain(|_, (_, at)| at.elapsed() < ENDPOINT_TTL);
-                endpoints.insert(node.to_string(), (n.spec.runtime_endpoint.clone(), Instant::now()));
-                n.spec.runtime_endpoint
+                endpoints.insert(node.to_string(), (address.clone(), Instant::now()));
+                address
             }
         };
         let conn = self
@@ -117,7 +133,7 @@ impl Machines {
                 RuntimeConnector::with_credential(self.runtime_credential.clone(), self.runtime_ca.as_deref())
             })
             .await?;
-        conn.client_for(node, &endpoint).map_err(Error::from)
+        conn.client_for(node, &address.endpoint, address.certificate).map_err(Error::from)
     }
 
     /// The runtime that runs a Machine, and the Machine's instance id there.

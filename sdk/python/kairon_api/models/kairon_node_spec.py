@@ -26,12 +26,18 @@ class KaironNodeSpec:
         runtime_endpoint (str): The FluxVM v1 API of this node's runtime (a URL or `unix:/path`).
         acceleration (Acceleration | None | Unset):
         backends (list[NodeBackend] | Unset): Backends the runtime offers.
+        runtime_certificate_sha_256 (None | str | Unset): The SHA-256 (64 lowercase hex digits) of the certificate this
+            node's `https` runtime
+            serves, registered by its node agent: the api trusts that certificate alone for this
+            node, so no other node's certificate passes for it. Only the node itself (and admins)
+            may write its KaironNode.
     """
 
     capacity: NodeCapacity
     runtime_endpoint: str
     acceleration: Acceleration | None | Unset = UNSET
     backends: list[NodeBackend] | Unset = UNSET
+    runtime_certificate_sha_256: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +60,12 @@ class KaironNodeSpec:
                 backends_item = backends_item_data.value
                 backends.append(backends_item)
 
+        runtime_certificate_sha_256: None | str | Unset
+        if isinstance(self.runtime_certificate_sha_256, Unset):
+            runtime_certificate_sha_256 = UNSET
+        else:
+            runtime_certificate_sha_256 = self.runtime_certificate_sha_256
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -66,6 +78,8 @@ class KaironNodeSpec:
             field_dict["acceleration"] = acceleration
         if backends is not UNSET:
             field_dict["backends"] = backends
+        if runtime_certificate_sha_256 is not UNSET:
+            field_dict["runtimeCertificateSha256"] = runtime_certificate_sha_256
 
         return field_dict
 
@@ -104,11 +118,23 @@ class KaironNodeSpec:
 
                 backends.append(backends_item)
 
+        def _parse_runtime_certificate_sha_256(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        runtime_certificate_sha_256 = _parse_runtime_certificate_sha_256(
+            d.pop("runtimeCertificateSha256", UNSET)
+        )
+
         kairon_node_spec = cls(
             capacity=capacity,
             runtime_endpoint=runtime_endpoint,
             acceleration=acceleration,
             backends=backends,
+            runtime_certificate_sha_256=runtime_certificate_sha_256,
         )
 
         kairon_node_spec.additional_properties = d

@@ -1337,6 +1337,13 @@ export interface components {
             /** @description Backends the runtime offers. */
             backends?: components["schemas"]["NodeBackend"][];
             capacity: components["schemas"]["NodeCapacity"];
+            /**
+             * @description The SHA-256 (64 lowercase hex digits) of the certificate this node's `https` runtime
+             *     serves, registered by its node agent: the api trusts that certificate alone for this
+             *     node, so no other node's certificate passes for it. Only the node itself (and admins)
+             *     may write its KaironNode.
+             */
+            runtimeCertificateSha256?: string | null;
             /** @description The FluxVM v1 API of this node's runtime (a URL or `unix:/path`). */
             runtimeEndpoint: string;
         };
