@@ -722,25 +722,11 @@ async fn store(cli: &Cli, k: &Kairon, server: &ServerProc, report: &mut Report) 
 /// Warnings and errors the server logged (5xx responses are logged at ERROR by its trace layer).
 fn server_log_problems(k: &Kairon, report: &mut Report) {
     let logs = k.logs();
-    let strip = |l: &str| -> String {
-        // Drop ANSI colour sequences so the level can be read.
-        let mut out = String::with_capacity(l.len());
-        let mut chars = l.chars();
-        while let Some(c) = chars.next() {
-            if c == '\u{1b}' {
-                for c in chars.by_ref() {
-                    if c.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
-    let bad: Vec<String> =
-        logs.lines().map(strip).filter(|l| l.split_whitespace().take(3).any(|w| w == "WARN" || w == "ERROR")).collect();
+    let bad: Vec<String> = logs
+        .lines()
+        .map(kairon_e2e::strip_ansi)
+        .filter(|l| l.split_whitespace().take(3).any(|w| w == "WARN" || w == "ERROR"))
+        .collect();
     report.add("store", "server log warn/error lines", bad.len() as f64, "count");
     for l in bad.iter().take(5) {
         report.anomaly(format!("server log: {}", l.chars().take(300).collect::<String>()));

@@ -109,15 +109,17 @@ async fn the_container_image_is_built_pushed_pulled_and_runs_kairon() {
     let help = c.exec(&vm.id, &exec(&["kairon", "api", "--help"])).await.unwrap();
     assert_eq!(help.exit_code, 0, "{help:?}");
     assert!(help.stdout.contains("--database-url"), "{}", help.stdout);
-    // What the node agent runs is there and runs.
+    // What the node agent runs is there and runs (apt's tools and a mirror too: the node's
+    // default VM image takes its kernel package from there, fetching apt's lists first).
     let tools = c
         .exec(
             &vm.id,
             &exec(&[
                 "sh",
                 "-c",
-                "for t in runc qemu-system-x86_64 qemu-img ip nft mke2fs busybox tini-static debootstrap kairon-agent; \
-                 do command -v $t >/dev/null || { echo missing $t; exit 1; }; done; \
+                "for t in runc qemu-system-x86_64 qemu-img ip nft mke2fs busybox tini-static debootstrap kairon-agent \
+                 apt-get apt-cache dpkg-deb; do command -v $t >/dev/null || { echo missing $t; exit 1; }; done; \
+                 grep -qsE '^(deb |Types: *deb)' /etc/apt/sources.list /etc/apt/sources.list.d/* || { echo no apt source; exit 1; }; \
                  runc --version && qemu-system-x86_64 --version && kairon --version",
             ]),
         )

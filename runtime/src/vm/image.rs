@@ -221,6 +221,35 @@ async fn run(what: &str, cmd: &mut Command) -> Result<String, ImageError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+const APT_LISTS: &str = "/var/lib/apt/lists";
+
+/// Whether apt has package lists (`*_Packages` files, compressed or not) in `lists`.
+fn has_package_lists(lists: &Path) -> bool {
+    std::fs::read_dir(lists)
+        .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().contains("_Packages")))
+        .unwrap_or(false)
+}
+
+/// Fetches apt's package lists when there are none: a node in Kairon's container image (a
+/// debootstrap tree, which keeps no lists) finds its kernel package from the mirror apt is
+/// configured with, as a host does.
+async fn ensure_package_lists(lists: &Path) -> Result<(), ImageError> {
+    if has_package_lists(lists) {
+        return Ok(());
+    }
+    tracing::info!("apt has no package lists: running apt-get update to find the kernel package");
+    run("apt-get update", Command::new("apt-get").args(["-q", "-o", "APT::Sandbox::User=root", "update"]))
+        .await
+        .map_err(|e| ImageError::Build(format!("{e} (the kernel comes from the mirror in /etc/apt/sources.list)")))?;
+    if !has_package_lists(lists) {
+        return Err(ImageError::Build(format!(
+            "apt-get update left no package lists in {}: check /etc/apt/sources.list",
+            lists.display()
+        )));
+    }
+    Ok(())
+}
+
 async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), ImageError> {
     let agent = match find_agent() {
         Some(agent) => agent,
@@ -231,9 +260,10 @@ async fn build(dir: &Path, work: &Path, progress: &Progress) -> Result<(), Image
     tracing::info!(dir = %dir.display(), "building the default VM image {DEFAULT_IMAGE}");
 
     // The kernel: the package the meta-package points at, unpacked.
+    ensure_package_lists(Path::new(APT_LISTS)).await?;
     let deps = run("apt-cache depends", Command::new("apt-cache").args(["depends", KERNEL_PACKAGE]))
         .await
-        .map_err(|e| ImageError::Build(format!("{e} (are apt's package lists there? run apt-get update)")))?;
+        .map_err(|e| ImageError::Build(format!("{e} (are apt's package lists current? run apt-get update)")))?;
     let package = deps
         .lines()
         .filter_map(|l| l.trim().strip_prefix("Depends:"))
@@ -457,4 +487,25 @@ fn cpio(files: &[(String, Vec<u8>, u32)]) -> Vec<u8> {
     entry(&mut out, "TRAILER!!!", 0, &[], (0, 0));
     let _ = out.flush();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_lists_are_the_packages_files() {
+        let lists = tempfile::tempdir().unwrap();
+        assert!(!has_package_lists(lists.path()));
+        assert!(!has_package_lists(&lists.path().join("missing")));
+        // What a debootstrap tree keeps: a lock and an empty partial/.
+        std::fs::write(lists.path().join("lock"), "").unwrap();
+        std::fs::create_dir(lists.path().join("partial")).unwrap();
+        assert!(!has_package_lists(lists.path()));
+        let packages = lists.path().join("deb.debian.org_debian_dists_trixie_main_binary-amd64_Packages.lz4");
+        std::fs::write(&packages, "").unwrap();
+        assert!(has_package_lists(lists.path()), "compressed, as apt keeps them on this machine");
+        std::fs::rename(&packages, packages.with_extension("")).unwrap();
+        assert!(has_package_lists(lists.path()));
+    }
 }
