@@ -690,6 +690,15 @@ fn issue_runtime_certificate(dir: &std::path::Path) -> (String, String, String) 
     (path("ca.crt"), path("runtime.crt"), path("runtime.key"))
 }
 
+/// Starts a sandbox with a console on node "second" and waits until it runs.
+async fn run_console_sandbox_on_second(api: &Api<Machine>, name: &str) {
+    let mut m = sandbox(name, None);
+    m.spec.guest_agent = serde_json::from_value(json!({"enabled": true, "console": true})).unwrap();
+    m.spec.node_name = Some("second".into());
+    api.create(&PostParams::default(), &m).await.unwrap();
+    wait_phase(api, name, MachinePhase::Running, MINUTE).await;
+}
+
 /// Echoes `word` on a Machine's console through the api (a WebSocket relayed to its node's
 /// runtime); what came back.
 async fn console_echo(rest: &kairon_e2e::Rest, name: &str, word: &str) -> String {
@@ -745,14 +754,7 @@ async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
 
     // A sandbox there, driven by its node agent and the api over TLS.
     let api: Api<Machine> = Api::namespaced(client, "default");
-    let m: Machine = serde_json::from_value(json!({
-        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
-        "metadata": {"name": "over-tls", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
-        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"enabled": true, "console": true}, "nodeName": "second"}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &m).await.unwrap();
-    wait_phase(&api, "over-tls", MachinePhase::Running, MINUTE).await;
+    run_console_sandbox_on_second(&api, "over-tls").await;
     let rest = k.rest().unwrap();
     assert_eq!(sh(&rest, "over-tls", "echo over-tls").await, (0, "over-tls".to_string()));
     let seen = console_echo(&rest, "over-tls", "relayed-over-tls").await;
@@ -819,14 +821,7 @@ async fn each_node_runtime_is_trusted_by_its_own_certificate_alone() {
 
     // A sandbox on second, driven by its node agent and the api by its certificate alone.
     let api: Api<Machine> = Api::namespaced(client, "default");
-    let m: Machine = serde_json::from_value(json!({
-        "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
-        "metadata": {"name": "pinned", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
-        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"enabled": true, "console": true}, "nodeName": "second"}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &m).await.unwrap();
-    wait_phase(&api, "pinned", MachinePhase::Running, MINUTE).await;
+    run_console_sandbox_on_second(&api, "pinned").await;
     let rest = k.rest().unwrap();
     assert_eq!(sh(&rest, "pinned", "echo pinned").await, (0, "pinned".to_string()));
     let seen = console_echo(&rest, "pinned", "relayed-by-pin").await;
