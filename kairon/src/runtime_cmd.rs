@@ -209,12 +209,14 @@ pub async fn run(args: RuntimeArgs) -> Result<()> {
     let rt = open(&args).await?;
     let certificate = certificate_pin(&args)?;
     let (url, server) = serve(&args, rt, crate::up::shutdown_signal()).await?;
-    println!("Kairon runtime is up at {url}");
-    println!("  node:        {}", args.node_name);
-    println!("  state dir:   {}", args.state_dir.display());
-    if let Some(pin) = certificate {
-        println!("  certificate: sha256:{pin} (a node agent registers it with --runtime-certificate-sha256)");
+    match certificate {
+        // The pin on the same line, for whoever reads the URL from it: the node agent registers
+        // it (kairon node --runtime-certificate-sha256).
+        Some(pin) => println!("Kairon runtime is up at {url} (certificate sha256:{pin})"),
+        None => println!("Kairon runtime is up at {url}"),
     }
+    println!("  node:      {}", args.node_name);
+    println!("  state dir: {}", args.state_dir.display());
     server.await?;
     Ok(())
 }

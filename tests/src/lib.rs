@@ -416,7 +416,7 @@ pub struct SeparateNode {
     pub agent: Option<Process>,
     /// The runtime's URL and token.
     pub endpoint: String,
-    pub token: &'static str,
+    pub token: String,
     agent_args: Vec<String>,
     _cleanup: SandboxCleanup,
 }
@@ -424,7 +424,8 @@ pub struct SeparateNode {
 impl SeparateNode {
     /// Starts both; `runtime_extra` goes to `kairon runtime` (`--config FILE`).
     pub fn start(k: &Kairon, name: &str, state: &Path, runtime_extra: &[&str]) -> Result<SeparateNode> {
-        let token = "separate-node-token-of-at-least-32-bytes";
+        // The cluster's runtime token, so the api reaches this node's runtime too.
+        let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token"))?.trim().to_string();
         let cleanup = SandboxCleanup(state.to_path_buf());
         let state_dir = state.to_string_lossy().to_string();
         let mut args = vec![
@@ -434,14 +435,17 @@ impl SeparateNode {
             "--node-name",
             name,
             "--token",
-            token,
+            &token,
             "--state-dir",
             &state_dir,
         ];
         args.extend_from_slice(runtime_extra);
         let runtime = Process::start(&args, "is up at")?;
-        let endpoint = runtime.ready_line.split_whitespace().last().context("the runtime's URL")?.to_string();
-        let agent_args: Vec<String> = [
+        // "Kairon runtime is up at URL", then "(certificate sha256:PIN)" over TLS.
+        let after = runtime.ready_line.split("is up at").nth(1).unwrap_or_default();
+        let endpoint = after.split_whitespace().next().context("the runtime's URL")?.to_string();
+        let pin = after.split("sha256:").nth(1).map(|p| p.trim_end_matches(')').to_string());
+        let mut agent_args: Vec<String> = [
             "node",
             "--kubeconfig",
             &k.kubeconfig.to_string_lossy(),
@@ -450,7 +454,7 @@ impl SeparateNode {
             "--runtime-endpoint",
             &endpoint,
             "--runtime-token",
-            token,
+            &token,
             "--scheduler",
             "--heartbeat-interval",
             "1s",
@@ -460,6 +464,9 @@ impl SeparateNode {
         .iter()
         .map(|a| a.to_string())
         .collect();
+        if let Some(pin) = pin {
+            agent_args.extend(["--runtime-certificate-sha256".to_string(), pin]);
+        }
         let mut node = SeparateNode { runtime, agent: None, endpoint, token, agent_args, _cleanup: cleanup };
         node.start_agent()?;
         Ok(node)
@@ -481,7 +488,7 @@ impl SeparateNode {
 
     /// A client of its runtime.
     pub fn runtime_client(&self) -> Result<kairon_runtime_api::RuntimeClient> {
-        Ok(kairon_runtime_api::RuntimeClient::new(&self.endpoint, self.token)?)
+        Ok(kairon_runtime_api::RuntimeClient::new(&self.endpoint, &self.token)?)
     }
 }
 

@@ -690,11 +690,11 @@ fn issue_runtime_certificate(dir: &std::path::Path) -> (String, String, String) 
     (path("ca.crt"), path("runtime.crt"), path("runtime.key"))
 }
 
-/// Starts a sandbox with a console on node "second" and waits until it runs.
-async fn run_console_sandbox_on_second(api: &Api<Machine>, name: &str) {
+/// Starts a sandbox with a console on `node` and waits until it runs.
+async fn run_console_sandbox_on(api: &Api<Machine>, name: &str, node: &str) {
     let mut m = sandbox(name, None);
     m.spec.guest_agent = serde_json::from_value(json!({"enabled": true, "console": true})).unwrap();
-    m.spec.node_name = Some("second".into());
+    m.spec.node_name = Some(node.into());
     api.create(&PostParams::default(), &m).await.unwrap();
     wait_phase(api, name, MachinePhase::Running, MINUTE).await;
 }
@@ -754,7 +754,7 @@ async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
 
     // A sandbox there, driven by its node agent and the api over TLS.
     let api: Api<Machine> = Api::namespaced(client, "default");
-    run_console_sandbox_on_second(&api, "over-tls").await;
+    run_console_sandbox_on(&api, "over-tls", "second").await;
     let rest = k.rest().unwrap();
     assert_eq!(sh(&rest, "over-tls", "echo over-tls").await, (0, "over-tls".to_string()));
     let seen = console_echo(&rest, "over-tls", "relayed-over-tls").await;
@@ -781,6 +781,32 @@ async fn a_node_runtime_served_over_tls_is_reached_with_the_runtimes_ca() {
     assert!(!refusal.status.success());
     let err = String::from_utf8_lossy(&refusal.stderr);
     assert!(err.contains("only over TLS"), "{err}");
+}
+
+/// A runtime run on its own (`kairon runtime --tls-cert`) prints its certificate's SHA-256 with
+/// its URL; its node agent registers it (`kairon node --runtime-endpoint
+/// --runtime-certificate-sha256`), and the api, given no CA, reaches it by that certificate.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_external_runtime_is_reached_by_the_certificate_it_prints() {
+    let certs = tempfile::tempdir().unwrap();
+    let (_ca, cert, key) = issue_runtime_certificate(certs.path());
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let node = SeparateNode::start(&k, "external", state.path(), &["--tls-cert", &cert, "--tls-key", &key]).unwrap();
+    let pin = kairon_runtime_api::CertificatePin::of_pem(&std::fs::read(&cert).unwrap()).unwrap();
+    let printed = &node.runtime.ready_line;
+    assert!(printed.contains(&format!("{} (certificate sha256:{pin})", node.endpoint)), "{printed}");
+    assert!(node.endpoint.starts_with("https://127.0.0.1:"), "{printed}");
+    let client = k.client().await.unwrap();
+    let nodes: Api<kairon_model::KaironNode> = Api::all(client.clone());
+    let registered = eventually("the node to register", MINUTE, || async {
+        nodes.get("external").await.ok()?.spec.runtime_certificate_sha256
+    })
+    .await;
+    assert_eq!(registered, pin.to_string());
+    let api: Api<Machine> = Api::namespaced(client, "default");
+    run_console_sandbox_on(&api, "external", "external").await;
+    assert_eq!(sh(&k.rest().unwrap(), "external", "echo external").await, (0, "external".to_string()));
 }
 
 /// Across a cluster each node's runtime serves a certificate of its own (made in its state
@@ -821,7 +847,7 @@ async fn each_node_runtime_is_trusted_by_its_own_certificate_alone() {
 
     // A sandbox on second, driven by its node agent and the api by its certificate alone.
     let api: Api<Machine> = Api::namespaced(client, "default");
-    run_console_sandbox_on_second(&api, "pinned").await;
+    run_console_sandbox_on(&api, "pinned", "second").await;
     let rest = k.rest().unwrap();
     assert_eq!(sh(&rest, "pinned", "echo pinned").await, (0, "pinned".to_string()));
     let seen = console_echo(&rest, "pinned", "relayed-by-pin").await;

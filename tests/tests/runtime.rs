@@ -22,7 +22,7 @@ fn start(state_dir: &std::path::Path) -> (Child, String) {
     let url = loop {
         let line = lines.next().expect("kairon runtime printed its URL").unwrap();
         if let Some(u) = line.strip_prefix("Kairon runtime is up at ") {
-            break u.trim().to_string();
+            break u.split_whitespace().next().unwrap_or_default().to_string();
         }
     };
     std::thread::spawn(move || for _ in lines {});
