@@ -825,7 +825,7 @@ async fn each_node_runtime_is_trusted_by_its_own_certificate_alone() {
 
     let k = Kairon::start_with(&fast()).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let _cleanup = SandboxCleanup(state.path().to_path_buf());
+    let _cleanup = ["second", "third"].map(|n| SandboxCleanup(state.path().join(n)));
     let _second = k.second_node("second", &state.path().join("second"), &["--runtime-tls"]).unwrap();
     let _third = k.second_node("third", &state.path().join("third"), &["--runtime-tls"]).unwrap();
     let client = k.client().await.unwrap();
