@@ -63,16 +63,14 @@ impl FromStr for CertificatePin {
             return Err(malformed());
         }
         let mut pin = [0u8; 32];
-        for (i, byte) in pin.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| malformed())?;
-        }
+        hex::decode_to_slice(s, &mut pin).map_err(|_| malformed())?;
         Ok(CertificatePin(pin))
     }
 }
 
 impl fmt::Display for CertificatePin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+        f.write_str(&hex::encode(self.0))
     }
 }
 
