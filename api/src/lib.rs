@@ -15,5 +15,5 @@ pub mod tickets;
 pub mod ui;
 pub mod webhook;
 
-pub use server::{cluster_router, router};
+pub use server::{cluster_router, router, webhook_router};
 pub use state::AppState;

@@ -34,6 +34,20 @@ pub fn cluster_router(state: AppState) -> Router {
     rest_router(state.clone()).merge(metrics.with_state(state)).layer(middleware::from_fn(json_errors))
 }
 
+/// The admission webhook alone, for a listener of its own (`kairon api --webhook-listen`): a
+/// cluster's API server calls it with no Kairon token (see `webhook.rs`), and the public API
+/// port does not serve it.
+pub fn webhook_router(state: AppState) -> Router {
+    // A review carries the object twice (old and new).
+    let body_limit = 2 * state.limits.max_body_bytes + 64 * 1024;
+    Router::new()
+        .route(crate::webhook::PATH, axum::routing::post(crate::webhook::validate))
+        .route("/livez", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
 fn rest_router(state: AppState) -> Router {
     let (rest, doc) = crate::rest::routes().split_for_parts();
     let rest = rest
@@ -53,8 +67,6 @@ fn rest_router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        // A cluster's API server calls it with no Kairon token (see `webhook.rs`).
-        .route("/admission/v1/validate", axum::routing::post(crate::webhook::validate))
         .merge(docs)
         .merge(crate::ui::router())
         .merge(mcp)

@@ -16,8 +16,10 @@
 //! - Anyone else is a tenant in the request's namespace (the cluster's RBAC already let them
 //!   write there): tenants' rules apply, e.g. no sandbox-track Machines, no status.
 //!
-//! The route needs no Kairon token: the API server calls it with none. It changes nothing and
-//! tells a caller only whether a write it describes would be allowed.
+//! The route needs no Kairon token: the API server calls it with none. It is served on a listener
+//! of its own, never the public API port, where a cluster can require the API server's client
+//! certificate (`kairon api --webhook-client-ca`). It changes nothing and tells a caller only
+//! whether a write it describes would be allowed.
 
 use axum::Json;
 use axum::extract::State;
@@ -31,6 +33,8 @@ use crate::state::AppState;
 
 /// The namespace Kairon's own ServiceAccounts live in (the chart's).
 pub const SYSTEM_NAMESPACE: &str = "kairon-system";
+/// Where the webhook answers, on its own listener (`server::webhook_router`).
+pub const PATH: &str = "/admission/v1/validate";
 /// Kubernetes groups whose members are Kairon admins.
 pub const ADMIN_GROUPS: &[&str] = &["system:masters", "kairon:admins"];
 

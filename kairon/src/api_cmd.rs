@@ -51,6 +51,8 @@ pub struct ApiArgs {
     rest: crate::up::RestArgs,
     #[command(flatten)]
     limits: crate::limits_args::LimitArgs,
+    #[command(flatten)]
+    webhook: crate::webhook_server::WebhookArgs,
 }
 
 pub async fn run(args: ApiArgs) -> Result<()> {
@@ -100,8 +102,12 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     // The claims this API binds in their create requests are counted here.
     state.metrics = std::sync::Arc::new(|| kairon_model::metrics::global().render());
     let stopping = state.stopping.clone();
+    let webhook = args.webhook.serve(state.clone(), &tls).await?;
     starting.ready(kairon_api::cluster_router(state));
     println!("Kairon API is up at {url}");
+    if let Some(w) = &webhook {
+        println!("  webhook:   {}", w.url);
+    }
     println!("  CA:        {}", data_dir.join("tls/ca.crt").display());
     println!("  tokens:    kairon token --data-dir {} --sub NAME --role ROLE", data_dir.display());
 
@@ -114,6 +120,9 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     }
     // Stop accepting, let the requests in flight finish (they still reach the database), and
     // only then close the store.
+    if let Some(w) = &webhook {
+        w.handle.graceful_shutdown(Some(crate::up::DRAIN));
+    }
     crate::up::drain(&store, &handle, server, &stopping).await?;
     store.close().await;
     Ok(())

@@ -11,6 +11,7 @@ mod postgres;
 mod runtime_cmd;
 mod tls;
 mod up;
+mod webhook_server;
 mod workers;
 
 use std::path::PathBuf;

@@ -50,6 +50,9 @@ pub struct UpArgs {
     no_controllers: bool,
     #[command(flatten)]
     controllers: crate::controller_cmd::ControllerTuning,
+    /// The admission webhook a cluster's API server would call (tests of its rules run it here).
+    #[command(flatten)]
+    webhook: crate::webhook_server::WebhookArgs,
 }
 
 /// The REST API's options.
@@ -243,6 +246,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     state.legacy_token = args.rest.legacy_token.clone();
     // The router, complete, before any in-process client of it starts.
     let stopping = state.stopping.clone();
+    let webhook = args.webhook.serve(state.clone(), &tls).await?;
     let app = kairon_api::router(state);
     slot.serve(app.clone());
 
@@ -284,6 +288,9 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     if let Some(u) = &runtime_url {
         println!("  runtime:     {u}   (token in {})", data_dir.join("runtime-token").display());
     }
+    if let Some(w) = &webhook {
+        println!("  webhook:     {}", w.url);
+    }
     println!("  admin token: {token}");
     println!("Press Ctrl-C to stop.");
 
@@ -305,6 +312,9 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     // keep running: the next `kairon up` on this data dir adopts them.
     eprintln!("Stopping Kairon...");
     workers.stop(crate::workers::GRACE).await;
+    if let Some(w) = &webhook {
+        w.handle.graceful_shutdown(Some(DRAIN));
+    }
     drain(&store, &handle, server, &stopping).await?;
     store.close().await;
     eprintln!("Kairon stopped.");
