@@ -26,7 +26,10 @@ use crate::quantity::Quantity;
     printcolumn(name = "Power", type_ = "string", json_path = ".spec.powerState"),
     printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
     printcolumn(name = "IP", type_ = "string", json_path = ".status.guestIP", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    // Each node agent watches the Machines on its node (`status.nodeName=NODE`): a cluster's
+    // API server serves that field selector for a custom resource only when it is declared.
+    selectable = ".status.nodeName"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {

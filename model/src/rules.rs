@@ -18,12 +18,15 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 pub struct CelRule {
     pub rule: &'static str,
     pub message: &'static str,
+    /// The field a refusal names, relative to the object the rule is about (the CRD's
+    /// `fieldPath`, e.g. `.resources.cpu`): the one Kairon's own validation names.
+    pub field: &'static str,
     /// Reads `oldSelf`: evaluated on updates only, where the object existed before.
     pub transition: bool,
 }
 
-const fn rule(rule: &'static str, message: &'static str) -> CelRule {
-    CelRule { rule, message, transition: false }
+const fn rule(rule: &'static str, field: &'static str, message: &'static str) -> CelRule {
+    CelRule { rule, message, field, transition: false }
 }
 
 /// A set of rules and where it sits: a kind (its plural) and the path of properties to the
@@ -39,26 +42,42 @@ pub struct Placed {
 pub const MACHINE_SPEC: &[CelRule] = &[
     rule(
         "has(self.sandbox) || has(self.image) || (has(self.runtime) && has(self.runtime.kernel))",
+        ".image",
         "a VM needs spec.image.path (or spec.runtime.kernel for direct kernel boot); for a sandbox set spec.sandbox",
     ),
     rule(
         "!has(self.sandbox) || has(self.sandbox.templateName) || has(self.image)",
+        ".sandbox",
         "a sandbox needs spec.sandbox.templateName (a template built on the node) or spec.image",
     ),
     rule(
         "!has(self.sandbox) || !has(self.deviceClaims) || size(self.deviceClaims) == 0",
+        ".deviceClaims",
         "a sandbox Machine cannot use PCI passthrough (VFIO): remove spec.deviceClaims or spec.sandbox",
     ),
     rule(
-        "!has(self.sandbox) || (!has(self.numa) && !has(self.cpuSet) && !has(self.hugepages))",
-        "numa, cpuSet and hugepages need the qemu backend; a sandbox Machine cannot use them",
+        "!has(self.sandbox) || !has(self.numa)",
+        ".numa",
+        "numa needs the qemu backend; a sandbox Machine cannot use it",
+    ),
+    rule(
+        "!has(self.sandbox) || !has(self.cpuSet)",
+        ".cpuSet",
+        "cpuSet needs the qemu backend; a sandbox Machine cannot use it",
+    ),
+    rule(
+        "!has(self.sandbox) || !has(self.hugepages)",
+        ".hugepages",
+        "hugepages needs the qemu backend; a sandbox Machine cannot use it",
     ),
     rule(
         "has(self.sandbox) || !has(self.resources) || !has(self.resources.cpu) || string(self.resources.cpu).matches('^[+]?([0-9]+([.]0*)?|[0-9]*000m)$')",
+        ".resources.cpu",
         "a VM has whole vCPUs: write resources.cpu as a whole number such as \"2\"",
     ),
     rule(
         "!has(self.sandbox) || !has(self.sandbox.templateName) || !has(self.powerState) || self.powerState in ['Running', 'Paused', 'Stopped']",
+        ".powerState",
         "a template sandbox runs under runc, which cannot hibernate or halt: use Paused or Stopped",
     ),
 ];
@@ -67,18 +86,21 @@ pub const MACHINE_SPEC: &[CelRule] = &[
 pub const MACHINE_SPEC_CHANGES: &[CelRule] = &[CelRule {
     rule: "has(self.sandbox) == has(oldSelf.sandbox) && (!has(self.sandbox) || self.sandbox == oldSelf.sandbox)",
     message: "spec.sandbox is immutable: delete the Machine and create a new one instead",
+    field: ".sandbox",
     transition: true,
 }];
 
 /// `spec.lifecycle`.
 pub const LIFECYCLE: &[CelRule] = &[rule(
     "!has(self.idleTimeoutSeconds) || self.idleTimeoutSeconds >= 60",
+    ".idleTimeoutSeconds",
     "idleTimeoutSeconds must be greater than or equal to 60",
 )];
 
 /// `spec.network`.
 pub const NETWORK: &[CelRule] = &[rule(
     "self.mode != 'Bridge' || (has(self.bridge) && self.bridge != '')",
+    ".bridge",
     "mode Bridge needs the name of a host bridge",
 )];
 
@@ -86,6 +108,7 @@ pub const NETWORK: &[CelRule] = &[rule(
 pub const CLAIM_SPEC_CHANGES: &[CelRule] = &[CelRule {
     rule: "self.poolName == oldSelf.poolName",
     message: "spec.poolName is immutable: create a new claim instead",
+    field: ".poolName",
     transition: true,
 }];
 
@@ -144,6 +167,7 @@ pub fn apply(crd: &mut CustomResourceDefinition) {
             rules.extend(placed.rules.iter().map(|r| ValidationRule {
                 rule: r.rule.into(),
                 message: Some(r.message.into()),
+                field_path: Some(r.field.into()),
                 ..Default::default()
             }));
         }
@@ -205,6 +229,25 @@ pub struct Example {
     pub old: Option<Value>,
     pub new: Value,
     pub valid: bool,
+}
+
+impl Example {
+    /// What Kairon's own validation (the embedded API's admission) says of this example.
+    pub fn kairon_errors(&self) -> Vec<crate::validate::FieldError> {
+        use crate::validate::{ValidationOptions, validate_claim_spec, validate_machine_spec, validate_pool_spec};
+        use crate::{MachineClaimSpec, MachinePoolSpec, MachineSpec};
+        fn spec<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+            serde_json::from_value(v["spec"].clone()).expect("an example's spec reads as its type")
+        }
+        let opts = ValidationOptions::default();
+        let old = self.old.as_ref();
+        match self.plural {
+            "machines" => validate_machine_spec("spec", &spec::<MachineSpec>(&self.new), old.map(spec).as_ref(), opts),
+            "machinepools" => validate_pool_spec(&spec::<MachinePoolSpec>(&self.new), opts),
+            "machineclaims" => validate_claim_spec(&spec::<MachineClaimSpec>(&self.new), old.map(spec).as_ref()),
+            other => panic!("no validation for {other}"),
+        }
+    }
 }
 
 /// The examples (see [`Example`]).

@@ -9,9 +9,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 pub mod flags;
-pub mod helm;
 pub mod objects;
 pub mod rest;
+pub mod testbed;
 pub mod wait;
 pub use flags::Flags;
 pub use objects::{phase, wait_for_object, wait_gone, wait_phase};
@@ -20,7 +20,7 @@ pub use wait::{MINUTE, during, eventually, hold, hold_sync, wait_for, wait_for_a
 
 /// PostgreSQL for tests; every Kairon instance gets its own database on it.
 pub fn database_url() -> String {
-    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/postgres".into())
 }
 
 /// The `kairon` binary built alongside the tests (or `KAIRON_BIN`).
@@ -74,6 +74,8 @@ pub struct Kairon {
     pub admin_token: String,
     /// This node's runtime (when `kairon up` started one).
     pub runtime_url: Option<String>,
+    /// The admission webhook's URL (`--webhook-listen`).
+    pub webhook_url: Option<String>,
     database: Option<String>,
     database_url: Option<String>,
     extra: Vec<String>,
@@ -165,6 +167,7 @@ impl Kairon {
         std::thread::spawn(move || {
             let mut url = None;
             let mut runtime = None;
+            let mut webhook = None;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(u) = line.strip_prefix("Kairon is up at ") {
                     url = Some(u.trim().to_string());
@@ -172,14 +175,17 @@ impl Kairon {
                 if let Some(r) = line.trim().strip_prefix("runtime:") {
                     runtime = r.split_whitespace().next().map(String::from);
                 }
+                if let Some(w) = line.trim().strip_prefix("webhook:") {
+                    webhook = Some(w.trim().to_string());
+                }
                 if let Some(t) = line.trim().strip_prefix("admin token: ")
                     && let Some(u) = url.take()
                 {
-                    let _ = tx.send((u, t.trim().to_string(), runtime.take()));
+                    let _ = tx.send((u, t.trim().to_string(), runtime.take(), webhook.take()));
                 }
             }
         });
-        let (url, admin_token, runtime_url) = match rx.recv_timeout(Duration::from_secs(120)) {
+        let (url, admin_token, runtime_url, webhook_url) = match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(v) => v,
             Err(_) => {
                 let _ = child.kill();
@@ -195,6 +201,7 @@ impl Kairon {
             kubeconfig,
             admin_token,
             runtime_url,
+            webhook_url,
             database: None,
             database_url,
             extra,
@@ -373,6 +380,8 @@ impl Drop for SandboxCleanup {
 pub struct Process {
     pub child: Child,
     pub ready_line: String,
+    /// What it printed after its ready line, as it comes.
+    later: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Process {
@@ -391,8 +400,28 @@ impl Process {
                 None => bail!("kairon {args:?} exited before printing {ready:?}"),
             }
         };
-        std::thread::spawn(move || for _ in lines {});
-        Ok(Process { child, ready_line })
+        let later = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = later.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Ok(Process { child, ready_line, later })
+    }
+
+    /// The first line it printed after its ready line that contains `needle`, waiting for it.
+    pub fn line_with(&self, needle: &str) -> Result<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(l) = self.later.lock().unwrap().iter().find(|l| l.contains(needle)) {
+                return Ok(l.clone());
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("no line with {needle:?} after {:?}", self.ready_line);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// SIGKILL: no chance to clean up.
@@ -422,10 +451,24 @@ pub struct SeparateNode {
 }
 
 impl SeparateNode {
-    /// Starts both; `runtime_extra` goes to `kairon runtime` (`--config FILE`).
+    /// Starts both beside `k`; `runtime_extra` goes to `kairon runtime` (`--config FILE`).
     pub fn start(k: &Kairon, name: &str, state: &Path, runtime_extra: &[&str]) -> Result<SeparateNode> {
         // The cluster's runtime token, so the api reaches this node's runtime too.
         let token = std::fs::read_to_string(k.data_dir.path().join("runtime-token"))?.trim().to_string();
+        Self::start_with(&k.kubeconfig, &token, name, state, runtime_extra, true)
+    }
+
+    /// Starts both with the node agent on `kubeconfig`, the runtime with `token`; `scheduler`:
+    /// the node agent runs the controllers too (a cluster runs them in `kairon controller`).
+    pub fn start_with(
+        kubeconfig: &Path,
+        token: &str,
+        name: &str,
+        state: &Path,
+        runtime_extra: &[&str],
+        scheduler: bool,
+    ) -> Result<SeparateNode> {
+        let token = token.to_string();
         let cleanup = SandboxCleanup(state.to_path_buf());
         let state_dir = state.to_string_lossy().to_string();
         let mut args = vec![
@@ -448,14 +491,13 @@ impl SeparateNode {
         let mut agent_args: Vec<String> = [
             "node",
             "--kubeconfig",
-            &k.kubeconfig.to_string_lossy(),
+            &kubeconfig.to_string_lossy(),
             "--node-name",
             name,
             "--runtime-endpoint",
             &endpoint,
             "--runtime-token",
             &token,
-            "--scheduler",
             "--heartbeat-interval",
             "1s",
             "--node-tick",
@@ -464,6 +506,9 @@ impl SeparateNode {
         .iter()
         .map(|a| a.to_string())
         .collect();
+        if scheduler {
+            agent_args.push("--scheduler".into());
+        }
         if let Some(pin) = pin {
             agent_args.extend(["--runtime-certificate-sha256".to_string(), pin]);
         }

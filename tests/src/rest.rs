@@ -47,17 +47,22 @@ impl Kairon {
 
     /// A REST client with another token.
     pub fn rest_as(&self, token: &str) -> Result<Rest> {
-        crate::ensure_crypto();
         let ca = std::fs::read(self.data_dir.path().join("tls/ca.crt"))?;
-        let http = reqwest::Client::builder()
-            .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)
-            .timeout(Duration::from_secs(180))
-            .build()?;
-        Ok(Rest { base: self.url.clone(), token: token.to_string(), http, ca })
+        Rest::new(&self.url, token, ca)
     }
 }
 
 impl Rest {
+    /// A client of the server at `base` whose certificate `ca` (PEM) signs.
+    pub fn new(base: &str, token: &str, ca: Vec<u8>) -> Result<Rest> {
+        crate::ensure_crypto();
+        let http = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca)?)
+            .timeout(Duration::from_secs(180))
+            .build()?;
+        Ok(Rest { base: base.to_string(), token: token.to_string(), http, ca })
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }

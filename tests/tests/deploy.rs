@@ -1,10 +1,12 @@
-//! The install on Kubernetes (`deploy/kustomize`), checked as far as this machine can without
-//! a Kubernetes API server: it renders with `kubectl kustomize`; every object round-trips
-//! through its k8s-openapi type unchanged (an unknown or misspelt field fails); every `kairon`
-//! command line in it is one the binary takes; the webhook is registered for every Kairon kind
-//! and its status, at the api's route; each component runs as its own ServiceAccount. (Its CRDs
-//! are `kairon crds`: `model/src/crds.rs::committed_manifests_match`.)
-
+//! The install on Kubernetes (`deploy/kustomize` and the Helm chart), checked on its rendered
+//! objects: it renders with `kubectl kustomize`, the chart with the real `helm template` and
+//! `helm lint` (the testbed's build, `scripts/k8s-testbed`); every object round-trips through its
+//! k8s-openapi type unchanged (an unknown or misspelt field fails); every `kairon` command line
+//! in it is one the binary takes; the webhook is registered for every Kairon kind and its status,
+//! at the api's route; each component runs as its own ServiceAccount; the control plane never
+//! lands on a guests' node. (Its CRDs are `kairon crds`:
+//! `model/src/crds.rs::committed_manifests_match`; the install itself on a real API server is
+//! `helm_install.rs`.)
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -26,11 +28,7 @@ fn base() -> PathBuf {
 fn rendered() -> Vec<Value> {
     let out = Command::new("kubectl").arg("kustomize").arg(base()).output().expect("kubectl");
     assert!(out.status.success(), "kubectl kustomize: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
-        .filter(|v: &Value| !v.is_null())
-        .collect()
+    documents(&String::from_utf8(out.stdout).unwrap())
 }
 
 /// `obj` read as `K` and written back: the same JSON, or where it differs (a field the type
@@ -156,6 +154,8 @@ fn the_webhook_covers_every_kairon_kind_and_each_component_has_its_own_identity(
     let svc = w.client_config.service.as_ref().unwrap();
     assert_eq!((svc.name.as_str(), svc.namespace.as_str()), ("kairon-api", "kairon-system"));
     assert_eq!(svc.path.as_deref(), Some("/admission/v1/validate"), "the api's route (api/src/webhook.rs)");
+    // The webhook's own port (kairon api --webhook-listen), never the API's.
+    assert_eq!(svc.port, Some(8443));
     let resources: Vec<&str> =
         w.rules.iter().flatten().flat_map(|r| r.resources.iter().flatten()).map(String::as_str).collect();
     for crd in kairon_model::crds::all() {
@@ -169,6 +169,12 @@ fn the_webhook_covers_every_kairon_kind_and_each_component_has_its_own_identity(
     let api = pods(&objects).into_iter().find(|(n, _)| n == "kairon-api").unwrap().1;
     let args = api.containers[0].args.clone().unwrap();
     assert!(args.windows(2).any(|w| w[0] == "--tls-name" && w[1] == "kairon-api.kairon-system.svc"), "{args:?}");
+    // The Service's webhook port leads to the container port the webhook listens on.
+    assert!(args.windows(2).any(|w| w[0] == "--webhook-listen" && w[1] == "0.0.0.0:7446"), "{args:?}");
+    let ports = api.containers[0].ports.clone().unwrap();
+    assert!(ports.iter().any(|p| p.name.as_deref() == Some("webhook") && p.container_port == 7446), "{ports:?}");
+    let service_port = service["spec"]["ports"].as_array().unwrap().iter().find(|p| p["port"] == 8443).unwrap();
+    assert_eq!(service_port["targetPort"], "webhook");
     // One ServiceAccount each: the webhook tells nodes, controllers and the api apart by it.
     let accounts: Vec<(String, String)> =
         pods(&objects).into_iter().map(|(n, p)| (n, p.service_account_name.unwrap_or_default())).collect();
@@ -190,18 +196,42 @@ fn default_values() -> Value {
     serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(&text).unwrap()).unwrap()
 }
 
-/// The chart's templates rendered with `values` (by `kairon_e2e::helm`), as JSON objects.
-fn chart_objects(values: &Value) -> Vec<Value> {
-    let mut templates = std::collections::BTreeMap::new();
-    for e in std::fs::read_dir(chart().join("templates")).unwrap() {
-        let e = e.unwrap();
-        templates.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).unwrap());
-    }
-    let text = kairon_e2e::helm::render(&templates, values).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
+/// Documents of YAML text as JSON objects.
+fn documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
         .map(|doc| serde_json::to_value(serde_yaml::Value::deserialize(doc).unwrap()).unwrap())
         .filter(|v: &Value| !v.is_null())
         .collect()
+}
+
+/// Runs the real `helm` (the testbed's build) with `values` in a file; its output.
+fn helm(args: &[&str], values: &Value) -> String {
+    let file = tempfile::NamedTempFile::with_suffix(".json").unwrap();
+    std::fs::write(file.path(), values.to_string()).unwrap();
+    let out = Command::new(kairon_e2e::testbed::bin("helm"))
+        .args(args)
+        .arg(chart())
+        .arg("--values")
+        .arg(file.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "helm {args:?}: {text}");
+    text
+}
+
+/// The chart's templates rendered with `values` by `helm template`, as JSON objects.
+fn chart_objects(values: &Value) -> Vec<Value> {
+    documents(&helm(&["template", "kairon"], values))
+}
+
+/// `helm lint --strict` passes with the default values and with every option set.
+#[test]
+fn helm_lint_passes() {
+    for values in [default_values(), every_option()] {
+        let text = helm(&["lint", "--strict"], &values);
+        assert!(text.contains("0 chart(s) failed"), "{text}");
+    }
 }
 
 /// With its default values the chart renders exactly the kustomize base (its CRDs, in the
@@ -224,9 +254,8 @@ fn the_chart_renders_what_the_kustomize_base_does() {
     }
 }
 
-/// Every value the chart takes renders objects Kubernetes reads back unchanged.
-#[test]
-fn the_charts_values_render_and_read_back() {
+/// The default values with every option changed or turned on.
+fn every_option() -> Value {
     let mut v = default_values();
     v["image"]["pullPolicy"] = "Always".into();
     v["api"]["replicas"] = 3.into();
@@ -237,7 +266,14 @@ fn the_charts_values_render_and_read_back() {
     v["metrics"]["serviceMonitor"] = true.into();
     v["createNamespace"] = false.into();
     v["postgresql"]["enabled"] = true.into();
-    let objects = chart_objects(&v);
+    v["webhook"]["clientCASecret"] = "kairon-webhook-client-ca".into();
+    v
+}
+
+/// Every value the chart takes renders objects Kubernetes reads back unchanged.
+#[test]
+fn the_charts_values_render_and_read_back() {
+    let objects = chart_objects(&every_option());
     let by = |kind: &str, name: &str| {
         objects
             .iter()
@@ -262,6 +298,11 @@ fn the_charts_values_render_and_read_back() {
     assert_eq!(var("KAIRON_UI_SANDBOX_OPERATOR_EXEC").unwrap()["value"], "true", "ui.auth.sandboxOperatorExec");
     assert_eq!(var("KAIRON_LEGACY_TOKEN").unwrap()["valueFrom"]["secretKeyRef"]["name"], "kairon-legacy");
     assert_eq!(api["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"], "Always");
+    let args = api["spec"]["template"]["spec"]["containers"][0]["args"].as_array().unwrap();
+    let ca = args.iter().position(|a| a == "--webhook-client-ca").expect("webhook.clientCASecret");
+    assert_eq!(args[ca + 1], "/etc/kairon/webhook-client-ca/ca.crt");
+    let volumes = api["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    assert!(volumes.iter().any(|v| v["secret"]["secretName"] == "kairon-webhook-client-ca"), "{volumes:?}");
     let node = by("DaemonSet", "kairon-node");
     assert_eq!(node["spec"]["template"]["spec"]["tolerations"][0]["key"], "dedicated");
     let monitor = by("ServiceMonitor", "kairon-controller");
@@ -310,4 +351,41 @@ fn values_files_are_checked_against_the_schema() {
         change(&mut v);
         assert!(!validator.is_valid(&v), "{what} passed the schema");
     }
+}
+
+/// The api, the controllers and the chart's PostgreSQL hold the cluster's keys and every
+/// tenant's records: each refuses a node labelled for Kairon's guests.
+#[test]
+fn the_control_plane_never_shares_a_node_with_guests() {
+    let chart = chart_objects(&every_option());
+    let kustomize = rendered();
+    let workloads = [
+        (&kustomize, "Deployment", "kairon-api"),
+        (&kustomize, "Deployment", "kairon-controller"),
+        (&chart, "Deployment", "kairon-api"),
+        (&chart, "Deployment", "kairon-controller"),
+        (&chart, "StatefulSet", "kairon-postgresql"),
+    ];
+    for (objects, kind, name) in workloads {
+        let o = objects.iter().find(|o| o["kind"] == kind && o["metadata"]["name"] == name).unwrap();
+        let pod: PodSpec = serde_json::from_value(o["spec"]["template"]["spec"].clone()).unwrap();
+        let required = pod
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+            .unwrap_or_else(|| panic!("{kind} {name} has no required node affinity"));
+        // Every term (they are ORed) must keep it off a Kairon node.
+        for term in &required.node_selector_terms {
+            let refuses = term.match_expressions.iter().flatten().any(|e| {
+                e.key == "kairon.zyvor.dev/node"
+                    && e.operator == "NotIn"
+                    && e.values.iter().flatten().any(|v| v == "true")
+            });
+            assert!(refuses, "{kind} {name}: a term that allows a Kairon node: {term:?}");
+        }
+        assert!(!required.node_selector_terms.is_empty(), "{kind} {name}");
+    }
+    // The node agents go only where the label is.
+    let node = kustomize.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
+    assert_eq!(node["spec"]["template"]["spec"]["nodeSelector"]["kairon.zyvor.dev/node"], "true");
 }

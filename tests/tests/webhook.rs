@@ -1,5 +1,7 @@
 //! The validating admission webhook (`api/src/webhook.rs`), POSTed to over TLS as a cluster's API
-//! server would (no Kairon token, the server's CA): the table of good and bad objects
+//! server would (no Kairon token, the server's CA, the client certificate the API server
+//! presents), on its own listener: the API port does not serve it, and a client without a
+//! certificate from `--webhook-client-ca` is refused in the handshake. The table of good and bad objects
 //! (`model::rules::examples`, which the CRDs' CEL rules agree with) as an admin, tenants' limits,
 //! and node identities touching their own and other nodes' objects.
 
@@ -95,14 +97,60 @@ fn object(plural: &str, name: &str, spec: &Value, status: Option<Value>) -> Valu
     o
 }
 
+/// A CA and a client certificate it signs, as PEM (the certificate, then its key).
+fn client_identity(cn: &str) -> (String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(rcgen::DnType::CommonName, format!("{cn}-ca"));
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    leaf.distinguished_name.push(rcgen::DnType::CommonName, cn);
+    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), format!("{}{}", cert.pem(), key.serialize_pem()))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_webhook_answers_admission_reviews_over_tls_as_the_embedded_api_decides() {
-    let k = Kairon::start_with(API_ONLY).unwrap();
+    let (client_ca, apiserver_identity) = client_identity("kube-apiserver");
+    let (_, stranger_identity) = client_identity("kube-apiserver");
+    let ca_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca_file.path(), &client_ca).unwrap();
+    let ca_path = ca_file.path().to_str().unwrap();
+    let flags = [API_ONLY, &["--webhook-listen", "127.0.0.1:0", "--webhook-client-ca", ca_path]].concat();
+    let k = Kairon::start_with(&flags).unwrap();
     let ca = std::fs::read(k.data_dir.path().join("tls/ca.crt")).unwrap();
-    let http =
-        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap()).build().unwrap();
-    assert!(k.url.starts_with("https://"), "over TLS: {}", k.url);
-    let hook = Webhook { http, url: format!("{}/admission/v1/validate", k.url) };
+    let client = |identity: Option<&str>| {
+        let mut b = reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap());
+        if let Some(pem) = identity {
+            b = b.identity(reqwest::Identity::from_pem(pem.as_bytes()).unwrap());
+        }
+        b.build().unwrap()
+    };
+    let url = k.webhook_url.clone().expect("kairon up prints the webhook's URL");
+    assert!(url.starts_with("https://") && url.ends_with("/admission/v1/validate"), "over TLS: {url}");
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "1"}});
+
+    // Only the API server's certificate opens it; the public API port does not serve it.
+    let refused = client(None).post(&url).json(&review).send().await;
+    assert!(refused.is_err(), "a client without a certificate: {refused:?}");
+    let refused = client(Some(&stranger_identity)).post(&url).json(&review).send().await;
+    assert!(refused.is_err(), "a certificate of another CA: {refused:?}");
+    let on_api_port = client(None)
+        .post(format!("{}/admission/v1/validate", k.url))
+        .bearer_auth(&k.admin_token)
+        .json(&review)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(on_api_port.status(), 404, "the API port answers no review");
+    let anonymous = client(None).post(format!("{}/admission/v1/validate", k.url)).json(&review).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "nor does it answer anyone without a token");
+
+    let hook = Webhook { http: client(Some(&apiserver_identity)), url };
 
     // The table of good and bad objects, as an admin: the webhook agrees with the CEL rules.
     let mut wrong = Vec::new();

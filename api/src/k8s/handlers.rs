@@ -97,17 +97,7 @@ pub async fn handle(
         (&Method::DELETE, false, _) => "deletecollection",
         _ => "other",
     };
-    tracing::debug!(
-        target: "kairon_api::requests",
-        sub = %id.sub,
-        role = ?id.role,
-        verb,
-        group = rt.group,
-        resource = rt.plural,
-        subresource = t.subresource.as_deref().unwrap_or(""),
-        namespace = t.namespace.as_deref().unwrap_or(""),
-        "kubernetes request"
-    );
+    log_request(id, verb, rt, t.subresource.as_deref(), t.namespace.as_deref());
     let ctx = Ctx { st, rt, version: t.version.clone(), ns, id, params: p, status_sub, in_process };
 
     match (method, t.name) {
@@ -754,6 +744,22 @@ async fn update(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> A
     Ok(c.respond(StatusCode::OK, obj, &warnings, headers))
 }
 
+/// Logs who asked what, in RBAC's words (`tests/tests/rbac.rs` compares each component's calls
+/// with its ClusterRole in deploy/kustomize).
+fn log_request(id: &Identity, verb: &str, rt: &ResourceType, subresource: Option<&str>, namespace: Option<&str>) {
+    tracing::debug!(
+        target: "kairon_api::requests",
+        sub = %id.sub,
+        role = ?id.role,
+        verb,
+        group = rt.group,
+        resource = rt.plural,
+        subresource = subresource.unwrap_or(""),
+        namespace = namespace.unwrap_or(""),
+        "kubernetes request"
+    );
+}
+
 async fn patch_object(c: &Ctx<'_>, name: &str, headers: &HeaderMap, body: &Bytes) -> ApiResult<Response> {
     let ct =
         headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").split(';').next().unwrap_or("").trim();
@@ -907,6 +913,10 @@ async fn plan_at(c: &Ctx<'_>, name: &str, change: &Change, latest: bool) -> ApiR
             (new, None)
         }
         (Change::Apply(body), live) => {
+            if live.is_none() {
+                // An apply that creates is authorized as a create too, as Kubernetes' RBAC does.
+                log_request(c.id, "create", c.rt, None, Some(c.ns.as_str()).filter(|n| !n.is_empty()));
+            }
             let new = patch::server_side_apply(live.as_ref(), body, &manager, c.params.force, &now, sub).map_err(
                 |e| match e {
                     patch::ApplyError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "Conflict", m),

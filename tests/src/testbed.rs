@@ -1,0 +1,337 @@
+//! A real Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) for the tests
+//! of Kairon's cluster mode, started by `scripts/k8s-testbed run DIR`, with the kubectl and helm
+//! of the same build. One control plane serves every test of a test binary; each test works in
+//! namespaces of its own. It stops when the test binary exits: `run` stops it when its standard
+//! input, held by this process, closes.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use anyhow::{Context, Result, bail};
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/k8s-testbed")
+}
+
+/// The directory of the testbed's binaries (kube-apiserver, kubectl, helm, …), built on first
+/// use (`scripts/k8s-testbed bin`).
+pub fn bin_dir() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new(script()).arg("bin").stderr(Stdio::inherit()).output().expect("scripts/k8s-testbed");
+        assert!(out.status.success(), "scripts/k8s-testbed bin failed");
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// A binary of the testbed's build: `kubectl`, `helm`, …
+pub fn bin(name: &str) -> PathBuf {
+    bin_dir().join(name)
+}
+
+/// A running control plane.
+pub struct Testbed {
+    pub dir: PathBuf,
+    /// The installer's credential (system:masters): nothing of Kairon's runs with it.
+    pub kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+    // Held open: the control plane stops when it closes.
+    _keepalive: Mutex<(Child, ChildStdin)>,
+}
+
+impl Testbed {
+    /// The control plane of this test binary, started on first use.
+    pub fn shared() -> &'static Testbed {
+        static SHARED: OnceLock<Testbed> = OnceLock::new();
+        SHARED.get_or_init(|| Testbed::start().expect("starting the Kubernetes testbed"))
+    }
+
+    pub fn start() -> Result<Testbed> {
+        bin_dir();
+        let dir = tempfile::Builder::new().prefix("kairon-k8s-").tempdir()?;
+        let mut child = Command::new(script())
+            .arg("run")
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("scripts/k8s-testbed run")?;
+        let stdin = child.stdin.take().unwrap();
+        let mut kubeconfig = None;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line?;
+            if let Some(path) = line.strip_prefix("KUBECONFIG=") {
+                kubeconfig = Some(PathBuf::from(path));
+                break;
+            }
+        }
+        let Some(kubeconfig) = kubeconfig else {
+            let _ = child.wait();
+            bail!("the testbed did not start; its logs are in {}/logs", dir.path().display());
+        };
+        Ok(Testbed { dir: dir.path().to_path_buf(), kubeconfig, _dir: dir, _keepalive: Mutex::new((child, stdin)) })
+    }
+
+    /// kubectl as the installer, its output whatever it is.
+    pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        run_with_input(Command::new(bin("kubectl")).arg("--kubeconfig").arg(&self.kubeconfig).args(args), stdin)
+    }
+
+    /// kubectl as the installer; its standard output, or an error with what it said.
+    pub fn kubectl(&self, args: &[&str]) -> Result<String> {
+        checked(self.kubectl_output(args, None), &format!("kubectl {}", args.join(" ")))
+    }
+
+    /// `kubectl apply -f -` of `yaml` as the installer.
+    pub fn apply(&self, yaml: &str) -> Result<String> {
+        checked(self.kubectl_output(&["apply", "-f", "-"], Some(yaml)), "kubectl apply")
+    }
+
+    /// helm against this control plane.
+    pub fn helm(&self, args: &[&str]) -> Result<String> {
+        let out = run_with_input(Command::new(bin("helm")).arg("--kubeconfig").arg(&self.kubeconfig).args(args), None);
+        checked(out, &format!("helm {}", args.join(" ")))
+    }
+
+    /// The apiserver's port on 127.0.0.1.
+    pub fn server(&self) -> String {
+        let port = std::fs::read_to_string(self.dir.join("apiserver.port")).unwrap();
+        format!("https://127.0.0.1:{}", port.trim())
+    }
+
+    /// The CA the apiserver's certificate is signed by.
+    pub fn ca(&self) -> PathBuf {
+        self.dir.join("pki/ca.crt")
+    }
+
+    /// The audit log's events so far (one JSON object each; `Metadata` level: who, what, the
+    /// answer's code and the authorization decision in `annotations`).
+    pub fn audit(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dir.join("audit.log")).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+
+    /// The audit events of requests RBAC refused, as one line each.
+    pub fn forbidden(&self) -> Vec<String> {
+        self.audit()
+            .iter()
+            .filter(|e| e["annotations"]["authorization.k8s.io/decision"] == "forbid")
+            .map(|e| {
+                format!(
+                    "{} {} {}",
+                    e["user"]["username"].as_str().unwrap_or_default(),
+                    e["verb"].as_str().unwrap_or_default(),
+                    e["requestURI"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// Kairon's CRDs, applied once and Established.
+    pub fn install_crds(&self) {
+        static ONCE: OnceLock<()> = OnceLock::new();
+        ONCE.get_or_init(|| {
+            let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds.yaml");
+            self.kubectl(&["apply", "--server-side", "-f", crds.to_str().unwrap()]).unwrap();
+            let names: Vec<String> =
+                kairon_model::crds::all().into_iter().map(|c| format!("crd/{}", c.metadata.name.unwrap())).collect();
+            let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+            args.extend(names.iter().map(String::as_str));
+            self.kubectl(&args).unwrap();
+        });
+    }
+}
+
+fn run_with_input(cmd: &mut Command, stdin: Option<&str>) -> Output {
+    use std::io::Write;
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawning a testbed binary");
+    if let Some(input) = stdin {
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn checked(out: Output, what: &str) -> Result<String> {
+    if !out.status.success() {
+        bail!("{what}: {}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A fresh database on the test PostgreSQL, dropped with it.
+pub struct Database {
+    pub name: String,
+    pub url: String,
+}
+
+impl Database {
+    pub fn create() -> Result<Database> {
+        let name = format!("kairon_k8s_{}", uuid::Uuid::new_v4().simple());
+        crate::psql_query(&crate::database_url(), &format!("CREATE DATABASE {name}"))?;
+        Ok(Database { url: crate::with_database(&crate::database_url(), &name), name })
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ =
+            crate::psql_query(&crate::database_url(), &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+    }
+}
+
+/// The namespace Kairon's components and their ServiceAccounts live in.
+pub const SYSTEM: &str = "kairon-system";
+
+/// Kairon installed on a testbed as a user would: the kustomize base (CRDs, namespace,
+/// ServiceAccounts, RBAC, webhook configuration) applied by the installer, then `kairon api`,
+/// two `kairon controller`s and two nodes (`kairon runtime` + `kairon node`) as processes, each
+/// with a bound token of its own ServiceAccount (TokenRequest) — no admin credential anywhere
+/// but the installer's. Pods never run here (no kubelet): the processes stand for them, and the
+/// webhook configuration is pointed at the api's webhook listener by URL (a Service needs
+/// endpoints a kubelet-less cluster cannot give a loopback address).
+pub struct Install {
+    pub testbed: &'static Testbed,
+    pub api: crate::Process,
+    pub api_url: String,
+    /// The api's CA (its data dir's).
+    pub api_ca: Vec<u8>,
+    /// An admin token of the api (`kairon token`).
+    pub admin_token: String,
+    pub controllers: Vec<crate::Process>,
+    pub nodes: Vec<crate::SeparateNode>,
+    pub database: Database,
+    pub dir: tempfile::TempDir,
+    pub runtime_token: String,
+}
+
+impl Install {
+    /// Installs on the shared testbed with `nodes` nodes.
+    pub fn start(nodes: &[&str]) -> Result<Install> {
+        crate::ensure_crypto();
+        let tb = Testbed::shared();
+        let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/kustomize");
+        tb.kubectl(&["apply", "--server-side", "-k", base.to_str().unwrap()])?;
+        let dir = tempfile::Builder::new().prefix("kairon-install-").tempdir()?;
+        let database = Database::create()?;
+        let runtime_token = uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
+
+        let api_dir = dir.path().join("api");
+        let api_kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-api", None)?;
+        let client_ca = tb.ca();
+        let api = crate::Process::start(
+            &[
+                "api",
+                "--kubeconfig",
+                api_kubeconfig.to_str().unwrap(),
+                "--data-dir",
+                api_dir.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                &database.url,
+                "--runtime-token",
+                &runtime_token,
+                "--webhook-listen",
+                "127.0.0.1:0",
+                "--webhook-client-ca",
+                client_ca.to_str().unwrap(),
+            ],
+            "Kairon API is up at ",
+        )?;
+        let api_url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
+        let webhook_url = api.line_with("webhook:")?.trim().trim_start_matches("webhook:").trim().to_string();
+        let api_ca = std::fs::read(api_dir.join("tls/ca.crt"))?;
+        let out = Command::new(crate::kairon_bin())
+            .args(["token", "--data-dir", api_dir.to_str().unwrap(), "--sub", "ops", "--role", "admin"])
+            .output()?;
+        let admin_token = String::from_utf8(out.stdout)?.trim().to_string();
+
+        // The webhook configuration of the base, pointed at the api's own webhook listener.
+        let ca_bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &api_ca);
+        let patch = serde_json::json!([
+            {"op": "replace", "path": "/webhooks/0/clientConfig", "value": {"url": webhook_url, "caBundle": ca_bundle}}
+        ]);
+        tb.kubectl(&["patch", "validatingwebhookconfiguration", "kairon", "--type", "json", "-p", &patch.to_string()])?;
+
+        let controller_kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-controller", None)?;
+        let mut controllers = Vec::new();
+        for identity in ["controller-0", "controller-1"] {
+            controllers.push(crate::Process::start(
+                &[
+                    "controller",
+                    "--kubeconfig",
+                    controller_kubeconfig.to_str().unwrap(),
+                    "--identity",
+                    identity,
+                    "--database-url",
+                    &database.url,
+                ],
+                "is up",
+            )?);
+        }
+        let mut separate = Vec::new();
+        for node in nodes {
+            let kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-node", Some(node))?;
+            let state = dir.path().join(format!("node-{node}"));
+            separate.push(crate::SeparateNode::start_with(&kubeconfig, &runtime_token, node, &state, &[], false)?);
+        }
+        Ok(Install {
+            testbed: tb,
+            api,
+            api_url,
+            api_ca,
+            admin_token,
+            controllers,
+            nodes: separate,
+            database,
+            dir,
+            runtime_token,
+        })
+    }
+}
+
+impl Install {
+    /// A REST client of the api with its admin token.
+    pub fn rest(&self) -> crate::Rest {
+        crate::Rest::new(&self.api_url, &self.admin_token, self.api_ca.clone()).unwrap()
+    }
+}
+
+impl Testbed {
+    /// A kubeconfig for ServiceAccount `account` of [`SYSTEM`] with a bound token (TokenRequest,
+    /// the API server's audience, a day): bound to a Pod on node `node` when one is given, as a
+    /// DaemonSet's pod's token is (the API server then names the node in the token's
+    /// `authentication.kubernetes.io/node-name`).
+    pub fn service_account_kubeconfig(&self, dir: &Path, account: &str, node: Option<&str>) -> Result<PathBuf> {
+        let mut args = vec!["create", "token", account, "-n", SYSTEM, "--duration", "24h"];
+        let pod;
+        if let Some(node) = node {
+            pod = format!("{account}-{node}");
+            self.apply(&format!(
+                "apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels: {{kairon.zyvor.dev/node: \"true\"}}\n---\n\
+                 apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: {SYSTEM}\nspec:\n  nodeName: {node}\n  \
+                 serviceAccountName: {account}\n  automountServiceAccountToken: false\n  containers:\n  - name: node\n    image: kairon\n"
+            ))?;
+            args.extend(["--bound-object-kind", "Pod", "--bound-object-name", &pod]);
+        }
+        let token = self.kubectl(&args)?.trim().to_string();
+        let file = dir.join(format!("{account}-{}.kubeconfig", node.unwrap_or("all")));
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: testbed\n  cluster:\n    server: {}\n    \
+                 certificate-authority: {}\nusers:\n- name: {account}\n  user:\n    token: {token}\ncontexts:\n\
+                 - name: testbed\n  context: {{cluster: testbed, user: {account}}}\ncurrent-context: testbed\n",
+                self.server(),
+                self.ca().display()
+            ),
+        )?;
+        Ok(file)
+    }
+}
