@@ -441,6 +441,7 @@ impl Drop for Process {
 /// dir and a `kairon node` agent (with the scheduler, ticking every second) for it; its
 /// sandboxes go when it is dropped.
 pub struct SeparateNode {
+    pub name: String,
     pub runtime: Process,
     pub agent: Option<Process>,
     /// The runtime's URL and token.
@@ -512,7 +513,15 @@ impl SeparateNode {
         if let Some(pin) = pin {
             agent_args.extend(["--runtime-certificate-sha256".to_string(), pin]);
         }
-        let mut node = SeparateNode { runtime, agent: None, endpoint, token, agent_args, _cleanup: cleanup };
+        let mut node = SeparateNode {
+            name: name.to_string(),
+            runtime,
+            agent: None,
+            endpoint,
+            token,
+            agent_args,
+            _cleanup: cleanup,
+        };
         node.start_agent()?;
         Ok(node)
     }

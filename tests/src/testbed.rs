@@ -8,6 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -96,6 +97,19 @@ impl Testbed {
         checked(out, &format!("helm {}", args.join(" ")))
     }
 
+    /// A kubeconfig of client-certificate user `name` (in `group`, if any), signed by the
+    /// testbed's CA: the API server knows it, RBAC gives it nothing until a binding names it.
+    pub fn user(&self, name: &str, group: Option<&str>) -> Result<PathBuf> {
+        let out = Command::new(script()).arg("user").arg(&self.dir).arg(name).args(group).output()?;
+        let path = checked(out, &format!("k8s-testbed user {name}"))?;
+        Ok(PathBuf::from(path.trim()))
+    }
+
+    /// kubectl as the user of `kubeconfig`, its output whatever it is.
+    pub fn kubectl_as(&self, kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+        run_with_input(Command::new(bin("kubectl")).arg("--kubeconfig").arg(kubeconfig).args(args), stdin)
+    }
+
     /// The apiserver's port on 127.0.0.1.
     pub fn server(&self) -> String {
         let port = std::fs::read_to_string(self.dir.join("apiserver.port")).unwrap();
@@ -143,6 +157,13 @@ impl Testbed {
             self.kubectl(&args).unwrap();
         });
     }
+}
+
+/// A kube-rs client from a kubeconfig file.
+pub async fn client(kubeconfig: &Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("its config");
+    kube::Client::try_from(config).expect("a client")
 }
 
 fn run_with_input(cmd: &mut Command, stdin: Option<&str>) -> Output {
@@ -297,6 +318,30 @@ impl Install {
 }
 
 impl Install {
+    /// The kubeconfig of node `node`'s agent (a token bound to a Pod on that node).
+    pub fn node_kubeconfig(&self, node: &str) -> PathBuf {
+        self.dir.path().join(format!("kairon-node-{node}.kubeconfig"))
+    }
+
+    /// Waits until every node of the install registered its KaironNode.
+    pub fn wait_for_nodes(&self) {
+        let want: Vec<String> = self.nodes.iter().map(|n| format!("kaironnode.kairon.zyvor.dev/{}", n.name)).collect();
+        crate::wait::wait_for_sync(
+            "every node registered",
+            Duration::from_secs(60),
+            Duration::from_millis(300),
+            || {
+                let names = self.testbed.kubectl(&["get", "kaironnodes", "-o", "name"]).map_err(|e| e.to_string())?;
+                if want.iter().all(|w| names.lines().any(|l| l == w)) { Ok(()) } else { Err(names) }
+            },
+        );
+    }
+
+    /// A kube-rs client as node `node`'s agent.
+    pub async fn node_client(&self, node: &str) -> kube::Client {
+        client(&self.node_kubeconfig(node)).await
+    }
+
     /// A REST client of the api with its admin token.
     pub fn rest(&self) -> crate::Rest {
         crate::Rest::new(&self.api_url, &self.admin_token, self.api_ca.clone()).unwrap()

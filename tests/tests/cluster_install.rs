@@ -1,43 +1,38 @@
 //! Kairon installed on a real Kubernetes control plane (`scripts/k8s-testbed`) as a user would
 //! (`kairon_e2e::testbed::Install`: the kustomize base, then the api, two controllers and two
-//! nodes as processes with their own ServiceAccounts' bound tokens), and its stories run there.
+//! nodes as processes with their own ServiceAccounts' bound tokens), and its stories run there,
+//! one after another on the one install (a cluster has one Kairon), each in its own namespace.
 
-use std::time::Duration;
-
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use kairon_e2e::testbed::Install;
-use kairon_e2e::wait::wait_for_sync;
+use kairon_e2e::wait::{MINUTE, wait_for, wait_for_sync};
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_machine_runs_on_a_node_of_a_real_cluster() {
+async fn kairon_on_a_real_cluster() {
     let install = Install::start(&["a", "b"]).unwrap();
-    let tb = install.testbed;
     // Each node registered itself with its own identity.
-    wait_for_sync("both nodes registered", Duration::from_secs(60), Duration::from_millis(500), || {
-        let names = tb.kubectl(&["get", "kaironnodes", "-o", "name"]).map_err(|e| e.to_string())?;
-        if names.contains("kaironnode.kairon.zyvor.dev/a") && names.contains("kaironnode.kairon.zyvor.dev/b") {
-            Ok(())
-        } else {
-            Err(names)
-        }
-    });
+    install.wait_for_nodes();
+    a_machine_runs_on_a_node(&install).await;
+    the_webhook_holds_nodes_and_tenants_to_their_own(&install).await;
+}
 
-    tb.kubectl(&["create", "namespace", "agents"]).unwrap();
-    tb.apply(
-        "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {name: first, namespace: agents}\n\
-         spec:\n  sandbox: {templateName: busybox}\n  guestAgent: {console: true}\n",
+fn machine(ns: &str, name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n{spec}"
     )
-    .unwrap();
+}
+
+async fn a_machine_runs_on_a_node(install: &Install) {
+    let tb = install.testbed;
+    tb.kubectl(&["create", "namespace", "agents"]).unwrap();
+    tb.apply(&machine("agents", "first", "  sandbox: {templateName: busybox}\n  guestAgent: {console: true}\n"))
+        .unwrap();
     let rest = install.rest();
     let running = rest.wait_phase("agents", "first", "Running", 120).await;
-    assert_eq!(
-        running.status,
-        200,
-        "{running:?}\nrefused by RBAC: {:#?}\n{}",
-        tb.forbidden(),
-        tb.kubectl(&["get", "machine", "-A", "-o", "yaml"]).unwrap()
-    );
+    assert_eq!(running.status, 200, "{running:?}\nrefused by RBAC: {:#?}", tb.forbidden());
     let machine: Value =
         serde_json::from_str(&tb.kubectl(&["get", "machine", "first", "-n", "agents", "-o", "json"]).unwrap()).unwrap();
     let node = machine["status"]["nodeName"].as_str().unwrap();
@@ -45,4 +40,99 @@ async fn a_machine_runs_on_a_node_of_a_real_cluster() {
     let out =
         rest.post("/api/v1/machines/agents/first/exec", json!({"command": ["echo", "on a real cluster"]})).await.ok();
     assert_eq!(out["stdout"], "on a real cluster\n", "{out}");
+}
+
+/// The webhook's refusal, as the real API server relays it: Kairon's message.
+fn denied_by_kairon(result: Result<DynamicObject, kube::Error>, message: &str) {
+    match result {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("admission webhook \"validate.kairon.zyvor.dev\" denied the request")
+                && status.message.contains(message),
+            "want Kairon's webhook to refuse with {message:?}: {status:?}"
+        ),
+        other => panic!("want Kairon's webhook to refuse with {message:?}, got {other:?}"),
+    }
+}
+
+/// The same for kubectl's answer.
+fn kubectl_denied_by_kairon(out: &std::process::Output, message: &str) {
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && text.contains("admission webhook \"validate.kairon.zyvor.dev\" denied the request")
+            && text.contains(message),
+        "want Kairon's webhook to refuse with {message:?}: {text}"
+    );
+}
+
+fn kairon_api(client: &kube::Client, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kairon.zyvor.dev", "v1", kind), plural);
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
+}
+
+async fn the_webhook_holds_nodes_and_tenants_to_their_own(install: &Install) {
+    let tb = install.testbed;
+    let ns = "idents";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&machine(ns, "on-a", "  nodeName: a\n  sandbox: {templateName: busybox}\n")).unwrap();
+    let running = install.rest().wait_phase(ns, "on-a", "Running", 120).await;
+    assert_eq!(running.status, 200, "{running:?}");
+
+    // Node b's agent (a token bound to a Pod on node b): RBAC lets a node agent patch
+    // KaironNodes and Machine status; the webhook lets it write only its own.
+    let node_b = install.node_client("b").await;
+    let merge = |v: Value| Patch::Merge(v);
+    let nodes = kairon_api(&node_b, "KaironNode", "kaironnodes", None);
+    let r = nodes.patch("a", &PatchParams::default(), &merge(json!({"spec": {"capacity": {"cpu": "512"}}}))).await;
+    denied_by_kairon(r, "a node agent writes only its own KaironNode (\"b\"), not \"a\"");
+    let machines = kairon_api(&node_b, "Machine", "machines", Some(ns));
+    let r =
+        machines.patch_status("on-a", &PatchParams::default(), &merge(json!({"status": {"phase": "Failed"}}))).await;
+    denied_by_kairon(r, "this Machine is not on node \"b\"");
+    let phase = tb.kubectl(&["get", "machine", "on-a", "-n", ns, "-o", "jsonpath={.status.phase}"]).unwrap();
+    assert_eq!(phase, "Running", "node b changed nothing");
+
+    // A tenant: client-certificate user alice with Kubernetes' own `edit` in one namespace,
+    // which Kairon's ClusterRoles aggregate into.
+    let alice = tb.user("alice", None).unwrap();
+    tb.kubectl(&["create", "rolebinding", "alice-edit", "--clusterrole=edit", "--user=alice", "-n", ns]).unwrap();
+    let vm = |labels: &str| {
+        format!(
+            "apiVersion: kairon.zyvor.dev/v1\nkind: Machine\nmetadata:\n  name: vm\n  namespace: {ns}\n{labels}\
+             spec:\n  image: {{path: /var/lib/fluxvm/images/kairon-hw.qcow2}}\n"
+        )
+    };
+    let create = ["create", "--dry-run=server", "-f", "-"];
+    wait_for_sync("edit aggregates the Kairon kinds", MINUTE / 2, std::time::Duration::from_millis(300), || {
+        let out = tb.kubectl_as(&alice, &create, Some(&vm("")));
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    let out = tb.kubectl_as(&alice, &create, Some(&vm("  labels: {kairon.zyvor.dev/pool: agents}\n")));
+    kubectl_denied_by_kairon(&out, "is written by the controllers only");
+    let out = tb.kubectl_as(&alice, &["get", "machines", "-n", "agents"], None);
+    assert!(!out.status.success(), "alice reads nothing outside her namespace");
+
+    // Even a cluster that gives a tenant the status subresource by mistake keeps Kairon's rule.
+    tb.apply(&format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: status-by-mistake, namespace: {ns}}}\n\
+         rules:\n- apiGroups: [kairon.zyvor.dev]\n  resources: [machines/status]\n  verbs: [patch]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: status-by-mistake, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: status-by-mistake}}\n\
+         subjects:\n- {{kind: User, name: alice, apiGroup: rbac.authorization.k8s.io}}\n"
+    ))
+    .unwrap();
+    let alice_client = kairon_e2e::testbed::client(&alice).await;
+    let machines = kairon_api(&alice_client, "Machine", "machines", Some(ns));
+    let r = wait_for("the status role in force", MINUTE / 2, || async {
+        let failed = merge(json!({"status": {"phase": "Failed"}}));
+        match machines.patch_status("on-a", &PatchParams::default(), &failed).await {
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("is forbidden: User") => Err(s.message),
+            other => Ok(other),
+        }
+    })
+    .await;
+    denied_by_kairon(r, "the status of machines is written by the controllers and node agents only");
 }

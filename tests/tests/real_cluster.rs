@@ -14,9 +14,7 @@ use kairon_e2e::testbed::Testbed;
 use kairon_model::rules::{Example, examples};
 
 async fn client(tb: &Testbed) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&tb.kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
-    kube::Client::try_from(config).unwrap()
+    kairon_e2e::testbed::client(&tb.kubeconfig).await
 }
 
 fn api(client: &kube::Client, ns: &str, plural: &str) -> Api<DynamicObject> {
