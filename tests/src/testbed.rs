@@ -292,6 +292,12 @@ impl Install {
                     identity,
                     "--database-url",
                     &database.url,
+                    // Test tunings: usage intervals every 2 s (30 s otherwise) and a 5 s Lease
+                    // (15 s), so the stories take seconds.
+                    "--test-usage-interval",
+                    "2s",
+                    "--test-lease-duration",
+                    "5s",
                 ],
                 "is up",
             )?);

@@ -12,11 +12,154 @@ use kairon_e2e::wait::{MINUTE, wait_for, wait_for_sync};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kairon_on_a_real_cluster() {
-    let install = Install::start(&["a", "b"]).unwrap();
+    let mut install = Install::start(&["a", "b"]).unwrap();
     // Each node registered itself with its own identity.
     install.wait_for_nodes();
     a_machine_runs_on_a_node(&install).await;
     the_webhook_holds_nodes_and_tenants_to_their_own(&install).await;
+    a_paused_pool_serves_claims_and_goes_with_its_members(&install).await;
+    max_lifetime_deletes(&install).await;
+    a_sandbox_migrates_between_the_nodes(&install).await;
+    a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
+    the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
+}
+
+/// `kubectl get` of one field (jsonpath), as the installer.
+fn field(install: &Install, args: &[&str], path: &str) -> String {
+    let jsonpath = format!("jsonpath={{{path}}}");
+    let mut all = args.to_vec();
+    all.extend(["-o", &jsonpath]);
+    install.testbed.kubectl(&all).unwrap_or_default()
+}
+
+/// Waits until `check` of a `kubectl get` field holds.
+fn wait_field(install: &Install, what: &str, args: &[&str], path: &str, check: impl Fn(&str) -> bool) -> String {
+    wait_for_sync(what, 3 * MINUTE, std::time::Duration::from_millis(300), || {
+        let v = field(install, args, path);
+        if check(&v) { Ok(v) } else { Err(v) }
+    })
+}
+
+async fn a_paused_pool_serves_claims_and_goes_with_its_members(install: &Install) {
+    let tb = install.testbed;
+    let ns = "pools";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&format!(
+        "apiVersion: kairon.zyvor.dev/v1\nkind: MachinePool\nmetadata: {{name: warm, namespace: {ns}}}\nspec:\n  \
+         replicas: 3\n  warmPowerState: Paused\n  warmupSeconds: 0\n  template:\n    metadata:\n      \
+         labels: {{kairon.zyvor.dev/sandbox: \"true\"}}\n    spec:\n      sandbox: {{templateName: busybox}}\n      \
+         guestAgent: {{console: true}}\n"
+    ))
+    .unwrap();
+    let pool = ["get", "machinepool", "warm", "-n", ns];
+    wait_field(install, "3 warm members", &pool, ".status.warm", |w| w == "3");
+    tb.apply(&format!(
+        "apiVersion: kairon.zyvor.dev/v1\nkind: MachineClaim\nmetadata: {{name: c1, namespace: {ns}}}\nspec: {{poolName: warm}}\n"
+    ))
+    .unwrap();
+    let claim = ["get", "machineclaim", "c1", "-n", ns];
+    wait_field(install, "the claim Bound", &claim, ".status.phase", |p| p == "Bound");
+    let member = field(install, &claim, ".status.machineName");
+    let rest = install.rest();
+    let out =
+        rest.post(&format!("/api/v1/machines/{ns}/{member}/exec"), json!({"command": ["echo", "claimed"]})).await.ok();
+    assert_eq!(out["stdout"], "claimed\n", "{out}");
+    // Its usage, in PostgreSQL's history.
+    let rows = wait_for_sync("usage rows for the claim", MINUTE, std::time::Duration::from_millis(500), || {
+        let sql = format!("SELECT count(*) FROM claim_usage_intervals WHERE namespace = '{ns}' AND claim_name = 'c1'");
+        let n: i64 = kairon_e2e::psql_query(&install.database.url, &sql).unwrap().parse().unwrap();
+        if n > 0 { Ok(n) } else { Err(n) }
+    });
+    assert!(rows > 0);
+    // The pool deleted: the garbage collector takes its members (ownerReferences), and their
+    // node agents their sandboxes, before the Machines go.
+    tb.kubectl(&["delete", "machineclaim", "c1", "-n", ns]).unwrap();
+    tb.kubectl(&["delete", "machinepool", "warm", "-n", ns, "--wait=false"]).unwrap();
+    wait_field(
+        install,
+        "the pool's members gone",
+        &["get", "machines", "-n", ns],
+        ".items[*].metadata.name",
+        str::is_empty,
+    );
+}
+
+async fn max_lifetime_deletes(install: &Install) {
+    let tb = install.testbed;
+    let ns = "lifetimes";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&machine(ns, "brief", "  sandbox: {templateName: busybox}\n  lifecycle: {maxLifetimeSeconds: 5}\n"))
+        .unwrap();
+    let running = install.rest().wait_phase(ns, "brief", "Running", 120).await;
+    assert_eq!(running.status, 200, "{running:?}");
+    wait_field(
+        install,
+        "the Machine deleted at its deadline",
+        &["get", "machines", "-n", ns],
+        ".items[*].metadata.name",
+        str::is_empty,
+    );
+    let events = tb.kubectl(&["get", "events", "-n", ns, "-o", "json"]).unwrap();
+    assert!(events.contains("LifetimeExpired"), "{events}");
+}
+
+async fn a_sandbox_migrates_between_the_nodes(install: &Install) {
+    let tb = install.testbed;
+    let ns = "movers";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&machine(
+        ns,
+        "mover",
+        "  nodeName: a\n  sandbox: {templateName: busybox}\n  guestAgent: {console: true}\n",
+    ))
+    .unwrap();
+    let rest = install.rest();
+    assert_eq!(rest.wait_phase(ns, "mover", "Running", 120).await.status, 200);
+    let write = json!({"command": ["sh", "-c", "echo kept > /root/file"]});
+    rest.post(&format!("/api/v1/machines/{ns}/mover/exec"), write).await.ok();
+    let moved = rest.post(&format!("/api/v1/machines/{ns}/mover/migrate?targetNode=b"), json!({})).await.ok();
+    assert_eq!(field(install, &["get", "machine", "mover", "-n", ns], ".status.nodeName"), "b", "{moved}");
+    assert_eq!(rest.wait_phase(ns, "mover", "Running", 120).await.status, 200);
+    let out =
+        rest.post(&format!("/api/v1/machines/{ns}/mover/exec"), json!({"command": ["cat", "/root/file"]})).await.ok();
+    assert_eq!(out["stdout"], "kept\n", "{out}");
+}
+
+async fn a_namespace_deleted_takes_its_machines_and_sandboxes(install: &Install) {
+    let tb = install.testbed;
+    let ns = "doomed";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&machine(ns, "gone", "  sandbox: {templateName: busybox}\n")).unwrap();
+    assert_eq!(install.rest().wait_phase(ns, "gone", "Running", 120).await.status, 200);
+    let id = field(install, &["get", "machine", "gone", "-n", ns], ".status.runtimeID");
+    assert!(!id.is_empty());
+    tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
+    wait_field(install, "the namespace gone", &["get", "namespaces"], ".items[*].metadata.name", |names| {
+        !names.split_whitespace().any(|n| n == ns)
+    });
+    // No runtime holds its sandbox any more.
+    for node in &install.nodes {
+        let sandboxes = node.runtime_client().unwrap().list_sandboxes().await.unwrap();
+        assert!(!sandboxes.iter().any(|s| s.id.to_string() == id), "{} still runs {id}", node.name);
+    }
+}
+
+async fn the_standby_controller_leads_when_the_leader_is_killed(install: &mut Install) {
+    let tb = install.testbed;
+    let lease = ["get", "lease", "kairon-controller", "-n", kairon_e2e::testbed::SYSTEM];
+    let leader = wait_field(install, "a leader", &lease, ".spec.holderIdentity", |h| !h.is_empty());
+    let index = if leader == "controller-0" { 0 } else { 1 };
+    install.controllers[index].kill9();
+    let killed_at = std::time::Instant::now();
+    let next =
+        wait_field(install, "the standby leads", &lease, ".spec.holderIdentity", |h| !h.is_empty() && h != leader);
+    let took = killed_at.elapsed();
+    assert!(took < std::time::Duration::from_secs(5 * 3), "the standby {next} led after {took:?}");
+    // And it works: a Machine is placed and runs.
+    let ns = "after-failover";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&machine(ns, "placed", "  sandbox: {templateName: busybox}\n")).unwrap();
+    assert_eq!(install.rest().wait_phase(ns, "placed", "Running", 120).await.status, 200);
 }
 
 fn machine(ns: &str, name: &str, spec: &str) -> String {
