@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
+pub mod day_of_work;
 pub mod flags;
 pub mod objects;
 pub mod rest;

@@ -7,6 +7,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
+use std::collections::BTreeSet;
+
+use kairon_e2e::day_of_work::{Permission, day_of_work, granted, not_taken_here};
 use kairon_e2e::testbed::Install;
 use kairon_e2e::wait::{MINUTE, wait_for, wait_for_sync};
 
@@ -22,6 +25,7 @@ async fn kairon_on_a_real_cluster() {
     a_sandbox_migrates_between_the_nodes(&install).await;
     a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
+    each_components_calls_are_exactly_its_role(&install).await;
 }
 
 /// `kubectl get` of one field (jsonpath), as the installer.
@@ -278,4 +282,68 @@ async fn the_webhook_holds_nodes_and_tenants_to_their_own(install: &Install) {
     })
     .await;
     denied_by_kairon(r, "the status of machines is written by the controllers and node agents only");
+}
+
+/// The RBAC test's day of work (`tests/tests/rbac.rs`), on the real API server: its audit log
+/// shows no request of Kairon's components that RBAC refused (the webhook's refusals are
+/// admission's, not RBAC's), and every grant of `deploy/kustomize/rbac.yaml` used by this run
+/// (the stories above and the day) but the named exceptions.
+async fn each_components_calls_are_exactly_its_role(install: &Install) {
+    let tb = install.testbed;
+    let ns = "rbac";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    let admin = kairon_e2e::testbed::client(&tb.kubeconfig).await;
+    // The spec's smallest idle timeout: a real API server holds Kairon's CEL rules.
+    day_of_work(&install.rest(), admin, ns, "a", 60).await;
+
+    let account = |name: &str| format!("system:serviceaccount:{}:{name}", kairon_e2e::testbed::SYSTEM);
+    let components = [
+        ("kairon-api", &["kairon-api"][..]),
+        ("kairon-node", &["kairon-node"][..]),
+        ("kairon-controller", &["kairon-controller", "kairon-controller-lease"][..]),
+    ];
+    let compare = || {
+        let audit = tb.audit();
+        let mut report = Vec::new();
+        for (name, roles) in components {
+            let user = account(name);
+            let mine: Vec<&Value> = audit.iter().filter(|e| e["user"]["username"] == user.as_str()).collect();
+            let refused: Vec<String> = mine
+                .iter()
+                .filter(|e| e["annotations"]["authorization.k8s.io/decision"] == "forbid")
+                .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+                .collect();
+            let mut used = BTreeSet::<Permission>::new();
+            for e in mine.iter().filter(|e| e["objectRef"]["resource"].is_string()) {
+                let r = &e["objectRef"];
+                let resource = match r["subresource"].as_str() {
+                    Some(sub) => format!("{}/{sub}", r["resource"].as_str().unwrap()),
+                    None => r["resource"].as_str().unwrap().to_string(),
+                };
+                let group = r["apiGroup"].as_str().unwrap_or_default().to_string();
+                let verb = e["verb"].as_str().unwrap().to_string();
+                // A server-side apply that made the object (201) was authorized as a create too.
+                if verb == "patch" && e["responseStatus"]["code"] == 201 {
+                    used.insert((group.clone(), resource.clone(), "create".to_string()));
+                }
+                used.insert((group, resource, verb));
+            }
+            let have = granted(roles);
+            let missing: Vec<_> = used.difference(&have).collect();
+            let unused: Vec<_> = have.difference(&used).filter(|p| !not_taken_here(roles[0], p)).collect();
+            if !refused.is_empty() || !missing.is_empty() || !unused.is_empty() {
+                report.push(format!(
+                    "{name}: refused by RBAC: {refused:?}\n  called but not granted: {missing:?}\n  granted but never called: {unused:?}"
+                ));
+            }
+        }
+        report
+    };
+    // The controllers act a little after the requests that caused it: compare until it holds.
+    let report = wait_for("each component's calls to match its role", MINUTE, || async {
+        let report = compare();
+        if report.is_empty() { Ok(()) } else { Err(report.join("\n")) }
+    })
+    .await;
+    let _: () = report;
 }
