@@ -19,6 +19,8 @@ async fn kairon_on_a_real_cluster() {
     // Each node registered itself with its own identity.
     install.wait_for_nodes();
     a_machine_runs_on_a_node(&install).await;
+    // Idle suspension takes the spec's smallest timeout, 60 s: it runs beside the stories.
+    let sleepy = an_idle_machine(&install).await;
     the_webhook_holds_nodes_and_tenants_to_their_own(&install).await;
     a_paused_pool_serves_claims_and_goes_with_its_members(&install).await;
     max_lifetime_deletes(&install).await;
@@ -26,6 +28,30 @@ async fn kairon_on_a_real_cluster() {
     a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
     each_components_calls_are_exactly_its_role(&install).await;
+    it_was_suspended_and_wakes_on_connect(&install, sleepy).await;
+}
+
+/// A Machine that suspends after 60 idle seconds and wakes when someone connects.
+async fn an_idle_machine(install: &Install) -> &'static str {
+    let ns = "sleepers";
+    install.testbed.kubectl(&["create", "namespace", ns]).unwrap();
+    let spec = "  sandbox: {templateName: busybox}\n  guestAgent: {console: true}\n  \
+                lifecycle: {idleTimeoutSeconds: 60, idleAction: Pause, wakeOnConnect: true}\n";
+    install.testbed.apply(&machine(ns, "sleepy", spec)).unwrap();
+    assert_eq!(install.rest().wait_phase(ns, "sleepy", "Running", 120).await.status, 200);
+    ns
+}
+
+async fn it_was_suspended_and_wakes_on_connect(install: &Install, ns: &str) {
+    let rest = install.rest();
+    let paused = rest.wait_phase(ns, "sleepy", "Paused", 120).await;
+    assert_eq!(paused.status, 200, "idle-suspended: {paused:?}");
+    let events = install.testbed.kubectl(&["get", "events", "-n", ns, "-o", "json"]).unwrap();
+    assert!(events.contains("IdleSuspended"), "{events}");
+    let out =
+        rest.post(&format!("/api/v1/machines/{ns}/sleepy/exec"), json!({"command": ["echo", "awake"]})).await.ok();
+    assert_eq!(out["stdout"], "awake\n", "{out}");
+    assert_eq!(field(install, &["get", "machine", "sleepy", "-n", ns], ".status.phase"), "Running");
 }
 
 /// `kubectl get` of one field (jsonpath), as the installer.
