@@ -17,6 +17,7 @@ use serde_json::Value;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
@@ -83,6 +84,7 @@ fn the_kustomize_base_renders_and_every_object_is_what_kubernetes_reads() {
             "DaemonSet" => round_trip::<DaemonSet>(obj),
             "Service" => round_trip::<Service>(obj),
             "ValidatingWebhookConfiguration" => round_trip::<ValidatingWebhookConfiguration>(obj),
+            "NetworkPolicy" => round_trip::<NetworkPolicy>(obj),
             other => Err(format!("a kind this test does not know: {other}")),
         };
         if let Err(e) = r {
@@ -267,6 +269,7 @@ fn every_option() -> Value {
     v["createNamespace"] = false.into();
     v["postgresql"]["enabled"] = true.into();
     v["webhook"]["clientCASecret"] = "kairon-webhook-client-ca".into();
+    v["webhook"]["allowFrom"] = serde_json::json!([{"ipBlock": {"cidr": "192.0.2.10/32"}}]);
     v
 }
 
@@ -287,6 +290,7 @@ fn the_charts_values_render_and_read_back() {
             "DaemonSet" => round_trip::<DaemonSet>(o),
             "StatefulSet" => round_trip::<StatefulSet>(o),
             "Service" => round_trip::<Service>(o),
+            "NetworkPolicy" => round_trip::<NetworkPolicy>(o),
             _ => Ok(()),
         };
         r.unwrap_or_else(|e| panic!("{}: {e}", o["metadata"]["name"]));
@@ -388,4 +392,58 @@ fn the_control_plane_never_shares_a_node_with_guests() {
     // The node agents go only where the label is.
     let node = kustomize.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
     assert_eq!(node["spec"]["template"]["spec"]["nodeSelector"]["kairon.zyvor.dev/node"], "true");
+}
+
+/// Where the network enforces NetworkPolicy: the api's ports are its API and its webhook (the
+/// webhook's only from `webhook.allowFrom`), and only the api and controllers reach the chart's
+/// PostgreSQL.
+#[test]
+fn network_policies_fence_the_webhook_and_the_database() {
+    let objects = chart_objects(&every_option());
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{kind} {name}"))
+    };
+    let policy = |name: &str| -> NetworkPolicy { serde_json::from_value(find("NetworkPolicy", name).clone()).unwrap() };
+    let pod_labels = |kind: &str, name: &str| find(kind, name)["spec"]["template"]["metadata"]["labels"].clone();
+
+    let api = policy("kairon-api").spec.unwrap();
+    assert_eq!(
+        serde_json::to_value(&api.pod_selector.as_ref().unwrap().match_labels).unwrap(),
+        pod_labels("Deployment", "kairon-api")
+    );
+    let rules = api.ingress.unwrap();
+    let port = |r: &k8s_openapi::api::networking::v1::NetworkPolicyIngressRule| {
+        serde_json::to_value(&r.ports.as_ref().unwrap()[0].port).unwrap()
+    };
+    let https = rules.iter().find(|r| port(r) == 7445).expect("the API's port");
+    assert!(https.from.is_none(), "the API takes anyone");
+    let webhook = rules.iter().find(|r| port(r) == 7446).expect("the webhook's port");
+    let from = serde_json::to_value(webhook.from.as_ref().expect("webhook.allowFrom")).unwrap();
+    assert_eq!(from, serde_json::json!([{"ipBlock": {"cidr": "192.0.2.10/32"}}]));
+    assert_eq!(rules.len(), 2, "no other port");
+
+    let db = policy("kairon-postgresql").spec.unwrap();
+    assert_eq!(
+        serde_json::to_value(&db.pod_selector.as_ref().unwrap().match_labels).unwrap(),
+        pod_labels("StatefulSet", "kairon-postgresql")
+    );
+    let rule = &db.ingress.unwrap()[0];
+    assert_eq!(port(rule), 5432);
+    let allowed = &rule.from.as_ref().unwrap()[0].pod_selector.as_ref().unwrap().match_expressions.as_ref().unwrap()[0];
+    let mut names = allowed.values.clone().unwrap();
+    names.sort();
+    assert_eq!(
+        (allowed.key.as_str(), allowed.operator.as_str(), names),
+        ("app.kubernetes.io/name", "In", vec!["kairon-api".to_string(), "kairon-controller".to_string()])
+    );
+    for workload in ["kairon-api", "kairon-controller"] {
+        assert_eq!(pod_labels("Deployment", workload)["app.kubernetes.io/name"], workload);
+    }
+    // With the defaults, the webhook's port admits any source (the client certificate guards it).
+    let defaults = chart_objects(&default_values());
+    let api = defaults.iter().find(|o| o["kind"] == "NetworkPolicy" && o["metadata"]["name"] == "kairon-api").unwrap();
+    assert!(api["spec"]["ingress"][1]["from"].is_null(), "{api}");
 }
