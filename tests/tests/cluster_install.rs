@@ -91,6 +91,8 @@ async fn a_paused_pool_serves_claims_and_goes_with_its_members(install: &Install
     wait_field(install, "the claim Bound", &claim, ".status.phase", |p| p == "Bound");
     let member = field(install, &claim, ".status.machineName");
     let rest = install.rest();
+    // A Paused member resumes once bound.
+    assert_eq!(rest.wait_phase(ns, &member, "Running", 120).await.status, 200);
     let out =
         rest.post(&format!("/api/v1/machines/{ns}/{member}/exec"), json!({"command": ["echo", "claimed"]})).await.ok();
     assert_eq!(out["stdout"], "claimed\n", "{out}");
@@ -170,7 +172,7 @@ async fn a_namespace_deleted_takes_its_machines_and_sandboxes(install: &Install)
     // No runtime holds its sandbox any more.
     for node in &install.nodes {
         let sandboxes = node.runtime_client().unwrap().list_sandboxes().await.unwrap();
-        assert!(!sandboxes.iter().any(|s| s.id.to_string() == id), "{} still runs {id}", node.name);
+        assert!(!sandboxes.iter().any(|s| s.id.as_str() == id), "{} still runs {id}", node.name);
     }
 }
 
