@@ -5,6 +5,7 @@
 
 mod autoscale;
 mod claims;
+mod cluster;
 mod controller;
 mod hotpath;
 mod leaks;
@@ -175,7 +176,10 @@ enum Scenario {
     /// A sandbox with a 100 MiB writable layer moved cold between two nodes: time (= downtime)
     /// and throughput.
     Migrate,
-    /// Every scenario but soak and autoscale.
+    /// Claim → Bound, → Running and → first exec on `kairon up` and on a real Kubernetes
+    /// control plane (scripts/k8s-testbed), in one run.
+    Cluster,
+    /// Every scenario but soak, autoscale and cluster.
     All,
 }
 
@@ -769,6 +773,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if matches!(cli.scenario, Scenario::Migrate | Scenario::All) {
         migrate::run(&cli, &mut report).await?;
+    }
+    if cli.scenario == Scenario::Cluster {
+        cluster::run(&cli, &mut report).await?;
     }
     if cli.scenario == Scenario::Soak {
         soak::run(&cli, &mut report).await?;
