@@ -104,9 +104,13 @@ async fn live(cli: &Cli, k: &Kairon, rest: &kairon_e2e::Rest, report: &mut Repor
     {
         report.info.insert("migrate accelerator".into(), json!(n.spec.acceleration));
     }
+    // The counter's value, or the exec's answer when it gives none.
     let count = || async {
         let r = rest.post(&format!("{base}/exec"), json!({"command": ["cat", "/dev/shm/count"]})).await;
-        r.body["stdout"].as_str().and_then(|s| s.trim().parse::<u64>().ok())
+        r.body["stdout"]
+            .as_str()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| format!("{} {}", r.status, r.body))
     };
     // The guest agent answers a little after the boot.
     let deadline = Instant::now() + std::time::Duration::from_secs(180);
@@ -128,7 +132,7 @@ async fn live(cli: &Cli, k: &Kairon, rest: &kairon_e2e::Rest, report: &mut Repor
     let (mut total, mut downtime, mut bytes) = (Vec::new(), Vec::new(), 0u64);
     for i in 0..cli.migrations.max(1) {
         let to = if i % 2 == 0 { "second" } else { "local" };
-        let before = count().await.unwrap_or(0);
+        let before = count().await.map_err(|e| anyhow::anyhow!("reading the VM's counter: {e}"))?;
         let t0 = Instant::now();
         let r = rest.post(&format!("{base}/migrate?targetNode={to}"), json!({})).await;
         if r.status != 200 {
@@ -137,9 +141,23 @@ async fn live(cli: &Cli, k: &Kairon, rest: &kairon_e2e::Rest, report: &mut Repor
         total.push(crate::ms(t0.elapsed()));
         downtime.push(r.body["downtimeMs"].as_f64().unwrap_or(f64::NAN));
         bytes = r.body["copiedBytes"].as_u64().unwrap_or(0);
-        let after = count().await.unwrap_or(0);
-        if after < before {
-            report.anomaly(format!("the VM's counter went back across a migration: {before} → {after}"));
+        // A failed read is not a counter at 0: read again for a while, and say what the first
+        // exec after the handover answered.
+        let read_at = Instant::now();
+        let mut after = count().await;
+        if let Err(first) = &after {
+            eprintln!("migrate: the first exec after the handover answered {first}");
+            while after.is_err() && read_at.elapsed() < std::time::Duration::from_secs(10) {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                after = count().await;
+            }
+        }
+        match after {
+            Ok(after) if after < before => {
+                report.anomaly(format!("the VM's counter went back across a migration: {before} → {after}"))
+            }
+            Ok(_) => {}
+            Err(e) => report.anomaly(format!("the VM's counter could not be read for 10 s after a migration: {e}")),
         }
         eprintln!("migrate: VM to {to} in {:.0} ms, paused {:.0} ms", total[i], downtime[i]);
     }
