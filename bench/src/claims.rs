@@ -117,19 +117,25 @@ pub async fn claim_once(
     Ok((b, r))
 }
 
+/// A pool `name` of `size` Paused busybox sandboxes, `extra` merged into their spec (say, a
+/// guest agent for execs).
+pub fn paused_pool(name: &str, size: i32, extra: serde_json::Value) -> Result<MachinePool> {
+    let mut spec = json!({"sandbox": {"templateName": "busybox"}});
+    spec.as_object_mut().context("a spec")?.extend(extra.as_object().cloned().unwrap_or_default());
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
+        "metadata": {"name": name},
+        "spec": {"replicas": size, "warmPowerState": "Paused", "warmupSeconds": 1,
+                 "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}}, "spec": spec}}
+    }))?)
+}
+
 async fn measure(cli: &Cli, client: &kube::Client, report: &mut Report) -> Result<()> {
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), NS);
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let size = cli.pool_size.max(1) as i32;
-    let pool: MachinePool = serde_json::from_value(json!({
-        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
-        "metadata": {"name": POOL},
-        "spec": {"replicas": size, "warmPowerState": "Paused", "warmupSeconds": 1,
-                 "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
-                              "spec": {"sandbox": {"templateName": "busybox"}}}}
-    }))?;
-    pools.create(&PostParams::default(), &pool).await?;
+    pools.create(&PostParams::default(), &paused_pool(POOL, size, json!({}))?).await?;
     let t = Instant::now();
     wait_full(&pools, size).await?;
     report.add(S, format!("paused pool of {size} warm after"), t.elapsed().as_secs_f64(), "s");

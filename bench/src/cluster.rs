@@ -14,7 +14,7 @@ use kairon_e2e::testbed::Install;
 use kairon_e2e::{Kairon, Rest};
 use kairon_model::{Machine, MachineClaim, MachinePool};
 
-use crate::claims::{claim_once, wait_full_with};
+use crate::claims::{claim_once, paused_pool, wait_full_with};
 use crate::{Cli, Report, ms};
 
 const S: &str = "cluster";
@@ -43,13 +43,7 @@ async fn measure(cli: &Cli, label: &str, client: &kube::Client, rest: &Rest, rep
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), NS);
     let machines: Api<Machine> = Api::namespaced(client.clone(), NS);
     let size = cli.pool_size.max(1) as i32;
-    let pool: MachinePool = serde_json::from_value(json!({
-        "apiVersion": "kairon.zyvor.dev/v1", "kind": "MachinePool",
-        "metadata": {"name": POOL},
-        "spec": {"replicas": size, "warmPowerState": "Paused", "warmupSeconds": 1,
-                 "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
-                              "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}}}
-    }))?;
+    let pool = paused_pool(POOL, size, json!({"guestAgent": {"console": true}}))?;
     pools.create(&PostParams::default(), &pool).await?;
     let full = || wait_full_with(&pools, POOL, size, Duration::from_secs(300), |_| {});
     let t = Instant::now();

@@ -78,7 +78,7 @@ impl Testbed {
 
     /// kubectl as the installer, its output whatever it is.
     pub fn kubectl_output(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        run_with_input(Command::new(bin("kubectl")).arg("--kubeconfig").arg(&self.kubeconfig).args(args), stdin)
+        self.kubectl_as(&self.kubeconfig, args, stdin)
     }
 
     /// kubectl as the installer; its standard output, or an error with what it said.
