@@ -30,6 +30,8 @@ pub struct AppState {
     pub stopping: tokio_util::sync::CancellationToken,
     /// Single-use WebSocket tickets (`POST /api/v1/tickets`).
     pub tickets: Arc<crate::tickets::Tickets>,
+    /// The admission webhook's quota judgements take turns per namespace.
+    pub quota_turns: Arc<crate::webhook::quota::Turns>,
 }
 
 impl AppState {
@@ -46,6 +48,7 @@ impl AppState {
             connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
             stopping: tokio_util::sync::CancellationToken::new(),
             tickets: Arc::new(crate::tickets::Tickets::default()),
+            quota_turns: Arc::default(),
         }
     }
 

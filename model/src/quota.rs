@@ -3,8 +3,10 @@
 //! quota controller, the pool controller and the REST API share. No I/O: callers bring the
 //! Machines.
 
+use std::collections::HashMap;
 use std::ops::{Add, Sub};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -84,6 +86,65 @@ pub struct KaironQuotaStatus {
     pub summary: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Writes of Machines the admission webhook allowed that the cluster may not hold yet (on
+    /// a real cluster; the embedded API judges inside each write's transaction and keeps none).
+    /// Racing writes are judged against the Machines that exist plus these, and each is added
+    /// with a compare-and-swap on this quota, so two cannot pass a limit together.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+}
+
+/// A Machine write admitted against a quota, held until the Machine shows it or it lapses.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reservation {
+    /// The Machine's UID.
+    pub uid: String,
+    /// The Machine's name, for people reading the ledger.
+    pub name: String,
+    /// For an update, the resourceVersion it replaces: the reservation is spent once the
+    /// Machine has another. None: a create, spent once the Machine exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// What the Machine holds once written.
+    pub amounts: QuotaAmounts,
+    /// When the reservation lapses if its write never landed (it failed after admission).
+    #[schema(value_type = String, format = DateTime)]
+    pub expires: Time,
+}
+
+/// How long a reservation holds its share if its write never lands: admission runs just
+/// before the API server stores the object, so a write that lands does so well within it.
+pub const RESERVATION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Reservation {
+    /// Whether the quota no longer needs to hold this: it lapsed, or the Machine now shows
+    /// its write (or another one since; a write that lost its race is admitted again).
+    pub fn spent(&self, machines: &[Machine], now: &Time) -> bool {
+        if self.expires.0 <= now.0 {
+            return true;
+        }
+        let stored = machines.iter().find(|m| m.metadata.uid.as_deref() == Some(self.uid.as_str()));
+        match (&self.replaces, stored) {
+            (None, stored) => stored.is_some(),
+            // An update of a Machine since deleted holds nothing.
+            (Some(_), None) => true,
+            (Some(rv), Some(m)) => m.metadata.resource_version.as_ref() != Some(rv),
+        }
+    }
+}
+
+/// What each Machine of a namespace holds by UID, writes in flight included: a stored
+/// Machine the larger of what it holds and what live reservations for it will hold, and a
+/// Machine not stored yet what its reservations will hold.
+pub fn held_by_uid(machines: &[Machine], reservations: &[Reservation], now: &Time) -> HashMap<String, Charge> {
+    let mut held: HashMap<String, Charge> =
+        machines.iter().map(|m| (m.metadata.uid.clone().unwrap_or_else(|| m.name_any()), charge(m))).collect();
+    for r in reservations.iter().filter(|r| !r.spent(machines, now)) {
+        let c = Charge::of(&r.amounts);
+        held.entry(r.uid.clone()).and_modify(|h| *h = h.max(c)).or_insert(c);
+    }
+    held
 }
 
 /// What Machines hold, in whole units: the numbers every comparison uses.
@@ -210,6 +271,28 @@ fn bytes(v: i64) -> String {
 }
 
 impl Charge {
+    /// Amounts as a quota writes them (what [`Charge::amounts`] gives), in whole units; an
+    /// absent amount is none.
+    pub fn of(a: &QuotaAmounts) -> Charge {
+        let l = Limits::of(a);
+        Charge {
+            machines: l.machines.unwrap_or(0),
+            cpu_millis: l.cpu_millis.unwrap_or(0),
+            memory_bytes: l.memory_bytes.unwrap_or(0),
+            warm_members: l.warm_members.unwrap_or(0),
+        }
+    }
+
+    /// The larger of each amount.
+    pub fn max(self, o: Charge) -> Charge {
+        Charge {
+            machines: self.machines.max(o.machines),
+            cpu_millis: self.cpu_millis.max(o.cpu_millis),
+            memory_bytes: self.memory_bytes.max(o.memory_bytes),
+            warm_members: self.warm_members.max(o.warm_members),
+        }
+    }
+
     /// Whether holding `self` instead of `before` holds more of anything: only such a write is
     /// judged against the quotas (less of everything always fits).
     pub fn grows_from(&self, before: &Charge) -> bool {
@@ -353,6 +436,41 @@ mod tests {
         assert!(!Charge::default().grows_from(&one), "less of everything");
         assert!(Charge { cpu_millis: 2000, machines: 0, ..one }.grows_from(&one), "more CPU, though one Machine fewer");
         assert!(Charge { warm_members: 1, ..one }.grows_from(&one), "a member turned warm");
+    }
+
+    #[test]
+    fn reservations_hold_their_share_until_the_machine_shows_them_or_they_lapse() {
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let later = Time("2026-01-01T00:00:10Z".parse().unwrap());
+        let stored = |uid: &str, rv: &str, cpu: &str| {
+            machine(json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": rv},
+                           "spec": {"image": {"path": "/i"}, "resources": {"cpu": cpu}}}))
+        };
+        let two = Charge { machines: 1, cpu_millis: 2000, memory_bytes: 512 << 20, warm_members: 0 };
+        let reserved = |uid: &str, replaces: Option<&str>| Reservation {
+            uid: uid.into(),
+            name: uid.into(),
+            replaces: replaces.map(str::to_string),
+            amounts: two.amounts(),
+            expires: later.clone(),
+        };
+        let machines = [stored("a", "5", "1")];
+        // A create: held until the Machine exists; an update: until the Machine has another
+        // resourceVersion, or is gone; either lapses at its time.
+        assert!(!reserved("new", None).spent(&machines, &now));
+        assert!(reserved("a", None).spent(&machines, &now));
+        assert!(!reserved("a", Some("5")).spent(&machines, &now));
+        assert!(reserved("a", Some("4")).spent(&machines, &now));
+        assert!(reserved("gone", Some("1")).spent(&machines, &now));
+        assert!(reserved("new", None).spent(&machines, &later));
+
+        // What each holds: the larger of the Machine and its update in flight, and the Machine
+        // not stored yet.
+        let held = held_by_uid(&machines, &[reserved("a", Some("5")), reserved("new", None)], &now);
+        assert_eq!((held["a"], held["new"]), (two, two));
+        let held = held_by_uid(&machines, &[reserved("a", Some("4"))], &now);
+        assert_eq!((held["a"].cpu_millis, held.len()), (1000, 1), "a spent reservation holds nothing");
+        assert_eq!(Charge::of(&two.amounts()), two);
     }
 
     #[test]

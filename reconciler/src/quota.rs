@@ -1,12 +1,17 @@
 //! The quota controller: each KaironQuota reports what its namespace's Machines hold against
-//! its limits (`status.used`, `status.hard`, a one-line `status.summary`). Admission enforces
-//! the limits on every write (`api/src/k8s/quota.rs`); this only reports.
+//! its limits (`status.used`, `status.hard`, a one-line `status.summary`), and drops from its
+//! ledger the reservations the webhook made for writes that have since landed or lapsed.
+//! Admission enforces the limits on every write (`api/src/k8s/quota.rs` in the embedded API's
+//! transaction, `api/src/webhook/quota.rs` on a real cluster); this only reports and prunes,
+//! with a compare-and-swap on the quota so that a reservation added meanwhile is never lost.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -32,14 +37,16 @@ struct Ctx {
     last: Mutex<HashMap<ObjectRef<KaironQuota>, Instant>>,
 }
 
-/// The status `q` reports for the namespace's `machines`.
-pub fn status_of(q: &KaironQuota, machines: &[Machine]) -> KaironQuotaStatus {
+/// The status `q` reports for the namespace's `machines` at `now`: its reservations not spent.
+pub fn status_of(q: &KaironQuota, machines: &[Machine], now: &Time) -> KaironQuotaStatus {
     let used = quota::total(machines);
+    let reservations = q.status.iter().flat_map(|s| &s.reservations).filter(|r| !r.spent(machines, now)).cloned();
     KaironQuotaStatus {
         hard: q.spec.hard.clone(),
         used: used.amounts(),
         summary: Some(quota::summary(&Limits::of(&q.spec.hard), used)),
         observed_generation: q.metadata.generation,
+        reservations: reservations.collect(),
     }
 }
 
@@ -52,12 +59,23 @@ async fn reconcile(q: Arc<KaironQuota>, ctx: Arc<Ctx>) -> Result<Action, QuotaEr
     ctx.last.lock().expect("quota times").insert(key, Instant::now());
     let ns = q.namespace().unwrap_or_default();
     let machines = Api::<Machine>::namespaced(ctx.client.clone(), &ns).list(&ListParams::default()).await?.items;
-    let status = status_of(&q, &machines);
+    let now = Time(Timestamp::now());
+    let status = status_of(&q, &machines, &now);
     if q.status.as_ref() != Some(&status) {
         let api: Api<KaironQuota> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(&q.name_any(), &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await?;
+        // Only over the quota this read: the webhook may have added a reservation since.
+        let patch = json!({"metadata": {"resourceVersion": q.resource_version()}, "status": status});
+        match api.patch_status(&q.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+            // Its change wakes this controller again, with the quota as it is now.
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::await_change()),
+            r => r.map(|_| ())?,
+        }
     }
-    Ok(Action::await_change())
+    // A reservation whose write never lands lapses: count again then.
+    let lapses = status.reservations.iter().map(|r| r.expires.0).min();
+    Ok(lapses.map_or_else(Action::await_change, |at| {
+        Action::requeue(Duration::try_from(at - now.0).unwrap_or_default() + Duration::from_millis(100))
+    }))
 }
 
 fn error_policy(q: Arc<KaironQuota>, e: &QuotaError, _: Arc<Ctx>) -> Action {
@@ -101,7 +119,7 @@ mod tests {
             "metadata": {"name": "a", "namespace": "team"}, "spec": {"sandbox": {"templateName": "busybox"}},
         }))
         .unwrap();
-        let s = status_of(&q, &[m.clone(), m]);
+        let s = status_of(&q, &[m.clone(), m], &Time(Timestamp::now()));
         assert_eq!(s.summary.as_deref(), Some("machines: 2/3, memory: 1Gi/1Gi"));
         assert_eq!((s.used.machines, s.used.cpu.map(|c| c.0)), (Some(2), Some("2".to_string())));
         assert_eq!((s.hard, s.observed_generation), (q.spec.hard.clone(), Some(2)));

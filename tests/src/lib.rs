@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 
 pub mod day_of_work;
 pub mod flags;
+pub mod mcp;
 pub mod objects;
 pub mod rest;
 pub mod testbed;

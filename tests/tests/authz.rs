@@ -6,12 +6,12 @@
 //! without a row, or a row naming something that is gone, fails the test.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
 use futures::future::join_all;
 use reqwest::Method;
 use serde_json::{Value, json};
 
+use kairon_e2e::mcp::Mcp;
 use kairon_e2e::{Kairon, Rest};
 
 const LEGACY: &str = "legacy-shared-token-for-the-end-to-end-tests";
@@ -438,104 +438,6 @@ async fn kube_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
     }
 }
 
-/// A minimal MCP client over curl: one session per token.
-struct Mcp {
-    ca: std::path::PathBuf,
-    url: String,
-    token: Option<String>,
-    session: Option<String>,
-}
-
-impl Mcp {
-    fn post(&self, body: &Value) -> (u16, String, Option<Value>) {
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "-D", "-", "--max-time", "900", "--cacert"]).arg(&self.ca).args([
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "Accept: application/json, text/event-stream",
-        ]);
-        if let Some(t) = &self.token {
-            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
-        }
-        if let Some(s) = &self.session {
-            cmd.args(["-H", &format!("Mcp-Session-Id: {s}")]);
-        }
-        let mut out = cmd.args(["-d", &body.to_string(), &self.url]).output().expect("curl");
-        for _ in 0..3 {
-            if !out.stdout.is_empty() {
-                break;
-            }
-            // No answer at all (a connection reset under load): again, after a moment.
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            out = cmd.output().expect("curl");
-        }
-        if out.stdout.is_empty() {
-            return (0, format!("curl: {}", String::from_utf8_lossy(&out.stderr)), None);
-        }
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let msg = rest
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .find(|v| v.get("id").is_some())
-            .or_else(|| serde_json::from_str(rest.trim()).ok());
-        (status, head.to_string(), msg)
-    }
-
-    fn open(k: &Kairon, token: Option<String>) -> Mcp {
-        let mut m =
-            Mcp { ca: k.data_dir.path().join("tls/ca.crt"), url: format!("{}/mcp", k.url), token, session: None };
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26",
-            "capabilities": {}, "clientInfo": {"name": "authz", "version": "1"}}});
-        let (status, head, _) = m.post(&init);
-        if status == 200 {
-            m.session = head
-                .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")))
-                .map(|(_, v)| v.trim().to_string());
-            m.post(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        }
-        m
-    }
-
-    /// The tool's outcome: the HTTP status when the request itself is refused, else the REST
-    /// status the tool's error names ("Forbidden (403): …"), else 200.
-    fn call(&self, tool: &str, args: Value) -> (u16, String) {
-        let (status, head, msg) = self.post(
-            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
-        );
-        if status != 200 {
-            return (status, head);
-        }
-        let r = msg.map(|m| m["result"].clone()).unwrap_or(Value::Null);
-        let text: String = r["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect();
-        if r["isError"].as_bool().unwrap_or(false) {
-            for code in [401u16, 403] {
-                if text.contains(&format!("({code})")) {
-                    return (code, text);
-                }
-            }
-            return (400, text);
-        }
-        (200, text)
-    }
-
-    fn tools(&self) -> BTreeSet<String> {
-        let (_, _, msg) = self.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
-        let msg = msg.expect("tools/list answers");
-        msg["result"]["tools"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["name"].as_str().map(String::from))
-            .collect()
-    }
-}
-
 async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n: usize) -> (u16, String) {
     let target = if row.target == "-" { "labelled" } else { row.target.as_str() };
     let args = match row.operation.as_str() {
@@ -562,7 +464,9 @@ async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n:
         other => json!({"namespace": ns, "name": other}),
     };
     // curl is blocking: run it off the async worker.
-    tokio::task::block_in_place(|| Mcp::open(k, token.clone()).call(&row.operation, args))
+    tokio::task::block_in_place(|| {
+        Mcp::open(&k.url, &k.data_dir.path().join("tls/ca.crt"), token.clone()).call(&row.operation, args)
+    })
 }
 
 async fn setup(k: &Kairon) {
@@ -610,7 +514,7 @@ async fn check(flag_on: bool) {
     }
     let k = Kairon::start_with(&args).expect("kairon up");
     let rows = table();
-    let admin_mcp = Mcp::open(&k, Some(k.admin_token.clone()));
+    let admin_mcp = Mcp::open(&k.url, &k.data_dir.path().join("tls/ca.crt"), Some(k.admin_token.clone()));
     let tools = tokio::task::block_in_place(|| admin_mcp.tools());
     let mut failures = coverage(&rows, &tools);
     setup(&k).await;

@@ -6,77 +6,9 @@
 use std::process::Command;
 use std::time::Duration;
 
+use kairon_e2e::mcp::Mcp;
 use kairon_e2e::{Kairon, wait_for_sync};
 use serde_json::{Value, json};
-
-struct Mcp<'a> {
-    k: &'a Kairon,
-    token: Option<String>,
-    session: Option<String>,
-    next_id: u64,
-}
-
-impl Mcp<'_> {
-    /// One POST to /mcp: (status, headers, the JSON-RPC message in the body or its SSE data).
-    fn post(&self, body: &Value) -> (u16, String, Option<Value>) {
-        let ca = self.k.data_dir.path().join("tls/ca.crt");
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "-D", "-", "--max-time", "900", "--cacert"]).arg(&ca).args([
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "Accept: application/json, text/event-stream",
-        ]);
-        if let Some(t) = &self.token {
-            cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
-        }
-        if let Some(s) = &self.session {
-            cmd.args(["-H", &format!("Mcp-Session-Id: {s}")]);
-        }
-        let out = cmd.args(["-d", &body.to_string(), &format!("{}/mcp", self.k.url)]).output().expect("curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let msg = rest
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .find(|v| v.get("id").is_some())
-            .or_else(|| serde_json::from_str(rest.trim()).ok());
-        (status, head.to_string(), msg)
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let (status, head, msg) =
-            self.post(&json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }));
-        assert_eq!(status, 200, "{method}: {head}");
-        if method == "initialize" {
-            self.session = head
-                .lines()
-                .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("mcp-session-id")))
-                .map(|(_, v)| v.trim().to_string());
-        }
-        let msg = msg.unwrap_or_else(|| panic!("{method}: no JSON-RPC answer: {head}"));
-        assert!(msg.get("error").is_none(), "{method}: {msg}");
-        msg["result"].clone()
-    }
-
-    /// tools/call; (isError, the text of its content).
-    fn call(&mut self, tool: &str, args: Value) -> (bool, String) {
-        let r = self.request("tools/call", json!({ "name": tool, "arguments": args }));
-        let text = r["content"].as_array().into_iter().flatten().filter_map(|c| c["text"].as_str()).collect::<String>();
-        (r["isError"].as_bool().unwrap_or(false), text)
-    }
-
-    fn ok(&mut self, tool: &str, args: Value) -> String {
-        let (err, text) = self.call(tool, args);
-        assert!(!err, "{tool} failed: {text}");
-        text
-    }
-}
 
 fn rest(k: &Kairon, method: &str, path: &str, body: &Value) -> Value {
     let out = Command::new("curl")
@@ -102,11 +34,12 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert_eq!(made["metadata"]["name"], "agents", "{made}");
 
     // No token: refused like the REST API.
-    let anon = Mcp { k: &k, token: None, session: None, next_id: 0 };
+    let ca = k.data_dir.path().join("tls/ca.crt");
+    let anon = Mcp::new(&k.url, &ca, None);
     let (status, head, _) = anon.post(&json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }));
     assert_eq!(status, 401, "{head}");
 
-    let mut mcp = Mcp { k: &k, token: Some(k.admin_token.clone()), session: None, next_id: 0 };
+    let mut mcp = Mcp::new(&k.url, &ca, Some(k.admin_token.clone()));
     let init = mcp.request(
         "initialize",
         json!({ "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": { "name": "e2e", "version": "1" } }),
@@ -163,7 +96,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         (json!({ "namespace": "mcp", "image": "busybox" }), "give template 'busybox'"),
         (json!({ "namespace": "mcp", "image": "/var/lib/x.qcow2", "template": "busybox" }), "not both"),
     ] {
-        let (err, text) = mcp.call("create_sandbox", args);
+        let (err, text) = mcp.tool("create_sandbox", args);
         assert!(err && text.contains(says), "{text}");
     }
 
@@ -214,7 +147,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
             .expect("bytes that are not UTF-8 come back as JSON");
     assert_eq!((read["encoding"].as_str(), read["content"].as_str()), (Some("base64"), Some("AP8BAg==")), "{read}");
     let (err, text) =
-        mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/blob", "encoding": "text" }));
+        mcp.tool("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/blob", "encoding": "text" }));
     assert!(err && text.contains("not UTF-8"), "{text}");
     let read: Value = serde_json::from_str(&mcp.ok(
         "read_file",
@@ -222,7 +155,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     ))
     .unwrap();
     assert_eq!(read["content"], "cmVtZW1iZXI=", "{read}");
-    let (err, text) = mcp.call("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
+    let (err, text) = mcp.tool("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
     assert!(err && text.contains("NotFound"), "a missing file is a tool error with the reason: {text}");
 
     // The namespace's sandboxes, with the claim that holds this one.
@@ -265,7 +198,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
                 .unwrap();
         if p["state"] == "exited" { Ok(()) } else { Err(p) }
     });
-    let (err, text) = mcp.call("read_process", json!({ "namespace": "mcp", "name": machine, "pid": "999999" }));
+    let (err, text) = mcp.tool("read_process", json!({ "namespace": "mcp", "name": machine, "pid": "999999" }));
     assert!(err && text.contains("NotFound"), "{text}");
 
     // A fork carries the sandbox's filesystem into a new sandbox.
@@ -301,7 +234,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     // Once it is gone, describe_claim answers from the usage history: the final usage.
     let gone =
         wait_for_sync("the released claim to be gone", Duration::from_secs(120), Duration::from_millis(500), || {
-            let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
+            let (err, text) = mcp.tool("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
             assert!(!err, "a released claim is described from its history: {text}");
             let d: Value = serde_json::from_str(&text).expect("describe_claim answers JSON");
             if d["deleted"] == true { Ok(d) } else { Err(d) }
@@ -312,15 +245,15 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert!(gone["history"]["intervals"].as_array().is_some_and(|i| !i.is_empty()), "{gone}");
     // Under the namespace rule: an operator of another namespace learns nothing of it.
     let other = k.token("other-team", "operator", &["elsewhere"]).unwrap();
-    let mut outsider = Mcp { k: &k, token: Some(other), session: None, next_id: 0 };
+    let mut outsider = Mcp::new(&k.url, &ca, Some(other));
     outsider.request(
         "initialize",
         json!({ "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": { "name": "e2e", "version": "1" } }),
     );
     outsider.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-    let (err, text) = outsider.call("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
+    let (err, text) = outsider.tool("describe_claim", json!({ "namespace": "mcp", "name": "job-1" }));
     assert!(err && !text.contains("activeSeconds"), "{text}");
-    let (err, text) = mcp.call("describe_claim", json!({ "namespace": "mcp", "name": "never-was" }));
+    let (err, text) = mcp.tool("describe_claim", json!({ "namespace": "mcp", "name": "never-was" }));
     assert!(err && text.contains("NotFound"), "{text}");
 }
 

@@ -31,6 +31,8 @@ use crate::guard::{self, KAIRON_GROUP, Kind};
 use crate::k8s::admit::{self, AdmitCtx, AdmitError, FieldValidation};
 use crate::state::AppState;
 
+pub mod quota;
+
 /// The namespace Kairon's own ServiceAccounts live in (the chart's).
 pub const SYSTEM_NAMESPACE: &str = "kairon-system";
 /// Where the webhook answers, on its own listener (`server::webhook_router`).
@@ -58,6 +60,8 @@ struct Request {
     object: Option<Value>,
     #[serde(default)]
     old_object: Option<Value>,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 #[derive(Deserialize)]
@@ -83,7 +87,7 @@ pub const NODE_NAME_EXTRA: &str = "authentication.kubernetes.io/node-name";
 pub async fn validate(State(st): State<AppState>, Json(review): Json<Value>) -> Json<Value> {
     let uid = review.pointer("/request/uid").and_then(Value::as_str).unwrap_or_default().to_string();
     let verdict = match serde_json::from_value::<Review>(review) {
-        Ok(Review { request: Some(req) }) => decide(&st, &req),
+        Ok(Review { request: Some(req) }) => decide(&st, &req).await,
         Ok(Review { request: None }) => Err((400, "BadRequest", "an AdmissionReview needs a request".to_string())),
         Err(e) => Err((400, "BadRequest", format!("not an admission.k8s.io/v1 AdmissionReview: {e}"))),
     };
@@ -97,9 +101,11 @@ pub async fn validate(State(st): State<AppState>, Json(review): Json<Value>) -> 
     Json(json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
 }
 
-type Verdict = Result<Vec<String>, (u16, &'static str, String)>;
+/// A refusal: the HTTP status, reason and message the API server relays.
+pub(crate) type Refusal = (u16, &'static str, String);
+type Verdict = Result<Vec<String>, Refusal>;
 
-fn decide(st: &AppState, req: &Request) -> Verdict {
+async fn decide(st: &AppState, req: &Request) -> Verdict {
     if !matches!(req.operation.as_str(), "CREATE" | "UPDATE") {
         // Deletes are RBAC's; Kairon's finalizers do the rest.
         return Ok(Vec::new());
@@ -128,14 +134,21 @@ fn decide(st: &AppState, req: &Request) -> Verdict {
     }
     guard::check_write(&id, kind, old, &new).map_err(|m| (403, "Forbidden", m))?;
     let ctx = AdmitCtx { opts: st.validation, field_validation: FieldValidation::Ignore };
-    let mut typed = new;
-    admit(&mut typed, old, &ctx).map_err(|e| match e {
+    let mut typed = new.clone();
+    let warnings = admit(&mut typed, old, &ctx).map_err(|e| match e {
         AdmitError::Invalid(errs) => {
             let what: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
             (422, "Invalid", what.join("; "))
         }
         AdmitError::BadRequest(m) => (400, "BadRequest", m),
-    })
+    })?;
+    // Last, once the write is otherwise allowed: a quota's charge is a reservation made.
+    if kind.plural == "machines" && req.sub_resource.is_none() {
+        let kube = &st.machines.as_ref().ok_or((503, "ServiceUnavailable", "no Kubernetes client".to_string()))?.kube;
+        let ns = req.namespace.as_deref().unwrap_or_default();
+        quota::charge(kube, &st.quota_turns, ns, old, &new, req.dry_run).await?;
+    }
+    Ok(warnings)
 }
 
 /// The Kairon identity of a Kubernetes user (see the module's comment).
