@@ -50,6 +50,17 @@ pub fn status_of(q: &KaironQuota, machines: &[Machine], now: &Time) -> KaironQuo
     }
 }
 
+/// The merge patch that writes `status` over `q`, and only over `q` as it was read: the webhook
+/// may have added a reservation since.
+fn status_patch(q: &KaironQuota, status: &KaironQuotaStatus) -> serde_json::Value {
+    let mut patch = json!({"metadata": {"resourceVersion": q.resource_version()}, "status": status});
+    // A merge patch keeps what it does not name: an empty ledger is named, as null, to remove it.
+    if status.reservations.is_empty() {
+        patch["status"]["reservations"] = serde_json::Value::Null;
+    }
+    patch
+}
+
 async fn reconcile(q: Arc<KaironQuota>, ctx: Arc<Ctx>) -> Result<Action, QuotaError> {
     let key = ObjectRef::from_obj(&*q);
     let since = ctx.last.lock().expect("quota times").get(&key).map(Instant::elapsed);
@@ -63,9 +74,8 @@ async fn reconcile(q: Arc<KaironQuota>, ctx: Arc<Ctx>) -> Result<Action, QuotaEr
     let status = status_of(&q, &machines, &now);
     if q.status.as_ref() != Some(&status) {
         let api: Api<KaironQuota> = Api::namespaced(ctx.client.clone(), &ns);
-        // Only over the quota this read: the webhook may have added a reservation since.
-        let patch = json!({"metadata": {"resourceVersion": q.resource_version()}, "status": status});
-        match api.patch_status(&q.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api.patch_status(&q.name_any(), &PatchParams::default(), &Patch::Merge(&status_patch(&q, &status))).await
+        {
             // Its change wakes this controller again, with the quota as it is now.
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::await_change()),
             r => r.map(|_| ())?,
@@ -105,6 +115,21 @@ pub async fn run(client: kube::Client, shutdown: tokio_util::sync::CancellationT
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_reservation_pruned_empties_the_ledger() {
+        let q: KaironQuota = serde_json::from_value(json!({
+            "metadata": {"name": "q", "namespace": "team", "resourceVersion": "7"}, "spec": {"hard": {"machines": 3}},
+            "status": {"reservations": [{"uid": "u", "name": "a", "amounts": {"machines": 1},
+                                         "expires": "2020-01-01T00:00:00Z"}]},
+        }))
+        .unwrap();
+        let status = status_of(&q, &[], &Time(Timestamp::now()));
+        assert!(status.reservations.is_empty(), "a lapsed reservation is pruned");
+        let patch = status_patch(&q, &status);
+        assert_eq!(patch["status"].get("reservations"), Some(&serde_json::Value::Null), "{patch}");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+    }
 
     #[test]
     fn a_quota_reports_use_against_its_limits() {

@@ -27,8 +27,114 @@ async fn kairon_on_a_real_cluster() {
     a_sandbox_migrates_between_the_nodes(&install).await;
     a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
+    a_quota_holds_against_racing_creates_on_every_path(&install).await;
     each_components_calls_are_exactly_its_role(&install).await;
     it_was_suspended_and_wakes_on_connect(&install, sleepy).await;
+}
+
+/// A namespace's KaironQuota holds on a real cluster whoever writes: 20 creates racing for the
+/// last 3 places, from a tenant's kubectl (Stopped VMs: a tenant may not write sandbox-track
+/// Machines), the REST API and the MCP tool (both of which write as the api's ServiceAccount),
+/// make exactly 3 Machines; a fork past the limit is refused; a dry
+/// run is judged but charges nothing; a Machine deleted frees its place.
+async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
+    let tb = install.testbed;
+    let ns = "quota";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&format!(
+        "apiVersion: kairon.zyvor.dev/v1\nkind: KaironQuota\nmetadata: {{name: limits, namespace: {ns}}}\n\
+         spec: {{hard: {{machines: 4}}}}\n"
+    ))
+    .unwrap();
+    let bob = tb.user("bob", None).unwrap();
+    tb.kubectl(&["create", "rolebinding", "bob-edit", "--clusterrole=edit", "--user=bob", "-n", ns]).unwrap();
+    let vm = |name: &str| {
+        machine(ns, name, "  image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}\n  powerState: Stopped\n")
+    };
+    wait_for_sync("bob may create Machines", MINUTE / 2, std::time::Duration::from_millis(300), || {
+        let out = tb.kubectl_as(&bob, &["create", "--dry-run=server", "-f", "-"], Some(&vm("probe")));
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    let rest = install.rest();
+    let ca = install.dir.path().join("api/tls/ca.crt");
+    let sandbox = |name: &str| {
+        json!({"metadata": {"name": name},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}})
+    };
+    // The one a fork is tried from, later.
+    assert_eq!(rest.post(&format!("/api/v1/machines/{ns}"), sandbox("base")).await.status, 201);
+    assert_eq!(rest.wait_phase(ns, "base", "Running", 120).await.status, 200);
+
+    // (path, name, admitted, what a refusal said)
+    let mut racing = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let name = format!("r{i}");
+        let (bob, yaml, rest, ca, url, token) =
+            (bob.clone(), vm(&name), rest.clone(), ca.clone(), install.api_url.clone(), install.admin_token.clone());
+        racing.spawn(async move {
+            match i % 3 {
+                0 => {
+                    let out =
+                        tokio::task::spawn_blocking(move || tb.kubectl_as(&bob, &["create", "-f", "-"], Some(&yaml)))
+                            .await
+                            .unwrap();
+                    ("kubectl", name, out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+                }
+                1 => {
+                    let a = rest.post(&format!("/api/v1/machines/{ns}"), sandbox(&name)).await;
+                    let why = format!("{} {} {}", a.status, a.reason(), a.message());
+                    ("REST", name, a.status == 201, why)
+                }
+                _ => {
+                    let args = json!({"namespace": ns, "name": name, "template": "busybox"});
+                    let (status, text) = tokio::task::spawn_blocking(move || {
+                        kairon_e2e::mcp::Mcp::open(&url, &ca, Some(token)).call("create_sandbox", args)
+                    })
+                    .await
+                    .unwrap();
+                    ("MCP", name, status == 200, format!("{status} {text}"))
+                }
+            }
+        });
+    }
+    let outcomes = racing.join_all().await;
+    let admitted: Vec<&String> = outcomes.iter().filter(|o| o.2).map(|o| &o.1).collect();
+    assert_eq!(admitted.len(), 3, "exactly the quota's 3 creates land: {outcomes:#?}");
+    for (path, name, _, why) in outcomes.iter().filter(|o| !o.2) {
+        assert!(why.contains("exceeded quota: limits") && why.contains("machines"), "{path} {name}: {why}");
+        match *path {
+            "REST" => assert!(why.starts_with("403 QuotaExceeded"), "{name}: {why}"),
+            "MCP" => assert!(why.starts_with("403"), "{name}: {why}"),
+            _ => {}
+        }
+    }
+    let stored = tb.kubectl(&["get", "machines", "-n", ns, "-o", "name"]).unwrap();
+    assert_eq!(stored.lines().count(), 4, "{stored}");
+    let used = ["get", "kaironquota", "limits", "-n", ns];
+    wait_field(install, "the quota to count 4", &used, ".status.used.machines", |u| u == "4");
+
+    // A fork is a create too.
+    let fork = rest.post(&format!("/api/v1/machines/{ns}/base/fork"), json!({"name": "forked"})).await;
+    assert_eq!((fork.status, fork.reason()), (403, "QuotaExceeded"), "{fork:?}");
+    assert!(fork.message().contains("exceeded quota: limits"), "{fork:?}");
+
+    // One place freed: the quota says so, and a dry run takes nothing of it.
+    let freed = admitted[0];
+    assert_eq!(rest.delete(&format!("/api/v1/machines/{ns}/{freed}")).await.status, 200);
+    rest.wait_deleted(ns, freed, 120).await;
+    wait_field(install, "the quota to count 3", &used, ".status.used.machines", |u| u == "3");
+    wait_field(install, "the spent reservations pruned", &used, ".status.reservations", str::is_empty);
+    for name in ["dry-1", "dry-2"] {
+        let out = tb.kubectl_as(&bob, &["create", "--dry-run=server", "-f", "-"], Some(&vm(name)));
+        assert!(out.status.success(), "a dry run within the quota: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(field(install, &used, ".status.reservations"), "", "a dry run reserves nothing");
+    let out = tb.kubectl_as(&bob, &["create", "-f", "-"], Some(&vm("last")));
+    assert!(out.status.success(), "the freed place: {}", String::from_utf8_lossy(&out.stderr));
+    let out = tb.kubectl_as(&bob, &["create", "--dry-run=server", "-f", "-"], Some(&vm("over")));
+    let refused = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && refused.contains("exceeded quota: limits"), "a dry run past it: {refused}");
+    tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
 }
 
 /// A Machine that suspends after 60 idle seconds and wakes when someone connects.

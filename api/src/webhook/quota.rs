@@ -147,6 +147,8 @@ async fn withdraw(api: &Api<KaironQuota>, name: &str, reservation: &Reservation)
         let q = api.get(name).await?;
         let ledger: Vec<&Reservation> =
             q.status.iter().flat_map(|s| &s.reservations).filter(|r| *r != reservation).collect();
+        // An empty ledger is removed (null), as the quota controller leaves it.
+        let ledger = if ledger.is_empty() { Value::Null } else { json!(ledger) };
         let patch = json!({
             "metadata": {"resourceVersion": q.resource_version()},
             "status": {"reservations": ledger},
