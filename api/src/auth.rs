@@ -54,7 +54,7 @@ pub struct Claims {
 }
 
 /// Who is asking.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Identity {
     pub sub: String,
     pub role: Role,

@@ -319,12 +319,13 @@ async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: N
         Some(token) => token.to_string(),
         None if is_websocket(&req) => {
             if let Some(ticket) = query_param(&req, "ticket") {
-                return match st.tickets.redeem(ticket) {
-                    Some(id) => {
+                return match st.tickets.redeem(ticket).await {
+                    Ok(Some(id)) => {
                         req.extensions_mut().insert(id);
                         next.run(req).await
                     }
-                    None => unauthorized(format!(
+                    Err(e) => Error::from(e).into_response(),
+                    Ok(None) => unauthorized(format!(
                         "this ticket is unknown, used or expired: a ticket opens one WebSocket within {:?} of \
                          POST /api/v1/tickets; mint another",
                         st.tickets.ttl()

@@ -37,6 +37,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: Store, keys: TokenKeys, validation: ValidationOptions) -> Self {
         AppState {
+            tickets: Arc::new(crate::tickets::Tickets::new(store.pool().clone())),
             store,
             registry: Arc::new(Registry::new()),
             keys,
@@ -47,7 +48,6 @@ impl AppState {
             limits: Arc::new(crate::limits::Limits::default()),
             connections: crate::limits::ConnectionLimiter::new(crate::limits::DEFAULT_MAX_CONNECTIONS_PER_SUBJECT),
             stopping: tokio_util::sync::CancellationToken::new(),
-            tickets: Arc::new(crate::tickets::Tickets::default()),
             quota_turns: Arc::default(),
         }
     }

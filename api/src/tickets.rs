@@ -2,39 +2,40 @@
 //! and a token never goes in a URL (it would land in logs and history): a caller with a bearer
 //! token mints a ticket (`POST /api/v1/tickets`) and opens the WebSocket with `?ticket=`. A
 //! ticket is not a token: it works once, for [`TICKET_TTL`], and stands for the identity that
-//! minted it.
+//! minted it. Tickets live in PostgreSQL, so that behind several api replicas one minted on a
+//! replica opens its WebSocket on another; only their SHA-256 is stored, and redeeming one is a
+//! single `DELETE … RETURNING`, so it works once however many replicas race for it.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
 
 use crate::auth::Identity;
 
 /// How long a ticket may wait for its WebSocket.
 pub const TICKET_TTL: Duration = Duration::from_secs(30);
 
-/// The most unredeemed tickets kept at once (older ones are dropped first when it is reached).
-const MAX_TICKETS: usize = 10_000;
+/// The most unredeemed tickets kept at once (the oldest are dropped first past it).
+const MAX_TICKETS: i64 = 10_000;
 
 /// The most unredeemed tickets one subject holds: its own oldest is dropped past it, so one
 /// tenant minting in a loop drops its own tickets, never another tenant's.
-const MAX_TICKETS_PER_SUBJECT: usize = 32;
+const MAX_TICKETS_PER_SUBJECT: i64 = 32;
 
 pub struct Tickets {
-    open: Mutex<HashMap<String, (Identity, Instant)>>,
+    pool: PgPool,
     ttl: Duration,
 }
 
-impl Default for Tickets {
-    fn default() -> Self {
-        Tickets::with_ttl(TICKET_TTL)
-    }
-}
-
 impl Tickets {
+    pub fn new(pool: PgPool) -> Self {
+        Tickets::with_ttl(pool, TICKET_TTL)
+    }
+
     /// Tickets valid for `ttl` (tests shorten it).
-    pub fn with_ttl(ttl: Duration) -> Self {
-        Tickets { open: Mutex::new(HashMap::new()), ttl }
+    pub fn with_ttl(pool: PgPool, ttl: Duration) -> Self {
+        Tickets { pool, ttl }
     }
 
     /// How long a ticket stays valid.
@@ -42,35 +43,55 @@ impl Tickets {
         self.ttl
     }
 
-    /// A new ticket for `id`, valid for [`TICKET_TTL`].
-    pub fn mint(&self, id: &Identity) -> String {
+    /// A new ticket for `id`, valid for the ttl.
+    pub async fn mint(&self, id: &Identity) -> Result<String, sqlx::Error> {
         let ticket = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-        let now = Instant::now();
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.retain(|_, (_, at)| now.duration_since(*at) < self.ttl);
-        // Past the subject's own limit its oldest ticket goes; past the global one, the oldest.
-        let own = open.values().filter(|(holder, _)| holder.sub == id.sub).count();
-        let evict_own = own >= MAX_TICKETS_PER_SUBJECT;
-        if evict_own || open.len() >= MAX_TICKETS {
-            let oldest = open
-                .iter()
-                .filter(|(_, (holder, _))| !evict_own || holder.sub == id.sub)
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                open.remove(&oldest);
-            }
-        }
-        open.insert(ticket.clone(), (id.clone(), now));
-        ticket
+        let identity = serde_json::to_value(id).map_err(|e| sqlx::Error::Encode(e.into()))?;
+        let mut tx = self.pool.begin().await?;
+        // The database's clock, the same for every replica.
+        sqlx::query("DELETE FROM tickets WHERE expires_at <= clock_timestamp()").execute(&mut *tx).await?;
+        // Past the subject's own limit its oldest tickets go; past the global one, the oldest.
+        sqlx::query(
+            "DELETE FROM tickets WHERE digest IN \
+             (SELECT digest FROM tickets WHERE subject = $1 ORDER BY expires_at DESC OFFSET $2)",
+        )
+        .bind(&id.sub)
+        .bind(MAX_TICKETS_PER_SUBJECT - 1)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "DELETE FROM tickets WHERE digest IN (SELECT digest FROM tickets ORDER BY expires_at DESC OFFSET $1)",
+        )
+        .bind(MAX_TICKETS - 1)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO tickets (digest, subject, identity, expires_at) \
+             VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))",
+        )
+        .bind(digest(&ticket))
+        .bind(&id.sub)
+        .bind(identity)
+        .bind(self.ttl.as_secs_f64())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(ticket)
     }
 
     /// The identity a ticket stands for, once: redeeming it removes it.
-    pub fn redeem(&self, ticket: &str) -> Option<Identity> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let (id, at) = open.remove(ticket)?;
-        (at.elapsed() < self.ttl).then_some(id)
+    pub async fn redeem(&self, ticket: &str) -> Result<Option<Identity>, sqlx::Error> {
+        let row: Option<(serde_json::Value, bool)> =
+            sqlx::query_as("DELETE FROM tickets WHERE digest = $1 RETURNING identity, expires_at > clock_timestamp()")
+                .bind(digest(ticket))
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.filter(|(_, live)| *live).and_then(|(id, _)| serde_json::from_value(id).ok()))
     }
+}
+
+fn digest(ticket: &str) -> Vec<u8> {
+    Sha256::digest(ticket.as_bytes()).to_vec()
 }
 
 #[cfg(test)]
@@ -82,33 +103,49 @@ mod tests {
         Identity { sub: "v".into(), role: Role::Viewer, namespaces: vec!["a".into()], legacy: false }
     }
 
-    #[test]
-    fn a_ticket_works_once() {
-        let t = Tickets::default();
-        let ticket = t.mint(&viewer());
+    #[sqlx::test(migrator = "kairon_db::MIGRATOR")]
+    async fn a_ticket_works_once_on_any_replica(pool: PgPool) {
+        let (one, two) = (Tickets::new(pool.clone()), Tickets::new(pool));
+        let ticket = one.mint(&viewer()).await.unwrap();
         assert_eq!(ticket.len(), 64);
-        assert_eq!(t.redeem(&ticket).map(|i| i.sub), Some("v".into()));
-        assert!(t.redeem(&ticket).is_none());
-        assert!(t.redeem("nope").is_none());
+        let id = two.redeem(&ticket).await.unwrap().expect("minted on one, redeemed on the other");
+        assert_eq!((id.sub.as_str(), id.role, id.namespaces), ("v", Role::Viewer, vec!["a".to_string()]));
+        assert!(one.redeem(&ticket).await.unwrap().is_none(), "used");
+        assert!(one.redeem("nope").await.unwrap().is_none());
     }
 
-    #[test]
-    fn a_subject_minting_in_a_loop_drops_only_its_own_tickets() {
-        let t = Tickets::default();
+    #[sqlx::test(migrator = "kairon_db::MIGRATOR")]
+    async fn racing_redeems_of_one_ticket_have_one_winner(pool: PgPool) {
+        let t = std::sync::Arc::new(Tickets::new(pool));
+        let ticket = t.mint(&viewer()).await.unwrap();
+        let racers = (0..16).map(|_| {
+            let (t, ticket) = (t.clone(), ticket.clone());
+            tokio::spawn(async move { t.redeem(&ticket).await.unwrap().is_some() })
+        });
+        let won = futures::future::join_all(racers).await.into_iter().filter(|w| *w.as_ref().unwrap()).count();
+        assert_eq!(won, 1);
+    }
+
+    #[sqlx::test(migrator = "kairon_db::MIGRATOR")]
+    async fn a_subject_minting_in_a_loop_drops_only_its_own_tickets(pool: PgPool) {
+        let t = Tickets::new(pool);
         let other = Identity { sub: "w".into(), ..viewer() };
-        let kept = t.mint(&other);
-        let first = t.mint(&viewer());
-        let rest: Vec<String> = (0..MAX_TICKETS_PER_SUBJECT * 4).map(|_| t.mint(&viewer())).collect();
-        assert!(t.redeem(&first).is_none(), "its oldest went first");
-        assert!(t.redeem(rest.last().unwrap()).is_some(), "its newest works");
-        assert_eq!(t.redeem(&kept).map(|i| i.sub), Some("w".into()), "another subject's ticket stays");
+        let kept = t.mint(&other).await.unwrap();
+        let first = t.mint(&viewer()).await.unwrap();
+        let mut last = String::new();
+        for _ in 0..MAX_TICKETS_PER_SUBJECT * 2 {
+            last = t.mint(&viewer()).await.unwrap();
+        }
+        assert!(t.redeem(&first).await.unwrap().is_none(), "its oldest went first");
+        assert!(t.redeem(&last).await.unwrap().is_some(), "its newest works");
+        assert_eq!(t.redeem(&kept).await.unwrap().map(|i| i.sub), Some("w".into()), "another subject's stays");
     }
 
-    #[test]
-    fn a_ticket_expires() {
-        let t = Tickets::with_ttl(Duration::from_millis(1));
-        let ticket = t.mint(&viewer());
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(t.redeem(&ticket).is_none());
+    #[sqlx::test(migrator = "kairon_db::MIGRATOR")]
+    async fn a_ticket_expires(pool: PgPool) {
+        let t = Tickets::with_ttl(pool, Duration::from_millis(1));
+        let ticket = t.mint(&viewer()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(t.redeem(&ticket).await.unwrap().is_none());
     }
 }

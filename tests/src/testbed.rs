@@ -219,6 +219,8 @@ pub const SYSTEM: &str = "kairon-system";
 pub struct Install {
     pub testbed: &'static Testbed,
     pub api: crate::Process,
+    /// How the api was started (another replica starts the same way).
+    api_args: Vec<String>,
     pub api_url: String,
     /// The api's CA (its data dir's).
     pub api_ca: Vec<u8>,
@@ -245,27 +247,26 @@ impl Install {
         let api_dir = dir.path().join("api");
         let api_kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-api", None)?;
         let client_ca = tb.ca();
-        let api = crate::Process::start(
-            &[
-                "api",
-                "--kubeconfig",
-                api_kubeconfig.to_str().unwrap(),
-                "--data-dir",
-                api_dir.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--database-url",
-                &database.url,
-                "--runtime-token",
-                &runtime_token,
-                "--webhook-listen",
-                "127.0.0.1:0",
-                "--webhook-client-ca",
-                client_ca.to_str().unwrap(),
-            ],
-            "Kairon API is up at ",
-        )?;
-        let api_url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
+        let api_args: Vec<String> = [
+            "api",
+            "--kubeconfig",
+            api_kubeconfig.to_str().unwrap(),
+            "--data-dir",
+            api_dir.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--database-url",
+            &database.url,
+            "--runtime-token",
+            &runtime_token,
+            "--webhook-listen",
+            "127.0.0.1:0",
+            "--webhook-client-ca",
+            client_ca.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec();
+        let (api, api_url) = start_api(&api_args)?;
         let webhook_url = api.line_with("webhook:")?.trim().trim_start_matches("webhook:").trim().to_string();
         let api_ca = std::fs::read(api_dir.join("tls/ca.crt"))?;
         let out = Command::new(crate::kairon_bin())
@@ -311,6 +312,7 @@ impl Install {
         Ok(Install {
             testbed: tb,
             api,
+            api_args,
             api_url,
             api_ca,
             admin_token,
@@ -323,7 +325,21 @@ impl Install {
     }
 }
 
+/// `kairon api` with `args`: the process and the URL it serves.
+fn start_api(args: &[String]) -> Result<(crate::Process, String)> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let api = crate::Process::start(&args, "Kairon API is up at ")?;
+    let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
+    Ok((api, url))
+}
+
 impl Install {
+    /// Another replica of the api, as the chart's Deployment runs them: the same identity,
+    /// database and keys (its data dir), listening on ports of its own.
+    pub fn another_api(&self) -> Result<(crate::Process, String)> {
+        start_api(&self.api_args)
+    }
+
     /// The kubeconfig of node `node`'s agent (a token bound to a Pod on that node).
     pub fn node_kubeconfig(&self, node: &str) -> PathBuf {
         self.dir.path().join(format!("kairon-node-{node}.kubeconfig"))

@@ -3,9 +3,11 @@
 //! nodes as processes with their own ServiceAccounts' bound tokens), and its stories run there,
 //! one after another on the one install (a cluster has one Kairon), each in its own namespace.
 
+use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 
 use std::collections::BTreeSet;
 
@@ -28,6 +30,7 @@ async fn kairon_on_a_real_cluster() {
     a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
     a_quota_holds_against_racing_creates_on_every_path(&install).await;
+    a_websocket_ticket_minted_on_one_api_replica_opens_on_another(&install).await;
     each_components_calls_are_exactly_its_role(&install).await;
     it_was_suspended_and_wakes_on_connect(&install, sleepy).await;
 }
@@ -135,6 +138,38 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     let refused = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && refused.contains("exceeded quota: limits"), "a dry run past it: {refused}");
     tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
+}
+
+/// Behind the chart's api replicas a browser's WebSocket ticket is minted on one replica and
+/// may land on another: tickets live in PostgreSQL, and work once whichever replica takes them.
+async fn a_websocket_ticket_minted_on_one_api_replica_opens_on_another(install: &Install) {
+    let ns = "replicas";
+    install.testbed.kubectl(&["create", "namespace", ns]).unwrap();
+    let one = install.rest();
+    let sb = json!({"metadata": {"name": "shell"},
+        "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}});
+    assert_eq!(one.post(&format!("/api/v1/machines/{ns}"), sb).await.status, 201);
+    one.running(ns, "shell").await;
+    let (_replica, url) = install.another_api().unwrap();
+    let two = kairon_e2e::Rest::new(&url, &install.admin_token, install.api_ca.clone()).unwrap();
+    let cmd = "%5B%22sh%22%2C%22-c%22%2C%22echo%20hi%22%5D";
+    let path = format!("/api/v1/machines/{ns}/shell/exec/stream?command={cmd}");
+    let ticket = one.post("/api/v1/tickets", json!({})).await.ok()["ticket"].as_str().unwrap().to_string();
+    let mut ws = two.websocket_with(&format!("{path}&ticket={ticket}"), &[]).await.expect("the other replica opens it");
+    let mut out = Vec::new();
+    while let Ok(Some(Ok(m))) = tokio::time::timeout(std::time::Duration::from_secs(30), ws.next()).await {
+        match m {
+            Message::Binary(b) => out.extend_from_slice(&b),
+            Message::Close(_) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(String::from_utf8_lossy(&out), "hi\n");
+    for (replica, rest) in [("the minting", &one), ("the other", &two)] {
+        let again = rest.websocket_with(&format!("{path}&ticket={ticket}"), &[]).await.err().unwrap();
+        assert!(again.starts_with("401") && again.contains("unknown, used or expired"), "{replica}: {again}");
+    }
+    install.testbed.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
 }
 
 /// A Machine that suspends after 60 idle seconds and wakes when someone connects.

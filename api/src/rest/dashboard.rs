@@ -85,7 +85,7 @@ pub struct Ticket {
     responses((status = 201, description = "The ticket", body = Ticket),
               (status = 401, description = "No or a bad token", body = ErrorBody)))]
 async fn ticket_create(State(st): State<AppState>, c: Caller) -> Result<(axum::http::StatusCode, Json<Ticket>)> {
-    let ticket = st.tickets.mint(&c.id);
+    let ticket = st.tickets.mint(&c.id).await?;
     Ok((axum::http::StatusCode::CREATED, Json(Ticket { ticket, expires_in_seconds: st.tickets.ttl().as_secs() })))
 }
 
