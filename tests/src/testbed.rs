@@ -364,6 +364,17 @@ impl Install {
         client(&self.node_kubeconfig(node)).await
     }
 
+    /// A token of the api (`kairon token`) for `sub` with `role` in `namespaces`.
+    pub fn token(&self, sub: &str, role: &str, namespaces: &[&str]) -> Result<String> {
+        let api_dir = self.dir.path().join("api");
+        let out = Command::new(crate::kairon_bin())
+            .args(["token", "--data-dir", api_dir.to_str().unwrap(), "--sub", sub, "--role", role])
+            .args(["--namespaces", &namespaces.join(",")])
+            .output()?;
+        anyhow::ensure!(out.status.success(), "kairon token: {}", String::from_utf8_lossy(&out.stderr));
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    }
+
     /// A REST client of the api with its admin token.
     pub fn rest(&self) -> crate::Rest {
         crate::Rest::new(&self.api_url, &self.admin_token, self.api_ca.clone()).unwrap()

@@ -36,9 +36,9 @@ async fn kairon_on_a_real_cluster() {
 }
 
 /// A namespace's KaironQuota holds on a real cluster whoever writes: 20 creates racing for the
-/// last 3 places, from a tenant's kubectl (Stopped VMs: a tenant may not write sandbox-track
-/// Machines), the REST API and the MCP tool (both of which write as the api's ServiceAccount),
-/// make exactly 3 Machines; a fork past the limit is refused; a dry
+/// last 3 places, from a tenant's kubectl and REST token (Stopped VMs: a tenant may not write
+/// sandbox-track Machines) and the MCP tool (an admin's: only admins make sandboxes there; REST
+/// and MCP both write as the api's ServiceAccount), make exactly 3 Machines; a fork past the limit is refused; a dry
 /// run is judged but charges nothing; a Machine deleted frees its place.
 async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     let tb = install.testbed;
@@ -59,6 +59,12 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
         if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
     });
     let rest = install.rest();
+    let bob_rest = kairon_e2e::Rest::new(
+        &install.api_url,
+        &install.token("bob", "operator", &[ns]).unwrap(),
+        install.api_ca.clone(),
+    )
+    .unwrap();
     let ca = install.dir.path().join("api/tls/ca.crt");
     let sandbox = |name: &str| {
         json!({"metadata": {"name": name},
@@ -72,8 +78,14 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     let mut racing = tokio::task::JoinSet::new();
     for i in 0..20 {
         let name = format!("r{i}");
-        let (bob, yaml, rest, ca, url, token) =
-            (bob.clone(), vm(&name), rest.clone(), ca.clone(), install.api_url.clone(), install.admin_token.clone());
+        let (bob, yaml, bob_rest, ca, url, token) = (
+            bob.clone(),
+            vm(&name),
+            bob_rest.clone(),
+            ca.clone(),
+            install.api_url.clone(),
+            install.admin_token.clone(),
+        );
         racing.spawn(async move {
             match i % 3 {
                 0 => {
@@ -84,7 +96,8 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
                     ("kubectl", name, out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
                 }
                 1 => {
-                    let a = rest.post(&format!("/api/v1/machines/{ns}"), sandbox(&name)).await;
+                    let body = serde_yaml::from_str::<Value>(&yaml).unwrap();
+                    let a = bob_rest.post(&format!("/api/v1/machines/{ns}"), body).await;
                     let why = format!("{} {} {}", a.status, a.reason(), a.message());
                     ("REST", name, a.status == 201, why)
                 }
