@@ -20,6 +20,8 @@ pub enum Role {
     /// The controllers: read everything, write what the controllers own (status, claim and
     /// pool bindings, ownerReferences, lifecycle-start, pool members, leases, Events).
     Controller,
+    /// A Prometheus scraper: reads `/metrics` and nothing else.
+    Metrics,
 }
 
 impl std::str::FromStr for Role {
@@ -31,7 +33,8 @@ impl std::str::FromStr for Role {
             "viewer" => Ok(Role::Viewer),
             "node" => Ok(Role::Node),
             "controller" => Ok(Role::Controller),
-            _ => Err(format!("unknown role {s:?}: use admin, operator, viewer, node or controller")),
+            "metrics" => Ok(Role::Metrics),
+            _ => Err(format!("unknown role {s:?}: use admin, operator, viewer, node, controller or metrics")),
         }
     }
 }
@@ -152,6 +155,9 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
     if id.role == Role::Admin {
         return Ok(());
     }
+    if id.role == Role::Metrics {
+        return Err(METRICS_ONLY.replace("{}", &id.sub));
+    }
     if verb == Verb::Write && id.role == Role::Viewer {
         return Err(format!("{} is a viewer and may not change anything", id.sub));
     }
@@ -181,6 +187,22 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
     }
 }
 
+/// What a metrics token is told anywhere but `/metrics` (`{}`: its subject).
+pub const METRICS_ONLY: &str = "{} is a metrics scraper: its token reads /metrics and nothing else";
+
+/// Who may read `/metrics`: an admin or a metrics scraper. A tenant may not: the counters name
+/// every namespace's pools and Machines.
+pub fn may_scrape(id: &Identity) -> Result<(), String> {
+    match id.role {
+        Role::Admin | Role::Metrics if !id.legacy => Ok(()),
+        _ => Err(format!(
+            "{} is {}: /metrics is read with an admin token or a metrics token (kairon token --role metrics)",
+            id.sub,
+            role_name(id.role)
+        )),
+    }
+}
+
 /// Admin-only operations (node-scoped writes, creating sandbox-track Machines, snapshots).
 pub fn admin_only(id: &Identity, what: &str) -> Result<(), String> {
     if id.role == Role::Admin {
@@ -196,6 +218,7 @@ pub fn role_name(r: Role) -> &'static str {
         Role::Viewer => "a viewer",
         Role::Node => "a node",
         Role::Controller => "a controller",
+        Role::Metrics => "a metrics scraper",
     }
 }
 

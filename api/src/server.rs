@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::trace::TraceLayer;
 
-use crate::auth::Identity;
+use crate::auth::{Identity, METRICS_ONLY, Role};
 use crate::k8s::status::ApiError;
 use crate::machines::{Error, Reason};
 use crate::state::AppState;
@@ -18,7 +18,7 @@ pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_BODY_BYTES;
 /// Everything the embedded mode serves: the Kubernetes-compatible API and the REST API.
 pub fn router(state: AppState) -> Router {
     let k8s = crate::k8s::router()
-        .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
+        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_k8s));
@@ -29,7 +29,7 @@ pub fn router(state: AppState) -> Router {
 /// API server, which the REST layer reaches through kube-rs.
 pub fn cluster_router(state: AppState) -> Router {
     let metrics = Router::new()
-        .route("/metrics", get(|State(st): State<AppState>| async move { (st.metrics)() }))
+        .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     rest_router(state.clone()).merge(metrics.with_state(state)).layer(middleware::from_fn(json_errors))
 }
@@ -263,11 +263,25 @@ async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) 
         return ApiError::unauthorized(NO_TOKEN).into_response();
     };
     match identify(&st, token) {
+        Ok(id) if !reaches(&id, &req) => ApiError::forbidden(METRICS_ONLY.replace("{}", &id.sub)).into_response(),
         Ok(id) => {
             req.extensions_mut().insert(id);
             next.run(req).await
         }
         Err(e) => ApiError::unauthorized(e).into_response(),
+    }
+}
+
+/// Whether `id` may reach `req`'s path at all: a metrics token reaches `/metrics` only.
+fn reaches(id: &Identity, req: &Request) -> bool {
+    id.role != Role::Metrics || req.uri().path() == "/metrics"
+}
+
+/// The Prometheus counters, for an admin or a metrics scraper.
+async fn metrics(State(st): State<AppState>, axum::Extension(id): axum::Extension<Identity>) -> Response {
+    match crate::auth::may_scrape(&id) {
+        Ok(()) => (st.metrics)().into_response(),
+        Err(e) => ApiError::forbidden(e).into_response(),
     }
 }
 
@@ -340,6 +354,9 @@ async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: N
         None => return unauthorized(NO_TOKEN.into()),
     };
     match identify(&st, &token) {
+        Ok(id) if !reaches(&id, &req) => {
+            Error::new(Reason::Forbidden, METRICS_ONLY.replace("{}", &id.sub)).into_response()
+        }
         Ok(id) => {
             req.extensions_mut().insert(id);
             next.run(req).await

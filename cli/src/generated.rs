@@ -3271,6 +3271,8 @@ pub mod types {
         Node,
         #[serde(rename = "controller")]
         Controller,
+        #[serde(rename = "metrics")]
+        Metrics,
     }
     impl ::std::fmt::Display for WhoamiRole {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -3280,6 +3282,7 @@ pub mod types {
                 Self::Viewer => f.write_str("viewer"),
                 Self::Node => f.write_str("node"),
                 Self::Controller => f.write_str("controller"),
+                Self::Metrics => f.write_str("metrics"),
             }
         }
     }
@@ -3292,6 +3295,7 @@ pub mod types {
                 "viewer" => Ok(Self::Viewer),
                 "node" => Ok(Self::Node),
                 "controller" => Ok(Self::Controller),
+                "metrics" => Ok(Self::Metrics),
                 _ => Err("invalid value".into()),
             }
         }

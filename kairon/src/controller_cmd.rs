@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 /// The controllers' intervals. Every flag here is TEST ONLY (hidden): production uses the
 /// defaults, which are the product documents' values.
@@ -54,11 +54,36 @@ pub struct ControllerArgs {
     /// This controller's identity in the leader-election Lease (default: host name and pid).
     #[arg(long)]
     identity: Option<String>,
-    /// Serve the controllers' Prometheus counters at http://ADDR/metrics.
+    /// Serve the controllers' Prometheus counters at http://ADDR/metrics. An address other than
+    /// loopback needs --metrics-token-file: the counters name every namespace's pools.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// A file holding the token a scraper must send (`Authorization: Bearer …`) to read
+    /// /metrics: a `kairon token --role metrics`, the one Prometheus is given.
+    #[arg(long)]
+    metrics_token_file: Option<PathBuf>,
     #[command(flatten)]
     tuning: ControllerTuning,
+}
+
+/// The counters, for a scraper that sends `token` when one is set.
+fn scrape(token: Option<&str>, headers: &axum::http::HeaderMap) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let sent = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let sent = sent.and_then(|v| v.strip_prefix("Bearer ")).unwrap_or_default();
+    match token {
+        Some(t) if !same(t.as_bytes(), sent.as_bytes()) => (
+            axum::http::StatusCode::UNAUTHORIZED,
+            "send the metrics token (--metrics-token-file) as Authorization: Bearer <token>\n",
+        )
+            .into_response(),
+        _ => kairon_reconciler::metrics::global().render().into_response(),
+    }
+}
+
+/// Equal bytes, compared in a time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn default_identity() -> String {
@@ -69,6 +94,21 @@ fn default_identity() -> String {
 }
 
 pub async fn run(args: ControllerArgs) -> Result<()> {
+    // Refused before anything starts: counters for anyone who can reach the port.
+    let metrics_token = match (&args.metrics_listen, &args.metrics_token_file) {
+        (_, Some(path)) => {
+            let token = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the metrics token {}", path.display()))?;
+            let token = token.trim();
+            anyhow::ensure!(!token.is_empty(), "the metrics token file {} is empty", path.display());
+            Some(token.to_string())
+        }
+        (Some(addr), None) if !addr.ip().is_loopback() => bail!(
+            "--metrics-listen {addr} is reachable from other hosts: give --metrics-token-file (a `kairon token \
+             --role metrics`, the token your scraper sends) or listen on 127.0.0.1"
+        ),
+        _ => None,
+    };
     let client = crate::up::kube_client(args.kubeconfig.as_deref()).await?;
     let store = match &args.database_url {
         Some(url) => Some(kairon_db::Store::connect(url).await.context("connecting to PostgreSQL")?),
@@ -81,8 +121,13 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         let bound = listener.local_addr()?;
-        let app = axum::Router::new()
-            .route("/metrics", axum::routing::get(|| async { kairon_reconciler::metrics::global().render() }));
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move |headers: axum::http::HeaderMap| {
+                let token = metrics_token.clone();
+                async move { scrape(token.as_deref(), &headers) }
+            }),
+        );
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!(error = %e, "the metrics server stopped");

@@ -83,7 +83,7 @@ struct TokenArgs {
     /// Who the token is for.
     #[arg(long)]
     sub: String,
-    /// admin, operator, viewer, node (sub = the node's name) or controller.
+    /// admin, operator, viewer, node (sub = the node's name), controller, or metrics (reads /metrics only).
     #[arg(long, value_parser = |s: &str| s.parse::<Role>())]
     role: Role,
     /// Namespaces an operator or viewer may use (comma-separated; `*` for all).

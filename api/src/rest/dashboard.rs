@@ -23,6 +23,7 @@ pub enum WhoamiRole {
     Viewer,
     Node,
     Controller,
+    Metrics,
 }
 
 impl From<Role> for WhoamiRole {
@@ -33,6 +34,7 @@ impl From<Role> for WhoamiRole {
             Role::Viewer => WhoamiRole::Viewer,
             Role::Node => WhoamiRole::Node,
             Role::Controller => WhoamiRole::Controller,
+            Role::Metrics => WhoamiRole::Metrics,
         }
     }
 }

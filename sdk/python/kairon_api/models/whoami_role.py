@@ -4,6 +4,7 @@ from enum import StrEnum
 class WhoamiRole(StrEnum):
     ADMIN = "admin"
     CONTROLLER = "controller"
+    METRICS = "metrics"
     NODE = "node"
     OPERATOR = "operator"
     VIEWER = "viewer"

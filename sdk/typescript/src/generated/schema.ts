@@ -2086,7 +2086,7 @@ export interface components {
          * @description A token's role.
          * @enum {string}
          */
-        WhoamiRole: "admin" | "operator" | "viewer" | "node" | "controller";
+        WhoamiRole: "admin" | "operator" | "viewer" | "node" | "controller" | "metrics";
     };
     responses: never;
     parameters: never;
