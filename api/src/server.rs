@@ -11,6 +11,7 @@ use crate::auth::{Identity, METRICS_ONLY, Role};
 use crate::k8s::status::ApiError;
 use crate::machines::{Error, Reason};
 use crate::state::AppState;
+use crate::tickets::Redeemed;
 
 /// Largest request body by default (objects are small; Kubernetes' own limit); `--max-body-bytes`.
 pub const MAX_BODY_BYTES: usize = crate::limits::DEFAULT_MAX_BODY_BYTES;
@@ -333,13 +334,17 @@ async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: N
         Some(token) => token.to_string(),
         None if is_websocket(&req) => {
             if let Some(ticket) = query_param(&req, "ticket") {
-                return match st.tickets.redeem(ticket).await {
-                    Ok(Some(id)) => {
+                return match st.tickets.redeem(ticket, req.uri().path()).await {
+                    Ok(Redeemed::Opens(id)) => {
                         req.extensions_mut().insert(id);
                         next.run(req).await
                     }
+                    Ok(Redeemed::OtherRoute(path)) => unauthorized(format!(
+                        "this ticket was minted for {path}, not this route: mint one for {} (it is spent now)",
+                        req.uri().path()
+                    )),
                     Err(e) => Error::from(e).into_response(),
-                    Ok(None) => unauthorized(format!(
+                    Ok(Redeemed::Unknown) => unauthorized(format!(
                         "this ticket is unknown, used or expired: a ticket opens one WebSocket within {:?} of \
                          POST /api/v1/tickets; mint another",
                         st.tickets.ttl()

@@ -2895,8 +2895,15 @@ pub mod types {
         #[doc = "How long it stays valid, from now."]
         #[serde(rename = "expiresInSeconds")]
         pub expires_in_seconds: i64,
-        #[doc = "Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);\nit works once."]
+        #[doc = "Give it as `?ticket=` on the WebSocket route it was minted for; it works once, there only."]
         pub ticket: ::std::string::String,
+    }
+    #[doc = "What a ticket is for."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(deny_unknown_fields)]
+    pub struct TicketRequest {
+        #[doc = "The one WebSocket route the ticket opens, without its query:\n`/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or\n`…/portforward/{port}`."]
+        pub path: ::std::string::String,
     }
     #[doc = "Summed usage."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -6610,8 +6617,11 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a\nbrowser sends instead of a token, which never goes in a URL\n\nSends a `POST` request to `/api/v1/tickets`\n\n"]
-    pub async fn ticket_create<'a>(&'a self) -> Result<ResponseValue<types::Ticket>, Error<types::ErrorBody>> {
+    #[doc = "Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the\ncaller: what a browser sends instead of a token, which never goes in a URL\n\nSends a `POST` request to `/api/v1/tickets`\n\n"]
+    pub async fn ticket_create<'a>(
+        &'a self,
+        body: &'a types::TicketRequest,
+    ) -> Result<ResponseValue<types::Ticket>, Error<types::ErrorBody>> {
         let url = format!("{}/api/v1/tickets", self.baseurl,);
         let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
         header_map.append(
@@ -6623,6 +6633,7 @@ impl Client {
             .client
             .post(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "ticket_create" };
@@ -6632,8 +6643,12 @@ impl Client {
         let response = result?;
         match response.status().as_u16() {
             201u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }

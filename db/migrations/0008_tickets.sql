@@ -4,6 +4,8 @@ CREATE TABLE tickets (
     digest      bytea PRIMARY KEY,
     subject     text NOT NULL,
     identity    jsonb NOT NULL,
+    -- The one WebSocket route (path, no query) the ticket opens.
+    path        text NOT NULL,
     expires_at  timestamptz NOT NULL
 );
 CREATE INDEX tickets_subject_idx ON tickets (subject, expires_at);

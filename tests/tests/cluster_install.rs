@@ -167,7 +167,8 @@ async fn a_websocket_ticket_minted_on_one_api_replica_opens_on_another(install: 
     let two = kairon_e2e::Rest::new(&url, &install.admin_token, install.api_ca.clone()).unwrap();
     let cmd = "%5B%22sh%22%2C%22-c%22%2C%22echo%20hi%22%5D";
     let path = format!("/api/v1/machines/{ns}/shell/exec/stream?command={cmd}");
-    let ticket = one.post("/api/v1/tickets", json!({})).await.ok()["ticket"].as_str().unwrap().to_string();
+    let body = json!({"path": format!("/api/v1/machines/{ns}/shell/exec/stream")});
+    let ticket = one.post("/api/v1/tickets", body).await.ok()["ticket"].as_str().unwrap().to_string();
     let mut ws = two.websocket_with(&format!("{path}&ticket={ticket}"), &[]).await.expect("the other replica opens it");
     let mut out = Vec::new();
     while let Ok(Some(Ok(m))) = tokio::time::timeout(std::time::Duration::from_secs(30), ws.next()).await {

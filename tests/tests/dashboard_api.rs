@@ -95,7 +95,8 @@ async fn whoami_watches_tickets_and_the_ui() {
     assert_eq!((bad.status, bad.reason()), (401, "Unauthorized"), "{bad:?}");
 
     // A ticket minted now, kept unused to check its expiry at the end.
-    let stale = admin.post("/api/v1/tickets", json!({})).await;
+    let shell = json!({"path": "/api/v1/machines/team-a/shell/exec/stream"});
+    let stale = admin.post("/api/v1/tickets", shell.clone()).await;
     assert_eq!(stale.status, 201, "{stale:?}");
     assert_eq!(stale.body["expiresInSeconds"], 30);
     let stale = stale.body["ticket"].as_str().unwrap().to_string();
@@ -177,7 +178,7 @@ async fn whoami_watches_tickets_and_the_ui() {
     admin.running("team-a", "shell").await;
     let cmd = "%5B%22sh%22%2C%22-c%22%2C%22echo%20hi%22%5D";
     let path = "/api/v1/machines/team-a/shell/exec/stream";
-    let ticket = admin.post("/api/v1/tickets", json!({})).await.ok()["ticket"].as_str().unwrap().to_string();
+    let ticket = admin.post("/api/v1/tickets", shell.clone()).await.ok()["ticket"].as_str().unwrap().to_string();
     let mut ws =
         admin.websocket_with(&format!("{path}?command={cmd}&ticket={ticket}"), &[]).await.expect("a ticket opens it");
     let mut out = Vec::new();
@@ -193,9 +194,33 @@ async fn whoami_watches_tickets_and_the_ui() {
     let again = admin.websocket_with(&format!("{path}?command={cmd}&ticket={ticket}"), &[]).await.err().unwrap();
     assert!(again.starts_with("401") && again.contains("unknown, used or expired"), "{again}");
     // A ticket is the minter's: a viewer's ticket does not open a shell.
-    let vt = viewer.post("/api/v1/tickets", json!({})).await.ok()["ticket"].as_str().unwrap().to_string();
+    let vt = viewer.post("/api/v1/tickets", shell.clone()).await.ok()["ticket"].as_str().unwrap().to_string();
     let refused = admin.websocket_with(&format!("{path}?command={cmd}&ticket={vt}"), &[]).await.err().unwrap();
     assert!(refused.starts_with("403"), "{refused}");
+    // A ticket opens the one route it was minted for: not the console, not another Machine's
+    // shell (and, tried there, it is spent).
+    for other in ["/api/v1/machines/team-a/shell/console", "/api/v1/machines/team-a/before/exec/stream"] {
+        let t = admin.post("/api/v1/tickets", shell.clone()).await.ok()["ticket"].as_str().unwrap().to_string();
+        let refused = admin.websocket_with(&format!("{other}?command={cmd}&ticket={t}"), &[]).await.err().unwrap();
+        assert!(
+            refused.starts_with("401") && refused.contains("minted for /api/v1/machines/team-a/shell/exec/stream"),
+            "{refused}"
+        );
+        let spent = admin.websocket_with(&format!("{path}?command={cmd}&ticket={t}"), &[]).await.err().unwrap();
+        assert!(spent.starts_with("401") && spent.contains("unknown, used or expired"), "{spent}");
+    }
+    // It is minted for a Machine's WebSocket route in the caller's namespaces only.
+    for (body, status, says) in [
+        (json!({}), 422, "missing field `path`"),
+        (json!({"path": "/api/v1/whoami"}), 400, "is not a WebSocket route"),
+        (json!({"path": format!("{path}?command={cmd}")}), 400, "without a query"),
+    ] {
+        let a = admin.post("/api/v1/tickets", body.clone()).await;
+        assert_eq!(a.status, status, "{body}: {a:?}");
+        assert!(a.message().contains(says), "{body}: {a:?}");
+    }
+    let elsewhere = viewer.post("/api/v1/tickets", json!({"path": "/api/v1/machines/team-b/x/console"})).await;
+    assert_eq!((elsewhere.status, elsewhere.reason()), (403, "Forbidden"), "{elsewhere:?}");
     // The token in the Kubernetes bearer subprotocol works too.
     let proto = format!(
         "kairon.v1, base64url.bearer.authorization.k8s.io.{}",
@@ -213,7 +238,7 @@ async fn whoami_watches_tickets_and_the_ui() {
     let as_ticket = admin.websocket_with(&format!("{path}?command={cmd}&ticket={}", admin.token), &[]).await;
     assert!(as_ticket.as_ref().is_err_and(|e| e.starts_with("401")), "{as_ticket:?}");
     // A ticket is no bearer token either.
-    let t = operator.post("/api/v1/tickets", json!({})).await.ok()["ticket"].as_str().unwrap().to_string();
+    let t = operator.post("/api/v1/tickets", shell.clone()).await.ok()["ticket"].as_str().unwrap().to_string();
     let as_bearer = k.rest_as(&t).unwrap().get("/api/v1/whoami").await;
     assert_eq!(as_bearer.status, 401);
 

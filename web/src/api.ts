@@ -41,9 +41,9 @@ api.use({
   },
 });
 
-/** A single-use ticket for one WebSocket (the token itself never goes in a URL). */
+/** A single-use ticket for the WebSocket at `path` (the token itself never goes in a URL). */
 export async function wsUrl(path: string, query: Record<string, string>): Promise<string> {
-  const { data, error } = await api.POST("/api/v1/tickets");
+  const { data, error } = await api.POST("/api/v1/tickets", { body: { path } });
   if (!data) throw new Error(error ? `${error.reason}: ${error.message}` : "no ticket");
   const q = new URLSearchParams({ ...query, ticket: data.ticket });
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";

@@ -4,14 +4,15 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::body::JsonBody;
 use super::{Caller, ErrorBody};
 use crate::auth::Role;
-use crate::machines::Result;
+use crate::machines::{Error, Result, allowed};
 use crate::state::AppState;
 
 /// A token's role.
@@ -70,27 +71,100 @@ async fn whoami(c: Caller) -> Result<Json<Whoami>> {
     }))
 }
 
+/// What a ticket is for.
+#[derive(Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TicketRequest {
+    /// The one WebSocket route the ticket opens, without its query:
+    /// `/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or
+    /// `…/portforward/{port}`.
+    #[schema(example = "/api/v1/machines/agents/shell/exec/stream")]
+    pub path: String,
+}
+
 /// A single-use ticket for a WebSocket.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Ticket {
-    /// Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);
-    /// it works once.
+    /// Give it as `?ticket=` on the WebSocket route it was minted for; it works once, there only.
     pub ticket: String,
     /// How long it stays valid, from now.
     pub expires_in_seconds: u64,
 }
 
-/// Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-/// browser sends instead of a token, which never goes in a URL.
-#[utoipa::path(post, path = "/api/v1/tickets", tag = "Session",
+/// Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+/// caller: what a browser sends instead of a token, which never goes in a URL.
+#[utoipa::path(post, path = "/api/v1/tickets", tag = "Session", request_body = TicketRequest,
     responses((status = 201, description = "The ticket", body = Ticket),
-              (status = 401, description = "No or a bad token", body = ErrorBody)))]
-async fn ticket_create(State(st): State<AppState>, c: Caller) -> Result<(axum::http::StatusCode, Json<Ticket>)> {
-    let ticket = st.tickets.mint(&c.id).await?;
+              (status = 400, description = "The path is not a WebSocket route of a Machine", body = ErrorBody),
+              (status = 401, description = "No or a bad token", body = ErrorBody),
+              (status = 403, description = "The caller may not use that Machine's namespace", body = ErrorBody)))]
+async fn ticket_create(
+    State(st): State<AppState>,
+    c: Caller,
+    body: JsonBody<TicketRequest>,
+) -> Result<(axum::http::StatusCode, Json<Ticket>)> {
+    let path = body.parse()?.path;
+    let Some(namespace) = websocket_route(&path) else {
+        return Err(Error::bad_request(format!(
+            "{path:?} is not a WebSocket route: give /api/v1/machines/NAMESPACE/NAME/ followed by exec/stream, \
+             console, vnc or portforward/PORT, without a query"
+        )));
+    };
+    allowed(crate::auth::may_access(&c.id, crate::auth::Verb::Read, Some(namespace), false))?;
+    let ticket = st.tickets.mint(&c.id, &path).await?;
     Ok((axum::http::StatusCode::CREATED, Json(Ticket { ticket, expires_in_seconds: st.tickets.ttl().as_secs() })))
+}
+
+/// The namespace of a Machine's WebSocket route (`/api/v1/machines/NS/NAME/exec/stream`,
+/// `…/console`, `…/vnc`, `…/portforward/PORT`), or None for any other path.
+pub fn websocket_route(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/v1/machines/")?;
+    let parts: Vec<&str> = rest.split('/').collect();
+    // A Kubernetes name: lowercase letters, digits, '-' and '.', a letter or digit at each end.
+    let named = |s: &str| {
+        let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        ends(s.chars().next())
+            && ends(s.chars().last())
+            && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    let route = match parts.as_slice() {
+        [ns, name, "exec", "stream"] | [ns, name, "console"] | [ns, name, "vnc"] => (ns, name),
+        [ns, name, "portforward", port] if port.parse::<u16>().is_ok() => (ns, name),
+        _ => return None,
+    };
+    (named(route.0) && named(route.1)).then_some(*route.0)
 }
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(whoami)).routes(routes!(ticket_create))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::websocket_route;
+
+    #[test]
+    fn a_ticket_is_minted_for_a_machines_websocket_route_only() {
+        for (path, ns) in [
+            ("/api/v1/machines/team/shell/exec/stream", "team"),
+            ("/api/v1/machines/team/shell/console", "team"),
+            ("/api/v1/machines/team/vm.1/vnc", "team"),
+            ("/api/v1/machines/team/shell/portforward/8080", "team"),
+        ] {
+            assert_eq!(websocket_route(path), Some(ns), "{path}");
+        }
+        for path in [
+            "/api/v1/machines/team/shell/exec",
+            "/api/v1/machines/team/shell/exec/stream?command=x",
+            "/api/v1/machines/team/shell/portforward/99999",
+            "/api/v1/machines/team/../console",
+            "/api/v1/machines//shell/console",
+            "/api/v1/machines/team/shell/files",
+            "/api/v1/tickets",
+            "/apis/kairon.zyvor.dev/v1/machines",
+        ] {
+            assert_eq!(websocket_route(path), None, "{path}");
+        }
+    }
 }

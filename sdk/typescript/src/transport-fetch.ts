@@ -64,12 +64,16 @@ export class FetchTransport implements Wire {
     return { status: res.status, body: new Uint8Array(await res.arrayBuffer()) };
   }
 
-  /** A browser cannot put a header on a WebSocket: a single-use ticket (`POST /api/v1/tickets`)
-   * stands for the token in the URL. The browser does not say why an upgrade was refused, so a
-   * refusal is a `KaironConnectionError` naming the route. */
+  /** A browser cannot put a header on a WebSocket: a single-use ticket (`POST /api/v1/tickets`),
+   * minted for this route only, stands for the token in the URL. The browser does not say why an
+   * upgrade was refused, so a refusal is a `KaironConnectionError` naming the route. */
   async socket(base: string, path: string, token: string): Promise<Relay> {
     const minted = await this.fetch(
-      new Request(`${base}/api/v1/tickets`, { method: "POST", headers: { authorization: `Bearer ${token}` } }),
+      new Request(`${base}/api/v1/tickets`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ path: path.split("?")[0] }),
+      }),
     );
     const answer = await minted.text();
     if (!minted.ok) throw errorFrom(minted.status, answer);

@@ -134,6 +134,7 @@ from .template_meta_annotations import TemplateMetaAnnotations
 from .template_meta_labels import TemplateMetaLabels
 from .template_state import TemplateState
 from .ticket import Ticket
+from .ticket_request import TicketRequest
 from .totals import Totals
 from .usage_interval_row import UsageIntervalRow
 from .usage_report import UsageReport
@@ -282,6 +283,7 @@ __all__ = (
     "TemplateMetaLabels",
     "TemplateState",
     "Ticket",
+    "TicketRequest",
     "Totals",
     "UsageIntervalRow",
     "UsageReport",

@@ -15,8 +15,7 @@ class Ticket:
 
     Attributes:
         expires_in_seconds (int): How long it stays valid, from now.
-        ticket (str): Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);
-            it works once.
+        ticket (str): Give it as `?ticket=` on the WebSocket route it was minted for; it works once, there only.
     """
 
     expires_in_seconds: int

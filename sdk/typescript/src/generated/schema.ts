@@ -1005,8 +1005,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-         *     browser sends instead of a token, which never goes in a URL.
+         * Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+         *     caller: what a browser sends instead of a token, which never goes in a URL.
          */
         post: operations["ticket_create"];
         delete?: never;
@@ -1969,11 +1969,18 @@ export interface components {
              * @description How long it stays valid, from now.
              */
             expiresInSeconds: number;
-            /**
-             * @description Give it as `?ticket=` on the exec-stream or console WebSocket (or any WebSocket route);
-             *     it works once.
-             */
+            /** @description Give it as `?ticket=` on the WebSocket route it was minted for; it works once, there only. */
             ticket: string;
+        };
+        /** @description What a ticket is for. */
+        TicketRequest: {
+            /**
+             * @description The one WebSocket route the ticket opens, without its query:
+             *     `/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or
+             *     `…/portforward/{port}`.
+             * @example /api/v1/machines/agents/shell/exec/stream
+             */
+            path: string;
         };
         /** @description Summed usage. */
         Totals: {
@@ -9508,7 +9515,11 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TicketRequest"];
+            };
+        };
         responses: {
             /** @description The ticket */
             201: {
@@ -9517,6 +9528,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description The path is not a WebSocket route of a Machine */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No or a bad token */
@@ -9528,8 +9548,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The caller may not do this here: the message names the rule */
+            /** @description The caller may not use that Machine's namespace */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than this route takes: the message says the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is JSON but does not fit this route: the message names the field */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -7,16 +7,26 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.ticket import Ticket
+from ...models.ticket_request import TicketRequest
 from ...types import Response
 
 
-def _get_kwargs() -> dict[str, Any]:
+def _get_kwargs(
+    *,
+    body: TicketRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
 
     _kwargs: dict[str, Any] = {
         "method": "post",
         "url": "/api/v1/tickets",
     }
 
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
     return _kwargs
 
 
@@ -28,6 +38,11 @@ def _parse_response(
 
         return response_201
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
     if response.status_code == 401:
         response_401 = ErrorBody.from_dict(response.json())
 
@@ -37,6 +52,21 @@ def _parse_response(
         response_403 = ErrorBody.from_dict(response.json())
 
         return response_403
+
+    if response.status_code == 413:
+        response_413 = ErrorBody.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
 
     if response.status_code == 503:
         response_503 = ErrorBody.from_dict(response.json())
@@ -63,9 +93,13 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
+    body: TicketRequest,
 ) -> Response[ErrorBody | Ticket]:
-    """Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-    browser sends instead of a token, which never goes in a URL.
+    """Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+    caller: what a browser sends instead of a token, which never goes in a URL.
+
+    Args:
+        body (TicketRequest): What a ticket is for.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -75,7 +109,9 @@ def sync_detailed(
         Response[ErrorBody | Ticket]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        body=body,
+    )
 
     response = client.get_httpx_client().request(
         **kwargs,
@@ -87,9 +123,13 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
+    body: TicketRequest,
 ) -> ErrorBody | Ticket | None:
-    """Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-    browser sends instead of a token, which never goes in a URL.
+    """Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+    caller: what a browser sends instead of a token, which never goes in a URL.
+
+    Args:
+        body (TicketRequest): What a ticket is for.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -101,15 +141,20 @@ def sync(
 
     return sync_detailed(
         client=client,
+        body=body,
     ).parsed
 
 
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
+    body: TicketRequest,
 ) -> Response[ErrorBody | Ticket]:
-    """Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-    browser sends instead of a token, which never goes in a URL.
+    """Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+    caller: what a browser sends instead of a token, which never goes in a URL.
+
+    Args:
+        body (TicketRequest): What a ticket is for.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -119,7 +164,9 @@ async def asyncio_detailed(
         Response[ErrorBody | Ticket]
     """
 
-    kwargs = _get_kwargs()
+    kwargs = _get_kwargs(
+        body=body,
+    )
 
     response = await client.get_async_httpx_client().request(**kwargs)
 
@@ -129,9 +176,13 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
+    body: TicketRequest,
 ) -> ErrorBody | Ticket | None:
-    """Mint a single-use ticket (valid 30 s) that opens one WebSocket as the caller: what a
-    browser sends instead of a token, which never goes in a URL.
+    """Mint a single-use ticket (valid 30 s) that opens one WebSocket route of one Machine as the
+    caller: what a browser sends instead of a token, which never goes in a URL.
+
+    Args:
+        body (TicketRequest): What a ticket is for.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -144,5 +195,6 @@ async def asyncio(
     return (
         await asyncio_detailed(
             client=client,
+            body=body,
         )
     ).parsed
