@@ -2903,7 +2903,56 @@ pub mod types {
     #[serde(deny_unknown_fields)]
     pub struct TicketRequest {
         #[doc = "The one WebSocket route the ticket opens, without its query:\n`/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or\n`…/portforward/{port}`."]
-        pub path: ::std::string::String,
+        pub path: TicketRequestPath,
+    }
+    #[doc = "The one WebSocket route the ticket opens, without its query:\n`/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or\n`…/portforward/{port}`."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct TicketRequestPath(::std::string::String);
+    impl ::std::ops::Deref for TicketRequestPath {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<TicketRequestPath> for ::std::string::String {
+        fn from(value: TicketRequestPath) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for TicketRequestPath {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                :: regress :: Regex :: new ("^/api/v1/machines/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/(exec/stream|console|vnc|portforward/[0-9]{1,5})$") . unwrap ()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err ("doesn't match pattern \"^/api/v1/machines/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/(exec/stream|console|vnc|portforward/[0-9]{1,5})$\"" . into ()) ;
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TicketRequestPath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TicketRequestPath {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for TicketRequestPath {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "Summed usage."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

@@ -78,7 +78,10 @@ pub struct TicketRequest {
     /// The one WebSocket route the ticket opens, without its query:
     /// `/api/v1/machines/{namespace}/{name}/exec/stream`, `…/console`, `…/vnc` or
     /// `…/portforward/{port}`.
-    #[schema(example = "/api/v1/machines/agents/shell/exec/stream")]
+    #[schema(
+        example = "/api/v1/machines/agents/shell/exec/stream",
+        pattern = r"^/api/v1/machines/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?/(exec/stream|console|vnc|portforward/[0-9]{1,5})$"
+    )]
     pub path: String,
 }
 
@@ -130,7 +133,12 @@ pub fn websocket_route(path: &str) -> Option<&str> {
     };
     let route = match parts.as_slice() {
         [ns, name, "exec", "stream"] | [ns, name, "console"] | [ns, name, "vnc"] => (ns, name),
-        [ns, name, "portforward", port] if port.parse::<u16>().is_ok() => (ns, name),
+        // The port itself is the route's to judge when the WebSocket opens.
+        [ns, name, "portforward", port]
+            if (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (ns, name)
+        }
         _ => return None,
     };
     (named(route.0) && named(route.1)).then_some(*route.0)
@@ -157,7 +165,8 @@ mod tests {
         for path in [
             "/api/v1/machines/team/shell/exec",
             "/api/v1/machines/team/shell/exec/stream?command=x",
-            "/api/v1/machines/team/shell/portforward/99999",
+            "/api/v1/machines/team/shell/portforward/123456",
+            "/api/v1/machines/team/shell/portforward/80a",
             "/api/v1/machines/team/../console",
             "/api/v1/machines//shell/console",
             "/api/v1/machines/team/shell/files",
