@@ -103,6 +103,8 @@ pub struct NodeArgs {
     #[arg(long, env = "KAIRON_RUNTIME_CA")]
     runtime_ca: Option<PathBuf>,
     #[command(flatten)]
+    node_files: crate::runtime_cmd::NodeFiles,
+    #[command(flatten)]
     tuning: NodeTuning,
 }
 
@@ -199,8 +201,15 @@ pub async fn run(args: NodeArgs) -> Result<()> {
                 advertise: args.runtime_advertise.clone(),
                 api_key: args.runtime_api_key.clone(),
             };
-            let (url, certificate) =
-                crate::runtime_cmd::serve_in_process(state_dir, &args.node_name, &token, None, vec![], serving).await?;
+            let (url, certificate) = crate::runtime_cmd::serve_in_process(
+                state_dir,
+                &args.node_name,
+                &token,
+                args.node_files.clone(),
+                vec![],
+                serving,
+            )
+            .await?;
             (url, token, certificate)
         }
     };

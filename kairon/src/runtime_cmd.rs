@@ -33,9 +33,8 @@ pub struct RuntimeArgs {
     /// accepts the grants that api signs for this node (`kairon api --runtime-signing-key`).
     #[arg(long, env = "KAIRON_RUNTIME_API_KEY")]
     pub api_key: Option<PathBuf>,
-    /// The node's config file (TOML; `[sandbox] egress_allow_domains`, `inject_authorization`).
-    #[arg(long, env = "KAIRON_NODE_CONFIG")]
-    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub node: NodeFiles,
     /// Registries reached over plain HTTP (host:port), for template pulls.
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
@@ -45,15 +44,28 @@ pub struct RuntimeArgs {
     pub extra_image_dirs: Vec<PathBuf>,
 }
 
+/// What a node's guests may reach: its config file and the ranges a cluster adds.
+#[derive(clap::Args, Clone, Default)]
+pub struct NodeFiles {
+    /// The node's config file (TOML; `[sandbox] egress_allow_domains`, `inject_authorization`,
+    /// `egress_deny_cidrs`, `[network]`, `[registry]`, `[vm]`).
+    #[arg(long, env = "KAIRON_NODE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Addresses no guest reaches, added to the config's deny set (repeatable; a cluster's pod
+    /// and service CIDRs, which the manifests pass).
+    #[arg(long = "deny-cidr", value_name = "CIDR")]
+    pub deny_cidrs: Vec<String>,
+}
+
 /// Opens the runtime: the process becomes a child subreaper so sandbox inits that outlive
 /// their runc parent are reaped here (the host's PID 1 may not be an init).
 pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     rustix::process::set_child_subreaper(Some(rustix::process::getpid())).context("becoming a child subreaper")?;
-    let node_config = match &args.config {
+    let node_config = match &args.node.config {
         Some(p) => kairon_runtime::egress::NodeConfig::load(p)?,
         None => Default::default(),
     };
-    let egress = kairon_runtime::egress::EgressPolicy::new(&node_config.sandbox)?;
+    let egress = kairon_runtime::egress::EgressPolicy::new(&node_config.sandbox)?.deny_also(&args.node.deny_cidrs)?;
     let cfg = RuntimeConfig {
         egress,
         network: node_config.network.clone(),
@@ -98,7 +110,7 @@ pub async fn serve_in_process(
     state_dir: PathBuf,
     node_name: &str,
     token: &str,
-    config: Option<PathBuf>,
+    node: NodeFiles,
     extra_image_dirs: Vec<PathBuf>,
     serving: Serving,
 ) -> Result<(String, Option<CertificatePin>)> {
@@ -111,7 +123,7 @@ pub async fn serve_in_process(
         node_name: node_name.to_string(),
         token: token.to_string(),
         api_key: serving.api_key.clone(),
-        config,
+        node,
         insecure_registries: vec![],
         extra_image_dirs,
     };

@@ -376,7 +376,7 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<St
         state_dir,
         &args.node_name,
         token,
-        args.node_config.clone(),
+        crate::runtime_cmd::NodeFiles { config: args.node_config.clone(), deny_cidrs: vec![] },
         extra,
         serving,
     )

@@ -162,6 +162,9 @@ pub enum EgressError {
     /// An `egress_allow_domains` entry or `inject_authorization` key (or its value) is refused.
     #[error("invalid [sandbox] {field} entry {pattern:?}: {problem}")]
     BadPattern { field: &'static str, pattern: String, problem: String },
+    /// A `--deny-cidr` value is not a CIDR.
+    #[error("invalid --deny-cidr {value:?}: {problem}")]
+    BadDenyFlag { value: String, problem: String },
     /// The checked host is empty or malformed (HTTP 422).
     #[error("invalid egress host {host:?}: {problem}")]
     BadHost { host: String, problem: String },
@@ -191,15 +194,22 @@ pub struct SandboxConfig {
     pub egress_deny_cidrs: Option<Vec<String>>,
 }
 
-/// The deny set a node has when its config names none: "this host" and loopback, link-local
-/// (which holds the clouds' metadata address 169.254.169.254), Alibaba's metadata address,
-/// multicast and broadcast; for IPv6 the same kinds, AWS's metadata address and every
-/// IPv4-mapped address (so a mapped form cannot name a denied IPv4 address).
-pub const DEFAULT_DENY_CIDRS: [&str; 13] = [
+/// The deny set a node has when its config names none: "this host" and loopback, the private
+/// ranges (RFC 1918, where clusters keep their API servers, kubelets, databases and services),
+/// shared address space (100.64/10: carrier NAT, Tailscale, Alibaba's metadata address),
+/// link-local (the clouds' metadata address 169.254.169.254), Azure's host address,
+/// multicast and broadcast; for IPv6 the same kinds, unique-local (fc00::/7), AWS's metadata
+/// address and every IPv4-mapped address (so a mapped form cannot name a denied IPv4 address).
+/// A cluster whose pod or service ranges lie elsewhere adds them with `--deny-cidr`.
+pub const DEFAULT_DENY_CIDRS: [&str; 17] = [
     "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
     "127.0.0.0/8",
+    "168.63.129.16/32",
     "169.254.0.0/16",
-    "100.100.100.200/32",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
     "224.0.0.0/4",
     "255.255.255.255/32",
     "::/128",
@@ -480,6 +490,17 @@ impl EgressPolicy {
             })
             .collect::<Result<Vec<_>, EgressError>>()?;
         Ok(EgressPolicy { allow, inject, deny })
+    }
+
+    /// Adds the CIDRs given on the command line (`--deny-cidr`: a cluster's pod and service
+    /// ranges) to the deny set, whatever the config file says.
+    pub fn deny_also(mut self, cidrs: &[String]) -> Result<Self, EgressError> {
+        for text in cidrs {
+            let cidr =
+                text.parse::<Cidr>().map_err(|problem| EgressError::BadDenyFlag { value: text.clone(), problem })?;
+            self.deny.push((format!("{text} (--deny-cidr)"), cidr));
+        }
+        Ok(self)
     }
 
     /// Adds the node's guest subnet to the deny set: a guest never reaches another guest.

@@ -28,12 +28,37 @@ fn config(allow: &[&str], inject: &[(&str, &str)]) -> SandboxConfig {
 #[test]
 fn the_deny_set_wins_over_the_allowlist() {
     let open = EgressPolicy::new(&SandboxConfig::default()).expect("defaults");
-    for host in ["127.0.0.1", "169.254.169.254", "[::1]", "[::ffff:127.0.0.1]", "0.0.0.0", "[fd00:ec2::254]"] {
+    let inside = [
+        "127.0.0.1",
+        "169.254.169.254",
+        "[::1]",
+        "[::ffff:127.0.0.1]",
+        "0.0.0.0",
+        "[fd00:ec2::254]",
+        "10.96.0.1",
+        "172.16.0.1",
+        "172.31.255.254",
+        "192.168.1.1",
+        "100.64.0.1",
+        "100.100.100.200",
+        "168.63.129.16",
+        "[fd12::1]",
+    ];
+    for host in inside {
         let d = open.check(host).expect("check");
         assert!(!d.allow, "{host}: {d:?}");
         assert!(d.reason.contains("egress_deny_cidrs"), "{host}: {}", d.reason);
     }
-    assert!(open.check("198.51.100.7").unwrap().allow);
+    for host in ["198.51.100.7", "172.32.0.1", "100.128.0.1", "11.0.0.1", "8.8.8.8"] {
+        assert!(open.check(host).unwrap().allow, "{host} is outside the default deny set");
+    }
+    // A cluster's own ranges come from the command line, added to whatever the file says.
+    let cluster = open.clone().deny_also(&["203.0.113.0/24".into()]).unwrap();
+    let d = cluster.check("203.0.113.9").unwrap();
+    assert!(!d.allow && d.reason.contains("--deny-cidr"), "{d:?}");
+    assert!(!cluster.check("10.1.2.3").unwrap().allow, "the defaults stay");
+    let err = open.clone().deny_also(&["203.0.113.0/40".into()]).err().expect("not a CIDR").to_string();
+    assert!(err.contains("--deny-cidr") && err.contains("203.0.113.0/40"), "{err}");
     let listed = EgressPolicy::new(&SandboxConfig {
         egress_allow_domains: vec!["169.254.169.254".into()],
         ..Default::default()

@@ -15,7 +15,9 @@ use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction};
 use kairon_runtime::egress::{EgressPolicy, SandboxConfig};
 use kairon_runtime::engine::{Runtime, RuntimeConfig};
 use kairon_runtime::net::NetworkSettings;
-use kairon_runtime::net::testbed::{self, ALLOWED_IP, METADATA_IP, NODE_IP, REFUSED_IP, RESOLVER_IP, enter};
+use kairon_runtime::net::testbed::{
+    self, ALLOWED_IP, CLUSTER_CIDR, INSIDE_IPS, METADATA_IP, NODE_IP, NODE_PRIVATE_IP, REFUSED_IP, RESOLVER_IP, enter,
+};
 
 const SECRET: &str = "Bearer s3cret-token-4711";
 fn sh(script: &str) -> ExecRequest {
@@ -83,9 +85,32 @@ fn hello_from_guest(pid: u32, to: Ipv4Addr, sni: &str) {
     .expect("guest thread")
 }
 
+/// Plays the guest's HTTP client: sends `request` as written to `to`:80 from inside `pid`'s
+/// network namespace; the answer.
+fn raw_http_from_guest(pid: u32, to: Ipv4Addr, request: &str) -> String {
+    let request = request.to_string();
+    std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let mut c = std::net::TcpStream::connect_timeout(&SocketAddr::from((to, 80)), Duration::from_secs(5))
+            .expect("the proxy takes the connection");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .join()
+    .expect("guest thread")
+}
+
 /// Plays the guest's HTTPS client: trusting only `bundle` (PEM, what the guest was given),
 /// `GET /` from `host` at `to`:443 from inside `pid`'s network namespace; the answer.
 fn https_from_guest(pid: u32, to: Ipv4Addr, host: &str, bundle: &str) -> Result<String, String> {
+    https_request_from_guest(pid, to, host, host, bundle)
+}
+
+/// The same, under TLS server name `sni` with `Host: host`.
+fn https_request_from_guest(pid: u32, to: Ipv4Addr, sni: &str, host: &str, bundle: &str) -> Result<String, String> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls::pki_types::CertificateDer::pem_slice_iter(bundle.as_bytes()).flatten() {
@@ -96,10 +121,10 @@ fn https_from_guest(pid: u32, to: Ipv4Addr, host: &str, bundle: &str) -> Result<
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let host = host.to_string();
+    let (sni, host) = (sni.to_string(), host.to_string());
     std::thread::spawn(move || {
         enter(&format!("/proc/{pid}/ns/net"));
-        let name = rustls::pki_types::ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from(sni).map_err(|e| e.to_string())?;
         let mut conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
         let mut tcp = std::net::TcpStream::connect_timeout(&SocketAddr::from((to, 443)), Duration::from_secs(5))
             .map_err(|e| e.to_string())?;
@@ -126,6 +151,7 @@ async fn open_runtime(state: &std::path::Path, bed: &testbed::Testbed, allow: Ve
         inject_authorization: BTreeMap::from([("allowed.test".into(), SECRET.into())]),
         egress_deny_cidrs: None,
     })
+    .and_then(|p| p.deny_also(&[CLUSTER_CIDR.to_string()]))
     .expect("policy");
     Runtime::open(RuntimeConfig {
         state_dir: state.to_path_buf(),
@@ -195,14 +221,37 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
     assert!(shown.stdout.contains(&a_ip.to_string()), "the guest has its address: {shown:?}");
     assert!(rt.exec(&a.id, &sh("cat /etc/resolv.conf")).await.unwrap().stdout.starts_with("nameserver "));
 
-    // The allowed host answers, by name, with the node's credential injected on the way.
+    // The allowed host answers, by name; its credential never travels in clear text (it is
+    // injected on the TLS leg only, below).
     let got = rt.exec(&a.id, &sh("wget -q -O - http://allowed.test/")).await.expect("exec");
     assert_eq!(got.stdout, format!("hello from {ALLOWED_IP}\n"), "{got:?}");
     {
         let s = seen.lock().unwrap();
         let (to, host, auth) = s.http.last().expect("the server saw the request");
-        assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", Some(SECRET)));
+        assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", None));
     }
+    // The attack: the URI names the allowed host, the Host header another one on the same
+    // address (a shared host or CDN routes on Host). Refused, and counted.
+    let smuggled = raw_http_from_guest(
+        pid,
+        ALLOWED_IP,
+        "GET http://allowed.test/ HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n",
+    );
+    assert!(smuggled.starts_with("HTTP/1.1 403"), "{smuggled}");
+    assert!(smuggled.contains("Host header names evil.test"), "the refusal says why: {smuggled}");
+    let denial = eventually_denied(&rt, "allowed.test").await;
+    assert_eq!(denial.reason, "HostMismatch", "{denial:?}");
+    let doubled = raw_http_from_guest(
+        pid,
+        ALLOWED_IP,
+        "GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: evil.test\r\nConnection: close\r\n\r\n",
+    );
+    assert!(doubled.starts_with("HTTP/1.1 403") || doubled.starts_with("HTTP/1.1 400"), "{doubled}");
+    // The absolute form naming one host is sent with the Host the proxy judged.
+    let absolute =
+        raw_http_from_guest(pid, REFUSED_IP, "GET http://allowed.test/ HTTP/1.1\r\nConnection: close\r\n\r\n");
+    assert!(absolute.starts_with("HTTP/1.1 200"), "{absolute}");
+    assert_eq!(seen.lock().unwrap().http.last().map(|r| r.1.clone()).as_deref(), Some("allowed.test"));
     // The guest never sees the credential: not in the answer (headers and body), its
     // environment, its init's environment or any file of its root.
     let needle = SECRET.split_whitespace().last().expect("token");
@@ -282,6 +331,16 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         let s = seen.lock().unwrap();
         let (to, host, auth) = s.https.last().expect("the host saw the request over TLS");
         assert_eq!((to, host.as_str(), auth.as_deref()), (&ALLOWED_IP, "allowed.test", Some(SECRET)));
+    }
+    // The same attack on the TLS leg: SNI names the allowed host, the Host header the other.
+    let smuggled = https_request_from_guest(pid, REFUSED_IP, "allowed.test", "evil.test", &bundle.stdout)
+        .expect("the node answers the TLS");
+    assert!(smuggled.starts_with("HTTP/1.1 403"), "{smuggled}");
+    {
+        // `evil.test` never saw the secret (nor any request); `allowed.test` did, over TLS only.
+        let s = seen.lock().unwrap();
+        assert!(!s.http.iter().chain(&s.https).any(|(_, host, _)| host == "evil.test"), "evil.test was reached");
+        assert!(!s.http.iter().any(|(_, _, auth)| auth.is_some()), "a credential went in clear text");
     }
     // egress-check gives the answer real HTTPS gets too, for the same table: a host with a
     // credential through the node's TLS, any other by its hello passed on or not.
@@ -433,11 +492,25 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     let other = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {ALLOWED_IP} 8080 && echo CONNECTED"))).await.unwrap();
     assert!(other.stdout.contains("CONNECTED"), "{other:?}");
     assert_eq!(seen.lock().unwrap().other, vec![(ALLOWED_IP, 8080)]);
-    for (target, port) in [(METADATA_IP, 8080), (NODE_IP, 7444)] {
+    // With no node config the inside is out of reach: every private range, shared address
+    // space, link-local, Azure's host address, the cluster's own range (`--deny-cidr`) and
+    // the node's addresses; by routed traffic, through the proxy by address and by a name that
+    // resolves there.
+    let inside =
+        INSIDE_IPS.iter().map(|ip| (*ip, 8080)).chain([(METADATA_IP, 8080), (NODE_IP, 7444), (NODE_PRIVATE_IP, 7444)]);
+    for (target, port) in inside {
         let r = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {target} {port} && echo CONNECTED"))).await.unwrap();
         assert!(!r.stdout.contains("CONNECTED"), "the guest reached {target}:{port}: {r:?}");
     }
-    assert_eq!(seen.lock().unwrap().other.len(), 1);
+    for target in INSIDE_IPS.iter().map(|ip| ip.to_string()).chain(["inside.test".to_string()]) {
+        let status = http_status(&rt, &vm.id, ALLOWED_IP, &target).await;
+        assert!(status.contains(" 403 "), "HTTP to {target}: {status:?}");
+    }
+    {
+        let s = seen.lock().unwrap();
+        assert_eq!(s.other.len(), 1, "only the internet's 8080 was reached: {:?}", s.other);
+        assert!(!s.http.iter().any(|(to, _, _)| INSIDE_IPS.contains(to)), "{:?}", s.http);
+    }
     assert_eq!(*node_hits.lock().unwrap(), 0);
 
     // Connection N+1 is refused while N are open (the proxy holds each, waiting for a request).
@@ -511,7 +584,7 @@ async fn a_vm_on_the_guest_network_is_held_to_the_allowlist() {
 
     let got = rt.exec(&vm.id, &sh(&format!("{bb} wget -q -O - http://allowed.test/"))).await.expect("exec");
     assert_eq!(got.stdout, format!("hello from {ALLOWED_IP}\n"), "{got:?}");
-    assert_eq!(bed.seen.lock().unwrap().http.last().and_then(|r| r.2.clone()).as_deref(), Some(SECRET));
+    assert_eq!(bed.seen.lock().unwrap().http.last().and_then(|r| r.2.clone()), None, "no credential in clear text");
     let refused = rt.exec(&vm.id, &sh(&format!("{bb} wget -q -O - http://refused.test/"))).await.expect("exec");
     assert_ne!(refused.exit_code, 0, "{refused:?}");
     for (target, port) in [(NODE_IP.to_string(), 7444), (METADATA_IP.to_string(), 8080), (ALLOWED_IP.to_string(), 8080)]

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, PodSpec, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -85,6 +85,7 @@ fn the_kustomize_base_renders_and_every_object_is_what_kubernetes_reads() {
             "Service" => round_trip::<Service>(obj),
             "ValidatingWebhookConfiguration" => round_trip::<ValidatingWebhookConfiguration>(obj),
             "NetworkPolicy" => round_trip::<NetworkPolicy>(obj),
+            "ConfigMap" => round_trip::<ConfigMap>(obj),
             other => Err(format!("a kind this test does not know: {other}")),
         };
         if let Err(e) = r {
@@ -392,6 +393,46 @@ fn the_control_plane_never_shares_a_node_with_guests() {
     // The node agents go only where the label is.
     let node = kustomize.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
     assert_eq!(node["spec"]["template"]["spec"]["nodeSelector"]["kairon.zyvor.dev/node"], "true");
+}
+
+/// Every node starts with the config the manifests mount, and its deny set holds every range of
+/// the built-in one (the cluster's inside), plus the cluster's own CIDRs from `--deny-cidr`.
+#[test]
+fn the_nodes_keep_guests_off_the_clusters_inside() {
+    for (what, objects) in [("kustomize", rendered()), ("chart", chart_objects(&default_values()))] {
+        let by = |kind: &str, name: &str| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{what}: {kind} {name}"))
+                .clone()
+        };
+        let text = by("ConfigMap", "kairon-node-config")["data"]["node.toml"].as_str().expect("node.toml").to_string();
+        let config = kairon_runtime::egress::NodeConfig::parse(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let listed = config.sandbox.egress_deny_cidrs.clone().expect("the deny set is spelled out");
+        for range in kairon_runtime::egress::DEFAULT_DENY_CIDRS {
+            assert!(listed.iter().any(|l| l == range), "{what}: the node config leaves out {range}");
+        }
+        let daemon = by("DaemonSet", "kairon-node");
+        let pod: PodSpec = serde_json::from_value(daemon["spec"]["template"]["spec"].clone()).unwrap();
+        let args = pod.containers[0].args.clone().unwrap_or_default();
+        let after =
+            |flag: &str| -> Vec<String> { args.windows(2).filter(|w| w[0] == flag).map(|w| w[1].clone()).collect() };
+        assert_eq!(after("--config"), ["/etc/kairon/node/node.toml"], "{what}");
+        let cluster = after("--deny-cidr");
+        assert!(!cluster.is_empty(), "{what}: the cluster's CIDRs are denied too");
+        let policy = kairon_runtime::egress::EgressPolicy::new(&config.sandbox)
+            .and_then(|p| p.deny_also(&cluster))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        for host in ["10.96.0.1", "10.244.1.5", "172.20.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1"] {
+            assert!(!policy.check(host).unwrap().allow, "{what}: a guest reaches {host}");
+        }
+        assert!(policy.check("198.51.100.1").unwrap().allow, "{what}: the internet stays open");
+        let mount = pod.containers[0].volume_mounts.iter().flatten().find(|m| m.mount_path == "/etc/kairon/node");
+        let volume = mount.map(|m| m.name.clone()).expect("the config is mounted");
+        let source = pod.volumes.iter().flatten().find(|v| v.name == volume).and_then(|v| v.config_map.clone());
+        assert_eq!(source.map(|c| c.name), Some("kairon-node-config".to_string()), "{what}");
+    }
 }
 
 /// Where the network enforces NetworkPolicy: the api's ports are its API and its webhook (the

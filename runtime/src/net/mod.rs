@@ -66,7 +66,7 @@ pub struct NetworkSettings {
     #[serde(default)]
     pub dns_upstream: Option<String>,
     /// TCP connections one sandbox may have open at once (through the proxy or routed); the
-    /// next one is reset. Default: no limit.
+    /// next one is reset. Default: [`DEFAULT_MAX_CONNECTIONS`].
     #[serde(default)]
     pub max_connections: Option<u32>,
     /// More CAs (PEM) the proxy trusts when it talks TLS to a host for a guest, beyond the
@@ -94,6 +94,11 @@ impl From<std::io::Error> for NetError {
     }
 }
 
+/// Open TCP connections per guest when the node config names no `max_connections`: plenty
+/// for a package manager or a browser, and a guest cannot exhaust the node's conntrack table
+/// or the proxy's sockets.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+
 /// The node's guest network plan: names, subnet, gateway. Pure; [`GuestNetwork`] acts on it.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -105,7 +110,7 @@ pub struct Plan {
     pub netns: Option<String>,
     /// The resolver the node asks (none found: attaching fails, saying so).
     pub dns_upstream: Option<SocketAddr>,
-    pub max_connections: Option<u32>,
+    pub max_connections: u32,
     pub bandwidth_mbit: Option<u32>,
 }
 
@@ -138,7 +143,9 @@ impl Plan {
             return Err(NetError::Config("bandwidth_mbit must be at least 1 (leave it out for no limit)".into()));
         }
         if s.max_connections == Some(0) {
-            return Err(NetError::Config("max_connections must be at least 1 (leave it out for no limit)".into()));
+            return Err(NetError::Config(format!(
+                "max_connections must be at least 1 (leave it out for the default, {DEFAULT_MAX_CONNECTIONS})"
+            )));
         }
         if let Some(ns) = &s.netns
             && (ns.is_empty() || ns.contains('/') || ns.starts_with('.'))
@@ -152,7 +159,7 @@ impl Plan {
             gateway: Ipv4Addr::from(u32::from(base) + 1),
             netns: s.netns.clone(),
             dns_upstream,
-            max_connections: s.max_connections,
+            max_connections: s.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
             bandwidth_mbit: s.bandwidth_mbit,
         })
     }

@@ -15,15 +15,11 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
     deny.push(plan.subnet.to_string());
     let other = if policy.allows_everything() { "accept" } else { "counter drop" };
     // nf_conncount: the guest's open connections (closed ones leave the count).
-    let (conns_set, limit) = match plan.max_connections {
-        Some(n) => (
-            "\tset conns { type ipv4_addr; flags dynamic; size 65535; }\n".to_string(),
-            format!(
-                "\t\tmeta l4proto tcp ct state new add @conns {{ ip saddr ct count over {n} }} counter reject with tcp reset\n"
-            ),
-        ),
-        None => (String::new(), String::new()),
-    };
+    let conns_set = "\tset conns { type ipv4_addr; flags dynamic; size 65535; }\n";
+    let limit = format!(
+        "\t\tmeta l4proto tcp ct state new add @conns {{ ip saddr ct count over {} }} counter reject with tcp reset\n",
+        plan.max_connections
+    );
     let mut s = String::new();
     let _ = write!(
         s,

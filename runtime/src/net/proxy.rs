@@ -5,12 +5,14 @@
 //! SNI name of a TLS ClientHello — and decides with the egress-check matcher. An allowed host
 //! is resolved by the node's upstream resolver and dialled at the address the proxy found
 //! (never the guest's destination, so SNI `allowed.test` sent to another address reaches
-//! `allowed.test`); an address in the deny set or of the node itself is never dialled. Plain
-//! HTTP requests to a host with an `inject_authorization` entry get its credential as their
-//! `Authorization` header; the guest never sees it and it is never logged. HTTPS to such a
-//! host is answered by the node with a certificate from its egress CA (which guests trust, see
-//! [`super::tls`]) so the credential can go into each request, sent on over TLS verified
-//! against the node's trust store; HTTPS to any other host passes through untouched.
+//! `allowed.test`); an address in the deny set or of the node itself is never dialled. A request
+//! whose URI and `Host` header name different hosts is refused, and the host is sent the name
+//! that was judged. HTTPS to a host with an `inject_authorization` entry is answered by the node
+//! with a certificate from its egress CA (which guests trust, see [`super::tls`]) so the
+//! credential can go into each request as its `Authorization` header, sent on over TLS verified
+//! against the node's trust store; the guest never sees it, it is never logged, and it never
+//! travels in clear text (plain HTTP to that host goes without it). HTTPS to any other host
+//! passes through untouched.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -43,6 +45,9 @@ pub enum DenyKind {
     Dns,
     /// No host to decide on: no `Host` header, no SNI, not HTTP or TLS.
     NoHost,
+    /// A request naming two hosts: its URI and its `Host` header, or its `Host` header and the
+    /// TLS server name it came under.
+    HostMismatch,
 }
 
 impl DenyKind {
@@ -52,6 +57,7 @@ impl DenyKind {
             DenyKind::DenySet => "DenySet",
             DenyKind::Dns => "DnsRefused",
             DenyKind::NoHost => "NoHost",
+            DenyKind::HostMismatch => "HostMismatch",
         }
     }
 }
@@ -180,16 +186,20 @@ enum Leg {
 }
 
 /// One guest request, relayed to the host it names.
+///
+/// The host judged is the one the request is sent to and the one its `Host` header names: a
+/// request whose URI names one host and whose `Host` header another is refused (a shared host
+/// or CDN routes on `Host`, so judging one and sending the other would take the node's
+/// credential to a host nobody allowed). A credential is injected only on the TLS leg, to the
+/// host the guest's TLS named: never in clear text.
 async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>, leg: &Leg) -> Response<Body> {
-    let host = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).map(str::to_string));
-    let Some(host) = host else {
-        let message = "the request names no host (no Host header)";
-        ctx.denied(guest, "", DenyKind::NoHost, message);
-        return refusal(StatusCode::BAD_REQUEST, message);
+    let host = match judged_host(&req) {
+        Ok(host) => host,
+        Err((kind, shown, message)) => {
+            ctx.denied(guest, &shown, kind, &message);
+            let status = if kind == DenyKind::NoHost { StatusCode::BAD_REQUEST } else { StatusCode::FORBIDDEN };
+            return refusal(status, &message);
+        }
     };
     // The port the guest asked for is not honoured: this connection came for port 80 or 443.
     let name = strip_port(&host);
@@ -197,10 +207,11 @@ async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>, leg: &Leg) 
         && !name.eq_ignore_ascii_case(sni)
     {
         let message = format!("the request's host {host} is not the TLS server name {sni} it came under");
-        return refusal(StatusCode::MISDIRECTED_REQUEST, &message);
+        ctx.denied(guest, &host, DenyKind::HostMismatch, &message);
+        return refusal(StatusCode::FORBIDDEN, &message);
     }
     let credential = match ctx.decide(guest, &host) {
-        Ok(c) => c,
+        Ok(c) => c.filter(|_| matches!(leg, Leg::Tls { .. })),
         Err(Refusal::Denied(reason)) => return refusal(StatusCode::FORBIDDEN, &reason),
         Err(Refusal::Upstream(m)) => return refusal(StatusCode::BAD_GATEWAY, &m),
     };
@@ -214,6 +225,13 @@ async fn relay(ctx: &Context, guest: IpAddr, req: Request<Incoming>, leg: &Leg) 
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     parts.uri = Uri::try_from(path).unwrap_or_else(|_| Uri::from_static("/"));
     parts.headers.remove(header::PROXY_AUTHORIZATION);
+    // The host sees the name that was judged, whatever else the guest wrote.
+    match HeaderValue::from_str(name) {
+        Ok(v) => {
+            parts.headers.insert(header::HOST, v);
+        }
+        Err(_) => return refusal(StatusCode::BAD_REQUEST, "the request's host is not a header value"),
+    }
     if let Some(secret) = credential {
         match HeaderValue::from_str(&secret) {
             Ok(mut v) => {
@@ -270,6 +288,33 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
         .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(Body::from(format!("kairon egress: {message}\n")))
         .expect("a static response")
+}
+
+/// The host a request is for: its URI's authority (absolute form) or its `Host` header; when
+/// it has both they must name the same host (ports aside). The refusal carries the kind, the
+/// host to show and why.
+fn judged_host<B>(req: &Request<B>) -> Result<String, (DenyKind, String, String)> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let (first, second) = (hosts.next(), hosts.next());
+    let header = match (first.map(|h| h.to_str()), second) {
+        (Some(Ok(h)), None) => Some(h),
+        (None, _) => None,
+        _ => {
+            let message = "the request has more than one Host header, or one that is not text: send one".to_string();
+            return Err((DenyKind::HostMismatch, String::new(), message));
+        }
+    };
+    match (req.uri().authority().map(|a| a.as_str()), header) {
+        (Some(uri), Some(header)) if !strip_port(uri).eq_ignore_ascii_case(strip_port(header)) => {
+            let message = format!("the request is for {uri} but its Host header names {header}: send one host");
+            Err((DenyKind::HostMismatch, uri.to_string(), message))
+        }
+        (Some(uri), _) => Ok(uri.to_string()),
+        (None, Some(header)) => Ok(header.to_string()),
+        (None, None) => {
+            Err((DenyKind::NoHost, String::new(), "the request names no host (no Host header)".to_string()))
+        }
+    }
 }
 
 /// `host` without a `:port` (keeps an IPv6 literal's brackets).

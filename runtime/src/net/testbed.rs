@@ -22,6 +22,21 @@ pub const SINK_PORT: u16 = 9000;
 pub const SOURCE_PORT: u16 = 9001;
 pub const SOURCE_BYTES: usize = 16 << 20;
 pub const METADATA_IP: Ipv4Addr = Ipv4Addr::new(169, 254, 169, 254);
+/// Addresses of "the inside" the internet namespace also holds (a cluster's API server, a
+/// kubelet, a database would be there): one in each range a node denies by default, and one in
+/// [`CLUSTER_CIDR`].
+pub const INSIDE_IPS: [Ipv4Addr; 6] = [
+    Ipv4Addr::new(10, 0, 0, 1),
+    Ipv4Addr::new(172, 16, 0, 1),
+    Ipv4Addr::new(192, 168, 0, 1),
+    Ipv4Addr::new(100, 64, 0, 1),
+    Ipv4Addr::new(168, 63, 129, 16),
+    Ipv4Addr::new(203, 0, 113, 1),
+];
+/// A cluster's pod or service range outside the private ones, as `--deny-cidr` gives it.
+pub const CLUSTER_CIDR: &str = "203.0.113.0/24";
+/// A private address of the node itself (beside [`NODE_IP`]).
+pub const NODE_PRIVATE_IP: Ipv4Addr = Ipv4Addr::new(10, 250, 0, 1);
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("ip");
@@ -81,6 +96,9 @@ pub fn zone() -> BTreeMap<&'static str, Ipv4Addr> {
         ("allowed.test.evil.test", REFUSED_IP),
         ("meta.test", METADATA_IP),
         ("node.test", NODE_IP),
+        // A second virtual host on allowed.test's address, as a shared host or CDN has.
+        ("evil.test", ALLOWED_IP),
+        ("inside.test", INSIDE_IPS[0]),
     ])
 }
 
@@ -228,19 +246,23 @@ fn local_v4(c: &tokio::net::TcpStream) -> Ipv4Addr {
     }
 }
 
-/// Links the node's namespace to the internet's: the node at 198.51.100.254, routing
-/// everything there; the internet holds the servers' addresses and the metadata address.
+/// Links the node's namespace to the internet's: the node at 198.51.100.254 (and a private
+/// address), routing everything there; the internet holds the servers' addresses, the metadata
+/// address and the inside's.
 pub fn wire(node: &Netns, internet: &Netns) {
     let tag = format!("{:05x}", rand::random::<u32>() & 0xf_ffff);
     let (a, b) = (format!("ktn{tag}"), format!("kti{tag}"));
     ip(&["link", "add", &a, "netns", &node.0, "type", "veth", "peer", "name", &b, "netns", &internet.0]);
     ip(&["-n", &node.0, "addr", "add", &format!("{NODE_IP}/24"), "dev", &a]);
+    ip(&["-n", &node.0, "addr", "add", &format!("{NODE_PRIVATE_IP}/32"), "dev", &a]);
     ip(&["-n", &node.0, "link", "set", &a, "up"]);
     ip(&["-n", &node.0, "route", "add", "default", "via", &ALLOWED_IP.to_string()]);
     for addr in [ALLOWED_IP, REFUSED_IP, RESOLVER_IP] {
         ip(&["-n", &internet.0, "addr", "add", &format!("{addr}/24"), "dev", &b]);
     }
-    ip(&["-n", &internet.0, "addr", "add", &format!("{METADATA_IP}/32"), "dev", &b]);
+    for addr in std::iter::once(METADATA_IP).chain(INSIDE_IPS) {
+        ip(&["-n", &internet.0, "addr", "add", &format!("{addr}/32"), "dev", &b]);
+    }
     ip(&["-n", &internet.0, "link", "set", &b, "up"]);
     ip(&["-n", &internet.0, "route", "add", "default", "via", &NODE_IP.to_string()]);
 }
