@@ -88,15 +88,16 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
                     who(id)
                 ));
             }
-            if kind.is(KAIRON_GROUP, "machines")
-                || kind.is(KAIRON_GROUP, "kaironnodes")
-                || kind.is_event()
-                || kind.is_lease()
-            {
+            if kind.is(KAIRON_GROUP, "machines") || kind.is(KAIRON_GROUP, "kaironnodes") || kind.is_event() {
                 return Ok(());
             }
+            let hint = if kind.is_lease() {
+                " (Leases are the controllers' leader election: run `kairon node --scheduler` with a controller token)"
+            } else {
+                ""
+            };
             Err(format!(
-                "{}: a node agent writes only Machines' status, Events, Leases and its own KaironNode, not {}",
+                "{}: a node agent writes only Machines' status, Events and its own KaironNode, not {}{hint}",
                 who(id),
                 kind.plural
             ))
@@ -340,9 +341,16 @@ fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -
                 id.sub
             ));
         }
+        if field_changed(old, new, "/spec/capacity") {
+            return Err(format!(
+                "{}: spec.capacity caps what the scheduler places on a node and is an admin's; a node agent reports \
+                 what it offers in status.capacity",
+                who(id)
+            ));
+        }
         return Ok(());
     }
-    if kind.is_event() || kind.is_lease() {
+    if kind.is_event() {
         return Ok(());
     }
     if !kind.is(KAIRON_GROUP, "machines") {
@@ -376,6 +384,40 @@ fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -
         ));
     }
     Ok(())
+}
+
+/// The Machine an Event is about, as `(namespace, name)`: events.k8s.io's `regarding` or core's
+/// `involvedObject`, when it names a Kairon Machine.
+pub fn event_machine(event: &Value) -> Option<(String, String)> {
+    let subject = event.get("regarding").filter(|v| v.is_object()).or_else(|| event.get("involvedObject"))?;
+    let group_ok = subject["apiVersion"].as_str().is_none_or(|v| v.starts_with(&format!("{KAIRON_GROUP}/")));
+    if subject["kind"] != "Machine" || !group_ok {
+        return None;
+    }
+    let namespace = subject["namespace"].as_str().or_else(|| event.pointer("/metadata/namespace")?.as_str())?;
+    Some((namespace.to_string(), subject["name"].as_str()?.to_string()))
+}
+
+/// Whether a node agent may write `event`, about `machine` (the Machine [`event_machine`]
+/// names, as stored; `None`: it names none, or none exists): only Events about a Machine on
+/// its own node, in that Machine's namespace. Anyone else: no rule here.
+pub fn check_node_event(id: &Identity, event: &Value, machine: Option<&Value>) -> Result<(), String> {
+    if id.role != Role::Node {
+        return Ok(());
+    }
+    let refusal = |why: String| {
+        Err(format!("{}: a node agent writes Events only about Machines on its own node ({why})", who(id)))
+    };
+    let Some((namespace, name)) = event_machine(event) else {
+        return refusal("this Event is not about a Machine".into());
+    };
+    if event.pointer("/metadata/namespace").and_then(Value::as_str) != Some(namespace.as_str()) {
+        return refusal(format!("an Event about Machine {namespace}/{name} lives in namespace {namespace}"));
+    }
+    match machine.and_then(|m| m.pointer("/status/nodeName")).and_then(Value::as_str) {
+        Some(node) if node == id.sub => Ok(()),
+        _ => refusal(format!("Machine {namespace}/{name} is not on node {:?}", id.sub)),
+    }
 }
 
 /// A write to a `/status` subresource, decided by who asks before anything is read: tenants
@@ -589,7 +631,44 @@ mod tests {
         assert!(check_write(&node, NODES, None, &json!({"metadata": {"name": "n1"}})).is_ok());
         assert!(check_write(&node, NODES, None, &json!({"metadata": {"name": "n2"}})).is_err());
         assert!(may_request(&node, MACHINES, Some("a"), Op::Delete).is_err());
-        assert!(may_request(&node, LEASES, Some(SYSTEM_NAMESPACE), Op::Write).is_ok());
+        // A node's Lease would stop every controller (theirs is one Lease in kairon-system).
+        assert!(may_request(&node, LEASES, Some(SYSTEM_NAMESPACE), Op::Write).unwrap_err().contains("Leases"));
+        // spec.capacity is an admin's cap: a node sets none and changes none; status is its own.
+        let registered = json!({"metadata": {"name": "n1"}, "spec": {"runtimeEndpoint": "u"}});
+        let mut lying = registered.clone();
+        lying["spec"]["capacity"] = json!({"cpu": "1000", "memory": "1Pi"});
+        assert!(check_write(&node, NODES, None, &lying).unwrap_err().contains("spec.capacity"));
+        assert!(check_write(&node, NODES, Some(&registered), &lying).unwrap_err().contains("spec.capacity"));
+        let mut capped = registered.clone();
+        capped["spec"]["capacity"] = json!({"cpu": "8", "memory": "16Gi"});
+        let mut reported = capped.clone();
+        reported["status"]["capacity"] = json!({"cpu": "1000", "memory": "1Pi"});
+        assert!(check_write(&node, NODES, Some(&capped), &reported).is_ok());
+        assert!(check_write(&node, NODES, Some(&capped), &registered).is_err(), "nor removes it");
+    }
+
+    #[test]
+    fn nodes_write_events_only_about_their_own_machines() {
+        let node = id(Role::Node, "n1", &["*"]);
+        let on = |node: &str| json!({"metadata": {"name": "m", "namespace": "a"}, "status": {"nodeName": node}});
+        let event =
+            |ns: &str, subject: Value| json!({"metadata": {"name": "e", "namespace": ns}, "regarding": subject});
+        let about_m = json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "name": "m", "namespace": "a"});
+        assert!(check_node_event(&node, &event("a", about_m.clone()), Some(&on("n1"))).is_ok());
+        let core = json!({"metadata": {"name": "e", "namespace": "a"}, "involvedObject": about_m.clone()});
+        assert!(check_node_event(&node, &core, Some(&on("n1"))).is_ok());
+        for (ev, machine) in [
+            (event("a", about_m.clone()), Some(on("n2"))),
+            (event("a", about_m.clone()), None),
+            (event("b", about_m.clone()), Some(on("n1"))),
+            (event("a", json!({"kind": "Pod", "name": "m", "namespace": "a"})), Some(on("n1"))),
+            (json!({"metadata": {"name": "e", "namespace": "a"}}), Some(on("n1"))),
+        ] {
+            let r = check_node_event(&node, &ev, machine.as_ref());
+            assert!(r.as_ref().is_err_and(|m| m.contains("own node")), "{ev} on {machine:?}: {r:?}");
+        }
+        let ctl = id(Role::Controller, "c", &["*"]);
+        assert!(check_node_event(&ctl, &event("b", json!({})), None).is_ok(), "a rule for nodes only");
     }
 
     #[test]

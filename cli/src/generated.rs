@@ -735,7 +735,9 @@ pub mod types {
         #[doc = "Backends the runtime offers."]
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub backends: ::std::vec::Vec<NodeBackend>,
-        pub capacity: NodeCapacity,
+        #[doc = "An admin's cap on what the scheduler places here. The scheduler places by what the node\nmeasured (`status.capacity`) capped by this, or by the cluster's default maximum\n([`crate::placement::DEFAULT_NODE_CAP_CPU_MILLIS`] and `_MEMORY_BYTES`) when absent: a node agent cannot write it, so a\nnode that lies about its size draws no more than an admin allows."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub capacity: ::std::option::Option<NodeCapacity>,
         #[doc = "The SHA-256 (64 lowercase hex digits) of the certificate this node's `https` runtime\nserves, registered by its node agent: the api trusts that certificate alone for this\nnode, so no other node's certificate passes for it. Only the node itself (and admins)\nmay write its KaironNode."]
         #[serde(rename = "runtimeCertificateSha256", skip_serializing_if = "::std::option::Option::is_none")]
         pub runtime_certificate_sha256: ::std::option::Option<::std::string::String>,
@@ -746,6 +748,9 @@ pub mod types {
     #[doc = "`KaironNodeStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
     pub struct KaironNodeStatus {
+        #[doc = "What the node measured (its host's CPUs times the overcommit, its memory) or was told\nto offer (`kairon node --node-cpu/--node-memory/--node-max-machines`), as its agent\nreports it with each heartbeat."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub capacity: ::std::option::Option<NodeCapacity>,
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub conditions: ::std::vec::Vec<Condition>,
         #[serde(rename = "heartbeatTime", skip_serializing_if = "::std::option::Option::is_none")]
@@ -1772,6 +1777,9 @@ pub mod types {
         pub observed_generation: ::std::option::Option<i64>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub phase: ::std::option::Option<MachinePhase>,
+        #[doc = "The vCPUs and memory its node started the instance with, as that node reports them. A\nchange of `spec.resources` takes effect at the next start; until then quota, placement\nand usage count the larger of the two, so shrinking the spec frees nothing early."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub resources: ::std::option::Option<Resources>,
         #[doc = "The runtime's id of the instance."]
         #[serde(rename = "runtimeID", skip_serializing_if = "::std::option::Option::is_none")]
         pub runtime_id: ::std::option::Option<::std::string::String>,

@@ -820,7 +820,12 @@ async fn judge_in(tx: &mut sqlx::PgConnection, guard: Guard<'_>) -> Result<(), S
 async fn judge_now(tx: &mut sqlx::PgConnection, guard: Guard<'_>) -> Result<(), StoreError> {
     let objects = |(group, resource): (&str, &str), without: Option<&str>| {
         sqlx::query_scalar::<_, Value>(
-            "SELECT (object - 'status') #- '{metadata,managedFields}' FROM objects \
+            // Status is left out (it can be large) but for `status.resources`: what a node
+            // started an instance with, which a quota counts while it exceeds the spec.
+            "SELECT CASE WHEN object #> '{status,resources}' IS NULL THEN object - 'status' \
+                    ELSE jsonb_set(object - 'status', '{status}', \
+                                   jsonb_build_object('resources', object #> '{status,resources}')) END \
+                    #- '{metadata,managedFields}' FROM objects \
              WHERE api_group = $1 AND resource = $2 AND namespace = $3 AND ($4::text IS NULL OR name <> $4)",
         )
         .bind(group.to_owned())

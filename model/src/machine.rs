@@ -417,6 +417,11 @@ pub struct MachineStatus {
     /// A migration under way: set by the api when it begins, removed when it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationStatus>,
+    /// The vCPUs and memory its node started the instance with, as that node reports them. A
+    /// change of `spec.resources` takes effect at the next start; until then quota, placement
+    /// and usage count the larger of the two, so shrinking the spec frees nothing early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
 }
 
 /// How a Machine moves between nodes.

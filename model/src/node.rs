@@ -34,7 +34,12 @@ pub struct KaironNodeSpec {
     /// may write its KaironNode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_certificate_sha256: Option<String>,
-    pub capacity: NodeCapacity,
+    /// An admin's cap on what the scheduler places here. The scheduler places by what the node
+    /// measured (`status.capacity`) capped by this, or by the cluster's default maximum
+    /// ([`crate::placement::DEFAULT_NODE_CAP_CPU_MILLIS`] and `_MEMORY_BYTES`) when absent: a node agent cannot write it, so a
+    /// node that lies about its size draws no more than an admin allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<NodeCapacity>,
     /// Backends the runtime offers.
     #[serde(default)]
     pub backends: Vec<NodeBackend>,
@@ -84,4 +89,9 @@ pub struct KaironNodeStatus {
     /// sandbox on a node that has its template when one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub templates: Option<Vec<String>>,
+    /// What the node measured (its host's CPUs times the overcommit, its memory) or was told
+    /// to offer (`kairon node --node-cpu/--node-memory/--node-max-machines`), as its agent
+    /// reports it with each heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<NodeCapacity>,
 }

@@ -44,6 +44,16 @@ pub fn demand(spec: &MachineSpec) -> Demand {
     }
 }
 
+/// What a placed Machine holds on its node: its demand, or more while its node still runs it at
+/// a larger size than a shrunk spec asks (`status.resources`).
+fn held(m: &Machine) -> Demand {
+    let d = demand(&m.spec);
+    let Some(started) = m.status.as_ref().and_then(|s| s.resources.as_ref()) else { return d };
+    let cpu = started.cpu.as_ref().and_then(|q| q.to_milli().ok()).unwrap_or(0);
+    let memory = started.memory.as_ref().and_then(|q| q.to_bytes().ok()).unwrap_or(0);
+    Demand { cpu_millis: d.cpu_millis.max(cpu), memory_bytes: d.memory_bytes.max(memory), ..d }
+}
+
 /// A node as the scheduler sees it: what it offers and what is already placed on it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeView {
@@ -139,6 +149,33 @@ fn backend_name(b: NodeBackend) -> &'static str {
     }
 }
 
+/// The cluster's cap on a node's CPU where no admin set `spec.capacity`, in millicores: a node
+/// agent reports its own size, so one that lies draws at most this much (1,024 vCPUs, what a
+/// 102-core host offers at the node's 10× overcommit). An admin sets it per node with
+/// `spec.capacity`.
+pub const DEFAULT_NODE_CAP_CPU_MILLIS: i64 = 1024 * 1000;
+/// The same for memory, in bytes (2 TiB).
+pub const DEFAULT_NODE_CAP_MEMORY_BYTES: u64 = 2 << 40;
+
+/// What the scheduler may place on `n`: what it measured (`status.capacity`), capped by an
+/// admin's `spec.capacity` or else by the cluster's default cap. Nothing before it reported.
+pub fn effective_capacity(n: &KaironNode) -> (i64, u64, Option<i32>) {
+    let Some(measured) = n.status.as_ref().and_then(|s| s.capacity.as_ref()) else {
+        return (0, 0, Some(0));
+    };
+    let cpu = measured.cpu.to_milli().unwrap_or(0);
+    let memory = measured.memory.to_bytes().unwrap_or(0);
+    let (cap_cpu, cap_memory, cap_machines) = match &n.spec.capacity {
+        Some(cap) => (cap.cpu.to_milli().unwrap_or(0), cap.memory.to_bytes().unwrap_or(0), cap.machines),
+        None => (DEFAULT_NODE_CAP_CPU_MILLIS, DEFAULT_NODE_CAP_MEMORY_BYTES, None),
+    };
+    let machines = match (measured.machines, cap_machines) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    (cpu.min(cap_cpu), memory.min(cap_memory), machines)
+}
+
 /// A node as registered, with nothing yet counted on it; `fresh` from its heartbeat.
 pub fn node_view(n: &KaironNode, now: k8s_openapi::jiff::Timestamp) -> NodeView {
     let fresh = n
@@ -146,12 +183,13 @@ pub fn node_view(n: &KaironNode, now: k8s_openapi::jiff::Timestamp) -> NodeView 
         .as_ref()
         .and_then(|s| s.heartbeat_time.as_ref())
         .is_some_and(|t| (now.as_second() - t.0.as_second()) < NODE_STALE_AFTER.as_secs() as i64);
+    let (cpu_millis, memory_bytes, max_machines) = effective_capacity(n);
     NodeView {
         name: n.name_any(),
         backends: n.spec.backends.clone(),
-        cpu_millis: n.spec.capacity.cpu.to_milli().unwrap_or(0),
-        memory_bytes: n.spec.capacity.memory.to_bytes().unwrap_or(0),
-        max_machines: n.spec.capacity.machines,
+        cpu_millis,
+        memory_bytes,
+        max_machines,
         used_cpu_millis: 0,
         used_memory_bytes: 0,
         machines: 0,
@@ -191,7 +229,7 @@ pub fn tally(views: &mut [NodeView], machines: &[Arc<Machine>], assumed: &mut Ha
     for m in machines {
         if let Some(node) = m.status.as_ref().and_then(|s| s.node_name.as_deref()) {
             assumed.remove(m.metadata.uid.as_deref().unwrap_or_default());
-            add(node, demand(&m.spec));
+            add(node, held(m));
         }
     }
     for (node, d) in assumed.values() {
@@ -201,7 +239,7 @@ pub fn tally(views: &mut [NodeView], machines: &[Arc<Machine>], assumed: &mut Ha
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -222,6 +260,31 @@ mod tests {
 
     const SANDBOX: Demand = Demand { backend: NodeBackend::Sandbox, cpu_millis: 100, memory_bytes: 64 << 20 };
     const VM: Demand = Demand { backend: NodeBackend::Vm, cpu_millis: 2000, memory_bytes: 2 << 30 };
+
+    #[test]
+    fn a_node_offers_what_it_measured_capped_by_the_admin_or_the_cluster_default() {
+        let node = |spec: Value, status: Value| -> KaironNode {
+            serde_json::from_value(json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironNode",
+                "metadata": {"name": "n"}, "spec": spec, "status": status}))
+            .unwrap()
+        };
+        let endpoint = json!({"runtimeEndpoint": "https://n:7444"});
+        let lying = json!({"capacity": {"cpu": "100000", "memory": "1Pi", "machines": 100000}});
+        // No admin cap: the cluster's default maximum.
+        assert_eq!(
+            effective_capacity(&node(endpoint.clone(), lying.clone())),
+            (DEFAULT_NODE_CAP_CPU_MILLIS, DEFAULT_NODE_CAP_MEMORY_BYTES, Some(100000))
+        );
+        // An admin's cap.
+        let mut capped = endpoint.clone();
+        capped["capacity"] = json!({"cpu": "4", "memory": "2Gi", "machines": 10});
+        assert_eq!(effective_capacity(&node(capped.clone(), lying)), (4000, 2 << 30, Some(10)));
+        // A node offering less than its cap offers what it has.
+        let small = json!({"capacity": {"cpu": "2", "memory": "1Gi"}});
+        assert_eq!(effective_capacity(&node(capped.clone(), small)), (2000, 1 << 30, Some(10)));
+        // Nothing before it reported.
+        assert_eq!(effective_capacity(&node(capped, json!({}))), (0, 0, Some(0)));
+    }
 
     #[test]
     fn an_assumed_placement_ends_when_its_machine_shows_its_node_or_is_gone() {

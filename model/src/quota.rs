@@ -208,9 +208,23 @@ pub fn is_unclaimed_member(m: &Machine) -> bool {
     pooled && !m.labels().contains_key(labels::CLAIM)
 }
 
+/// The CPU (millicores) and memory (bytes) a Machine holds: the larger of what its spec asks
+/// ([`resources_of`]) and what its node started it with (`status.resources`), so a spec shrunk
+/// under a running instance frees nothing before the node applies it (at the next start).
+pub fn effective_resources(m: &Machine) -> (i64, i64) {
+    let (cpu, memory) = resources_of(&m.spec);
+    let started = m.status.as_ref().and_then(|s| s.resources.as_ref());
+    let started_cpu = started.and_then(|r| r.cpu.as_ref()).and_then(|q| q.to_milli().ok()).unwrap_or(0);
+    let started_memory = started
+        .and_then(|r| r.memory.as_ref())
+        .and_then(|q| q.to_bytes().ok())
+        .map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    (cpu.max(started_cpu), memory.max(started_memory))
+}
+
 /// What one Machine holds.
 pub fn charge(m: &Machine) -> Charge {
-    let (cpu_millis, memory_bytes) = resources_of(&m.spec);
+    let (cpu_millis, memory_bytes) = effective_resources(m);
     Charge { machines: 1, cpu_millis, memory_bytes, warm_members: i64::from(is_unclaimed_member(m)) }
 }
 
@@ -380,6 +394,24 @@ mod tests {
             }]},
             "spec": {"sandbox": {"templateName": "busybox"}, "resources": {"cpu": "8", "memory": "64Gi"}},
         }))
+    }
+
+    #[test]
+    fn a_running_machine_holds_the_larger_of_its_spec_and_what_its_node_started() {
+        let started = |spec: serde_json::Value, status: serde_json::Value| -> Machine {
+            let mut m = machine(json!({"metadata": {"name": "m"}, "spec": spec}));
+            m.status = serde_json::from_value(status).unwrap();
+            m
+        };
+        let shrunk = json!({"image": {"path": "/i"}, "resources": {"cpu": "1", "memory": "512Mi"}});
+        let big = json!({"resources": {"cpu": "2", "memory": "2Gi"}});
+        let m = started(shrunk.clone(), big);
+        assert_eq!(effective_resources(&m), (2000, 2 << 30), "a shrink frees nothing before the next start");
+        assert_eq!(charge(&m).cpu_millis, 2000);
+        let grown = json!({"image": {"path": "/i"}, "resources": {"cpu": "4", "memory": "4Gi"}});
+        let m = started(grown, json!({"resources": {"cpu": "2", "memory": "2Gi"}}));
+        assert_eq!(effective_resources(&m), (4000, 4 << 30), "a growth is charged when asked for");
+        assert_eq!(effective_resources(&started(shrunk, json!({}))), (1000, 512 << 20), "not started: its spec");
     }
 
     #[test]

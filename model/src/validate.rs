@@ -519,8 +519,10 @@ pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
             );
         }
     }
-    quantity(&mut errs, "spec.capacity.cpu", &spec.capacity.cpu);
-    quantity(&mut errs, "spec.capacity.memory", &spec.capacity.memory);
+    if let Some(cap) = &spec.capacity {
+        quantity(&mut errs, "spec.capacity.cpu", &cap.cpu);
+        quantity(&mut errs, "spec.capacity.memory", &cap.memory);
+    }
     errs.0
 }
 
@@ -648,7 +650,7 @@ mod tests {
         let node = |endpoint: &str, pin: &str| KaironNodeSpec {
             runtime_endpoint: endpoint.into(),
             runtime_certificate_sha256: Some(pin.into()),
-            capacity: crate::node::NodeCapacity { cpu: "2".into(), memory: "1Gi".into(), machines: None },
+            capacity: Some(crate::node::NodeCapacity { cpu: "2".into(), memory: "1Gi".into(), machines: None }),
             ..Default::default()
         };
         assert!(validate_node_spec(&node("https://10.0.0.2:7444", &pin)).is_empty());

@@ -126,29 +126,52 @@ async fn register(client: &kube::Client, cfg: &NodeConfig, runtime: &RuntimeClie
         .filter_map(|b| serde_json::from_value(b.clone()).ok())
         .collect();
     let acceleration: Option<Acceleration> = serde_json::from_value(info["acceleration"].clone()).ok();
-    let (cpu, memory) = host_capacity();
+    // No spec.capacity: that is an admin's cap; what this node offers goes in its status.
     let spec = KaironNodeSpec {
         runtime_endpoint: cfg.runtime_endpoint.clone(),
         runtime_certificate_sha256: cfg.runtime_certificate.map(|pin| pin.to_string()),
-        capacity: NodeCapacity {
-            cpu: cfg.cpu.clone().unwrap_or(cpu),
-            memory: cfg.memory.clone().unwrap_or(memory),
-            machines: cfg.max_machines,
-        },
+        capacity: None,
         backends,
         acceleration,
     };
     let api: Api<KaironNode> = Api::all(client.clone());
-    let node = KaironNode::new(&cfg.node_name, spec);
-    let pp = PatchParams::apply("kairon-node").force();
-    api.patch(&cfg.node_name, &pp, &Patch::Apply(&node)).await?;
+    // A merge patch of the fields the node owns, so an admin's spec.capacity stays as it is
+    // (an apply would drop one this node applied before capacity became the admin's).
+    let fields = json!({"spec": {
+        "runtimeEndpoint": spec.runtime_endpoint,
+        "runtimeCertificateSha256": spec.runtime_certificate_sha256,
+        "backends": spec.backends,
+        "acceleration": spec.acceleration,
+    }});
+    match api.patch(&cfg.node_name, &PatchParams::default(), &Patch::Merge(&fields)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            let node = KaironNode::new(&cfg.node_name, spec);
+            match api.create(&Default::default(), &node).await {
+                // Another agent of this node registered between the two calls: patch it again.
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    api.patch(&cfg.node_name, &PatchParams::default(), &Patch::Merge(&fields)).await?;
+                }
+                r => {
+                    r?;
+                }
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
     heartbeat(client, cfg, runtime).await
 }
 
 async fn heartbeat(client: &kube::Client, cfg: &NodeConfig, runtime: &RuntimeClient) -> Result<(), NodeError> {
     let api: Api<KaironNode> = Api::all(client.clone());
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let mut status = json!({"status": {"heartbeatTime": now, "conditions": [{
+    let (cpu, memory) = host_capacity();
+    let capacity = NodeCapacity {
+        cpu: cfg.cpu.clone().unwrap_or(cpu),
+        memory: cfg.memory.clone().unwrap_or(memory),
+        machines: cfg.max_machines,
+    };
+    let mut status = json!({"status": {"heartbeatTime": now, "capacity": capacity, "conditions": [{
         "type": "Ready", "status": "True", "reason": "RuntimeReachable",
         "message": "the node agent and its runtime are up", "lastTransitionTime": now
     }]}});
@@ -465,6 +488,7 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         status.phase = Some(phase_of(vm.state));
         status.runtime_id = Some(vm.id.to_string());
         status.guest_ip = vm.guest_ip.clone();
+        status.resources = Some(started_with(&vm));
         ctx.machines
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -503,6 +527,24 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
         api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(json!({"status": status}))).await?;
     }
     Ok(Action::requeue(requeue))
+}
+
+/// The vCPUs and memory the instance was created with (the runtime keeps its request), as
+/// quota counts them: a spec changed since takes effect at the next start.
+fn started_with(vm: &Vm) -> kairon_model::Resources {
+    let spec = kairon_model::MachineSpec {
+        resources: vm.spec.resources.clone(),
+        sandbox: vm.spec.sandbox.clone(),
+        ..Default::default()
+    };
+    let (cpu_millis, memory_bytes) = kairon_model::quota::resources_of(&spec);
+    let cpu = if cpu_millis % 1000 == 0 { format!("{}", cpu_millis / 1000) } else { format!("{cpu_millis}m") };
+    let memory = match memory_bytes {
+        b if b % (1 << 30) == 0 => format!("{}Gi", b >> 30),
+        b if b % (1 << 20) == 0 => format!("{}Mi", b >> 20),
+        b => b.to_string(),
+    };
+    kairon_model::Resources { cpu: Some(kairon_model::Quantity(cpu)), memory: Some(kairon_model::Quantity(memory)) }
 }
 
 /// A Machine under migration is the api's until the migration ends: this agent neither

@@ -23,7 +23,7 @@ use serde_json::json;
 use kairon_db::usage::{self as history, ClaimHistory, UsageInterval, UsageState};
 use kairon_model::keys::metrics as names;
 use kairon_model::machine::UsageClass;
-use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachineClaimStatus, MachinePhase, MachineSpec};
+use kairon_model::{ClaimPhase, ClaimUsage, Machine, MachineClaim, MachineClaimStatus, MachinePhase};
 
 /// The shortest requeue, so a clock at the edge of a second does not spin.
 const MIN_REQUEUE: Duration = Duration::from_millis(200);
@@ -35,11 +35,11 @@ pub struct Rates {
     pub memory_gib: f64,
 }
 
-/// A Machine's billing rates: what it may use ([`kairon_model::quota::resources_of`]: its
-/// `resources`, or one CPU and 512 MiB for a template sandbox and for what the spec leaves out),
-/// in cores and GiB.
-pub fn rates(spec: &MachineSpec) -> Rates {
-    let (cpu_millis, memory_bytes) = kairon_model::quota::resources_of(spec);
+/// A Machine's billing rates: what it holds ([`kairon_model::quota::effective_resources`]: its
+/// `resources`, or one CPU and 512 MiB for a template sandbox and for what the spec leaves out,
+/// or more while its node runs it at a larger size than a shrunk spec), in cores and GiB.
+pub fn rates(m: &Machine) -> Rates {
+    let (cpu_millis, memory_bytes) = kairon_model::quota::effective_resources(m);
     Rates { vcpus: cpu_millis as f64 / 1000.0, memory_gib: memory_bytes as f64 / (1u64 << 30) as f64 }
 }
 
@@ -281,7 +281,7 @@ pub async fn accrue_claim(
         return Ok(Accrued::NotDue { from });
     }
     let machine = machines.get_opt(machine_name).await?;
-    let r = machine.as_ref().map(|m| rates(&m.spec)).unwrap_or(Rates { vcpus: 0.0, memory_gib: 0.0 });
+    let r = machine.as_ref().map(rates).unwrap_or(Rates { vcpus: 0.0, memory_gib: 0.0 });
     let class = class_of(machine.as_ref());
     let a = match accrue(from, now.min(day_end(from)), class, r) {
         Some(a) => a,
@@ -412,11 +412,16 @@ mod tests {
     #[test]
     fn rates_from_resources_or_template_defaults() {
         let vm = machine(json!({"image": {"path": "/x.qcow2"}, "resources": {"cpu": "2", "memory": "4Gi"}}), None);
-        assert_eq!(rates(&vm.spec), Rates { vcpus: 2.0, memory_gib: 4.0 });
+        assert_eq!(rates(&vm), Rates { vcpus: 2.0, memory_gib: 4.0 });
         let sb = machine(json!({"sandbox": {"templateName": "busybox"}}), None);
-        assert_eq!(rates(&sb.spec), Rates { vcpus: 1.0, memory_gib: 0.5 });
+        assert_eq!(rates(&sb), Rates { vcpus: 1.0, memory_gib: 0.5 });
         let half = machine(json!({"sandbox": {}, "resources": {"cpu": "500m", "memory": "256Mi"}}), None);
-        assert_eq!(rates(&half.spec), Rates { vcpus: 0.5, memory_gib: 0.25 });
+        assert_eq!(rates(&half), Rates { vcpus: 0.5, memory_gib: 0.25 });
+        // Shrunk under a running VM: billed at the size its node started it with until then.
+        let mut shrunk =
+            machine(json!({"image": {"path": "/x.qcow2"}, "resources": {"cpu": "1", "memory": "1Gi"}}), None);
+        shrunk.status = serde_json::from_value(json!({"resources": {"cpu": "2", "memory": "4Gi"}})).unwrap();
+        assert_eq!(rates(&shrunk), Rates { vcpus: 2.0, memory_gib: 4.0 });
     }
 
     #[test]

@@ -57,7 +57,7 @@ fn the_deny_set_wins_over_the_allowlist() {
     let d = cluster.check("203.0.113.9").unwrap();
     assert!(!d.allow && d.reason.contains("--deny-cidr"), "{d:?}");
     assert!(!cluster.check("10.1.2.3").unwrap().allow, "the defaults stay");
-    let err = open.clone().deny_also(&["203.0.113.0/40".into()]).err().expect("not a CIDR").to_string();
+    let err = open.clone().deny_also(&["203.0.113.0/40".into()]).expect_err("not a CIDR").to_string();
     assert!(err.contains("--deny-cidr") && err.contains("203.0.113.0/40"), "{err}");
     let listed = EgressPolicy::new(&SandboxConfig {
         egress_allow_domains: vec!["169.254.169.254".into()],

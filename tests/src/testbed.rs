@@ -274,10 +274,13 @@ impl Install {
             .output()?;
         let admin_token = String::from_utf8(out.stdout)?.trim().to_string();
 
-        // The webhook configuration of the base, pointed at the api's own webhook listener.
+        // The webhook configuration of the base (Kairon's kinds, node agents' Events), pointed at
+        // the api's own webhook listener.
         let ca_bundle = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &api_ca);
+        let client_config = serde_json::json!({"url": webhook_url, "caBundle": ca_bundle});
         let patch = serde_json::json!([
-            {"op": "replace", "path": "/webhooks/0/clientConfig", "value": {"url": webhook_url, "caBundle": ca_bundle}}
+            {"op": "replace", "path": "/webhooks/0/clientConfig", "value": client_config},
+            {"op": "replace", "path": "/webhooks/1/clientConfig", "value": client_config}
         ]);
         tb.kubectl(&["patch", "validatingwebhookconfiguration", "kairon", "--type", "json", "-p", &patch.to_string()])?;
 

@@ -371,9 +371,11 @@ fn quota(meta: Value) -> Value {
     json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota", "metadata": meta, "spec": {"hard": {"machines": 1000}}})
 }
 
+/// An Event about the Running sandbox of `ns` (on node `local`, so the node writes it; a node's
+/// Event about another node's Machine is `isolation.rs`'s).
 fn event(name: &str, ns: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": ns},
-        "involvedObject": {"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "name": "vm", "namespace": ns},
+        "involvedObject": {"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "name": "labelled", "namespace": ns},
         "reason": "Authz", "message": "authorization table", "type": "Normal"})
 }
 

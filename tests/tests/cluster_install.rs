@@ -424,6 +424,39 @@ async fn the_webhook_holds_nodes_and_tenants_to_their_own(install: &Install) {
     denied_by_kairon(r, "this Machine is not on node \"b\"");
     let phase = tb.kubectl(&["get", "machine", "on-a", "-n", ns, "-o", "jsonpath={.status.phase}"]).unwrap();
     assert_eq!(phase, "Running", "node b changed nothing");
+    // Its own KaironNode: status reports what it offers; spec.capacity caps it and is an
+    // admin's, so a node that lies about its size cannot draw every new Machine.
+    let lie = json!({"spec": {"capacity": {"cpu": "100000", "memory": "1Pi"}}});
+    denied_by_kairon(nodes.patch("b", &PatchParams::default(), &merge(lie)).await, "spec.capacity caps");
+    let reported = json!({"status": {"capacity": {"cpu": "20", "memory": "8Gi"}}});
+    nodes.patch_status("b", &PatchParams::default(), &merge(reported)).await.expect("a node reports its capacity");
+    // An Event about a Machine on another node (its ServiceAccount may write Events anywhere):
+    // the webhook sees node agents' Events and refuses it.
+    let forged: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "forged", "namespace": ns},
+        "regarding": {"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "name": "on-a", "namespace": ns},
+        "reason": "Forged", "action": "Forge", "note": "node b says so", "type": "Warning",
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kairon.zyvor.dev/node",
+        "reportingInstance": "b"
+    }))
+    .unwrap();
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(node_b.clone(), ns);
+    match events.create(&Default::default(), &forged).await {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("admission webhook \"events.kairon.zyvor.dev\" denied the request")
+                && status.message.contains("Events only about Machines on its own node"),
+            "{status:?}"
+        ),
+        other => panic!("node b wrote an Event about node a's Machine: {other:?}"),
+    }
+    // Node a's agent still writes its own (the same Event, from node a's identity).
+    let node_a = install.node_client("a").await;
+    let mut own = forged.clone();
+    own.metadata.name = Some("own".into());
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(node_a, ns)
+        .create(&Default::default(), &own)
+        .await
+        .expect("a node writes Events about its own Machines");
 
     // A tenant: client-certificate user alice with Kubernetes' own `edit` in one namespace,
     // which Kairon's ClusterRoles aggregate into.

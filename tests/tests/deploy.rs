@@ -166,6 +166,17 @@ fn the_webhook_covers_every_kairon_kind_and_each_component_has_its_own_identity(
         assert!(resources.contains(&plural.as_str()), "{plural}");
         assert!(resources.contains(&format!("{plural}/status").as_str()), "{plural}/status");
     }
+    // Node agents' Events, and no one else's: their ServiceAccount may write Events anywhere,
+    // the webhook lets them only about Machines on their own node.
+    let events = &hook.webhooks.as_ref().unwrap()[1];
+    assert_eq!(events.client_config.service.as_ref(), Some(svc), "the same route");
+    let rules = events.rules.clone().unwrap_or_default();
+    let groups: Vec<String> = rules.iter().flat_map(|r| r.api_groups.clone().unwrap_or_default()).collect();
+    assert_eq!(groups, ["", "events.k8s.io"]);
+    assert!(rules.iter().all(|r| r.resources.as_deref() == Some(&["events".to_string()][..])), "{rules:?}");
+    let conditions = events.match_conditions.clone().unwrap_or_default();
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    assert!(conditions[0].expression.contains("system:serviceaccount:kairon-system:kairon-node"), "{conditions:?}");
     let service = objects.iter().find(|o| o["kind"] == "Service").unwrap();
     assert_eq!(service["metadata"]["name"], svc.name.as_str(), "the webhook's service exists");
     // The api's certificate is for the name the API server calls.

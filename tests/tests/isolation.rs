@@ -688,9 +688,55 @@ async fn node_and_controller_identities_stay_in_their_lanes() {
     );
     let kn = |n: &str| {
         json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironNode", "metadata": {"name": n},
-               "spec": {"runtimeEndpoint": "http://127.0.0.1:1", "capacity": {"cpu": "1", "memory": "1Gi"}}})
+               "spec": {"runtimeEndpoint": "http://127.0.0.1:1"}})
     };
+    // spec.capacity caps what the scheduler places on a node: an admin's, never the node's (a
+    // compromised node would draw every new Machine onto itself). It reports in its status.
+    let mut lying = kn("local");
+    lying["spec"]["capacity"] = json!({"cpu": "100000", "memory": "1Pi"});
+    refused("its capacity", &post(&node, &format!("{GROUP}/kaironnodes"), lying).await, 403, "spec.capacity");
     ok("its own KaironNode", &post(&node, &format!("{GROUP}/kaironnodes"), kn("local")).await);
+    let local = format!("{GROUP}/kaironnodes/local");
+    refused(
+        "its capacity later",
+        &merge(&node, &local, json!({"spec": {"capacity": {"cpu": "100000", "memory": "1Pi"}}})).await,
+        403,
+        "is an admin's",
+    );
+    ok(
+        "capped by an admin",
+        &merge(&admin, &local, json!({"spec": {"capacity": {"cpu": "4", "memory": "2Gi"}}})).await,
+    );
+    ok(
+        "what it offers",
+        &merge(&node, &format!("{local}/status"), json!({"status": {"capacity": {"cpu": "100000", "memory": "1Pi"}}}))
+            .await,
+    );
+    assert_eq!(admin.get(&local).await.ok()["spec"]["capacity"]["memory"], "2Gi", "the admin's cap stands");
+    // No Leases: the controllers' one Lease would stop them all.
+    let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kairon-controller"},
+                       "spec": {"holderIdentity": "x"}});
+    refused(
+        "a Lease",
+        &post(&node, "/apis/coordination.k8s.io/v1/namespaces/kairon-system/leases", lease).await,
+        403,
+        "Leases",
+    );
+    // Events only about its own node's Machines, in their namespace.
+    let event = |name: &str, about: &str| {
+        json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "agents"},
+               "involvedObject": {"apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine", "name": about, "namespace": "agents"},
+               "reason": "Forged", "message": "says the node", "type": "Warning"})
+    };
+    let events = "/api/v1/namespaces/agents/events";
+    ok("an Event about its Machine", &post(&node, events, event("own", "here")).await);
+    refused(
+        "an Event about another node's Machine",
+        &post(&node, events, event("forged", "there")).await,
+        403,
+        "Events only about Machines on its own node",
+    );
+    refused("an Event about no Machine", &post(&node, events, event("ghost", "nobody")).await, 403, "own node");
     refused(
         "another KaironNode",
         &post(&node, &format!("{GROUP}/kaironnodes"), kn("other")).await,

@@ -270,3 +270,55 @@ async fn a_claim_beyond_the_quota_waits_saying_why_and_binds_once_the_quota_allo
     })
     .await;
 }
+
+/// The shrink attack: a VM created at its quota's limit and running, then patched down, frees
+/// nothing while its node still runs it at the size it started with (`status.resources`, the
+/// node's report): quota counts the larger of spec and status, so a second create that the
+/// shrink would have let in is refused; the resize takes effect at the next start.
+#[tokio::test(flavor = "multi_thread")]
+async fn shrinking_a_running_machine_frees_no_quota_until_its_node_applies_it() {
+    let ns = "shrink";
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    let image = kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap();
+    let k = Kairon::start_with(&fast()).unwrap();
+    let admin = k.client().await.unwrap();
+    Api::<KaironQuota>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &quota(ns, "limits", json!({"cpu": "2", "memory": "1Gi"})))
+        .await
+        .unwrap();
+    let tenant = k.token("mallory", "operator", &[ns]).unwrap();
+    let rest = k.rest_as(&tenant).unwrap();
+    let big = json!({"metadata": {"name": "big"},
+                     "spec": {"image": {"path": image}, "resources": {"cpu": "2", "memory": "1Gi"}}});
+    let made = rest.post(&format!("/api/v1/machines/{ns}"), big).await;
+    assert_eq!(made.status, 201, "{made:?}");
+    let running = rest.get(&format!("/api/v1/machines/{ns}/big/wait?phase=Running&timeoutSeconds=300")).await;
+    assert_eq!(running.status, 200, "{running:?}");
+    let machines: Api<Machine> = Api::namespaced(admin.clone(), ns);
+    let started = eventually("the node reports what it started the VM with", MINUTE, || async {
+        let m = machines.get("big").await.ok()?;
+        m.status?.resources
+    })
+    .await;
+    assert_eq!(started.cpu.map(|q| q.0).as_deref(), Some("2"));
+    assert_eq!(started.memory.map(|q| q.0).as_deref(), Some("1Gi"));
+
+    // The shrink is accepted (it is a resize for the next start) but frees nothing now.
+    let shrink = json!({"spec": {"resources": {"cpu": "1", "memory": "256Mi"}}});
+    let own = k.client_with_token(Some(&tenant)).await.unwrap();
+    Api::<Machine>::namespaced(own, ns)
+        .patch("big", &PatchParams::default(), &Patch::Merge(shrink))
+        .await
+        .expect("a resize is a spec change a tenant may make");
+    let second = rest.post(&format!("/api/v1/machines/{ns}"), vm("second", "1", "256Mi")).await;
+    assert_eq!((second.status, second.reason()), (403, "QuotaExceeded"), "the shrink freed quota: {second:?}");
+    let report = rest.get(&format!("/api/v1/quota/{ns}")).await.ok();
+    assert_eq!(report["used"]["cpu"], "2", "the VM still holds what it started with: {report}");
+    assert_eq!(report["used"]["memory"], "1Gi", "{report}");
+
+    // Deleting it frees its place.
+    rest.delete(&format!("/api/v1/machines/{ns}/big")).await;
+    eventually("the VM gone", MINUTE, || async { machines.get_opt("big").await.ok().filter(Option::is_none) }).await;
+    let third = rest.post(&format!("/api/v1/machines/{ns}"), vm("third", "1", "256Mi")).await;
+    assert_eq!(third.status, 201, "{third:?}");
+}

@@ -972,7 +972,23 @@ async fn plan_at(c: &Ctx<'_>, name: &str, change: &Change, latest: bool) -> ApiR
         check_patched_size(c, &new)?;
     }
     let warnings = prepare(c, name, &mut new, stored.as_ref(), &now)?;
+    if c.id.role == crate::auth::Role::Node && c.rt.plural == "events" {
+        node_event(c, &new).await?;
+    }
     Ok(Planned { stored, new, precondition, warnings })
+}
+
+/// A node agent's Event must be about a Machine on its node ([`guard::check_node_event`]).
+async fn node_event(c: &Ctx<'_>, event: &Value) -> ApiResult<()> {
+    let machine = match guard::event_machine(event) {
+        Some((namespace, name)) => {
+            let key =
+                ObjectRef { group: kairon_model::GROUP, resource: "machines", namespace: &namespace, name: &name };
+            c.st.store.get(key).await?
+        }
+        None => None,
+    };
+    guard::check_node_event(c.id, event, machine.as_ref()).map_err(ApiError::forbidden)
 }
 
 /// Status and Events are observations their writers make again (a node agent reports a phase

@@ -110,6 +110,9 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
         // Deletes are RBAC's; Kairon's finalizers do the rest.
         return Ok(Vec::new());
     }
+    if req.resource.resource == "events" && matches!(req.resource.group.as_str(), "" | "events.k8s.io") {
+        return node_event(st, req).await;
+    }
     let admit: admit::Admit = match (req.resource.group.as_str(), req.resource.resource.as_str()) {
         (KAIRON_GROUP, "machines") => admit::machine,
         (KAIRON_GROUP, "machinepools") => admit::pool,
@@ -149,6 +152,33 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
         quota::charge(kube, &st.quota_turns, ns, old, &new, req.dry_run).await?;
     }
     Ok(warnings)
+}
+
+/// An Event written by a node agent (the configuration sends only theirs, by `matchConditions`):
+/// allowed only about a Machine on that node ([`guard::check_node_event`]). Anyone else's Events
+/// are RBAC's.
+async fn node_event(st: &AppState, req: &Request) -> Verdict {
+    let id = identity(&req.user_info, req.namespace.as_deref());
+    if id.role != Role::Node {
+        return Ok(Vec::new());
+    }
+    let event =
+        req.object.as_ref().ok_or((400, "BadRequest", "a CREATE or UPDATE review needs its object".to_string()))?;
+    let machine = match guard::event_machine(event) {
+        Some((namespace, name)) => {
+            let kube =
+                &st.machines.as_ref().ok_or((503, "ServiceUnavailable", "no Kubernetes client".to_string()))?.kube;
+            let api: kube::Api<kairon_model::Machine> = kube::Api::namespaced(kube.clone(), &namespace);
+            let found = api.get_opt(&name).await.map_err(|e| {
+                tracing::warn!(error = %e, "webhook: reading the Machine an Event is about");
+                (503, "ServiceUnavailable", format!("could not read Machine {namespace}/{name}; try again"))
+            })?;
+            found.map(|m| serde_json::to_value(m).unwrap_or_default())
+        }
+        None => None,
+    };
+    guard::check_node_event(&id, event, machine.as_ref()).map_err(|m| (403, "Forbidden", m))?;
+    Ok(Vec::new())
 }
 
 /// The Kairon identity of a Kubernetes user (see the module's comment).

@@ -33,10 +33,10 @@ export function Nodes({ who, live }: { who: Whoami; live: Live }) {
             return (
               <tr data-node={n.metadata.name}>
                 <td>{n.metadata.name}</td>
-                <td>{n.spec.capacity.cpu}</td>
-                <td>{n.spec.capacity.memory}</td>
+                <td>{offered(n.status?.capacity?.cpu, n.spec.capacity?.cpu)}</td>
+                <td>{offered(n.status?.capacity?.memory, n.spec.capacity?.memory)}</td>
                 <td>
-                  {allocated(n.metadata.name ?? "")} / {n.spec.capacity.machines ?? "—"}
+                  {allocated(n.metadata.name ?? "")} / {offered(n.status?.capacity?.machines, n.spec.capacity?.machines)}
                 </td>
                 <td>{(n.spec.backends ?? []).join(", ")}</td>
                 <td>{n.spec.acceleration ? JSON.stringify(n.spec.acceleration) : "—"}</td>
@@ -59,4 +59,10 @@ export function Nodes({ who, live }: { who: Whoami; live: Live }) {
       )}
     </section>
   );
+}
+
+/** What a node reported it offers, and the admin's cap on it when one is set. */
+function offered(reported: string | number | null | undefined, cap: string | number | null | undefined): string {
+  const shown = reported === undefined || reported === null ? "—" : String(reported);
+  return cap === undefined || cap === null ? shown : `${shown} (admin cap ${cap})`;
 }

@@ -22,10 +22,10 @@ class KaironNodeSpec:
     """A node that runs Machines: where its runtime listens, what it holds, which backends it has.
 
     Attributes:
-        capacity (NodeCapacity):
         runtime_endpoint (str): The FluxVM v1 API of this node's runtime (a URL or `unix:/path`).
         acceleration (Acceleration | None | Unset):
         backends (list[NodeBackend] | Unset): Backends the runtime offers.
+        capacity (NodeCapacity | None | Unset):
         runtime_certificate_sha_256 (None | str | Unset): The SHA-256 (64 lowercase hex digits) of the certificate this
             node's `https` runtime
             serves, registered by its node agent: the api trusts that certificate alone for this
@@ -33,15 +33,15 @@ class KaironNodeSpec:
             may write its KaironNode.
     """
 
-    capacity: NodeCapacity
     runtime_endpoint: str
     acceleration: Acceleration | None | Unset = UNSET
     backends: list[NodeBackend] | Unset = UNSET
+    capacity: NodeCapacity | None | Unset = UNSET
     runtime_certificate_sha_256: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        capacity = self.capacity.to_dict()
+        from ..models.node_capacity import NodeCapacity
 
         runtime_endpoint = self.runtime_endpoint
 
@@ -60,6 +60,14 @@ class KaironNodeSpec:
                 backends_item = backends_item_data.value
                 backends.append(backends_item)
 
+        capacity: dict[str, Any] | None | Unset
+        if isinstance(self.capacity, Unset):
+            capacity = UNSET
+        elif isinstance(self.capacity, NodeCapacity):
+            capacity = self.capacity.to_dict()
+        else:
+            capacity = self.capacity
+
         runtime_certificate_sha_256: None | str | Unset
         if isinstance(self.runtime_certificate_sha_256, Unset):
             runtime_certificate_sha_256 = UNSET
@@ -70,7 +78,6 @@ class KaironNodeSpec:
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
-                "capacity": capacity,
                 "runtimeEndpoint": runtime_endpoint,
             }
         )
@@ -78,6 +85,8 @@ class KaironNodeSpec:
             field_dict["acceleration"] = acceleration
         if backends is not UNSET:
             field_dict["backends"] = backends
+        if capacity is not UNSET:
+            field_dict["capacity"] = capacity
         if runtime_certificate_sha_256 is not UNSET:
             field_dict["runtimeCertificateSha256"] = runtime_certificate_sha_256
 
@@ -88,8 +97,6 @@ class KaironNodeSpec:
         from ..models.node_capacity import NodeCapacity
 
         d = dict(src_dict)
-        capacity = NodeCapacity.from_dict(d.pop("capacity"))
-
         runtime_endpoint = d.pop("runtimeEndpoint")
 
         def _parse_acceleration(data: object) -> Acceleration | None | Unset:
@@ -118,6 +125,23 @@ class KaironNodeSpec:
 
                 backends.append(backends_item)
 
+        def _parse_capacity(data: object) -> NodeCapacity | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                capacity_type_0 = NodeCapacity.from_dict(data)
+
+                return capacity_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(NodeCapacity | None | Unset, data)
+
+        capacity = _parse_capacity(d.pop("capacity", UNSET))
+
         def _parse_runtime_certificate_sha_256(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -130,10 +154,10 @@ class KaironNodeSpec:
         )
 
         kairon_node_spec = cls(
-            capacity=capacity,
             runtime_endpoint=runtime_endpoint,
             acceleration=acceleration,
             backends=backends,
+            capacity=capacity,
             runtime_certificate_sha_256=runtime_certificate_sha_256,
         )
 

@@ -11,6 +11,7 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.condition import Condition
+    from ..models.node_capacity import NodeCapacity
 
 
 T = TypeVar("T", bound="KaironNodeStatus")
@@ -20,6 +21,7 @@ T = TypeVar("T", bound="KaironNodeStatus")
 class KaironNodeStatus:
     """
     Attributes:
+        capacity (NodeCapacity | None | Unset):
         conditions (list[Condition] | Unset):
         heartbeat_time (datetime.datetime | None | Unset):
         templates (list[str] | None | Unset): The templates built on this node (Ready to start sandboxes from), as its
@@ -28,12 +30,23 @@ class KaironNodeStatus:
             sandbox on a node that has its template when one does.
     """
 
+    capacity: NodeCapacity | None | Unset = UNSET
     conditions: list[Condition] | Unset = UNSET
     heartbeat_time: datetime.datetime | None | Unset = UNSET
     templates: list[str] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.node_capacity import NodeCapacity
+
+        capacity: dict[str, Any] | None | Unset
+        if isinstance(self.capacity, Unset):
+            capacity = UNSET
+        elif isinstance(self.capacity, NodeCapacity):
+            capacity = self.capacity.to_dict()
+        else:
+            capacity = self.capacity
+
         conditions: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.conditions, Unset):
             conditions = []
@@ -61,6 +74,8 @@ class KaironNodeStatus:
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update({})
+        if capacity is not UNSET:
+            field_dict["capacity"] = capacity
         if conditions is not UNSET:
             field_dict["conditions"] = conditions
         if heartbeat_time is not UNSET:
@@ -73,8 +88,27 @@ class KaironNodeStatus:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.condition import Condition
+        from ..models.node_capacity import NodeCapacity
 
         d = dict(src_dict)
+
+        def _parse_capacity(data: object) -> NodeCapacity | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                capacity_type_0 = NodeCapacity.from_dict(data)
+
+                return capacity_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(NodeCapacity | None | Unset, data)
+
+        capacity = _parse_capacity(d.pop("capacity", UNSET))
+
         _conditions = d.pop("conditions", UNSET)
         conditions: list[Condition] | Unset = UNSET
         if _conditions is not UNSET:
@@ -119,6 +153,7 @@ class KaironNodeStatus:
         templates = _parse_templates(d.pop("templates", UNSET))
 
         kairon_node_status = cls(
+            capacity=capacity,
             conditions=conditions,
             heartbeat_time=heartbeat_time,
             templates=templates,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ..models.condition import Condition
     from ..models.lifecycle_status import LifecycleStatus
     from ..models.migration_status import MigrationStatus
+    from ..models.resources import Resources
 
 
 T = TypeVar("T", bound="MachineStatus")
@@ -29,6 +30,7 @@ class MachineStatus:
         node_name (None | str | Unset): The node the scheduler placed the Machine on.
         observed_generation (int | None | Unset):
         phase (MachinePhase | None | Unset):
+        resources (None | Resources | Unset):
         runtime_id (None | str | Unset): The runtime's id of the instance.
     """
 
@@ -39,12 +41,14 @@ class MachineStatus:
     node_name: None | str | Unset = UNSET
     observed_generation: int | None | Unset = UNSET
     phase: MachinePhase | None | Unset = UNSET
+    resources: None | Resources | Unset = UNSET
     runtime_id: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.lifecycle_status import LifecycleStatus
         from ..models.migration_status import MigrationStatus
+        from ..models.resources import Resources
 
         conditions: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.conditions, Unset):
@@ -95,6 +99,14 @@ class MachineStatus:
         else:
             phase = self.phase
 
+        resources: dict[str, Any] | None | Unset
+        if isinstance(self.resources, Unset):
+            resources = UNSET
+        elif isinstance(self.resources, Resources):
+            resources = self.resources.to_dict()
+        else:
+            resources = self.resources
+
         runtime_id: None | str | Unset
         if isinstance(self.runtime_id, Unset):
             runtime_id = UNSET
@@ -118,6 +130,8 @@ class MachineStatus:
             field_dict["observedGeneration"] = observed_generation
         if phase is not UNSET:
             field_dict["phase"] = phase
+        if resources is not UNSET:
+            field_dict["resources"] = resources
         if runtime_id is not UNSET:
             field_dict["runtimeID"] = runtime_id
 
@@ -128,6 +142,7 @@ class MachineStatus:
         from ..models.condition import Condition
         from ..models.lifecycle_status import LifecycleStatus
         from ..models.migration_status import MigrationStatus
+        from ..models.resources import Resources
 
         d = dict(src_dict)
         _conditions = d.pop("conditions", UNSET)
@@ -219,6 +234,23 @@ class MachineStatus:
 
         phase = _parse_phase(d.pop("phase", UNSET))
 
+        def _parse_resources(data: object) -> None | Resources | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                resources_type_0 = Resources.from_dict(data)
+
+                return resources_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | Resources | Unset, data)
+
+        resources = _parse_resources(d.pop("resources", UNSET))
+
         def _parse_runtime_id(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -236,6 +268,7 @@ class MachineStatus:
             node_name=node_name,
             observed_generation=observed_generation,
             phase=phase,
+            resources=resources,
             runtime_id=runtime_id,
         )
 

@@ -1336,7 +1336,7 @@ export interface components {
             acceleration?: components["schemas"]["Acceleration"] | null;
             /** @description Backends the runtime offers. */
             backends?: components["schemas"]["NodeBackend"][];
-            capacity: components["schemas"]["NodeCapacity"];
+            capacity?: components["schemas"]["NodeCapacity"] | null;
             /**
              * @description The SHA-256 (64 lowercase hex digits) of the certificate this node's `https` runtime
              *     serves, registered by its node agent: the api trusts that certificate alone for this
@@ -1348,6 +1348,7 @@ export interface components {
             runtimeEndpoint: string;
         };
         KaironNodeStatus: {
+            capacity?: components["schemas"]["NodeCapacity"] | null;
             conditions?: components["schemas"]["Condition"][];
             /** Format: date-time */
             heartbeatTime?: string | null;
@@ -1615,6 +1616,7 @@ export interface components {
             /** Format: int64 */
             observedGeneration?: number | null;
             phase?: components["schemas"]["MachinePhase"] | null;
+            resources?: components["schemas"]["Resources"] | null;
             /** @description The runtime's id of the instance. */
             runtimeID?: string | null;
         };
