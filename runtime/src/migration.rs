@@ -310,14 +310,11 @@ impl Runtime {
             other => return Err(unexpected(&other)),
         };
         movable(&cfg)?;
-        // The image is one this node allows, and the one the Machine's request names.
+        // What the source sends is checked as a create is: it is this node's plan of the
+        // Machine's request (image, kernel, sizes, host name, under this node's rules), and
+        // only the identity the guest keeps (MAC, machine ID) comes from the source, typed.
         let planned = vms.plan(&pending.req)?;
-        if planned.image != cfg.image {
-            return Err(RuntimeError::Invalid(format!(
-                "the source runs image {:?}, not {:?} as its request says",
-                cfg.image, planned.image
-            )));
-        }
+        incoming_matches_plan(&cfg, &planned, &pending.req)?;
         let (_slot, mut vm) = self.register(self.new_vm_record(pending.req)).await?;
         let id = vm.id.clone();
         let made: Result<()> = async {
@@ -387,6 +384,58 @@ impl Runtime {
     }
 }
 
+/// Whether the configuration a source sent is the one this node plans for the request, but for
+/// the identity the guest keeps across the move: a unicast MAC in six lowercase hex pairs (the
+/// request's own when it names one: it goes into QEMU's `-device` argument, where a comma adds
+/// properties) and a machine ID of 32 lowercase hex digits.
+fn incoming_matches_plan(
+    cfg: &crate::vm::MachineConfig,
+    planned: &crate::vm::MachineConfig,
+    req: &kairon_runtime_api::types::CreateVmRequest,
+) -> Result<()> {
+    let refuse = |field: &str, sent: String, want: &str| {
+        Err(RuntimeError::Invalid(format!(
+            "the source's VM configuration has {field} {sent} where this node plans {want} for the Machine's request"
+        )))
+    };
+    let named = req.network.as_ref().and_then(|n| n.mac_address.as_deref()).map(str::to_lowercase);
+    if !is_unicast_mac(&cfg.mac) || named.is_some_and(|m| m != cfg.mac) {
+        return refuse(
+            "mac",
+            format!("{:?}", cfg.mac),
+            "six lowercase hex pairs, unicast (the request's own when it names one)",
+        );
+    }
+    if cfg.machine_id.len() != 32 || !lower_hex(&cfg.machine_id) {
+        return refuse("machineId", format!("{:?}", cfg.machine_id), "32 lowercase hex digits");
+    }
+    let pairs = [
+        ("image", format!("{:?}", cfg.image), format!("{:?}", planned.image)),
+        ("kernel", format!("{:?}", cfg.kernel), format!("{:?}", planned.kernel)),
+        ("initrd", format!("{:?}", cfg.initrd), format!("{:?}", planned.initrd)),
+        ("cmdline", format!("{:?}", cfg.cmdline), format!("{:?}", planned.cmdline)),
+        ("vcpus", cfg.vcpus.to_string(), planned.vcpus.to_string()),
+        ("memoryMib", cfg.memory_mib.to_string(), planned.memory_mib.to_string()),
+        ("hostname", format!("{:?}", cfg.hostname), format!("{:?}", planned.hostname)),
+    ];
+    if let Some((field, sent, want)) = pairs.into_iter().find(|(_, sent, want)| sent != want) {
+        return refuse(field, sent, &want);
+    }
+    Ok(())
+}
+
+/// `aa:bb:cc:dd:ee:ff` in lowercase hex, its first octet's multicast bit clear.
+fn is_unicast_mac(mac: &str) -> bool {
+    let parts: Vec<&str> = mac.split(':').collect();
+    parts.len() == 6
+        && parts.iter().all(|p| p.len() == 2 && lower_hex(p))
+        && u8::from_str_radix(parts[0], 16).is_ok_and(|first| first & 1 == 0)
+}
+
+fn lower_hex(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// What a live migration cannot carry: a VM's volumes (disks of their own on its node).
 fn movable(cfg: &crate::vm::MachineConfig) -> Result<()> {
     if !cfg.volumes.is_empty() {
@@ -422,4 +471,56 @@ async fn hear(ws: &mut WebSocket) -> Result<LiveMessage> {
 
 fn unexpected(m: &LiveMessage) -> RuntimeError {
     RuntimeError::Invalid(format!("an unexpected message in a live migration: {m:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned() -> crate::vm::MachineConfig {
+        crate::vm::MachineConfig {
+            image: "/var/lib/fluxvm/images/kairon-hw.qcow2".into(),
+            kernel: Some("/var/lib/fluxvm/images/kairon-hw.vmlinuz".into()),
+            initrd: None,
+            cmdline: None,
+            vcpus: 1,
+            memory_mib: 256,
+            mac: "52:54:00:12:34:56".into(),
+            hostname: "vm".into(),
+            machine_id: "0123456789abcdef0123456789abcdef".into(),
+            volumes: Default::default(),
+            guest_net: None,
+        }
+    }
+
+    #[test]
+    fn a_migration_target_takes_only_its_own_plan_and_a_typed_identity() {
+        let req = kairon_runtime_api::types::CreateVmRequest { name: "vm".into(), ..Default::default() };
+        let mut source = planned();
+        source.mac = "52:54:00:ab:cd:ef".into();
+        source.machine_id = "fedcba9876543210fedcba9876543210".into();
+        assert!(incoming_matches_plan(&source, &planned(), &req).is_ok(), "the guest keeps its MAC and machine ID");
+        let attacks: [(&str, fn(&mut crate::vm::MachineConfig)); 9] = [
+            ("mac", |c| c.mac = "52:54:00:00:00:01,romfile=/etc/shadow".into()),
+            ("mac", |c| c.mac = "53:54:00:00:00:01".into()),
+            ("mac", |c| c.mac = "52:54:00:00:00:0G".into()),
+            ("machineId", |c| c.machine_id = "../../etc/machine-id".into()),
+            ("vcpus", |c| c.vcpus = 4096),
+            ("memoryMib", |c| c.memory_mib = 1 << 30),
+            ("image", |c| c.image = "/etc/shadow".into()),
+            ("kernel", |c| c.kernel = Some("/root/vmlinuz".into())),
+            ("cmdline", |c| c.cmdline = Some("init=/bin/sh".into())),
+        ];
+        for (field, attack) in attacks {
+            let mut cfg = source.clone();
+            attack(&mut cfg);
+            let err = incoming_matches_plan(&cfg, &planned(), &req).expect_err(field).to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        // A request that names a MAC keeps that one.
+        let mut named = req.clone();
+        named.network =
+            Some(kairon_model::NetworkSpec { mac_address: Some("52:54:00:12:34:56".into()), ..Default::default() });
+        assert!(incoming_matches_plan(&source, &planned(), &named).unwrap_err().to_string().contains("mac"));
+    }
 }

@@ -709,3 +709,42 @@ async fn qemu_runs_unprivileged_under_seccomp_and_its_guest_cannot_reach_the_hos
     c.delete(&vm.id).await.unwrap();
     assert!(!alive(pid));
 }
+
+/// A live migration's target takes the source's VM configuration only as its own plan of the
+/// Machine's request would make it: a MAC carrying `,romfile=…` (a QEMU device property, read
+/// as root before `-runas`) is refused before any QEMU starts, and nothing of it stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_migration_target_refuses_a_forged_configuration() {
+    use futures::{SinkExt, StreamExt};
+    use kairon_runtime_api::types::LiveMessage;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let e = env("kairon-forged-target").await;
+    let req = vm_request("kairon-default-forged", &e.image);
+    let import = e.c.begin_import(&req).await.expect("the target announces the import");
+    let mut ws = e.c.live_in(&import.id).await.expect("the target's migration socket");
+    let config = serde_json::json!({
+        "image": e.image, "vcpus": 1, "memoryMib": 256, "hostname": "kairon-default-forged",
+        "mac": "52:54:00:00:00:01,romfile=/etc/shadow", "machineId": "0123456789abcdef0123456789abcdef",
+    });
+    let said = serde_json::to_string(&LiveMessage::Config { config }).unwrap();
+    ws.send(Message::Text(said.into())).await.unwrap();
+    let answer = loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await.expect("an answer") {
+            Some(Ok(Message::Text(t))) => break serde_json::from_str::<LiveMessage>(&t).unwrap(),
+            Some(Ok(_)) => continue,
+            other => panic!("the target closed without a word: {other:?}"),
+        }
+    };
+    match answer {
+        LiveMessage::Failed { message } => assert!(
+            message.contains("has mac") && message.contains("romfile") && message.contains("where this node plans"),
+            "{message}"
+        ),
+        other => panic!("the target took a forged configuration: {other:?}"),
+    }
+    assert!(
+        e.c.list().await.unwrap().iter().all(|vm| vm.name != "kairon-default-forged"),
+        "nothing of the forged VM stays"
+    );
+}

@@ -214,16 +214,17 @@ async fn the_webhook_answers_admission_reviews_over_tls_as_the_embedded_api_deci
     assert!(!ok && code == 403, "a node agent writes no spec");
     let (ok, code, _) = hook.review("machines", "UPDATE", Some("status"), FAKE_NODE_A, Some(&placed), &reported).await;
     assert!(!ok && code == 403, "a tenant's look-alike ServiceAccount is no node");
-    let node = |name: &str| {
-        object(
-            "kaironnodes",
-            name,
-            &json!({"runtimeEndpoint": "https://10.0.0.1:7444", "capacity": {"cpu": "8", "memory": "16Gi"}}),
-            None,
-        )
-    };
+    let node = |name: &str| object("kaironnodes", name, &json!({"runtimeEndpoint": "https://10.0.0.1:7444"}), None);
     let (ok, _, msg) = hook.review("kaironnodes", "CREATE", None, NODE_A, None, &node("a")).await;
     assert!(ok, "node a registers itself: {msg}");
+    let capped = object(
+        "kaironnodes",
+        "a",
+        &json!({"runtimeEndpoint": "https://10.0.0.1:7444", "capacity": {"cpu": "100000", "memory": "1Pi"}}),
+        None,
+    );
+    let (ok, code, msg) = hook.review("kaironnodes", "UPDATE", None, NODE_A, Some(&node("a")), &capped).await;
+    assert!(!ok && code == 403 && msg.contains("spec.capacity"), "its capacity is an admin's: {msg}");
     let (ok, code, _) = hook.review("kaironnodes", "CREATE", None, NODE_A, None, &node("b")).await;
     assert!(!ok && code == 403, "node a registers no other node");
 
