@@ -306,6 +306,16 @@ impl Runtime {
             rt.network().await?;
         }
         rt.load_pools();
+        // What a guest prints on its console is kept under a cap, whatever it prints.
+        let weak = Arc::downgrade(&rt.inner);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::vm::CONSOLE_LOG_CHECK).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let _ = tokio::task::spawn_blocking(move || inner.vms.rotate_console_logs(crate::vm::CONSOLE_LOG_CAP))
+                    .await;
+            }
+        });
         if rt.template(BUSYBOX_TEMPLATE).is_err() {
             rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
         }

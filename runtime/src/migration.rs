@@ -500,7 +500,8 @@ mod tests {
         source.mac = "52:54:00:ab:cd:ef".into();
         source.machine_id = "fedcba9876543210fedcba9876543210".into();
         assert!(incoming_matches_plan(&source, &planned(), &req).is_ok(), "the guest keeps its MAC and machine ID");
-        let attacks: [(&str, fn(&mut crate::vm::MachineConfig)); 9] = [
+        type Attack = fn(&mut crate::vm::MachineConfig);
+        let attacks: [(&str, Attack); 9] = [
             ("mac", |c| c.mac = "52:54:00:00:00:01,romfile=/etc/shadow".into()),
             ("mac", |c| c.mac = "53:54:00:00:00:01".into()),
             ("mac", |c| c.mac = "52:54:00:00:00:0G".into()),

@@ -408,6 +408,55 @@ async fn guests_reach_only_what_the_allowlist_allows_through_the_node() {
         assert!(denials.get(reason).copied().unwrap_or(0) > 0, "{reason} counted: {denials:?}");
     }
 
+    // Bounded work, whatever a guest sends: a request head that never ends is cut at the
+    // header-read timeout; a flood of DNS questions leaves the node's threads and descriptors
+    // flat (one upstream socket, a cap in flight per guest) and its resolver answering.
+    let slow = std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let mut c = std::net::TcpStream::connect_timeout(&SocketAddr::from((ALLOWED_IP, 80)), Duration::from_secs(5))
+            .expect("the proxy takes the connection");
+        c.write_all(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n").unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(40))).unwrap();
+        let started = std::time::Instant::now();
+        let _ = c.read_to_end(&mut Vec::new());
+        started.elapsed()
+    });
+    let count = |dir: &str| std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0);
+    let (threads_before, fds_before) = (count("/proc/self/task"), count("/proc/self/fd"));
+    let flood = std::thread::spawn(move || {
+        enter(&format!("/proc/{pid}/ns/net"));
+        let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).expect("bind");
+        for id in 0..20_000u32 {
+            let _ = s.send_to(&kairon_runtime::net::dns::query(id as u16, "allowed.test", 1), (RESOLVER_IP, 53));
+        }
+        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        let mut answered = 0;
+        let mut buf = [0u8; 512];
+        while s.recv(&mut buf).is_ok() {
+            answered += 1;
+        }
+        answered
+    });
+    let (mut peak_threads, mut peak_fds) = (0, 0);
+    while !flood.is_finished() {
+        peak_threads = peak_threads.max(count("/proc/self/task"));
+        peak_fds = peak_fds.max(count("/proc/self/fd"));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let answered = flood.join().expect("the flooding guest");
+    eprintln!(
+        "DNS flood of 20,000 questions: {answered} answered; threads {threads_before} -> peak {peak_threads}, \
+         descriptors {fds_before} -> peak {peak_fds}"
+    );
+    assert!(answered > 0, "the resolver answered some of the flood");
+    assert!(peak_threads <= threads_before + 16, "threads grew with the flood: {threads_before} -> {peak_threads}");
+    assert!(peak_fds <= fds_before + 32, "descriptors grew with the flood: {fds_before} -> {peak_fds}");
+    let after = rt.exec(&a.id, &sh("nslookup allowed.test")).await.expect("exec");
+    assert!(after.stdout.contains(&ALLOWED_IP.to_string()), "the resolver answers after the flood: {after:?}");
+    let held = slow.join().expect("the slow guest");
+    let limit = kairon_runtime::net::proxy::HEADER_READ_TIMEOUT;
+    assert!(held >= limit - Duration::from_secs(1) && held < limit * 3, "a head that never ends was held {held:?}");
+
     // The guest HTTP proxy dials the guest IP: a server bound to it answers; one on the
     // guest's loopback only is out of reach, and the refusal says why.
     rt.start_process(

@@ -1,12 +1,19 @@
 //! The node's resolver for guests: a question for a name the allowlist allows goes to the
 //! node's upstream resolver and its answer back; any other name is answered REFUSED here and
 //! never leaves the node. Also the proxy's own resolution (A records).
+//!
+//! Bounded whatever guests send: every question goes upstream on one socket of the node's
+//! ([`Upstream`], each under an ID of its own), at most [`MAX_IN_FLIGHT`] at once and
+//! [`MAX_IN_FLIGHT_PER_GUEST`] from one guest; past that a question is dropped, as a busy
+//! resolver's would be (the guest's resolver library asks again).
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::netns::NodeNetns;
 use super::proxy::{Context, DenyKind};
 
 /// How long the upstream resolver may take to answer.
@@ -14,10 +21,100 @@ const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(3);
 const TYPE_A: u16 = 1;
 const RCODE_REFUSED: u8 = 5;
 const RCODE_SERVFAIL: u8 = 2;
+/// Questions waiting for the upstream resolver at once, from every guest and the proxy.
+pub const MAX_IN_FLIGHT: usize = 4096;
+/// Questions one guest may have waiting at once.
+pub const MAX_IN_FLIGHT_PER_GUEST: usize = 64;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The node's one socket to its upstream resolver: each question goes out under a random ID no
+/// other waiting question has, and its answer is handed back under the asker's own ID.
+pub struct Upstream {
+    socket: tokio::net::UdpSocket,
+    addr: SocketAddr,
+    waiting: Mutex<HashMap<u16, tokio::sync::oneshot::Sender<Vec<u8>>>>,
+}
+
+impl Upstream {
+    /// A socket of the node's (in its namespace) connected to `addr`.
+    pub async fn open(ns: &NodeNetns, addr: SocketAddr) -> io::Result<Arc<Upstream>> {
+        let any: SocketAddr =
+            if addr.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { "[::]:0".parse().expect("addr") };
+        let socket = ns.udp_socket(any).await?;
+        socket.connect(addr).await?;
+        Ok(Arc::new(Upstream { socket, addr, waiting: Mutex::new(HashMap::new()) }))
+    }
+
+    /// Hands each answer to the question waiting for its ID, for as long as the runtime runs.
+    pub async fn receive(self: Arc<Self>) {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            match self.socket.recv(&mut buf).await {
+                Ok(n) if n >= 12 => {
+                    let id = u16::from_be_bytes([buf[0], buf[1]]);
+                    if let Some(waiter) = lock(&self.waiting).remove(&id) {
+                        let _ = waiter.send(buf[..n].to_vec());
+                    }
+                }
+                Ok(_) => {}
+                // An ICMP error of an earlier send (the resolver is down): the asker times out.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "guest resolver: receiving from upstream failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Asks `msg` upstream and returns the answer, under `msg`'s own ID.
+    pub async fn exchange(&self, msg: &[u8]) -> io::Result<Vec<u8>> {
+        if msg.len() < 12 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a DNS message"));
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = {
+            let mut waiting = lock(&self.waiting);
+            if waiting.len() >= MAX_IN_FLIGHT {
+                return Err(io::Error::new(io::ErrorKind::WouldBlock, "too many questions in flight"));
+            }
+            let id =
+                std::iter::repeat_with(rand::random::<u16>).find(|id| !waiting.contains_key(id)).expect("a free ID");
+            waiting.insert(id, tx);
+            id
+        };
+        // Taken back from the waiting list however this ends (a timeout, the asker gone).
+        struct Unwait<'a>(&'a Upstream, u16);
+        impl Drop for Unwait<'_> {
+            fn drop(&mut self) {
+                lock(&self.0.waiting).remove(&self.1);
+            }
+        }
+        let _unwait = Unwait(self, id);
+        let mut out = msg.to_vec();
+        out[..2].copy_from_slice(&id.to_be_bytes());
+        self.socket.send(&out).await?;
+        let mut reply = tokio::time::timeout(UPSTREAM_TIMEOUT, rx)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("{} did not answer", self.addr)))?
+            .map_err(|_| io::Error::other("the resolver's receiver stopped"))?;
+        reply[..2].copy_from_slice(&msg[..2]);
+        Ok(reply)
+    }
+
+    /// Questions waiting now.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.waiting).len()
+    }
+}
 
 /// Answers guests' questions on `socket` for as long as the runtime runs.
 pub async fn serve(socket: tokio::net::UdpSocket, ctx: Arc<Context>) {
     let socket = Arc::new(socket);
+    let per_guest: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let mut buf = vec![0u8; 4096];
     loop {
         let (n, from) = match socket.recv_from(&mut buf).await {
@@ -28,11 +125,27 @@ pub async fn serve(socket: tokio::net::UdpSocket, ctx: Arc<Context>) {
                 continue;
             }
         };
+        let guest = from.ip();
+        {
+            let mut counts = lock(&per_guest);
+            let count = counts.entry(guest).or_default();
+            if *count >= MAX_IN_FLIGHT_PER_GUEST {
+                continue;
+            }
+            *count += 1;
+        }
         let msg = buf[..n].to_vec();
-        let (socket, ctx) = (socket.clone(), ctx.clone());
+        let (socket, ctx, per_guest) = (socket.clone(), ctx.clone(), per_guest.clone());
         tokio::spawn(async move {
-            if let Some(reply) = answer(&ctx, from.ip(), &msg).await {
+            if let Some(reply) = answer(&ctx, guest, &msg).await {
                 let _ = socket.send_to(&reply, from).await;
+            }
+            let mut counts = lock(&per_guest);
+            if let Some(count) = counts.get_mut(&guest) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(&guest);
+                }
             }
         });
     }
@@ -49,7 +162,7 @@ async fn answer(ctx: &Context, guest: IpAddr, msg: &[u8]) -> Option<Vec<u8>> {
         ctx.denied(guest, &name, DenyKind::Dns, &format!("the node's resolver refused the name: {reason}"));
         return Some(error_reply(msg, RCODE_REFUSED));
     }
-    match exchange(ctx, msg).await {
+    match ctx.upstream.exchange(msg).await {
         Ok(reply) => Some(reply),
         Err(e) => {
             tracing::debug!(name, error = %e, "guest resolver: upstream failed");
@@ -58,31 +171,10 @@ async fn answer(ctx: &Context, guest: IpAddr, msg: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// Sends `msg` to the upstream resolver from the node and returns its answer.
-async fn exchange(ctx: &Context, msg: &[u8]) -> io::Result<Vec<u8>> {
-    let any: SocketAddr =
-        if ctx.upstream.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { "[::]:0".parse().expect("addr") };
-    let socket = ctx.ns.udp_socket(any).await?;
-    socket.connect(ctx.upstream).await?;
-    socket.send(msg).await?;
-    let mut buf = vec![0u8; 4096];
-    let deadline = tokio::time::Instant::now() + UPSTREAM_TIMEOUT;
-    loop {
-        let n = tokio::time::timeout_at(deadline, socket.recv(&mut buf))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, format!("{} did not answer", ctx.upstream)))??;
-        // Only the answer to this question (same id) counts.
-        if n >= 12 && buf[..2] == msg[..2] {
-            buf.truncate(n);
-            return Ok(buf);
-        }
-    }
-}
-
 /// The IPv4 addresses of `name`, from the upstream resolver.
 pub async fn resolve(ctx: &Context, name: &str) -> io::Result<Vec<Ipv4Addr>> {
     let id: u16 = rand::random();
-    let reply = exchange(ctx, &query(id, name, TYPE_A)).await?;
+    let reply = ctx.upstream.exchange(&query(id, name, TYPE_A)).await?;
     let addrs = a_records(&reply);
     if addrs.is_empty() {
         return Err(io::Error::new(io::ErrorKind::NotFound, format!("{name} has no IPv4 address")));

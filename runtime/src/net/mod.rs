@@ -281,8 +281,17 @@ impl GuestNetwork {
             true => Some(Arc::new(tls::EgressCa::open(ca_dir, upstream_ca_file)?)),
             false => None,
         };
-        let ctx = Arc::new(proxy::Context { policy, ns: ns.clone(), upstream, log, owner_of, ca: ca.clone() });
+        let upstream = dns::Upstream::open(&ns, upstream).await?;
+        let ctx = Arc::new(proxy::Context {
+            policy,
+            ns: ns.clone(),
+            upstream: upstream.clone(),
+            log,
+            owner_of,
+            ca: ca.clone(),
+        });
         let tasks = vec![
+            tokio::spawn(upstream.receive()),
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
             tokio::spawn(proxy::serve_tls(tls, ctx)),

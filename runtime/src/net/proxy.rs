@@ -31,6 +31,11 @@ use crate::egress::EgressPolicy;
 
 /// How long a guest may take to send its ClientHello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a guest may take to send a request's head (HTTP, and HTTPS the node terminates).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections the proxy holds at once, from every guest (each guest is held to its own
+/// `max_connections` by the node's rules before this).
+pub const MAX_PROXY_CONNECTIONS: usize = 16_384;
 /// A ClientHello larger than this (one TLS record's worth) is refused.
 const MAX_HELLO: usize = 16 * 1024 + 5;
 
@@ -69,7 +74,7 @@ pub type OwnerOf = Arc<dyn Fn(IpAddr) -> Option<String> + Send + Sync>;
 pub struct Context {
     pub policy: Arc<EgressPolicy>,
     pub ns: NodeNetns,
-    pub upstream: SocketAddr,
+    pub upstream: Arc<dns::Upstream>,
     pub log: Arc<super::denials::DenialLog>,
     pub owner_of: OwnerOf,
     /// The egress CA, when some host has a credential to inject (HTTPS is terminated only
@@ -149,18 +154,26 @@ pub async fn serve_http(listener: tokio::net::TcpListener, ctx: Arc<Context>) {
             let ctx = ctx.clone();
             async move { Ok::<_, std::convert::Infallible>(relay(&ctx, peer.ip(), req, &Leg::Plain).await) }
         });
-        let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+        let _ = http1().serve_connection(TokioIo::new(stream), service).await;
     })
     .await
 }
 
+/// The proxy's HTTP/1 server: a request head must come within [`HEADER_READ_TIMEOUT`].
+fn http1() -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    b
+}
+
 /// Accepts guests' connections on `listener` for as long as the runtime runs, each handled on
-/// its own task.
+/// its own task; past [`MAX_PROXY_CONNECTIONS`] at once a new one is closed at once.
 async fn accept_loop<F, Fut>(listener: tokio::net::TcpListener, ctx: Arc<Context>, handle: F)
 where
     F: Fn(Arc<Context>, tokio::net::TcpStream, SocketAddr) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PROXY_CONNECTIONS));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(got) => got,
@@ -170,8 +183,16 @@ where
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(guest = %peer.ip(), "egress proxy: at its connection limit, closing one");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(handle(ctx.clone(), stream, peer));
+        let handled = handle(ctx.clone(), stream, peer);
+        tokio::spawn(async move {
+            handled.await;
+            drop(slot);
+        });
     }
 }
 
@@ -375,10 +396,7 @@ async fn terminate(
         let (ctx, leg) = (ctx.clone(), leg.clone());
         async move { Ok::<_, std::convert::Infallible>(relay(&ctx, guest, req, &leg).await) }
     });
-    hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(tls), service)
-        .await
-        .map_err(io::Error::other)
+    http1().serve_connection(TokioIo::new(tls), service).await.map_err(io::Error::other)
 }
 
 /// Reads one whole TLS record (the ClientHello) and returns its bytes.

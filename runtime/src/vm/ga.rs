@@ -22,6 +22,37 @@ pub enum GaError {
 
 type Result<T> = std::result::Result<T, GaError>;
 
+/// The longest answer line read from a guest agent (a guest writes it, so it is bounded): 1 MiB,
+/// beyond the answers that carry bytes, which are bounded by what they were asked for.
+pub const MAX_LINE: u64 = 1 << 20;
+/// qemu-ga's own cap on each captured stream `guest-exec-status` reports.
+const EXEC_STREAM_CAP: u64 = 16 << 20;
+/// Room for the JSON around base64 data in an answer.
+const ANSWER_OVERHEAD: u64 = 64 << 10;
+
+/// The longest answer carrying `bytes` of data in base64.
+fn answer_cap(bytes: u64) -> u64 {
+    bytes.div_ceil(3) * 4 + ANSWER_OVERHEAD
+}
+
+/// Reads one line of at most `max` bytes into `line`; a longer one is an error, and memory
+/// stays at `max` whatever the guest sends. 0 at the end of the stream.
+pub(crate) async fn read_line_bounded<R>(r: &mut R, line: &mut Vec<u8>, max: u64) -> std::io::Result<usize>
+where
+    R: tokio::io::AsyncBufRead + Unpin,
+{
+    line.clear();
+    let n = (&mut *r).take(max + 1).read_until(b'\n', line).await?;
+    if n as u64 > max {
+        line.clear();
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the guest agent sent a line longer than {max} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
 /// One connection to a VM's guest agent socket; reconnects on the next call after an error.
 pub struct GuestAgent {
     path: PathBuf,
@@ -72,7 +103,7 @@ impl GuestAgent {
     fn refused(&self, e: std::io::Error) -> GaError {
         let mut m = format!("connecting to {}: {e}", self.path.display());
         let console = self.path.with_file_name("console.log");
-        let text = std::fs::read_to_string(console).unwrap_or_default();
+        let text = super::read_tail(&console, 64 << 10);
         // What ended it (the agent's panic, the kernel's), not the register dump after it.
         let telling = |l: &&str| {
             ["panicked at", "Kernel panic", "kairon-agent", "Attempted to kill", "reboot", "Power down"]
@@ -131,9 +162,9 @@ impl GuestAgent {
                         break;
                     }
                 }
-                let mut line = String::new();
-                conn.read_line(&mut line).await?;
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                let mut line = Vec::new();
+                read_line_bounded(&mut conn, &mut line, MAX_LINE).await?;
+                if let Ok(v) = serde_json::from_slice::<Value>(&line)
                     && v.get("return").and_then(Value::as_u64) == Some(id)
                 {
                     return Ok::<(), std::io::Error>(());
@@ -151,9 +182,14 @@ impl GuestAgent {
         }
     }
 
-    /// Runs one command and returns its `return` value.
+    /// Runs one command and returns its `return` value (an answer of at most [`MAX_LINE`]).
     pub async fn call(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
-        let r = self.call_inner(command, args, timeout).await;
+        self.call_capped(command, args, timeout, MAX_LINE).await
+    }
+
+    /// [`Self::call`] for an answer of at most `max_line` bytes.
+    async fn call_capped(&mut self, command: &str, args: Value, timeout: Duration, max_line: u64) -> Result<Value> {
+        let r = self.call_inner(command, args, timeout, max_line).await;
         if let Err(GaError::Unreachable(why)) = &r
             && self.conn.take().is_some()
         {
@@ -163,7 +199,7 @@ impl GuestAgent {
         r
     }
 
-    async fn call_inner(&mut self, command: &str, args: Value, timeout: Duration) -> Result<Value> {
+    async fn call_inner(&mut self, command: &str, args: Value, timeout: Duration, max_line: u64) -> Result<Value> {
         self.connect(timeout).await?;
         let conn = self.conn.as_mut().expect("connected above");
         let mut msg = json!({"execute": command});
@@ -173,16 +209,23 @@ impl GuestAgent {
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(b'\n');
         conn.get_mut().write_all(&bytes).await.map_err(|e| GaError::Unreachable(e.to_string()))?;
-        let mut line = String::new();
-        let read = tokio::time::timeout(timeout, conn.read_line(&mut line)).await;
+        let mut line = Vec::new();
+        let read = tokio::time::timeout(timeout, read_line_bounded(conn, &mut line, max_line)).await;
         match read {
             Ok(Ok(0)) => return Err(GaError::Unreachable("the guest agent closed the connection".into())),
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(GaError::Unreachable(e.to_string())),
             Err(_) => return Err(GaError::Unreachable(format!("no answer to {command} within {timeout:?}"))),
         }
-        let v: Value = serde_json::from_str(line.trim_start_matches('\u{ff}'))
-            .map_err(|e| GaError::Unreachable(format!("bad answer {line:?}: {e}")))?;
+        // A resynchronising 0xFF may lead the line (raw, or as U+00FF from an agent writing text).
+        let mut answer = &line[..];
+        while let Some(rest) = answer.strip_prefix(&[0xFF]).or_else(|| answer.strip_prefix("\u{ff}".as_bytes())) {
+            answer = rest;
+        }
+        let v: Value = serde_json::from_slice(answer).map_err(|e| {
+            let shown: String = String::from_utf8_lossy(answer).chars().take(200).collect();
+            GaError::Unreachable(format!("bad answer {shown:?}: {e}"))
+        })?;
         if let Some(e) = v.get("error") {
             return Err(GaError::Command {
                 command: command.into(),
@@ -260,7 +303,8 @@ impl GuestAgent {
     }
 
     pub async fn exec_status(&mut self, pid: i64) -> Result<ExecStatus> {
-        let v = self.call("guest-exec-status", json!({"pid": pid}), Duration::from_secs(30)).await?;
+        let cap = answer_cap(2 * EXEC_STREAM_CAP);
+        let v = self.call_capped("guest-exec-status", json!({"pid": pid}), Duration::from_secs(30), cap).await?;
         let data = |k: &str| v.get(k).and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();
         Ok(ExecStatus {
             exited: v.get("exited").and_then(Value::as_bool).unwrap_or(false),
@@ -309,8 +353,8 @@ impl GuestAgent {
 
     /// One chunk; `(bytes, eof)`.
     pub async fn file_read(&mut self, handle: i64, count: usize) -> Result<(Vec<u8>, bool)> {
-        let v =
-            self.call("guest-file-read", json!({"handle": handle, "count": count}), Duration::from_secs(60)).await?;
+        let args = json!({"handle": handle, "count": count});
+        let v = self.call_capped("guest-file-read", args, Duration::from_secs(60), answer_cap(count as u64)).await?;
         let buf = v.get("buf-b64").and_then(Value::as_str).and_then(|s| B64.decode(s).ok()).unwrap_or_default();
         let eof = v.get("eof").and_then(Value::as_bool).unwrap_or(buf.is_empty());
         Ok((buf, eof))
@@ -320,5 +364,38 @@ impl GuestAgent {
         self.call("guest-file-write", json!({"handle": handle, "buf-b64": B64.encode(data)}), Duration::from_secs(60))
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_guest_agent_line_is_read_up_to_its_cap_and_no_further() {
+        let (mut guest, host) = tokio::io::duplex(64 << 10);
+        let mut host = BufReader::new(host);
+        let max = MAX_LINE;
+        let writer = tokio::spawn(async move {
+            let mut exact = vec![b'x'; max as usize - 1];
+            exact.push(b'\n');
+            guest.write_all(&exact).await.unwrap();
+            // Then one byte more than the cap, and no newline: the reader stops at the cap.
+            let _ = guest.write_all(&vec![b'y'; max as usize + 1]).await;
+            guest
+        });
+        let mut line = Vec::new();
+        assert_eq!(read_line_bounded(&mut host, &mut line, max).await.unwrap(), max as usize);
+        let err = read_line_bounded(&mut host, &mut line, max).await.unwrap_err();
+        assert!(err.to_string().contains("longer than 1048576 bytes"), "{err}");
+        assert!(line.capacity() <= 2 * (max as usize + 1), "memory stays near the cap: {}", line.capacity());
+        drop(host);
+        writer.await.unwrap();
+    }
+
+    #[test]
+    fn answers_with_data_are_capped_by_what_was_asked() {
+        assert_eq!(answer_cap(3), 4 + ANSWER_OVERHEAD);
+        assert!(answer_cap(2 * EXEC_STREAM_CAP) > 2 * EXEC_STREAM_CAP * 4 / 3);
     }
 }

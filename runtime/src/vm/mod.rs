@@ -259,6 +259,43 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The serial console log of a running VM is kept under this (QEMU appends what the guest
+/// writes to `console.log`; past it the log moves to `console.log.1`, replacing the one
+/// before, and starts again), so a guest printing without end holds at most twice this.
+pub const CONSOLE_LOG_CAP: u64 = 16 << 20;
+/// How often the console logs are looked at.
+pub const CONSOLE_LOG_CHECK: Duration = Duration::from_secs(5);
+/// How much of a log's end an error message reads.
+const LOG_TAIL_BYTES: u64 = 64 << 10;
+
+/// The last `max` bytes of the file at `path` (text, lossy), reading no more; empty if it
+/// cannot be read.
+pub fn read_tail(path: &Path, max: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if f.seek(SeekFrom::Start(len.saturating_sub(max))).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.take(max).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Moves `path` to `path.1` and empties it when it holds more than `cap` bytes: copied, then
+/// truncated in place, because its writer (QEMU, appending) keeps the file open. Whether it
+/// rotated.
+pub fn rotate_log(path: &Path, cap: u64) -> std::io::Result<bool> {
+    if std::fs::metadata(path)?.len() <= cap {
+        return Ok(false);
+    }
+    let mut rotated = path.as_os_str().to_owned();
+    rotated.push(".1");
+    std::fs::copy(path, &rotated)?;
+    std::fs::OpenOptions::new().write(true).open(path)?.set_len(0)?;
+    Ok(true)
+}
+
 /// A locally administered, unicast MAC in QEMU's 52:54:00 range.
 pub fn random_mac() -> String {
     let b: [u8; 3] = rand::random();
@@ -984,11 +1021,25 @@ impl VmHost {
     pub fn log_tail(&self, id: &str) -> String {
         let dir = self.instance_dir(id);
         let tail = |f: &str| {
-            let s = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            let s = read_tail(&dir.join(f), LOG_TAIL_BYTES);
             let lines: Vec<&str> = s.lines().rev().take(8).collect();
             lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
         };
         format!("qemu: {} ; console: {}", tail("qemu.log"), tail("console.log"))
+    }
+
+    /// Keeps the console log of every running VM under `cap` ([`rotate_log`]).
+    pub fn rotate_console_logs(&self, cap: u64) {
+        let ids: Vec<String> = lock(&self.running).keys().cloned().collect();
+        for id in ids {
+            let log = self.instance_dir(&id).join("console.log");
+            match rotate_log(&log, cap) {
+                Ok(true) => tracing::info!(vm = %id, cap, "console log rotated"),
+                Ok(false) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(vm = %id, error = %e, "rotating the console log"),
+            }
+        }
     }
 
     /// Boots a VM from its overlay and waits until its guest agent answers.
@@ -2012,6 +2063,26 @@ impl Drop for GaFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_console_log_past_its_cap_rotates_and_tails_read_only_their_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("console.log");
+        let cap = 1 << 20;
+        std::fs::write(&log, vec![b'a'; cap as usize]).unwrap();
+        assert!(!rotate_log(&log, cap).unwrap(), "at the cap: kept");
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut f, b"b").unwrap();
+        assert!(rotate_log(&log, cap).unwrap(), "one byte past it: rotated");
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(dir.path().join("console.log.1")).unwrap().len(), cap + 1);
+        // The appending writer carries on at the start of the emptied file.
+        std::io::Write::write_all(&mut f, b"after\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "after\n");
+        let tail = read_tail(&dir.path().join("console.log.1"), 4);
+        assert_eq!(tail, "aaab");
+        assert_eq!(read_tail(&dir.path().join("missing"), 4), "");
+    }
 
     #[test]
     fn usernet_forwards_reads_the_loopback_ports_of_host_forwards() {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -62,14 +62,19 @@ impl Qmp {
     }
 
     async fn read(&mut self) -> Result<Value, QmpError> {
-        let mut line = String::new();
-        let n = tokio::time::timeout(ANSWER_TIMEOUT, self.rx.read_line(&mut line))
-            .await
-            .map_err(|_| QmpError::Protocol("QEMU did not answer within 60 s".into()))??;
+        // QEMU runs the guest: its answers are bounded like the guest agent's.
+        let mut line = Vec::new();
+        let n = tokio::time::timeout(
+            ANSWER_TIMEOUT,
+            super::ga::read_line_bounded(&mut self.rx, &mut line, super::ga::MAX_LINE),
+        )
+        .await
+        .map_err(|_| QmpError::Protocol("QEMU did not answer within 60 s".into()))??;
         if n == 0 {
             return Err(QmpError::Protocol("QEMU closed the QMP socket".into()));
         }
-        serde_json::from_str(&line).map_err(|e| QmpError::Protocol(format!("bad JSON {line:?}: {e}")))
+        serde_json::from_slice(&line)
+            .map_err(|e| QmpError::Protocol(format!("bad JSON {:?}: {e}", String::from_utf8_lossy(&line))))
     }
 
     fn message(command: &str, arguments: Value) -> Vec<u8> {
