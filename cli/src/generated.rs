@@ -2431,6 +2431,9 @@ pub mod types {
         #[doc = "The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub memory: ::std::option::Option<::std::string::String>,
+        #[doc = "The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node\nallocates for them as they fill."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub storage: ::std::option::Option<::std::string::String>,
         #[doc = "Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in\na Paused pool, which hold node memory while nobody uses them."]
         #[serde(rename = "warmMembers", skip_serializing_if = "::std::option::Option::is_none")]
         pub warm_members: ::std::option::Option<i64>,

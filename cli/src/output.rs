@@ -397,7 +397,7 @@ pub fn migration(v: &Value, name: &str, dry: bool) {
 /// A quota report: for each quota, each amount it limits with the namespace's use; with no
 /// quota, the use alone.
 pub fn quota_table(v: &Value) {
-    const AMOUNTS: [&str; 4] = ["machines", "cpu", "memory", "warmMembers"];
+    const AMOUNTS: [&str; 5] = ["machines", "cpu", "memory", "warmMembers", "storage"];
     let used = |a: &str| s(v, &["used", a]);
     let quotas = v["quotas"].as_array().cloned().unwrap_or_default();
     let rows: Vec<Vec<String>> = if quotas.is_empty() {

@@ -82,6 +82,10 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
     let mut image_dirs = node_config.vm.image_dirs();
     image_dirs.extend(args.extra_image_dirs.iter().cloned());
     rt.set_image_dirs(image_dirs);
+    if let Some(max) = &node_config.vm.max_volume_size {
+        let bytes = max.to_bytes().map_err(|e| anyhow::anyhow!("[vm] max_volume_size {:?}: {e}", max.0))?;
+        rt.set_max_volume_bytes(bytes);
+    }
     Ok(rt)
 }
 

@@ -70,6 +70,11 @@ pub struct QuotaAmounts {
     /// a Paused pool, which hold node memory while nobody uses them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_members: Option<i64>,
+    /// The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node
+    /// allocates for them as they fill.
+    #[schema(value_type = Option<String>)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<Quantity>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
@@ -154,6 +159,7 @@ pub struct Charge {
     pub cpu_millis: i64,
     pub memory_bytes: i64,
     pub warm_members: i64,
+    pub storage_bytes: i64,
 }
 
 impl Add for Charge {
@@ -164,6 +170,7 @@ impl Add for Charge {
             cpu_millis: self.cpu_millis.saturating_add(o.cpu_millis),
             memory_bytes: self.memory_bytes.saturating_add(o.memory_bytes),
             warm_members: self.warm_members.saturating_add(o.warm_members),
+            storage_bytes: self.storage_bytes.saturating_add(o.storage_bytes),
         }
     }
 }
@@ -176,6 +183,7 @@ impl Sub for Charge {
             cpu_millis: self.cpu_millis.saturating_sub(o.cpu_millis),
             memory_bytes: self.memory_bytes.saturating_sub(o.memory_bytes),
             warm_members: self.warm_members.saturating_sub(o.warm_members),
+            storage_bytes: self.storage_bytes.saturating_sub(o.storage_bytes),
         }
     }
 }
@@ -222,10 +230,25 @@ pub fn effective_resources(m: &Machine) -> (i64, i64) {
     (cpu.max(started_cpu), memory.max(started_memory))
 }
 
+/// The bytes of the new empty volumes a spec asks for (`volumes[].size`).
+pub fn storage_of(spec: &MachineSpec) -> i64 {
+    spec.volumes
+        .iter()
+        .filter_map(|v| v.size.as_ref()?.to_bytes().ok())
+        .map(|b| i64::try_from(b).unwrap_or(i64::MAX))
+        .fold(0i64, i64::saturating_add)
+}
+
 /// What one Machine holds.
 pub fn charge(m: &Machine) -> Charge {
     let (cpu_millis, memory_bytes) = effective_resources(m);
-    Charge { machines: 1, cpu_millis, memory_bytes, warm_members: i64::from(is_unclaimed_member(m)) }
+    Charge {
+        machines: 1,
+        cpu_millis,
+        memory_bytes,
+        warm_members: i64::from(is_unclaimed_member(m)),
+        storage_bytes: storage_of(&m.spec),
+    }
 }
 
 /// What the Machines add up to.
@@ -241,6 +264,7 @@ pub struct Limits {
     pub cpu_millis: Option<i64>,
     pub memory_bytes: Option<i64>,
     pub warm_members: Option<i64>,
+    pub storage_bytes: Option<i64>,
 }
 
 impl Limits {
@@ -254,16 +278,22 @@ impl Limits {
                 .and_then(|q| q.to_bytes().ok())
                 .map(|b| i64::try_from(b).unwrap_or(i64::MAX)),
             warm_members: hard.warm_members,
+            storage_bytes: hard
+                .storage
+                .as_ref()
+                .and_then(|q| q.to_bytes().ok())
+                .map(|b| i64::try_from(b).unwrap_or(i64::MAX)),
         }
     }
 
     /// Each amount with its name, limit and the value in `c`, in a fixed order.
-    fn each(&self, c: Charge) -> [(&'static str, Option<i64>, i64); 4] {
+    fn each(&self, c: Charge) -> [(&'static str, Option<i64>, i64); 5] {
         [
             ("machines", self.machines, c.machines),
             ("cpu", self.cpu_millis, c.cpu_millis),
             ("memory", self.memory_bytes, c.memory_bytes),
             ("warmMembers", self.warm_members, c.warm_members),
+            ("storage", self.storage_bytes, c.storage_bytes),
         ]
     }
 }
@@ -274,7 +304,7 @@ fn amount(name: &str, v: i64) -> String {
     match name {
         "cpu" if v % 1000 == 0 => format!("{}", v / 1000),
         "cpu" => format!("{v}m"),
-        "memory" => bytes(v),
+        "memory" | "storage" => bytes(v),
         _ => v.to_string(),
     }
 }
@@ -294,6 +324,7 @@ impl Charge {
             cpu_millis: l.cpu_millis.unwrap_or(0),
             memory_bytes: l.memory_bytes.unwrap_or(0),
             warm_members: l.warm_members.unwrap_or(0),
+            storage_bytes: l.storage_bytes.unwrap_or(0),
         }
     }
 
@@ -304,6 +335,7 @@ impl Charge {
             cpu_millis: self.cpu_millis.max(o.cpu_millis),
             memory_bytes: self.memory_bytes.max(o.memory_bytes),
             warm_members: self.warm_members.max(o.warm_members),
+            storage_bytes: self.storage_bytes.max(o.storage_bytes),
         }
     }
 
@@ -314,6 +346,7 @@ impl Charge {
             || self.cpu_millis > before.cpu_millis
             || self.memory_bytes > before.memory_bytes
             || self.warm_members > before.warm_members
+            || self.storage_bytes > before.storage_bytes
     }
 
     /// As quota amounts (a status's `used`).
@@ -323,6 +356,7 @@ impl Charge {
             cpu: Some(Quantity(amount("cpu", self.cpu_millis))),
             memory: Some(Quantity(amount("memory", self.memory_bytes))),
             warm_members: Some(self.warm_members),
+            storage: Some(Quantity(amount("storage", self.storage_bytes))),
         }
     }
 }
@@ -419,13 +453,16 @@ mod tests {
         let vm = machine(
             json!({"metadata": {"name": "vm"}, "spec": {"image": {"path": "/i"}, "resources": {"cpu": "2", "memory": "3Gi"}}}),
         );
-        assert_eq!(charge(&vm), Charge { machines: 1, cpu_millis: 2000, memory_bytes: 3 << 30, warm_members: 0 });
+        assert_eq!(
+            charge(&vm),
+            Charge { machines: 1, cpu_millis: 2000, memory_bytes: 3 << 30, warm_members: 0, storage_bytes: 0 }
+        );
         let bare = machine(json!({"metadata": {"name": "vm"}, "spec": {"image": {"path": "/i"}}}));
         assert_eq!((charge(&bare).cpu_millis, charge(&bare).memory_bytes), (1000, 512 << 20));
         // A template sandbox's resources are its template's, whatever its spec says.
         assert_eq!(
             charge(&member(false)),
-            Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 1 }
+            Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 1, storage_bytes: 0 }
         );
         assert_eq!(charge(&member(true)).warm_members, 0, "a claimed member is not warm");
         // A pool label alone (a tenant's own Machine) makes no member.
@@ -438,9 +475,15 @@ mod tests {
 
     #[test]
     fn a_write_is_refused_only_for_what_it_grows_beyond_a_limit() {
-        let hard = QuotaAmounts { machines: Some(2), cpu: Some("2".into()), memory: None, warm_members: Some(0) };
+        let hard = QuotaAmounts {
+            machines: Some(2),
+            cpu: Some("2".into()),
+            memory: None,
+            warm_members: Some(0),
+            storage: None,
+        };
         let limits = Limits::of(&hard);
-        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0 };
+        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0, storage_bytes: 0 };
         assert_eq!(refusal("q", &limits, one, one + one), None, "at the limit fits");
         let message = refusal("q", &limits, one + one, one + one + one).unwrap();
         assert_eq!(
@@ -463,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_write_grows_when_any_amount_grows() {
-        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0 };
+        let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0, storage_bytes: 0 };
         assert!(!one.grows_from(&one), "the same");
         assert!(!Charge::default().grows_from(&one), "less of everything");
         assert!(Charge { cpu_millis: 2000, machines: 0, ..one }.grows_from(&one), "more CPU, though one Machine fewer");
@@ -478,7 +521,7 @@ mod tests {
             machine(json!({"metadata": {"name": uid, "uid": uid, "resourceVersion": rv},
                            "spec": {"image": {"path": "/i"}, "resources": {"cpu": cpu}}}))
         };
-        let two = Charge { machines: 1, cpu_millis: 2000, memory_bytes: 512 << 20, warm_members: 0 };
+        let two = Charge { machines: 1, cpu_millis: 2000, memory_bytes: 512 << 20, warm_members: 0, storage_bytes: 0 };
         let reserved = |uid: &str, replaces: Option<&str>| Reservation {
             uid: uid.into(),
             name: uid.into(),
@@ -507,11 +550,17 @@ mod tests {
 
     #[test]
     fn amounts_read_as_a_quota_writes_them() {
-        let used = Charge { machines: 3, cpu_millis: 1500, memory_bytes: 1536 << 20, warm_members: 1 };
+        let used =
+            Charge { machines: 3, cpu_millis: 1500, memory_bytes: 1536 << 20, warm_members: 1, storage_bytes: 0 };
         let a = used.amounts();
         assert_eq!((a.cpu.unwrap().0, a.memory.unwrap().0), ("1500m".to_string(), "1536Mi".to_string()));
-        let hard =
-            QuotaAmounts { machines: Some(10), cpu: Some("8".into()), memory: Some("4Gi".into()), warm_members: None };
+        let hard = QuotaAmounts {
+            machines: Some(10),
+            cpu: Some("8".into()),
+            memory: Some("4Gi".into()),
+            warm_members: None,
+            storage: None,
+        };
         assert_eq!(summary(&Limits::of(&hard), used), "machines: 3/10, cpu: 1500m/8, memory: 1536Mi/4Gi");
         assert_eq!(summary(&Limits::default(), used), "no limits");
         assert_eq!(bytes(0), "0");

@@ -537,7 +537,7 @@ pub fn validate_quota_spec(spec: &KaironQuotaSpec) -> Vec<FieldError> {
             errs.invalid(field, v, "must be 0 or more");
         }
     }
-    for (field, q) in [("spec.hard.cpu", &h.cpu), ("spec.hard.memory", &h.memory)] {
+    for (field, q) in [("spec.hard.cpu", &h.cpu), ("spec.hard.memory", &h.memory), ("spec.hard.storage", &h.storage)] {
         if let Some(q) = q
             && let Err(e) = q.to_f64()
         {

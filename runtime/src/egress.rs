@@ -259,6 +259,10 @@ pub struct VmSettings {
     /// allowed too).
     #[serde(default)]
     pub image_dirs: Option<Vec<std::path::PathBuf>>,
+    /// The largest new empty volume (`spec.volumes[].size`) a VM may ask of this node (default
+    /// `crate::vm::DEFAULT_MAX_VOLUME_BYTES`, 256 GiB).
+    #[serde(default)]
+    pub max_volume_size: Option<kairon_model::Quantity>,
 }
 
 impl VmSettings {

@@ -510,6 +510,11 @@ impl Runtime {
         self.inner.vms.set_image_dirs(dirs);
     }
 
+    /// The largest new empty volume a VM may ask of this node (`[vm] max_volume_size`).
+    pub fn set_max_volume_bytes(&self, bytes: u64) {
+        self.inner.vms.set_max_volume_bytes(bytes);
+    }
+
     /// The disk limit of each sandbox created from now on: its writable layer and its logs
     /// (default `sandbox::DEFAULT_DISK_LIMIT`, or `KAIRON_SANDBOX_DISK_LIMIT`).
     pub fn set_sandbox_disk_limit(&self, bytes: u64) {

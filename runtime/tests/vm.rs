@@ -748,3 +748,20 @@ async fn a_migration_target_refuses_a_forged_configuration() {
         "nothing of the forged VM stays"
     );
 }
+
+/// A VM's new empty volume may not be larger than its node allows (`[vm] max_volume_size`):
+/// one byte past it is refused before anything is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_volume_past_the_nodes_limit_is_refused_before_anything_is_made() {
+    let e = env("kairon-volume-limit").await;
+    e.rt.set_max_volume_bytes(1 << 30);
+    let mut req = vm_request("kairon-default-bigvolume", &e.image);
+    req.volumes = vec![Volume {
+        name: "data".into(),
+        size: Some(Quantity(((1u64 << 30) + 1).to_string())),
+        ..Default::default()
+    }];
+    let err = e.c.create(&req).await.expect_err("one byte past the limit").to_string();
+    assert!(err.contains("max_volume_size") && err.contains("ask for less"), "{err}");
+    assert!(e.c.list().await.unwrap().iter().all(|vm| vm.name != "kairon-default-bigvolume"), "nothing was made");
+}

@@ -416,7 +416,8 @@ async fn the_webhook_holds_nodes_and_tenants_to_their_own(install: &Install) {
     let node_b = install.node_client("b").await;
     let merge = |v: Value| Patch::Merge(v);
     let nodes = kairon_api(&node_b, "KaironNode", "kaironnodes", None);
-    let r = nodes.patch("a", &PatchParams::default(), &merge(json!({"spec": {"capacity": {"cpu": "512"}}}))).await;
+    let lie = json!({"spec": {"capacity": {"cpu": "512", "memory": "1Pi"}}});
+    let r = nodes.patch("a", &PatchParams::default(), &merge(lie)).await;
     denied_by_kairon(r, "a node agent writes only its own KaironNode (\"b\"), not \"a\"");
     let machines = kairon_api(&node_b, "Machine", "machines", Some(ns));
     let r =

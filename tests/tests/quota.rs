@@ -104,7 +104,11 @@ async fn creates_beyond_a_namespace_quota_are_refused_on_every_path_and_use_is_r
 
     // What is used, against what is allowed: the REST report, kaironctl, the quota's status.
     let report = rest.get(&format!("/api/v1/quota/{ns}")).await.ok();
-    assert_eq!(report["used"], json!({"machines": 2, "cpu": "4", "memory": "2Gi", "warmMembers": 0}), "{report}");
+    assert_eq!(
+        report["used"],
+        json!({"machines": 2, "cpu": "4", "memory": "2Gi", "warmMembers": 0, "storage": "0"}),
+        "{report}"
+    );
     assert_eq!(report["quotas"][0]["summary"], "machines: 2/3, cpu: 4/4, memory: 2Gi/4Gi", "{report}");
     let out = kaironctl(&k, &tenant, &["-n", ns, "get", "quota"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -321,4 +325,43 @@ async fn shrinking_a_running_machine_frees_no_quota_until_its_node_applies_it() 
     eventually("the VM gone", MINUTE, || async { machines.get_opt("big").await.ok().filter(Option::is_none) }).await;
     let third = rest.post(&format!("/api/v1/machines/{ns}"), vm("third", "1", "256Mi")).await;
     assert_eq!(third.status, 201, "{third:?}");
+}
+
+/// `storage` limits what a namespace's new empty volumes add up to (`spec.volumes[].size`), on
+/// every path that makes Machines; beyond it a create is refused naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn new_volumes_count_against_a_storage_quota() {
+    let ns = "storage-team";
+    let k = Kairon::start().unwrap();
+    let admin = k.client().await.unwrap();
+    Api::<KaironQuota>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &quota(ns, "disks", json!({"storage": "10Gi"})))
+        .await
+        .unwrap();
+    let tenant = k.token("alice", "operator", &[ns]).unwrap();
+    let rest = k.rest_as(&tenant).unwrap();
+    let with_volume = |name: &str, size: &str| {
+        let mut m = vm(name, "1", "512Mi");
+        m["spec"]["volumes"] = json!([{"name": "data", "size": size}]);
+        m
+    };
+    let first = rest.post(&format!("/api/v1/machines/{ns}"), with_volume("first", "8Gi")).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    let second = rest.post(&format!("/api/v1/machines/{ns}"), with_volume("second", "4Gi")).await;
+    assert_eq!((second.status, second.reason()), (403, "QuotaExceeded"), "{second:?}");
+    assert!(
+        second.message().contains("requested: storage=4Gi, used: storage=8Gi, limited: storage=10Gi"),
+        "{second:?}"
+    );
+    let fits = rest.post(&format!("/api/v1/machines/{ns}"), with_volume("fits", "2Gi")).await;
+    assert_eq!(fits.status, 201, "{fits:?}");
+    let report = rest.get(&format!("/api/v1/quota/{ns}")).await.ok();
+    assert_eq!(report["used"]["storage"], "10Gi", "{report}");
+    assert_eq!(report["quotas"][0]["summary"], "storage: 10Gi/10Gi", "{report}");
+    let out = kaironctl(&k, &tenant, &["-n", ns, "get", "quota"]);
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["disks", "storage", "10Gi", "10Gi"]),
+        "{table}"
+    );
 }

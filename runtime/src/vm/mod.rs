@@ -248,6 +248,8 @@ pub struct VmHost {
     /// The uids of the QEMUs that run or are starting (see [`VM_UID_BASE`]).
     uids: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     running: std::sync::Mutex<BTreeMap<String, Arc<Running>>>,
+    /// The largest new empty volume a VM may ask for (`[vm] max_volume_size`).
+    max_volume_bytes: std::sync::atomic::AtomicU64,
     /// How a VM on the guest network gets its link (set by the runtime that owns the network).
     net_hook: std::sync::OnceLock<NetHook>,
     /// Where the node side of the guest network lives (`None`: this process's namespace), for
@@ -295,6 +297,10 @@ pub fn rotate_log(path: &Path, cap: u64) -> std::io::Result<bool> {
     std::fs::OpenOptions::new().write(true).open(path)?.set_len(0)?;
     Ok(true)
 }
+
+/// The largest new empty volume a VM may ask of a node whose config sets no
+/// `[vm] max_volume_size`: its disk fills as the guest writes, up to this.
+pub const DEFAULT_MAX_VOLUME_BYTES: u64 = 256 << 30;
 
 /// A locally administered, unicast MAC in QEMU's 52:54:00 range.
 pub fn random_mac() -> String {
@@ -524,6 +530,7 @@ impl VmHost {
             image_dirs: std::sync::Mutex::new(hostpaths::DEFAULT_IMAGE_DIRS.iter().map(PathBuf::from).collect()),
             uids: std::sync::Mutex::new(Default::default()),
             running: std::sync::Mutex::new(BTreeMap::new()),
+            max_volume_bytes: std::sync::atomic::AtomicU64::new(DEFAULT_MAX_VOLUME_BYTES),
             net_hook: std::sync::OnceLock::new(),
             node_netns: std::sync::OnceLock::new(),
         }
@@ -547,6 +554,11 @@ impl VmHost {
     /// always one).
     pub fn set_image_dirs(&self, dirs: Vec<PathBuf>) {
         *lock(&self.image_dirs) = dirs;
+    }
+
+    /// The largest new empty volume a VM may ask for.
+    pub fn set_max_volume_bytes(&self, bytes: u64) {
+        self.max_volume_bytes.store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where images, kernels and initrds may lie: the configured directories and the runtime's
@@ -688,6 +700,17 @@ impl VmHost {
         };
         let namespace =
             req.labels.get(hostpaths::NAMESPACE_LABEL).map(String::as_str).unwrap_or(hostpaths::DEFAULT_NAMESPACE);
+        let max_volume = self.max_volume_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        for v in &req.volumes {
+            let Some(size) = &v.size else { continue };
+            let bytes = size.to_bytes().map_err(|e| VmError::Invalid(format!("volume {}: size: {e}", v.name)))?;
+            if bytes > max_volume {
+                return Err(VmError::Invalid(format!(
+                    "volume {}: size {} is more than this node allows for one volume ({max_volume} bytes, [vm] max_volume_size): ask for less",
+                    v.name, size.0
+                )));
+            }
+        }
         let mut volumes = BTreeMap::new();
         for v in &req.volumes {
             if let Some(p) = &v.path {

@@ -20,6 +20,8 @@ class QuotaAmounts:
             cpu (None | str | Unset): The sum of the Machines' `resources.cpu` (a template sandbox counts 1).
             machines (int | None | Unset): Machines, whatever their power state.
             memory (None | str | Unset): The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi).
+            storage (None | str | Unset): The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node
+                allocates for them as they fill.
             warm_members (int | None | Unset): Pool members not claimed: the warm (or warming) members pools hold for
                 claims, Paused in
                 a Paused pool, which hold node memory while nobody uses them.
@@ -28,6 +30,7 @@ class QuotaAmounts:
     cpu: None | str | Unset = UNSET
     machines: int | None | Unset = UNSET
     memory: None | str | Unset = UNSET
+    storage: None | str | Unset = UNSET
     warm_members: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -50,6 +53,12 @@ class QuotaAmounts:
         else:
             memory = self.memory
 
+        storage: None | str | Unset
+        if isinstance(self.storage, Unset):
+            storage = UNSET
+        else:
+            storage = self.storage
+
         warm_members: int | None | Unset
         if isinstance(self.warm_members, Unset):
             warm_members = UNSET
@@ -65,6 +74,8 @@ class QuotaAmounts:
             field_dict["machines"] = machines
         if memory is not UNSET:
             field_dict["memory"] = memory
+        if storage is not UNSET:
+            field_dict["storage"] = storage
         if warm_members is not UNSET:
             field_dict["warmMembers"] = warm_members
 
@@ -101,6 +112,15 @@ class QuotaAmounts:
 
         memory = _parse_memory(d.pop("memory", UNSET))
 
+        def _parse_storage(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        storage = _parse_storage(d.pop("storage", UNSET))
+
         def _parse_warm_members(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -114,6 +134,7 @@ class QuotaAmounts:
             cpu=cpu,
             machines=machines,
             memory=memory,
+            storage=storage,
             warm_members=warm_members,
         )
 

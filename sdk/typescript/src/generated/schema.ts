@@ -1870,6 +1870,11 @@ export interface components {
             /** @description The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi). */
             memory?: string | null;
             /**
+             * @description The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node
+             *     allocates for them as they fill.
+             */
+            storage?: string | null;
+            /**
              * Format: int64
              * @description Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in
              *     a Paused pool, which hold node memory while nobody uses them.
