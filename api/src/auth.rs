@@ -222,6 +222,12 @@ pub fn role_name(r: Role) -> &'static str {
     }
 }
 
+/// How an admin opens the guest routes to operators, for a refusal to say.
+pub const OPERATOR_EXEC_HOW: &str = "An admin lets operators use them on Machines labelled \
+    kairon.zyvor.dev/sandbox=true by running the server with --sandbox-operator-exec (environment \
+    KAIRON_UI_SANDBOX_OPERATOR_EXEC=true; Helm value ui.auth.sandboxOperatorExec=true), or runs the \
+    command with an admin token.";
+
 /// What a guest operation needs to know about its Machine.
 pub struct GuestTarget<'a> {
     pub namespace: &'a str,
@@ -251,15 +257,16 @@ pub fn may_use_guest(id: &Identity, target: &GuestTarget<'_>, operator_exec: boo
     }
     if !operator_exec {
         return Err(format!(
-            "guest exec, files and the sandbox HTTP proxy are admin-only ({} is an operator; an admin may set \
-             KAIRON_UI_SANDBOX_OPERATOR_EXEC=true to let operators use them on sandbox Machines)",
+            "guest exec, processes, terminals, files and the sandbox HTTP proxy are admin-only on this server ({} is \
+             an operator). {OPERATOR_EXEC_HOW}",
             id.sub
         ));
     }
     if !target.sandbox_labelled {
         return Err(format!(
-            "only Machines labelled kairon.zyvor.dev/sandbox=true are open to operators' guest access; this one is \
-             admin-only ({} is an operator)",
+            "only Machines labelled {}=true are open to operators' guest access; this one is admin-only ({} is an \
+             operator): create it with that label (the SDKs, MCP and `kaironctl create --sandbox` do)",
+            kairon_model::keys::labels::SANDBOX,
             id.sub
         ));
     }

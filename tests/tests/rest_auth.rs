@@ -37,6 +37,12 @@ const VIEWER: Want = Deny("is a viewer");
 const ADMIN: Want = Deny("admin-only");
 const LEGACY_REFUSED: Want = Deny("legacy shared token");
 const LABEL: Want = Deny("kairon.zyvor.dev/sandbox=true");
+/// An operator's guest access on a server without operator exec: the refusal says how to open
+/// it (the flag, its variable, the Helm value) and for which Machines (the label).
+const GUEST_OFF: Want = Deny(
+    "labelled kairon.zyvor.dev/sandbox=true by running the server with --sandbox-operator-exec (environment \
+     KAIRON_UI_SANDBOX_OPERATOR_EXEC=true; Helm value ui.auth.sandboxOperatorExec=true)",
+);
 
 struct Route {
     name: &'static str,
@@ -54,7 +60,7 @@ fn routes() -> Vec<Route> {
         json!({"metadata": {"name": "new-vm"}, "spec": {"image": {"path": "/var/lib/fluxvm/images/kairon-hw.qcow2"}}});
     let sb = json!({"metadata": {"name": "new-sb"}, "spec": {"sandbox": {"templateName": "busybox"}}});
     // Bob cannot even read `agents`, so that refusal comes first (and says nothing of the Machine).
-    let guest_labelled_off = [Allow, ADMIN, NS, VIEWER, LEGACY_REFUSED];
+    let guest_labelled_off = [Allow, GUEST_OFF, NS, VIEWER, LEGACY_REFUSED];
     let guest_labelled_on = [Allow, Allow, NS, VIEWER, LEGACY_REFUSED];
     let guest_plain_on = [Allow, LABEL, NS, VIEWER, LEGACY_REFUSED];
     let read = [Allow, Allow, NS, Allow, Allow];
