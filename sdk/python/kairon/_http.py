@@ -23,8 +23,23 @@ from .errors import KaironConnectionError, KaironTimeoutError
 
 log = logging.getLogger("kairon")
 
-# Long polls (`.../wait`) answer within their own timeout; the read timeout leaves room for it.
-TIMEOUT = httpx.Timeout(30.0, read=660.0)
+#: How long a request may wait for its answer, in seconds (`KAIRON_READ_TIMEOUT`, 660 by default):
+#: long polls (`.../wait`) answer within their own timeout, and a command's run waits for the
+#: command (`exec_timeout`).
+READ_TIMEOUT = float(os.environ.get("KAIRON_READ_TIMEOUT") or 660.0)
+TIMEOUT = httpx.Timeout(30.0, read=READ_TIMEOUT)
+#: A command's timeout when its run gives none, buffered or streamed: the server's
+#: `--exec-default-timeout` default.
+EXEC_DEFAULT_TIMEOUT = 300
+#: How much longer than its command a run waits for the answer (the server's own work).
+EXEC_READ_MARGIN = 30.0
+
+
+def exec_timeout(command_timeout: int | None) -> httpx.Timeout:
+    """The timeout of a request that runs a command for up to `command_timeout` seconds (the
+    server's default when None): it never gives up before the command could have ended."""
+    seconds = command_timeout if command_timeout is not None else EXEC_DEFAULT_TIMEOUT
+    return httpx.Timeout(30.0, read=max(READ_TIMEOUT, seconds + EXEC_READ_MARGIN))
 
 USER_AGENT = f"kairon-sdk-python/{__version__}"
 

@@ -59,7 +59,16 @@ from kairon_api.models import (
 )
 from kairon_api.types import UNSET, Response, Unset
 
-from ._http import DEFAULT_RETRIES, STREAMED, TIMEOUT, USER_AGENT, RetryTransport, http_client, ssl_context
+from ._http import (
+    DEFAULT_RETRIES,
+    STREAMED,
+    TIMEOUT,
+    USER_AGENT,
+    RetryTransport,
+    exec_timeout,
+    http_client,
+    ssl_context,
+)
 from .errors import ApiError, GatewayTimeoutError, KaironConnectionError, error_from
 
 if TYPE_CHECKING:
@@ -323,7 +332,8 @@ class UIClient:
         timeout: int | None = None,
         namespace: str | None = None,
     ) -> ExecResult:
-        """Runs `command` (argv) in the guest to completion; `timeout` in seconds."""
+        """Runs `command` (argv) in the guest to completion; `timeout` in seconds (the server's
+        default, 300, when None). The request waits as long as the command may run."""
         body = ExecRequest(
             command=command,
             stdin=stdin,
@@ -331,7 +341,9 @@ class UIClient:
             env=ExecRequestEnv.from_dict(env) if env else UNSET,
             timeout_seconds=timeout,
         )
-        return _ok(machine_exec.sync_detailed(self._ns(namespace), name, client=self.api, body=body), ExecResult)
+        kwargs = machine_exec._get_kwargs(self._ns(namespace), name, body=body)
+        response = self.api.get_httpx_client().request(**kwargs, timeout=exec_timeout(timeout))
+        return _ok(machine_exec._build_response(client=self.api, response=response), ExecResult)
 
     def start_process(
         self, name: str, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,

@@ -35,6 +35,7 @@ from urllib.parse import quote
 import httpx
 from kairon_api.models import Machine, ProcessState
 
+from ._http import EXEC_DEFAULT_TIMEOUT
 from .client import Client, UIClient
 from .errors import ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError
 from .files import Files
@@ -357,7 +358,9 @@ class Sandbox:
             on_stdout: Callable[[str], None] | None = None,
             on_stderr: Callable[[str], None] | None = None) -> RunResult:
         """Runs `cmd` to completion (a string goes through `/bin/sh -c`). With `check`, a non-zero
-        exit raises `CommandError` carrying the output.
+        exit raises `CommandError` carrying the output. `timeout` is the command's, in seconds
+        (300 when None, buffered or streamed; the server allows up to 3600); the client waits as
+        long as the command may run.
 
         With `on_stdout` / `on_stderr`, the output is handed to them as it is produced (text,
         in pieces as they come, not split into lines) and the command runs as a background
@@ -401,7 +404,7 @@ class Sandbox:
         reader.start()
         timed_out = False
         try:
-            code = p.wait(timeout=float(timeout)) if timeout is not None else p.wait()
+            code = p.wait(timeout=float(timeout if timeout is not None else EXEC_DEFAULT_TIMEOUT))
         except KaironTimeoutError:
             timed_out = True
             p.kill()

@@ -16,6 +16,7 @@ from kairon import (
     CommandError,
     ConflictError,
     GuestAgentDisabledError,
+    KaironTimeoutError,
     MachineSuspendedError,
     NotFoundError,
     Output,
@@ -41,6 +42,27 @@ def test_run_check_raises_with_the_output(sandbox: Sandbox) -> None:
     assert e.value.exit_code == 7
     assert e.value.stderr == "boom\n"
     assert "exited with 7" in str(e.value) and "boom" in str(e.value)
+
+
+def test_a_run_waits_as_long_as_its_command_may_whatever_the_base_read_timeout(
+    monkeypatch: pytest.MonkeyPatch, kube: Client, sandbox: Sandbox
+) -> None:
+    import kairon._http
+    import kairon.client
+
+    short = httpx.Timeout(30.0, read=2.0)
+    monkeypatch.setattr(kairon._http, "READ_TIMEOUT", 2.0)
+    monkeypatch.setattr(kairon._http, "TIMEOUT", short)
+    monkeypatch.setattr(kairon.client, "TIMEOUT", short)
+    quick = UIClient(os.environ["KAIRON_URL"], os.environ["KAIRON_TOKEN"], namespace=sandbox.namespace)
+    sb = Sandbox.connect(kube, quick, sandbox.name, namespace=sandbox.namespace)
+    r = sb.run("sleep 5; echo ok", timeout=10)
+    assert (r.stdout, r.exit_code, r.timed_out) == ("ok\n", 0, False)
+    # The 2 s base read timeout is in force elsewhere: a 5 s long poll gives up.
+    p = quick.start_process(sandbox.name, ["sleep", "30"], namespace=sandbox.namespace)
+    with pytest.raises(KaironTimeoutError):
+        quick.wait_process(sandbox.name, p.id, timeout=5, namespace=sandbox.namespace)
+    quick.kill_process(sandbox.name, p.id, namespace=sandbox.namespace)
 
 
 def test_files_round_trip_bytes(sandbox: Sandbox) -> None:

@@ -12,6 +12,7 @@
 import createClient from "openapi-fetch";
 import type { components, operations, paths } from "./generated/schema.js";
 import { ApiError, TimeoutError, errorFrom } from "./errors.js";
+import { EXEC_DEFAULT_TIMEOUT, EXEC_READ_MARGIN, READ_TIMEOUT_HEADER } from "./retry.js";
 import { platform, type Relay, type TransportOptions, type Wire } from "./platform.js";
 
 /** The REST API's schemas (`components["schemas"]` of openapi/openapi.json). */
@@ -343,12 +344,15 @@ export class UIClient {
     return ok(await this.api.GET("/api/v1/usage/claims/{uid}", { params: { path: { uid } } }));
   }
 
-  /** Runs `command` (argv) in the guest to completion. */
+  /** Runs `command` (argv) in the guest to completion; `timeout` in seconds (the server's
+   * default, 300, when unset). The request waits as long as the command may run. */
   async exec(name: string, command: string[], opts: ExecOptions = {}): Promise<ExecResult> {
+    const waitMs = ((opts.timeout ?? EXEC_DEFAULT_TIMEOUT) + EXEC_READ_MARGIN) * 1000;
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/exec", {
         params: { path: this.#p(name, opts.namespace) },
         body: { command, stdin: opts.stdin, cwd: opts.cwd, env: opts.env, timeoutSeconds: opts.timeout },
+        headers: { [READ_TIMEOUT_HEADER]: String(waitMs) },
       }),
     );
   }

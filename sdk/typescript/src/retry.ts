@@ -11,6 +11,15 @@ import { VERSION } from "./version.js";
 export const USER_AGENT = `kairon-sdk-typescript/${VERSION}`;
 /** Retries after the first attempt of what may be retried, unless `retries` says otherwise. */
 export const DEFAULT_RETRIES = 4;
+/** A command's timeout when its run gives none, buffered or streamed, in seconds: the server's
+ * `--exec-default-timeout` default. */
+export const EXEC_DEFAULT_TIMEOUT = 300;
+/** How much longer than its command a run waits for the answer, in seconds. */
+export const EXEC_READ_MARGIN = 30;
+/** A request header the clients set for their transport, never sent: how long this request may
+ * wait for its answer, in ms, when longer than the transport's own read timeout (a run waits as
+ * long as its command may). */
+export const READ_TIMEOUT_HEADER = "x-kairon-read-timeout-ms";
 export const BACKOFF_CAP_MS = 8_000;
 const BACKOFF_BASE_MS = 250;
 export const IDEMPOTENT = new Set(["GET", "HEAD", "OPTIONS"]);

@@ -22,6 +22,7 @@
 import { Client, UIClient, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
+import { EXEC_DEFAULT_TIMEOUT } from "./retry.js";
 import { nodeOnly, platform, type LocalForward } from "./platform.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
@@ -117,7 +118,8 @@ export interface RunOptions {
   cwd?: string;
   /** Environment variables added for this command. */
   env?: Record<string, string>;
-  /** Seconds. */
+  /** The command's timeout in seconds: 300 when unset, buffered or streamed (the server allows up to
+   * 3600); the client waits as long as the command may run. */
   timeout?: number;
   /** Handed stdout as it is produced (text, in pieces as they come); the command then runs as a
    * background process, killed after `timeout` with the output so far kept. No `stdin` then. */
@@ -401,7 +403,7 @@ export class Sandbox {
     let timedOut = false;
     let code: number | null;
     try {
-      code = await p.wait(opts.timeout ?? 600);
+      code = await p.wait(opts.timeout ?? EXEC_DEFAULT_TIMEOUT);
     } catch (e) {
       if (!(e instanceof KaironTimeoutError)) throw e;
       timedOut = true;

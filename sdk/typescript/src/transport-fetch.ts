@@ -8,7 +8,7 @@
 
 import { KaironConnectionError, errorFrom } from "./errors.js";
 import type { Answer, Relay, Streamed, TransportOptions, Wire } from "./platform.js";
-import { DEFAULT_RETRIES, IDEMPOTENT, RETRY_STATUSES, backoff, retryDelay, sleep } from "./retry.js";
+import { DEFAULT_RETRIES, IDEMPOTENT, READ_TIMEOUT_HEADER, RETRY_STATUSES, backoff, retryDelay, sleep } from "./retry.js";
 
 /** The browser's `Wire`. Also runs in Node 20+, which has `fetch` (and, from Node 22, `WebSocket`). */
 export class FetchTransport implements Wire {
@@ -24,10 +24,13 @@ export class FetchTransport implements Wire {
     const idempotent = IDEMPOTENT.has(method);
     // A body is read once up front so that a retry can send it again.
     const body = method === "GET" || method === "HEAD" ? undefined : await request.arrayBuffer();
+    // The browser waits as long as the server takes: the clients' read-timeout hint is not sent.
+    const headers = new Headers(request.headers);
+    headers.delete(READ_TIMEOUT_HEADER);
     for (let attempt = 0; ; attempt++) {
       let failure: Error;
       try {
-        const res = await fetch(request.url, { method, headers: request.headers, body, redirect: "follow" });
+        const res = await fetch(request.url, { method, headers, body, redirect: "follow" });
         if (idempotent && RETRY_STATUSES.has(res.status) && attempt < this.retries) {
           await res.arrayBuffer().catch(() => undefined);
           await sleep(retryDelay(attempt, res.headers.get("retry-after")));

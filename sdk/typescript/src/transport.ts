@@ -1,6 +1,7 @@
 /**
  * How both clients send in Node: node:http(s) with the CA to trust, a User-Agent
- * (`kairon-sdk-typescript/<version>`), a 660 s read timeout (long polls answer within their own)
+ * (`kairon-sdk-typescript/<version>`), a 660 s read timeout (`KAIRON_READ_TIMEOUT` seconds; long
+ * polls answer within their own, and a command's run waits as long as the command may)
  * and the retries of `retry.ts`. Failing to reach the server throws `KaironConnectionError`, no
  * answer within the timeout `KaironTimeoutError`. `NODE_DEBUG=kairon` logs requests and retries.
  */
@@ -13,12 +14,16 @@ import { debuglog } from "node:util";
 import WebSocket from "ws";
 import { KaironConnectionError, KaironTimeoutError, errorFrom } from "./errors.js";
 import type { Answer, Relay, Streamed, TransportOptions, Wire } from "./platform.js";
-import { DEFAULT_RETRIES, IDEMPOTENT, RETRY_STATUSES, USER_AGENT, backoff, retryDelay, sleep } from "./retry.js";
+import { DEFAULT_RETRIES, IDEMPOTENT, READ_TIMEOUT_HEADER, RETRY_STATUSES, USER_AGENT, backoff, retryDelay, sleep } from "./retry.js";
 
 export { DEFAULT_RETRIES, USER_AGENT, backoff } from "./retry.js";
 export type { TransportOptions } from "./platform.js";
 
-const READ_TIMEOUT_MS = 660_000;
+/** How long a request may wait for its answer, in ms (`KAIRON_READ_TIMEOUT` seconds, 660 by default). */
+function readTimeoutMs(): number {
+  const seconds = Number(process.env.KAIRON_READ_TIMEOUT);
+  return (Number.isFinite(seconds) && seconds > 0 ? seconds : 660) * 1000;
+}
 // Bodies larger than this are sent after the server's 100 Continue (or a second without it).
 const EXPECT_CONTINUE_BYTES = 1 << 20;
 const EXPECT_CONTINUE_WAIT_MS = 1_000;
@@ -67,7 +72,7 @@ export class Transport implements Wire {
     return a;
   }
 
-  #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined): Promise<NodeAnswer> {
+  #once(method: string, url: URL, headers: Record<string, string>, body: Uint8Array | undefined, readMs: number): Promise<NodeAnswer> {
     return new Promise<NodeAnswer>((resolve, reject) => {
       const mod = url.protocol === "https:" ? https : http;
       // A large body waits for the server's 100 Continue: a refusal (413 over the upload limit,
@@ -104,7 +109,7 @@ export class Transport implements Wire {
         clearTimeout(waiting);
         send();
       });
-      req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+      req.setTimeout(readMs, () => req.destroy(new ReadTimeout(`no answer within ${readMs / 1000} s`)));
       req.on("error", (e) => {
         if (!answered) reject(e);
       });
@@ -121,6 +126,9 @@ export class Transport implements Wire {
     request.headers.forEach((v, k) => {
       headers[k] = v;
     });
+    const asked = Number(headers[READ_TIMEOUT_HEADER]);
+    delete headers[READ_TIMEOUT_HEADER];
+    const readMs = Math.max(readTimeoutMs(), Number.isFinite(asked) ? asked : 0);
     const body = method === "GET" || method === "HEAD" ? undefined : new Uint8Array(await request.arrayBuffer());
     if (body) headers["content-length"] = String(body.byteLength);
     const idempotent = IDEMPOTENT.has(method);
@@ -129,7 +137,7 @@ export class Transport implements Wire {
       let failure: Error;
       let sent: boolean;
       try {
-        const a = await this.#once(method, url, headers, body);
+        const a = await this.#once(method, url, headers, body, readMs);
         log("%s %s -> %d (%d ms)", method, url.href, a.status, Date.now() - started);
         if (idempotent && RETRY_STATUSES.has(a.status) && attempt < this.retries) {
           const delay = retryDelay(attempt, a.headers["retry-after"]);
@@ -186,7 +194,7 @@ export class Transport implements Wire {
             req.setTimeout(0);
             resolve(res);
           });
-          req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+          req.setTimeout(readTimeoutMs(), () => req.destroy(new ReadTimeout(`no answer within ${readTimeoutMs() / 1000} s`)));
           req.on("error", reject);
           req.end();
         });
@@ -226,7 +234,7 @@ export class Transport implements Wire {
       });
     });
     answer.catch(() => {});
-    req.setTimeout(READ_TIMEOUT_MS, () => req.destroy(new ReadTimeout(`no answer within ${READ_TIMEOUT_MS / 1000} s`)));
+    req.setTimeout(readTimeoutMs(), () => req.destroy(new ReadTimeout(`no answer within ${readTimeoutMs() / 1000} s`)));
     const proceed = await Promise.race([
       new Promise<boolean>((r) => req.once("continue", () => r(true))),
       answer.then(() => false, () => false),

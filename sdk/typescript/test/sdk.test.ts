@@ -9,6 +9,7 @@ import {
   CommandError,
   ConflictError,
   GuestAgentDisabledError,
+  KaironTimeoutError,
   MachineSuspendedError,
   NotFoundError,
   type Output,
@@ -43,6 +44,22 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["out\n", "err\n", 3]);
     assert.equal((await sb.run(["echo", "a b"])).stdout, "a b\n");
     assert.equal((await sb.run("cat", { stdin: "fed" })).stdout, "fed");
+  });
+
+  it("a run waits as long as its command may, whatever the base read timeout", async () => {
+    const before = process.env.KAIRON_READ_TIMEOUT;
+    process.env.KAIRON_READ_TIMEOUT = "2";
+    try {
+      const r = await sb.run("sleep 5; echo ok", { timeout: 10 });
+      assert.deepEqual([r.stdout, r.exitCode, r.timedOut], ["ok\n", 0, false]);
+      // The 2 s base read timeout is in force elsewhere: a 5 s long poll gives up.
+      const p = await ui.startProcess(sb.name, ["sleep", "30"]);
+      await assert.rejects(ui.waitProcess(sb.name, p.id, 5), KaironTimeoutError);
+      await ui.killProcess(sb.name, p.id);
+    } finally {
+      if (before === undefined) delete process.env.KAIRON_READ_TIMEOUT;
+      else process.env.KAIRON_READ_TIMEOUT = before;
+    }
   });
 
   it("run with check throws CommandError carrying the output", async () => {
