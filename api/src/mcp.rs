@@ -57,6 +57,24 @@ pub struct CreateArgs {
     pub idle_timeout_seconds: Option<i64>,
     /// Delete the Machine this many seconds after creation.
     pub max_lifetime_seconds: Option<i64>,
+    /// Delete the sandbox this many seconds from now: 300 when neither this nor
+    /// max_lifetime_seconds is given (a forgotten sandbox does not run forever); 0 for no deadline.
+    pub timeout_seconds: Option<i64>,
+}
+
+/// A sandbox's deadline when its maker gives none: five minutes, as E2B's (extend it with the
+/// `extend` route or the SDKs' `set_timeout`).
+pub const DEFAULT_SANDBOX_TIMEOUT_SECONDS: i64 = 300;
+
+/// The `ttlSeconds` of a new sandbox or claim: what was asked (0: none), else the default
+/// unless another deadline was given.
+fn ttl_seconds(asked: Option<i64>, other_deadline: bool) -> Option<i64> {
+    match asked {
+        Some(0) => None,
+        Some(t) => Some(t),
+        None if other_deadline => None,
+        None => Some(DEFAULT_SANDBOX_TIMEOUT_SECONDS),
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -66,7 +84,7 @@ pub struct ClaimArgs {
     pub pool: String,
     /// The claim's name (default: POOL-<random>).
     pub name: Option<String>,
-    /// Release the claim this many seconds after it binds.
+    /// Release the claim this many seconds after it binds: 300 when not given; 0 for no deadline.
     pub ttl_seconds: Option<i64>,
 }
 
@@ -335,6 +353,9 @@ impl KaironMcp {
             lc["maxLifetimeSeconds"] = json!(t);
         }
         spec["lifecycle"] = lc;
+        if let Some(ttl) = ttl_seconds(a.timeout_seconds, a.max_lifetime_seconds.is_some()) {
+            spec["ttlSeconds"] = json!(ttl);
+        }
         let m = json!({
             "metadata": { "name": name, "namespace": a.namespace, "labels": { "kairon.zyvor.dev/sandbox": "true" } },
             "spec": spec,
@@ -361,7 +382,7 @@ impl KaironMcp {
         let (id, machines) = self.caller(&parts)?;
         let claim = a.name.unwrap_or_else(|| format!("{}-{}", a.pool, &short_id()[..8]));
         let mut spec = json!({ "poolName": a.pool });
-        if let Some(t) = a.ttl_seconds {
+        if let Some(t) = ttl_seconds(a.ttl_seconds, false) {
             spec["ttlSeconds"] = json!(t);
         }
         let body = json!({ "metadata": { "name": claim, "namespace": a.namespace }, "spec": spec });

@@ -2965,6 +2965,12 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
         }
     }
+    #[doc = "`TimeoutRequest`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct TimeoutRequest {
+        #[doc = "The Machine ends this many seconds from now: 1 to 31536000 (a year)."]
+        pub seconds: ::std::num::NonZeroU64,
+    }
     #[doc = "Summed usage."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct Totals {
@@ -6041,6 +6047,54 @@ impl Client {
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Set timeout: the Machine ends `seconds` from now, whether it had a deadline or not, sooner or\nlater than before (`spec.ttlSeconds` becomes what ends it then, counted from creation). Its\nmax lifetime and its claim's TTL stay, and the earliest deadline still wins: the answer's\n`expiresAt` says when it ends\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/timeout`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: validate and answer with the result without storing it.\n- `body`\n"]
+    pub async fn machine_set_timeout<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        dry_run: Option<&'a str>,
+        body: &'a types::TimeoutRequest,
+    ) -> Result<ResponseValue<types::Extended>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/timeout",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .query(&progenitor_client::QueryParam::new("dryRun", &dry_run))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "machine_set_timeout" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),

@@ -136,6 +136,14 @@ pub fn earliest(ends: &[End]) -> Option<&End> {
     ends.iter().min_by_key(|e| e.at())
 }
 
+/// The `spec.ttlSeconds` that ends `m` `seconds` after `now` (ttlSeconds counts from creation),
+/// rounded up to a whole second; None without a creation time.
+pub fn ttl_from_now(m: &Machine, now: Timestamp, seconds: i64) -> Option<i64> {
+    let created = m.metadata.creation_timestamp.as_ref()?.0;
+    let ms = plus(now, seconds).as_millisecond() - created.as_millisecond();
+    Some((ms + 999).div_euclid(1000).max(1))
+}
+
 /// The most `extend` moves an end at once: a year.
 pub const MAX_EXTEND_SECONDS: i64 = 365 * 24 * 3600;
 

@@ -279,7 +279,7 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         "machine_clone" | "machine_fork" => body = json_body(json!({"name": "plain"})),
         "machine_exec" | "process_start" => body = json_body(json!({"command": ["true"]})),
         "machine_snapshot" => body = json_body(json!({"path": "relative"})),
-        "machine_extend" => body = json_body(json!({"seconds": 60})),
+        "machine_extend" | "machine_set_timeout" => body = json_body(json!({"seconds": 60})),
         "template_build" => body = json_body(json!({"name": "Not A Name", "imageRef": "x"})),
         "pool_create" => body = json_body(json!({"name": "Not A Name", "size": 1, "template": {"name": "x"}})),
         "pool_claim" => body = json_body(json!({})),

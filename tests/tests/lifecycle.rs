@@ -299,6 +299,32 @@ async fn extend_moves_the_end_and_expires_at_follows() {
     assert_eq!((r.status, r.reason()), (404, "NotFound"), "{r:?}");
     assert_eq!(expires_at(&api.get("forever").await.unwrap()), None);
 
+    // Set timeout: a Machine with no deadline ends `seconds` from now (its ttlSeconds counted
+    // from creation), later or sooner; out of range is a 422.
+    let timeout = "/api/v1/machines/default/forever/timeout";
+    for bad in [json!({"seconds": 0}), json!({"seconds": 31_536_001}), json!({})] {
+        let r = rest.post(timeout, bad.clone()).await;
+        assert_eq!((r.status, r.reason()), (422, "Invalid"), "{bad}: {r:?}");
+    }
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let r = rest.post(timeout, json!({"seconds": 1200})).await.ok();
+    let at: k8s_openapi::jiff::Timestamp = r["expiresAt"].as_str().unwrap().parse().unwrap();
+    assert!((at.as_second() - (now + 1200)).abs() <= 2, "ends 1200 s from now: {r}");
+    let forever = wait_expires_at(&api, "forever", at.as_second()).await;
+    assert_eq!(forever.spec.ttl_seconds, Some(at.as_second() - created(&forever)), "ttlSeconds counts from creation");
+    let r = rest.post(&format!("{timeout}?dryRun=All"), json!({"seconds": 60})).await.ok();
+    assert!(r["expiresAt"].as_str().is_some(), "{r}");
+    assert_eq!(
+        api.get("forever").await.unwrap().spec.ttl_seconds,
+        forever.spec.ttl_seconds,
+        "a dry run changes nothing"
+    );
+    rest.post(timeout, json!({"seconds": 2})).await.ok();
+    eventually("the Machine gone at its new, sooner end", MINUTE, || async {
+        api.get_opt("forever").await.ok().filter(Option::is_none)
+    })
+    .await;
+
     // A claimed member: its claim's TTL is its end; extend lengthens the claim's TTL.
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), "default");
     let claims: Api<MachineClaim> = Api::namespaced(client.clone(), "default");

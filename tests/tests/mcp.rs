@@ -100,6 +100,22 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         assert!(err && text.contains(says), "{text}");
     }
 
+    // A forgotten sandbox does not run forever: 300 s unless told (0: no deadline).
+    for (args, ttl) in [
+        (json!({ "namespace": "mcp", "template": "busybox", "name": "mcp-default" }), json!(300)),
+        (json!({ "namespace": "mcp", "template": "busybox", "name": "mcp-open", "timeout_seconds": 0 }), Value::Null),
+        (
+            json!({ "namespace": "mcp", "template": "busybox", "name": "mcp-long", "max_lifetime_seconds": 7200 }),
+            Value::Null,
+        ),
+    ] {
+        let name = args["name"].as_str().unwrap().to_string();
+        mcp.ok("create_sandbox", args);
+        let m = rest(&k, "GET", &format!("/api/v1/machines/mcp/{name}"), &Value::Null);
+        assert_eq!(m["spec"]["ttlSeconds"], ttl, "{name}: {m}");
+        assert!(mcp.ok("close_sandbox", json!({ "namespace": "mcp", "name": name })).contains("deleted"));
+    }
+
     let claimed: Value = serde_json::from_str(
         &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),
     )

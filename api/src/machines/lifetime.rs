@@ -89,6 +89,59 @@ impl Machines {
         }
     }
 
+    /// Sets the Machine's own deadline `seconds` from now: `spec.ttlSeconds` (counted from
+    /// creation) becomes what ends it then, whether it had a deadline or not, longer or shorter.
+    /// Its other deadlines (max lifetime, its claim's TTL) stay: the earliest still ends it, and
+    /// the answer says when that is. A warm pool member has no lifetime until a claim binds it.
+    pub async fn set_timeout(
+        &self,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        seconds: impl FnOnce() -> Result<i64>,
+        dry_run: bool,
+    ) -> Result<Extended> {
+        let mut m = self.writable(id, ns, name).await?;
+        let seconds = seconds()?;
+        if !(1..=MAX_EXTEND_SECONDS).contains(&seconds) {
+            return Err(Error::new(
+                Reason::Invalid,
+                format!("seconds: Invalid value: {seconds}: must be 1 to {MAX_EXTEND_SECONDS} (a year)"),
+            ));
+        }
+        let pp = PatchParams { dry_run, ..super::power::field_manager() };
+        let mut attempt = 1;
+        loop {
+            if m.metadata.deletion_timestamp.is_some() {
+                return Err(Error::conflict(Reason::Terminating, format!("Machine {ns}/{name} is being deleted")));
+            }
+            if expiry::warm_pool_member(&m) {
+                return Err(Error::conflict(
+                    Reason::NoDeadline,
+                    format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
+                ));
+            }
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let ttl = expiry::ttl_from_now(&m, now, seconds).ok_or_else(|| {
+                Error::conflict(Reason::NoDeadline, format!("Machine {ns}/{name} has no creation time yet"))
+            })?;
+            let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": {"ttlSeconds": ttl}});
+            match self.api::<Machine>(ns).patch(name, &pp, &Patch::Merge(&patch)).await {
+                Ok(machine) => {
+                    let claim = self.binding_claim(ns, &machine).await?;
+                    let ends = expiry::ends(&machine, claim.as_ref());
+                    let expires_at = expiry::earliest(&ends).map_or(expiry::plus(now, seconds), expiry::End::at);
+                    return Ok(Extended { expires_at: Time(expires_at), machine });
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < EXTEND_ATTEMPTS => {
+                    attempt += 1;
+                    m = self.api::<Machine>(ns).get(name).await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// The MachineClaim bound to `m`, if any.
     async fn binding_claim(&self, ns: &str, m: &Machine) -> Result<Option<MachineClaim>> {
         Ok(match expiry::claim_name(m) {

@@ -296,6 +296,8 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     // machines/lifetime.rs `extend`.
     set("ExtendRequest", "/properties/seconds", "minimum", json!(1));
     set("ExtendRequest", "/properties/seconds", "maximum", json!(kairon_model::expiry::MAX_EXTEND_SECONDS));
+    set("TimeoutRequest", "/properties/seconds", "minimum", json!(1));
+    set("TimeoutRequest", "/properties/seconds", "maximum", json!(kairon_model::expiry::MAX_EXTEND_SECONDS));
 }
 
 /// The extension that marks an `allOf` entry as a rule between fields. The client generators

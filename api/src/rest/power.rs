@@ -184,6 +184,33 @@ async fn machine_extend(
     Ok(Json(c.machines.extend(&c.id, &p.namespace, &p.name, || Ok(body.parse()?.seconds), dry).await?))
 }
 
+#[derive(Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutRequest {
+    /// The Machine ends this many seconds from now: 1 to 31536000 (a year).
+    pub seconds: i64,
+}
+
+/// Set timeout: the Machine ends `seconds` from now, whether it had a deadline or not, sooner or
+/// later than before (`spec.ttlSeconds` becomes what ends it then, counted from creation). Its
+/// max lifetime and its claim's TTL stay, and the earliest deadline still wins: the answer's
+/// `expiresAt` says when it ends.
+#[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/timeout", tag = "Power", params(ObjectPath, DryRunQuery),
+    request_body = TimeoutRequest,
+    responses((status = 200, description = "The new end and the Machine", body = Extended),
+              (status = 404, description = "No such Machine", body = ErrorBody),
+              (status = 409, description = "A warm pool member (its lifetime starts at its claim), or the Machine is being deleted", body = ErrorBody),
+              (status = 422, description = "seconds is out of range", body = ErrorBody)))]
+async fn machine_set_timeout(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(d): Query<DryRunQuery>,
+    body: JsonBody<TimeoutRequest>,
+) -> Result<Json<Extended>> {
+    let dry = d.is_dry_run()?;
+    Ok(Json(c.machines.set_timeout(&c.id, &p.namespace, &p.name, || Ok(body.parse()?.seconds), dry).await?))
+}
+
 #[derive(Deserialize, IntoParams, Default)]
 #[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
@@ -234,6 +261,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(machine_restart))
         .routes(routes!(machine_migrate))
         .routes(routes!(machine_extend))
+        .routes(routes!(machine_set_timeout))
         .routes(routes!(machine_fork))
         .routes(routes!(machine_clone))
         .routes(routes!(machine_freeze))

@@ -314,6 +314,10 @@ class AsyncSandbox:
         """Moves the sandbox's end `seconds` later; the new end."""
         return await asyncio.to_thread(self.sync.extend, seconds)
 
+    async def set_timeout(self, seconds: int) -> datetime.datetime:
+        """Ends the sandbox `seconds` from now (`Sandbox.set_timeout`); the new end."""
+        return await asyncio.to_thread(self.sync.set_timeout, seconds)
+
     async def expires_at(self) -> datetime.datetime | None:
         """When the sandbox ends (its earliest deadline), None without one."""
         return await asyncio.to_thread(lambda: self.sync.expires_at)

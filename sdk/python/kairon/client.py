@@ -38,6 +38,7 @@ from kairon_api.api.power import (
     machine_pause,
     machine_restart,
     machine_resume,
+    machine_set_timeout,
 )
 from kairon_api.api.usage import usage_claim
 from kairon_api.models import (
@@ -56,6 +57,7 @@ from kairon_api.models import (
     Process,
     ProcessKillSignal,
     ProcessLogs,
+    TimeoutRequest,
 )
 from kairon_api.types import UNSET, Response, Unset
 
@@ -295,6 +297,13 @@ class UIClient:
         lengthened. A Machine with no deadline is refused (reason `NoDeadline`)."""
         body = ExtendRequest(seconds=seconds)
         return _ok(machine_extend.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Extended)
+
+    def set_timeout(self, name: str, seconds: int, namespace: str | None = None) -> Extended:
+        """Ends the Machine `seconds` from now (its `spec.ttlSeconds`), with or without a deadline
+        before; its other deadlines stay and the earliest wins (the answer's `expires_at`)."""
+        body = TimeoutRequest(seconds=seconds)
+        resp = machine_set_timeout.sync_detailed(self._ns(namespace), name, client=self.api, body=body)
+        return _ok(resp, Extended)
 
     def get_claim(self, name: str, namespace: str | None = None) -> MachineClaim:
         """The MachineClaim `name`."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import enum
 import logging
 import threading
 import time
@@ -47,6 +48,24 @@ SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
 CLAIM_LABEL = "kairon.zyvor.dev/claim"
 
 log = logging.getLogger("kairon")
+
+
+class _Default(enum.Enum):
+    """A sandbox's deadline when its maker gives none (`timeout=None` for none)."""
+
+    TIMEOUT = 300
+
+
+#: Seconds a sandbox lives when `create`/`claim_from` give no `timeout`, `max_lifetime` or claim
+#: TTL: a forgotten sandbox does not run forever. `set_timeout` and `extend` change it.
+DEFAULT_TIMEOUT = _Default.TIMEOUT.value
+
+
+def _ttl(timeout: int | None | _Default, other_deadline: bool) -> int | None:
+    """The `ttlSeconds` to ask for: `timeout`, else the default unless another deadline is set."""
+    if isinstance(timeout, _Default):
+        return None if other_deadline else timeout.value
+    return None if timeout is None else int(timeout)
 
 
 def machine_source(image: str | None = None, template: str | None = None) -> dict[str, Any]:
@@ -228,13 +247,16 @@ class Sandbox:
         name: str | None = None,
         labels: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        timeout: int | None | _Default = _Default.TIMEOUT,
         ready_timeout: float = 300.0,
     ) -> Sandbox:
         """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a
         sandbox `template` or a VM `image` (see `machine_source`) and waits until commands run in
-        it. `idle_timeout` and `max_lifetime` are seconds. `env` is set for every command and
-        process in it (a run's own `env` wins); not for secrets: every reader of the namespace
-        sees it."""
+        it. `idle_timeout` and `max_lifetime` are seconds. `timeout` deletes it that many seconds
+        after creation (`spec.ttlSeconds`): 300 when neither it nor `max_lifetime` is given,
+        `timeout=None` for no deadline; `set_timeout` and `extend` change it later, and the
+        earliest deadline wins. `env` is set for every command and process in it (a run's own
+        `env` wins); not for secrets: every reader of the namespace sees it."""
         source = machine_source(image, template)
         name = name or f"sb-{uuid.uuid4().hex[:10]}"
         spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}, **source}
@@ -250,6 +272,9 @@ class Sandbox:
         if idle_action is not None:
             lifecycle["idleAction"] = idle_action
         spec["lifecycle"] = lifecycle
+        ttl = _ttl(timeout, max_lifetime is not None)
+        if ttl is not None:
+            spec["ttlSeconds"] = ttl
         if env:
             spec["env"] = dict(env)
         meta = {"name": name, "labels": {SANDBOX_LABEL: "true", **(labels or {})}}
@@ -263,15 +288,18 @@ class Sandbox:
         return sb
 
     @classmethod
-    def claim_from(cls, kube: Client, ui: UIClient, pool: str, *, ttl: int | None = None,
-                   env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> Sandbox:
-        """Claims a warm member of the MachinePool `pool`; `close()` releases the claim. `env` is
-        set for every command and process of this claimant (over the pool template's), without
-        a cold start."""
+    def claim_from(cls, kube: Client, ui: UIClient, pool: str, *, timeout: int | None | _Default = _Default.TIMEOUT,
+                   ttl: int | None = None, env: dict[str, str] | None = None,
+                   ready_timeout: float = 300.0) -> Sandbox:
+        """Claims a warm member of the MachinePool `pool`; `close()` releases the claim. The claim
+        ends `timeout` seconds after it binds (300 when not given, `timeout=None` for none; `ttl`
+        is the older name of the same). `env` is set for every command and process of this
+        claimant (over the pool template's), without a cold start."""
         claim = f"{pool}-{uuid.uuid4().hex[:8]}"
         spec: dict[str, Any] = {"poolName": pool}
-        if ttl is not None:
-            spec["ttlSeconds"] = int(ttl)
+        claim_ttl = int(ttl) if ttl is not None else _ttl(timeout, False)
+        if claim_ttl is not None:
+            spec["ttlSeconds"] = claim_ttl
         if env:
             spec["env"] = dict(env)
         created = kube.create_claim({"metadata": {"name": claim}, "spec": spec})
@@ -511,6 +539,12 @@ class Sandbox:
         would end it sooner (its max lifetime, ttlSeconds, its claim's ttl) is lengthened. A
         sandbox with no deadline raises `ConflictError` (reason `NoDeadline`)."""
         return self.ui.extend(self.name, int(seconds), namespace=self.namespace).expires_at
+
+    def set_timeout(self, seconds: int) -> datetime.datetime:
+        """Ends the sandbox `seconds` from now, whether it had a deadline or not, sooner or later
+        than before (its `spec.ttlSeconds`); its max lifetime and claim TTL stay, and the earliest
+        deadline wins. Returns when it now ends."""
+        return self.ui.set_timeout(self.name, int(seconds), namespace=self.namespace).expires_at
 
     @property
     def expires_at(self) -> datetime.datetime | None:

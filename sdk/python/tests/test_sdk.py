@@ -65,6 +65,34 @@ def test_a_run_waits_as_long_as_its_command_may_whatever_the_base_read_timeout(
     quick.kill_process(sandbox.name, p.id, namespace=sandbox.namespace)
 
 
+def _recorded_end(sb: Sandbox) -> datetime.datetime:
+    deadline = time.monotonic() + 30
+    while (at := sb.expires_at) is None:
+        assert time.monotonic() < deadline, "no end recorded"
+        time.sleep(0.2)
+    return at
+
+
+def test_a_sandbox_ends_after_300_s_unless_told_and_set_timeout_moves_its_end(
+    kube: Client, ui: UIClient, template: str
+) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    with Sandbox.create(kube, ui, template=template) as sb:
+        ends = _recorded_end(sb)
+        assert abs((ends - now).total_seconds() - 300) < 15, ends
+    with Sandbox.create(kube, ui, template=template, timeout=None) as sb:
+        assert sb.expires_at is None, "timeout=None: no deadline"
+        now = datetime.datetime.now(datetime.timezone.utc)
+        moved = sb.set_timeout(1200)
+        assert abs((moved - now).total_seconds() - 1200) < 5, moved
+        assert abs((_recorded_end(sb) - moved).total_seconds()) < 1.5
+        sb.set_timeout(2)
+        deadline = time.monotonic() + 60
+        while sb.name in [m.name for m in Sandbox.list(kube, ui)]:
+            assert time.monotonic() < deadline, "the sandbox outlived its new end"
+            time.sleep(0.5)
+
+
 def test_files_round_trip_bytes(sandbox: Sandbox) -> None:
     data = bytes(range(256)) * 64
     sandbox.write_file("/tmp/blob.bin", data)
@@ -363,7 +391,8 @@ def test_extend_moves_the_end_and_expires_at_follows(sandbox: Sandbox, kube: Cli
     new = sandbox.extend(600)
     assert new == before + datetime.timedelta(seconds=600)
     _eventually("expires_at to follow the extension", lambda: sandbox.expires_at == new)
-    with Sandbox.create(kube, ui, template=template, env={"MODE": "fast", "B": "sandbox"}) as forever:
+    with Sandbox.create(kube, ui, template=template, env={"MODE": "fast", "B": "sandbox"},
+                        timeout=None) as forever:
         # The sandbox's env reaches every command; a run's own env wins.
         assert forever.run('echo "$MODE $B"', env={"B": "run"}, check=True).stdout == "fast run\n"
         assert forever.expires_at is None

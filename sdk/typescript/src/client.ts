@@ -310,6 +310,17 @@ export class UIClient {
     );
   }
 
+  /** Ends the Machine `seconds` from now (its `spec.ttlSeconds`), with or without a deadline before;
+   * its other deadlines stay and the earliest wins (the answer's `expiresAt`). */
+  async setTimeout(name: string, seconds: number, namespace?: string): Promise<Extended> {
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/timeout", {
+        params: { path: this.#p(name, namespace) },
+        body: { seconds },
+      }),
+    );
+  }
+
   /** Forks the Machine `name` into a new Machine `newName` (memory and disk on a VM; the filesystem of a sandbox). */
   async fork(name: string, newName: string, namespace?: string): Promise<CopyResult> {
     return ok(

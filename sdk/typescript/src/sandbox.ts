@@ -104,8 +104,22 @@ export interface CreateOptions {
   /** Environment variables of every command and process in the sandbox (a run's own `env` wins).
    * Not for secrets: every reader of the namespace sees them. */
   env?: Record<string, string>;
+  /** Delete it this many seconds after creation (`spec.ttlSeconds`): 300 when neither this nor
+   * `maxLifetime` is given, `null` for no deadline. `setTimeout` and `extend` change it later; the
+   * earliest deadline wins. */
+  timeout?: number | null;
   /** Seconds to wait until commands run (default 300). */
   readyTimeout?: number;
+}
+
+/** A sandbox's deadline when its maker gives none, in seconds: a forgotten sandbox does not run forever. */
+export const DEFAULT_TIMEOUT = 300;
+
+/** The `ttlSeconds` to ask for: `timeout` (null: none), else the default unless another deadline is set. */
+function ttlSeconds(timeout: number | null | undefined, otherDeadline: boolean): number | undefined {
+  if (timeout === null) return undefined;
+  if (timeout === undefined) return otherDeadline ? undefined : DEFAULT_TIMEOUT;
+  return Math.round(timeout);
 }
 
 /** Options of `Sandbox.run`. */
@@ -275,6 +289,8 @@ export class Sandbox {
     if (opts.maxLifetime !== undefined) lifecycle.maxLifetimeSeconds = Math.round(opts.maxLifetime);
     if (opts.idleAction !== undefined) lifecycle.idleAction = opts.idleAction;
     spec.lifecycle = lifecycle;
+    const ttl = ttlSeconds(opts.timeout, opts.maxLifetime !== undefined);
+    if (ttl !== undefined) spec.ttlSeconds = ttl;
     if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
     await kube.createMachine({ metadata: { name, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } }, spec });
     const sb = new Sandbox(kube, ui, name);
@@ -287,18 +303,20 @@ export class Sandbox {
     return sb;
   }
 
-  /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim. */
-  /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim. `env` is set for every
-   * command and process of this claimant (over the pool template's), without a cold start. */
+  /** Claims a warm member of the MachinePool `pool`; `close()` releases the claim, which ends `timeout`
+   * seconds after it binds (300 when not given, `null` for none; `ttl` is the older name of the same).
+   * `env` is set for every command and process of this claimant (over the pool template's), without a
+   * cold start. */
   static async claimFrom(
     kube: Client,
     ui: UIClient,
     pool: string,
-    opts: { ttl?: number; env?: Record<string, string>; readyTimeout?: number } = {},
+    opts: { timeout?: number | null; ttl?: number; env?: Record<string, string>; readyTimeout?: number } = {},
   ): Promise<Sandbox> {
     const claim = `${pool}-${hex(8)}`;
     const spec: Record<string, unknown> = { poolName: pool };
-    if (opts.ttl !== undefined) spec.ttlSeconds = Math.round(opts.ttl);
+    const ttl = opts.ttl !== undefined ? Math.round(opts.ttl) : ttlSeconds(opts.timeout, false);
+    if (ttl !== undefined) spec.ttlSeconds = ttl;
     if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
     const created = await kube.createClaim({ metadata: { name: claim }, spec });
     try {
@@ -518,6 +536,14 @@ export class Sandbox {
    * is refused with a `ConflictError` (reason `NoDeadline`). */
   async extend(seconds: number): Promise<Date> {
     const r = await this.ui.extend(this.name, seconds, this.namespace);
+    return new Date(r.expiresAt);
+  }
+
+  /** Ends the sandbox `seconds` from now, whether it had a deadline or not, sooner or later than
+   * before (its `spec.ttlSeconds`); its max lifetime and claim TTL stay, and the earliest deadline
+   * wins. Returns when it now ends. */
+  async setTimeout(seconds: number): Promise<Date> {
+    const r = await this.ui.setTimeout(this.name, seconds, this.namespace);
     return new Date(r.expiresAt);
   }
 

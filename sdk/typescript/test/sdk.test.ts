@@ -62,6 +62,35 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     }
   });
 
+  it("a sandbox ends 300 s after creation unless told, and setTimeout moves its end", async () => {
+    const recordedEnd = async (s: Sandbox): Promise<Date> => {
+      for (let i = 0; i < 150; i++) {
+        const at = await s.expiresAt();
+        if (at) return at;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      throw new Error("no end recorded");
+    };
+    let started = Date.now();
+    const dflt = await Sandbox.create(kube, ui, { template: TEMPLATE });
+    try {
+      const ends = await recordedEnd(dflt);
+      assert.ok(Math.abs((ends.getTime() - started) / 1000 - 300) < 15, String(ends));
+    } finally {
+      await dflt.close();
+    }
+    const open = await Sandbox.create(kube, ui, { template: TEMPLATE, timeout: null });
+    try {
+      assert.equal(await open.expiresAt(), null, "timeout: null: no deadline");
+      started = Date.now();
+      const moved = await open.setTimeout(1200);
+      assert.ok(Math.abs((moved.getTime() - started) / 1000 - 1200) < 5, String(moved));
+      assert.ok(Math.abs((await recordedEnd(open)).getTime() - moved.getTime()) < 1500);
+    } finally {
+      await open.close();
+    }
+  });
+
   it("run with check throws CommandError carrying the output", async () => {
     await assert.rejects(sb.run("echo boom >&2; exit 7", { check: true }), (e: unknown) => {
       assert.ok(e instanceof CommandError);
@@ -333,7 +362,7 @@ describe("Sandbox", { timeout: 900_000 }, () => {
       assert.match(e.serverMessage, /must be 1 to/);
       return true;
     });
-    const forever = await Sandbox.create(kube, ui, { template: TEMPLATE, env: { MODE: "fast", B: "sandbox" } });
+    const forever = await Sandbox.create(kube, ui, { template: TEMPLATE, env: { MODE: "fast", B: "sandbox" }, timeout: null });
     try {
       // The sandbox's env reaches every command; a run's own env wins.
       assert.equal((await forever.run('echo "$MODE $B"', { env: { B: "run" }, check: true })).stdout, "fast run\n");

@@ -72,6 +72,7 @@ from .machine_pool_watch_event import MachinePoolWatchEvent
 from .machine_replace_dry_run import MachineReplaceDryRun
 from .machine_restart_dry_run import MachineRestartDryRun
 from .machine_resume_dry_run import MachineResumeDryRun
+from .machine_set_timeout_dry_run import MachineSetTimeoutDryRun
 from .machine_spec import MachineSpec
 from .machine_spec_env import MachineSpecEnv
 from .machine_start_dry_run import MachineStartDryRun
@@ -135,6 +136,7 @@ from .template_meta_labels import TemplateMetaLabels
 from .template_state import TemplateState
 from .ticket import Ticket
 from .ticket_request import TicketRequest
+from .timeout_request import TimeoutRequest
 from .totals import Totals
 from .usage_interval_row import UsageIntervalRow
 from .usage_report import UsageReport
@@ -221,6 +223,7 @@ __all__ = (
     "MachineReplaceDryRun",
     "MachineRestartDryRun",
     "MachineResumeDryRun",
+    "MachineSetTimeoutDryRun",
     "MachineSpec",
     "MachineSpecEnv",
     "MachineStartDryRun",
@@ -284,6 +287,7 @@ __all__ = (
     "TemplateState",
     "Ticket",
     "TicketRequest",
+    "TimeoutRequest",
     "Totals",
     "UsageIntervalRow",
     "UsageReport",

@@ -751,6 +751,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/machines/{namespace}/{name}/timeout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set timeout: the Machine ends `seconds` from now, whether it had a deadline or not, sooner or
+         *     later than before (`spec.ttlSeconds` becomes what ends it then, counted from creation). Its
+         *     max lifetime and its claim's TTL stay, and the earliest deadline still wins: the answer's
+         *     `expiresAt` says when it ends.
+         */
+        post: operations["machine_set_timeout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/machines/{namespace}/{name}/unfreeze": {
         parameters: {
             query?: never;
@@ -1988,6 +2010,13 @@ export interface components {
              * @example /api/v1/machines/agents/shell/exec/stream
              */
             path: string;
+        };
+        TimeoutRequest: {
+            /**
+             * Format: int64
+             * @description The Machine ends this many seconds from now: 1 to 31536000 (a year).
+             */
+            seconds: number;
         };
         /** @description Summed usage. */
         Totals: {
@@ -7948,6 +7977,128 @@ export interface operations {
                 };
             };
             /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    machine_set_timeout: {
+        parameters: {
+            query?: {
+                /** @description `All`: validate and answer with the result without storing it. */
+                dryRun?: "All" | "";
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TimeoutRequest"];
+            };
+        };
+        responses: {
+            /** @description The new end and the Machine */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Extended"];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such Machine */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A warm pool member (its lifetime starts at its claim), or the Machine is being deleted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than this route takes: the message says the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description seconds is out of range */
             422: {
                 headers: {
                     [name: string]: unknown;
