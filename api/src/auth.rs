@@ -156,7 +156,7 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
         return Ok(());
     }
     if id.role == Role::Metrics {
-        return Err(METRICS_ONLY.replace("{}", &id.sub));
+        return Err(metrics_only(&id.sub));
     }
     if verb == Verb::Write && id.role == Role::Viewer {
         return Err(format!("{} is a viewer and may not change anything", id.sub));
@@ -187,8 +187,10 @@ pub fn may_access(id: &Identity, verb: Verb, namespace: Option<&str>, cluster_sc
     }
 }
 
-/// What a metrics token is told anywhere but `/metrics` (`{}`: its subject).
-pub const METRICS_ONLY: &str = "{} is a metrics scraper: its token reads /metrics and nothing else";
+/// What a metrics token of `sub` is told anywhere but `/metrics`.
+pub fn metrics_only(sub: &str) -> String {
+    format!("{sub} is a metrics scraper: its token reads /metrics and nothing else")
+}
 
 /// Who may read `/metrics`: an admin or a metrics scraper. A tenant may not: the counters name
 /// every namespace's pools and Machines.

@@ -66,7 +66,7 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
     let verb = if op == Op::Read { Verb::Read } else { Verb::Write };
     match id.role {
         Role::Admin if !id.legacy => Ok(()),
-        Role::Metrics => Err(crate::auth::METRICS_ONLY.replace("{}", &id.sub)),
+        Role::Metrics => Err(crate::auth::metrics_only(&id.sub)),
         Role::Node | Role::Controller if op == Op::Read => Ok(()),
         Role::Controller => {
             if kind.is(KAIRON_GROUP, "kaironquotas") && op == Op::Delete {
@@ -260,7 +260,7 @@ pub fn check_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Val
         Role::Admin if !id.legacy => Ok(()),
         Role::Controller => controller_write(id, kind, old, new),
         Role::Node => node_write(id, kind, old, new),
-        Role::Metrics => Err(crate::auth::METRICS_ONLY.replace("{}", &id.sub)),
+        Role::Metrics => Err(crate::auth::metrics_only(&id.sub)),
         _ => tenant_write(id, kind, old, new),
     }
 }

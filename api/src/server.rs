@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tower_http::trace::TraceLayer;
 
-use crate::auth::{Identity, METRICS_ONLY, Role};
+use crate::auth::{Identity, Role};
 use crate::k8s::status::ApiError;
 use crate::machines::{Error, Reason};
 use crate::state::AppState;
@@ -264,7 +264,7 @@ async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) 
         return ApiError::unauthorized(NO_TOKEN).into_response();
     };
     match identify(&st, token) {
-        Ok(id) if !reaches(&id, &req) => ApiError::forbidden(METRICS_ONLY.replace("{}", &id.sub)).into_response(),
+        Ok(id) if !reaches(&id, &req) => ApiError::forbidden(crate::auth::metrics_only(&id.sub)).into_response(),
         Ok(id) => {
             req.extensions_mut().insert(id);
             next.run(req).await
@@ -360,7 +360,7 @@ async fn authenticate_rest(State(st): State<AppState>, mut req: Request, next: N
     };
     match identify(&st, &token) {
         Ok(id) if !reaches(&id, &req) => {
-            Error::new(Reason::Forbidden, METRICS_ONLY.replace("{}", &id.sub)).into_response()
+            Error::new(Reason::Forbidden, crate::auth::metrics_only(&id.sub)).into_response()
         }
         Ok(id) => {
             req.extensions_mut().insert(id);

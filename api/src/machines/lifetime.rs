@@ -42,24 +42,9 @@ impl Machines {
         seconds: impl FnOnce() -> Result<i64>,
         dry_run: bool,
     ) -> Result<Extended> {
-        let m = self.writable(id, ns, name).await?;
-        let seconds = seconds()?;
-        if !(1..=MAX_EXTEND_SECONDS).contains(&seconds) {
-            return Err(Error::new(
-                Reason::Invalid,
-                format!("seconds: Invalid value: {seconds}: must be 1 to {MAX_EXTEND_SECONDS} (a year)"),
-            ));
-        }
-        if m.metadata.deletion_timestamp.is_some() {
-            return Err(Error::conflict(Reason::Terminating, format!("Machine {ns}/{name} is being deleted")));
-        }
-        if expiry::warm_pool_member(&m) {
-            return Err(Error::conflict(
-                Reason::NoDeadline,
-                format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
-            ));
-        }
-        let mut m = m;
+        let mut m = self.writable(id, ns, name).await?;
+        let seconds = in_range(seconds()?)?;
+        lifetime_runs(&m, ns, name)?;
         let mut claim = self.binding_claim(ns, &m).await?;
         let target = expiry::extend(&expiry::ends(&m, claim.as_ref()), seconds)
             .ok_or_else(|| {
@@ -102,25 +87,11 @@ impl Machines {
         dry_run: bool,
     ) -> Result<Extended> {
         let mut m = self.writable(id, ns, name).await?;
-        let seconds = seconds()?;
-        if !(1..=MAX_EXTEND_SECONDS).contains(&seconds) {
-            return Err(Error::new(
-                Reason::Invalid,
-                format!("seconds: Invalid value: {seconds}: must be 1 to {MAX_EXTEND_SECONDS} (a year)"),
-            ));
-        }
+        let seconds = in_range(seconds()?)?;
         let pp = PatchParams { dry_run, ..super::power::field_manager() };
         let mut attempt = 1;
         loop {
-            if m.metadata.deletion_timestamp.is_some() {
-                return Err(Error::conflict(Reason::Terminating, format!("Machine {ns}/{name} is being deleted")));
-            }
-            if expiry::warm_pool_member(&m) {
-                return Err(Error::conflict(
-                    Reason::NoDeadline,
-                    format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
-                ));
-            }
+            lifetime_runs(&m, ns, name)?;
             let now = k8s_openapi::jiff::Timestamp::now();
             let ttl = expiry::ttl_from_now(&m, now, seconds).ok_or_else(|| {
                 Error::conflict(Reason::NoDeadline, format!("Machine {ns}/{name} has no creation time yet"))
@@ -177,6 +148,32 @@ impl Machines {
         let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "spec": spec});
         self.api::<Machine>(ns).patch(&m.name_any(), pp, &Patch::Merge(&patch)).await
     }
+}
+
+/// `seconds` of an extension or a timeout, checked: 1 to a year.
+fn in_range(seconds: i64) -> Result<i64> {
+    if !(1..=MAX_EXTEND_SECONDS).contains(&seconds) {
+        return Err(Error::new(
+            Reason::Invalid,
+            format!("seconds: Invalid value: {seconds}: must be 1 to {MAX_EXTEND_SECONDS} (a year)"),
+        ));
+    }
+    Ok(seconds)
+}
+
+/// Whether `m` has a lifetime to move: not being deleted, not a warm pool member (its lifetime
+/// starts when a claim binds it).
+fn lifetime_runs(m: &Machine, ns: &str, name: &str) -> Result<()> {
+    if m.metadata.deletion_timestamp.is_some() {
+        return Err(Error::conflict(Reason::Terminating, format!("Machine {ns}/{name} is being deleted")));
+    }
+    if expiry::warm_pool_member(m) {
+        return Err(Error::conflict(
+            Reason::NoDeadline,
+            format!("Machine {ns}/{name} is a warm pool member: its lifetime starts when a claim binds it"),
+        ));
+    }
+    Ok(())
 }
 
 /// How many times `extend` reads again after meeting a newer object.
