@@ -61,12 +61,13 @@ fn flag_in(words: &[String], short: Option<&str>, long: &str) -> Option<String> 
 async fn list(plural: &str) -> anyhow::Result<Vec<String>> {
     let words: Vec<String> = std::env::args().collect();
     let kubeconfig = flag_in(&words, None, "--kubeconfig").or_else(|| std::env::var("KAIRONCTL_KUBECONFIG").ok());
-    let t = crate::config::load(
-        kubeconfig.map(Into::into),
-        flag_in(&words, None, "--server"),
-        std::env::var("KAIRON_TOKEN").ok().filter(|t| !t.is_empty()),
-        flag_in(&words, Some("-n"), "--namespace"),
-    )?;
+    let t = crate::config::load(crate::config::Flags {
+        kubeconfig: kubeconfig.map(Into::into),
+        server: flag_in(&words, None, "--server"),
+        token: flag_in(&words, None, "--token"),
+        ca_file: flag_in(&words, None, "--ca-file").map(Into::into),
+        namespace: flag_in(&words, Some("-n"), "--namespace"),
+    })?;
     let mut b = reqwest::Client::builder().timeout(TIMEOUT);
     if let Some(pem) = &t.ca_pem {
         b = b.tls_certs_merge(reqwest::Certificate::from_pem_bundle(pem)?);

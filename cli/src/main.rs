@@ -45,23 +45,34 @@ macro_rules! exit_codes {
     after_help = concat!("Run `kaironctl VERB --help` for a verb's flags and examples.", exit_codes!())
 )]
 struct Cli {
-    /// Kubeconfig to read (default: $KUBECONFIG, ~/.kube/config, ~/.local/state/kairon/kubeconfig).
+    /// Kubeconfig to read (default: $KUBECONFIG, else the one `kairon up` writes,
+    /// ~/.local/state/kairon/kubeconfig, else ~/.kube/config). Its token and CA are used only
+    /// for its own server.
     #[arg(long, global = true, env = "KAIRONCTL_KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// Namespace (default: the kubeconfig context's, else `default`).
+    /// Namespace (default: KAIRON_NAMESPACE, else the kubeconfig context's, else `default`).
     #[arg(short = 'n', long, global = true)]
     namespace: Option<String>,
-    /// Server URL, overriding the kubeconfig.
+    /// Server URL (default: KAIRON_URL, else the kubeconfig's).
     #[arg(long, global = true)]
     server: Option<String>,
-    /// Bearer token, overriding the kubeconfig.
-    #[arg(long, global = true, env = "KAIRON_TOKEN", hide_env_values = true)]
+    /// Bearer token (default: KAIRON_TOKEN, else the kubeconfig's).
+    #[arg(long, global = true, hide_env_values = true)]
     token: Option<String>,
+    /// The CA (PEM) to trust for the server (default: KAIRON_CA_FILE, else the kubeconfig's).
+    #[arg(long, global = true)]
+    ca_file: Option<PathBuf>,
     /// Output: table (default), wide (more columns), name (`kind/name` lines), json, yaml, or jsonpath=TEMPLATE (kubectl's: `-o jsonpath='{.items[*].metadata.name}'`, `{range .items[*]}{.metadata.name}{"\n"}{end}`).
     #[arg(short = 'o', long, global = true, value_parser = Format::parse, default_value = "table")]
     output: Format,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum ConfigCmd {
+    /// The server, namespace, token and CA in use, each with its source (the token is not shown).
+    View,
 }
 
 #[derive(Subcommand)]
@@ -324,6 +335,12 @@ enum Cmd {
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(after_help = concat!("Examples:\n  kaironctl completion bash > /etc/bash_completion.d/kaironctl\n  source <(kaironctl completion zsh)", exit_codes!()))]
     Completion { shell: clap_complete::Shell },
+    /// Show where kaironctl connects and where each setting came from (flags, KAIRON_* or a
+    /// kubeconfig): `kaironctl config view`.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
 }
 
 #[derive(Args)]
@@ -589,7 +606,13 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
 }
 
 fn client(cli: &Cli) -> Result<(Client, String, config::Target)> {
-    let t = config::load(cli.kubeconfig.clone(), cli.server.clone(), cli.token.clone(), cli.namespace.clone())?;
+    let t = config::load(config::Flags {
+        kubeconfig: cli.kubeconfig.clone(),
+        server: cli.server.clone(),
+        token: cli.token.clone(),
+        ca_file: cli.ca_file.clone(),
+        namespace: cli.namespace.clone(),
+    })?;
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(tok) = &t.token {
         let mut v = reqwest::header::HeaderValue::from_str(&format!("Bearer {tok}"))
@@ -615,6 +638,16 @@ async fn run(cli: Cli) -> Result<()> {
     let fmt = cli.output;
     match cli.cmd {
         Cmd::Completion { .. } => unreachable!("handled before connecting"),
+        Cmd::Config { cmd: ConfigCmd::View } => {
+            let mut rows = vec![vec!["server".to_string(), target.server.clone(), target.sources[0].1.clone()]];
+            let token = if target.token.is_some() { "(set)" } else { "(none)" };
+            rows.push(vec!["token".into(), token.into(), target.sources[1].1.clone()]);
+            let ca = if target.ca_pem.is_some() { "(set)" } else { "(system roots)" };
+            rows.push(vec!["ca".into(), ca.into(), target.sources[2].1.clone()]);
+            rows.push(vec!["namespace".into(), target.namespace.clone(), target.sources[3].1.clone()]);
+            output::print_rows(&["SETTING", "VALUE", "FROM"], &rows, true);
+            Ok(())
+        }
         Cmd::Create(a) => create(&c, &ns, fmt, *a).await,
         Cmd::Get { kind, name, node, all_namespaces, selector, show_labels, watch } => {
             let list = GetArgs {

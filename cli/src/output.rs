@@ -319,7 +319,7 @@ pub fn table(kind: Table, items: &[Value], view: View) {
     print_rows(&head, &rows, !view.no_header);
 }
 
-fn print_rows(head: &[&str], rows: &[Vec<String>], with_head: bool) {
+pub fn print_rows(head: &[&str], rows: &[Vec<String>], with_head: bool) {
     let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in rows {
         for (i, c) in r.iter().enumerate() {

@@ -886,3 +886,57 @@ fn kaironctl_runs_the_spec_example_on_a_vm() {
     assert!(found.status.success() && !found.stdout.is_empty(), "{found:?}");
     ctl.ok(&["delete", "machine", "vm-ssh"]);
 }
+
+/// kaironctl finds its server as the SDKs do: with only KAIRON_URL, KAIRON_TOKEN and
+/// KAIRON_CA_FILE set it works; with a `~/.kube/config` of another cluster beside the kubeconfig
+/// `kairon up` wrote, it uses Kairon's (the other's token and CA never go to Kairon's server);
+/// `kaironctl config view` says where each setting came from.
+#[test]
+fn kaironctl_reads_kairon_settings_before_another_clusters_kubeconfig() {
+    let k = Kairon::start().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let run = |envs: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = Command::new(kaironctl_bin());
+        cmd.env("HOME", home.path());
+        for var in
+            ["KUBECONFIG", "KAIRONCTL_KUBECONFIG", "KAIRON_URL", "KAIRON_TOKEN", "KAIRON_CA_FILE", "KAIRON_NAMESPACE"]
+        {
+            cmd.env_remove(var);
+        }
+        let out = cmd.envs(envs.iter().copied()).args(args).output().expect("kaironctl");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let ca = k.data_dir.path().join("tls/ca.crt");
+    let ca = ca.to_str().unwrap();
+    let env = [("KAIRON_URL", k.url.as_str()), ("KAIRON_TOKEN", k.admin_token.as_str()), ("KAIRON_CA_FILE", ca)];
+    let (ok, text) = run(&env, &["get", "machines"]);
+    assert!(ok, "with KAIRON_* only: {text}");
+    let (ok, view) = run(&[("KAIRON_NAMESPACE", "team"), env[0], env[1], env[2]], &["config", "view"]);
+    assert!(ok, "{view}");
+    for want in
+        [["server", &k.url, "environment"], ["token", "(set)", "environment"], ["namespace", "team", "environment"]]
+    {
+        assert!(view.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == want), "{want:?} in\n{view}");
+    }
+    assert!(!view.contains(&k.admin_token), "config view never shows the token");
+
+    // Another cluster's kubeconfig (kind, minikube) and Kairon's own: Kairon's is used.
+    let other = "apiVersion: v1\nkind: Config\ncurrent-context: kind\nclusters: [{name: kind, cluster: {server: 'https://127.0.0.1:1'}}]\n\
+                 users: [{name: kind, user: {token: kind-secret}}]\ncontexts: [{name: kind, context: {cluster: kind, user: kind}}]\n";
+    std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+    std::fs::write(home.path().join(".kube/config"), other).unwrap();
+    let own = home.path().join(".local/state/kairon/kubeconfig");
+    std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+    std::fs::copy(&k.kubeconfig, &own).unwrap();
+    let (ok, text) = run(&[], &["get", "machines"]);
+    assert!(ok, "Kairon's kubeconfig before ~/.kube/config: {text}");
+    let (_, view) = run(&[], &["config", "view"]);
+    assert!(view.lines().any(|l| l.starts_with("server") && l.ends_with(own.to_str().unwrap())), "{view}");
+    // A KAIRON_URL of another server takes nothing from the kubeconfig: no token, no CA.
+    let (ok, text) = run(&[("KAIRON_URL", "https://127.0.0.1:1")], &["config", "view"]);
+    assert!(
+        ok && text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["token", "(none)", "none"]),
+        "{text}"
+    );
+}
