@@ -1924,12 +1924,58 @@ pub mod types {
     pub struct NetworkSpec {
         #[doc = "Host bridge to attach to (mode Bridge)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub bridge: ::std::option::Option<::std::string::String>,
+        pub bridge: ::std::option::Option<NetworkSpecBridge>,
         #[doc = "Fixed MAC address; generated when unset."]
         #[serde(rename = "macAddress", skip_serializing_if = "::std::option::Option::is_none")]
         pub mac_address: ::std::option::Option<NetworkSpecMacAddress>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub mode: ::std::option::Option<NetworkMode>,
+    }
+    #[doc = "Host bridge to attach to (mode Bridge)."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct NetworkSpecBridge(::std::string::String);
+    impl ::std::ops::Deref for NetworkSpecBridge {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<NetworkSpecBridge> for ::std::string::String {
+        fn from(value: NetworkSpecBridge) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for NetworkSpecBridge {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 15usize {
+                return Err("longer than 15 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for NetworkSpecBridge {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for NetworkSpecBridge {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for NetworkSpecBridge {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "Fixed MAC address; generated when unset."]
     #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]

@@ -216,7 +216,7 @@ enum Cmd {
     /// Claim a warm member of a MachinePool.
     #[command(after_help = concat!("Examples:\n  kaironctl claim agents\n  kaironctl claim agents --ttl 1h --name my-claim -e TASK=42\n  kaironctl claim agents --no-wait -o name", exit_codes!()))]
     Claim(ClaimArgs),
-    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`; with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top). VMs need kairon-agent in their image (the default image has it).
+    /// Run a command in a Machine: `exec NAME -- CMD ARGS...`, its stdout and stderr shown as they are produced and its exit code kaironctl's (124 when `--timeout`, 300 s by default, kills it); with `-i`, stream this terminal's stdin to it and its output back as it comes (`echo ls | kaironctl exec -i NAME -- sh`); with `-it`, on a terminal of its own (a shell, vi, top). VMs need kairon-agent in their image (the default image has it).
     #[command(after_help = concat!("Examples:\n  kaironctl exec agent-42 -- uname -a\n  kaironctl exec agent-42 -e DEBUG=1 --cwd /tmp -- sh -c 'ls -l'\n  echo 'print(1+1)' | kaironctl exec -i agent-42 -- python3\n  kaironctl exec -it agent-42 -- sh\n  kaironctl exec -it -u 1000 -e TERM=xterm --cwd /tmp agent-42 -- sh", exit_codes!()))]
     Exec {
         #[arg(add = complete::machines())]
@@ -232,6 +232,7 @@ enum Cmd {
         tty: bool,
         #[arg(long)]
         cwd: Option<String>,
+        /// Kill the command after this long (`90s`, `10m`; default 300 s, as the server's).
         #[arg(long, value_parser = duration::parse)]
         timeout: Option<Duration>,
         /// An environment variable `KEY=VALUE` of the command; repeat for more.
@@ -831,17 +832,13 @@ async fn run(cli: Cli) -> Result<()> {
                 timeout_seconds: timeout.map(|d| d.as_secs() as i64),
                 user,
             };
+            if fmt.is_table() {
+                // As a terminal would: each stream's output as it comes.
+                let code = exec_streamed(&c, &ns, &name, req, timeout).await?;
+                std::process::exit(if (0..256).contains(&code) { code } else { 1 });
+            }
             let r = c.machine_exec(&ns, &name, &req).await.map_err(fail)?.into_inner();
-            if !fmt.is_table() {
-                return output::print(fmt, &to_value(&r));
-            }
-            print!("{}", r.stdout);
-            eprint!("{}", r.stderr);
-            std::io::stdout().flush()?;
-            if r.exit_code != 0 {
-                std::process::exit(if r.exit_code > 0 && r.exit_code < 256 { r.exit_code } else { 1 });
-            }
-            Ok(())
+            output::print(fmt, &to_value(&r))
         }
         Cmd::Cp { src, dst, mode } => cp(&c, &target, &ns, &src, &dst, mode.as_deref()).await,
         Cmd::Logs { name, pid, follow, stderr } => {
@@ -1550,6 +1547,66 @@ async fn wait_template(c: &Client, node: &str, name: &str, timeout: Duration) ->
         }
         tokio::time::sleep(PROGRESS_POLL).await;
     }
+}
+
+/// The server's timeout for a command that gives none (`kairon up --exec-default-timeout`).
+const EXEC_DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// `exec NAME -- CMD...` without `-i`: the command as a background process of the guest, its
+/// stdout and stderr followed to this process's as they are produced, killed after `timeout`
+/// (300 s when not given, as the server's buffered exec); its exit code.
+async fn exec_streamed(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    mut req: types::ExecRequest,
+    timeout: Option<Duration>,
+) -> Result<i32> {
+    req.timeout_seconds = None;
+    let pid = c.process_start(ns, name, &req).await.map_err(fail)?.into_inner().id;
+    let follow = |stream: &'static str| {
+        let seg = stream::encode;
+        let url = format!("{}/api/v1/machines/{}/{}/processes/{}/logs", c.baseurl(), seg(ns), seg(name), seg(&pid));
+        let request = c.client().get(url).query(&[("follow", "true"), ("stream", stream)]);
+        async move {
+            let resp = request.send().await?;
+            if !resp.status().is_success() {
+                return Err(refusal(resp).await);
+            }
+            let mut body = resp.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let chunk: bytes::Bytes = chunk?;
+                if stream == "stderr" {
+                    let mut err = std::io::stderr();
+                    err.write_all(&chunk)?;
+                    err.flush()?;
+                } else {
+                    let mut out = std::io::stdout();
+                    out.write_all(&chunk)?;
+                    out.flush()?;
+                }
+            }
+            Ok::<(), anyhow::Error>(())
+        }
+    };
+    let both = async { tokio::try_join!(follow("stdout"), follow("stderr")).map(|_| ()) };
+    let limit = timeout.unwrap_or(EXEC_DEFAULT_TIMEOUT);
+    let timed_out = match tokio::time::timeout(limit, both).await {
+        Ok(followed) => {
+            followed?;
+            false
+        }
+        Err(_) => {
+            c.process_kill(ns, name, &pid, Some("KILL")).await.map_err(fail)?;
+            true
+        }
+    };
+    let p = c.process_wait(ns, name, &pid, Some(60)).await.map_err(fail)?.into_inner();
+    if timed_out {
+        eprintln!("kaironctl: the command timed out after {} s and was killed", limit.as_secs());
+        return Ok(124);
+    }
+    Ok(p.exit_code.unwrap_or(1))
 }
 
 /// How this kaironctl reached the server, for a kaironctl it starts (ssh's ProxyCommand).

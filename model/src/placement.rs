@@ -45,9 +45,13 @@ pub fn demand(spec: &MachineSpec) -> Demand {
 }
 
 /// What a placed Machine holds on its node: its demand, or more while its node still runs it at
-/// a larger size than a shrunk spec asks (`status.resources`).
+/// a larger size than a shrunk spec asks (`status.resources`). A template sandbox's size is its
+/// template's, whatever its spec says, so its demand is what it holds.
 fn held(m: &Machine) -> Demand {
     let d = demand(&m.spec);
+    if d.backend == NodeBackend::Sandbox {
+        return d;
+    }
     let Some(started) = m.status.as_ref().and_then(|s| s.resources.as_ref()) else { return d };
     let cpu = started.cpu.as_ref().and_then(|q| q.to_milli().ok()).unwrap_or(0);
     let memory = started.memory.as_ref().and_then(|q| q.to_bytes().ok()).unwrap_or(0);
@@ -309,6 +313,28 @@ mod tests {
         tally(&mut views, &machines, &mut assumed);
         assert_eq!(assumed.keys().map(String::as_str).collect::<Vec<_>>(), ["unseen"]);
         assert_eq!(views[0].machines, 3, "two placed, one assumed; the deleted one holds nothing");
+    }
+
+    #[test]
+    fn a_placed_vm_holds_what_its_node_started_and_a_template_sandbox_its_demand() {
+        let placed = |spec: Value| -> Arc<Machine> {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "kairon.zyvor.dev/v1", "kind": "Machine",
+                    "metadata": {"name": "m", "namespace": "ns", "uid": "u"}, "spec": spec,
+                    "status": {"nodeName": "a", "resources": {"cpu": "2", "memory": "2Gi"}},
+                }))
+                .unwrap(),
+            )
+        };
+        let shrunk = placed(json!({"image": {"path": "/i"}, "resources": {"cpu": "1", "memory": "512Mi"}}));
+        let mut views = [node("a", &[NodeBackend::Vm, NodeBackend::Sandbox], 8000, 8)];
+        tally(&mut views, &[shrunk], &mut HashMap::new());
+        assert_eq!((views[0].used_cpu_millis, views[0].used_memory_bytes), (2000, 2 << 30));
+        let sandbox = placed(json!({"sandbox": {"templateName": "busybox"}}));
+        let mut views = [node("a", &[NodeBackend::Sandbox], 8000, 8)];
+        tally(&mut views, &[sandbox], &mut HashMap::new());
+        assert_eq!((views[0].used_cpu_millis, views[0].used_memory_bytes), (SANDBOX.cpu_millis, SANDBOX.memory_bytes));
     }
 
     #[test]

@@ -162,6 +162,27 @@ fn kaironctl_drives_machines_with_every_verb() {
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    // Its output comes as it is produced: `a` two seconds before `b`.
+    let mut child = ctl
+        .command(&["exec", "agent-42", "--", "sh", "-c", "echo a; sleep 2; echo b"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("kaironctl");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().expect("stdout")));
+    let mut seen = Vec::new();
+    let started = std::time::Instant::now();
+    for line in lines.by_ref() {
+        seen.push((line.expect("a line"), started.elapsed()));
+    }
+    assert!(child.wait().expect("kaironctl").success());
+    assert_eq!(seen.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    let gap = seen[1].1 - seen[0].1;
+    assert!(gap >= Duration::from_millis(1500), "a came {gap:?} before b: not streamed");
+    // Past its timeout the command is killed and kaironctl says so (exit 124).
+    let out = ctl.run(&["exec", "agent-42", "--timeout", "2s", "--", "sh", "-c", "echo started; sleep 30"]);
+    assert_eq!(out.status.code(), Some(124), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("timed out after 2 s"), "{out:?}");
 
     // cp both ways, bytes intact.
     let dir = tempfile::tempdir().expect("tempdir");

@@ -226,8 +226,15 @@ fn decode<K: Mirrored>(mut body: Value, ns: &str, name: Option<&str>) -> Result<
             }
         }
     }
-    serde_path_to_error::deserialize(body)
-        .map_err(|e| Error::bad_request(format!("invalid {} at {}: {}", K::kind(&()), e.path(), e.inner())))
+    let obj: K = serde_path_to_error::deserialize(&body)
+        .map_err(|e| Error::bad_request(format!("invalid {} at {}: {}", K::kind(&()), e.path(), e.inner())))?;
+    // serde reads a struct from an array too; the document says object.
+    if let Ok(read) = serde_json::to_value(&obj)
+        && let Some(at) = crate::rest::body::array_read_as_object(&body, &read, String::new())
+    {
+        return Err(Error::bad_request(format!("invalid {} at {at}: expected an object, got an array", K::kind(&()))));
+    }
+    Ok(obj)
 }
 
 /// Tenants never write `kairon-system` (`crate::guard::may_request`).

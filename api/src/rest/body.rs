@@ -61,7 +61,7 @@ fn reads_as_json(content_type: Option<&str>) -> bool {
         || essence == "application/x-www-form-urlencoded"
 }
 
-impl<T: DeserializeOwned> JsonBody<T> {
+impl<T: DeserializeOwned + serde::Serialize> JsonBody<T> {
     /// The body as a `T`: 415 for a media type that is not JSON, 400 for text that is not JSON,
     /// 422 for JSON that does not fit (naming the field).
     pub fn parse(self) -> Result<T> {
@@ -72,7 +72,7 @@ impl<T: DeserializeOwned> JsonBody<T> {
         let mut value: serde_json::Value = serde_json::from_slice(&self.bytes)
             .map_err(|e| Error::bad_request(format!("the request body is not valid JSON: {e}")))?;
         integral_numbers(&mut value);
-        serde_path_to_error::deserialize(value).map_err(|e| {
+        let parsed: T = serde_path_to_error::deserialize(&value).map_err(|e| {
             let at = e.path().to_string();
             let inner = e.into_inner();
             if inner.is_data() {
@@ -81,7 +81,18 @@ impl<T: DeserializeOwned> JsonBody<T> {
             } else {
                 Error::bad_request(format!("the request body is not valid JSON: {inner}"))
             }
-        })
+        })?;
+        // serde reads a struct from an array too (`"runtime": [null, null]`); the document says
+        // object, so an array where the type has an object is refused.
+        if let Ok(read) = serde_json::to_value(&parsed)
+            && let Some(at) = array_read_as_object(&value, &read, String::new())
+        {
+            return Err(Error::new(
+                Reason::Invalid,
+                format!("the request body does not fit this route at {at}: expected an object, got an array"),
+            ));
+        }
+        Ok(parsed)
     }
 
     /// Like [`parse`](Self::parse), but an empty body is `None` (for routes whose body is optional).
@@ -104,6 +115,23 @@ impl<T: DeserializeOwned> JsonBody<T> {
                 self.content_type.as_deref().unwrap_or_default()
             ),
         ))
+    }
+}
+
+/// Where `sent` has an array that `read` (what it deserialized to, serialized again) holds as an
+/// object: a struct given as an array.
+pub(crate) fn array_read_as_object(sent: &serde_json::Value, read: &serde_json::Value, at: String) -> Option<String> {
+    use serde_json::Value;
+    match (sent, read) {
+        (Value::Array(_), Value::Object(_)) => Some(if at.is_empty() { ".".into() } else { at }),
+        (Value::Object(s), Value::Object(r)) => r.iter().find_map(|(k, rv)| {
+            let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            s.get(k).and_then(|sv| array_read_as_object(sv, rv, path))
+        }),
+        (Value::Array(s), Value::Array(r)) => {
+            s.iter().zip(r).enumerate().find_map(|(i, (sv, rv))| array_read_as_object(sv, rv, format!("{at}[{i}]")))
+        }
+        _ => None,
     }
 }
 
@@ -146,8 +174,7 @@ mod tests {
         assert!(e.message.starts_with("the request body is not valid JSON"), "{}", e.message);
         let e = body(None, "  ").parse().unwrap_err();
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
-        #[derive(serde::Deserialize, Debug)]
-        #[allow(dead_code)]
+        #[derive(serde::Deserialize, serde::Serialize, Debug)]
         struct Req {
             name: String,
             size: u32,
@@ -168,10 +195,25 @@ mod tests {
     }
 
     #[test]
+    fn a_struct_given_as_an_array_is_refused_naming_where() {
+        let spec = |t: &str| JsonBody::<kairon_model::MachineSpec> {
+            bytes: Bytes::from(t.to_string()),
+            content_type: None,
+            _of: PhantomData,
+        };
+        let e = spec(r#"{"runtime": [null, null]}"#).parse().unwrap_err();
+        assert_eq!((e.status(), e.reason), (StatusCode::UNPROCESSABLE_ENTITY, Reason::Invalid));
+        assert!(e.message.contains("at runtime: expected an object, got an array"), "{}", e.message);
+        let e = spec(r#"{"volumes": [["data"]]}"#).parse().unwrap_err();
+        assert!(e.message.contains("at volumes[0]"), "{}", e.message);
+        assert!(spec(r#"{"runtime": {}, "volumes": [{"name": "data", "size": "1Gi"}]}"#).parse().is_ok());
+    }
+
+    #[test]
     fn numbers_are_read_exactly() {
         // Without serde_json's float_roundtrip this was read as 2251799813685247.25, a fraction
         // the body never had: the integer field refused it.
-        #[derive(serde::Deserialize, Debug)]
+        #[derive(serde::Deserialize, serde::Serialize, Debug)]
         struct Req {
             n: i64,
             f: f64,

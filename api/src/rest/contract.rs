@@ -293,6 +293,8 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     set("PoolAutoscale", "/properties/scaleDownDelaySeconds", "maximum", json!(86_400));
     set("MachineSpec", "/properties/env", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
     set("MachineClaimSpec", "/properties/env", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
+    // model/src/validate.rs: a Linux interface name.
+    set("NetworkSpec", "/properties/bridge", "maxLength", json!(15));
     // machines/lifetime.rs `extend`.
     set("ExtendRequest", "/properties/seconds", "minimum", json!(1));
     set("ExtendRequest", "/properties/seconds", "maximum", json!(kairon_model::expiry::MAX_EXTEND_SECONDS));

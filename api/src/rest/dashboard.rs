@@ -72,7 +72,7 @@ async fn whoami(c: Caller) -> Result<Json<Whoami>> {
 }
 
 /// What a ticket is for.
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TicketRequest {
     /// The one WebSocket route the ticket opens, without its query:

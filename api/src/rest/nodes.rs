@@ -165,7 +165,7 @@ async fn pool_claim(
     Ok(Json(c.machines.claim_from_node_pool(&c.id, &p.node, &p.item, || body.parse_optional()).await?))
 }
 
-#[derive(Deserialize, ToSchema)]
+#[derive(Deserialize, Serialize, ToSchema)]
 pub struct EgressCheckBody {
     /// The host a sandbox would connect to.
     pub host: String,
