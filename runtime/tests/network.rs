@@ -541,25 +541,11 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     let other = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {ALLOWED_IP} 8080 && echo CONNECTED"))).await.unwrap();
     assert!(other.stdout.contains("CONNECTED"), "{other:?}");
     assert_eq!(seen.lock().unwrap().other, vec![(ALLOWED_IP, 8080)]);
-    // With no node config the inside is out of reach: every private range, shared address
-    // space, link-local, Azure's host address, the cluster's own range (`--deny-cidr`) and
-    // the node's addresses; by routed traffic, through the proxy by address and by a name that
-    // resolves there.
-    let inside =
-        INSIDE_IPS.iter().map(|ip| (*ip, 8080)).chain([(METADATA_IP, 8080), (NODE_IP, 7444), (NODE_PRIVATE_IP, 7444)]);
-    for (target, port) in inside {
+    for (target, port) in [(METADATA_IP, 8080), (NODE_IP, 7444)] {
         let r = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {target} {port} && echo CONNECTED"))).await.unwrap();
         assert!(!r.stdout.contains("CONNECTED"), "the guest reached {target}:{port}: {r:?}");
     }
-    for target in INSIDE_IPS.iter().map(|ip| ip.to_string()).chain(["inside.test".to_string()]) {
-        let status = http_status(&rt, &vm.id, ALLOWED_IP, &target).await;
-        assert!(status.contains(" 403 "), "HTTP to {target}: {status:?}");
-    }
-    {
-        let s = seen.lock().unwrap();
-        assert_eq!(s.other.len(), 1, "only the internet's 8080 was reached: {:?}", s.other);
-        assert!(!s.http.iter().any(|(to, _, _)| INSIDE_IPS.contains(to)), "{:?}", s.http);
-    }
+    assert_eq!(seen.lock().unwrap().other.len(), 1);
     assert_eq!(*node_hits.lock().unwrap(), 0);
 
     // Connection N+1 is refused while N are open (the proxy holds each, waiting for a request).
@@ -609,6 +595,41 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     let (low, high) = (f64::from(BANDWIDTH_MBIT) * 0.8, f64::from(BANDWIDTH_MBIT) * 1.2);
     assert!((low..=high).contains(&up), "upload {up:.1} Mbit/s against {BANDWIDTH_MBIT}");
     assert!((low..=high).contains(&down), "download {down:.1} Mbit/s against {BANDWIDTH_MBIT}");
+
+    // With no node config the inside is out of reach: every private range, shared address space,
+    // link-local, Azure's host address, the cluster's own range (`--deny-cidr`) and the node's
+    // addresses; by routed traffic, through the proxy by address and by a name that resolves
+    // there. Checked last (the connection limit above counts this guest's connections, and
+    // these would still be closing), after a control that shows the limit is not what refuses.
+    let mut control = String::new();
+    for _ in 0..20 {
+        control = rt
+            .exec(&vm.id, &sh(&format!("echo x | nc -w 3 {ALLOWED_IP} 8080 && echo CONNECTED")))
+            .await
+            .unwrap()
+            .stdout;
+        if control.contains("CONNECTED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(control.contains("CONNECTED"), "the internet answers again once the held connections closed");
+    let inside =
+        INSIDE_IPS.iter().map(|ip| (*ip, 8080)).chain([(METADATA_IP, 8080), (NODE_IP, 7444), (NODE_PRIVATE_IP, 7444)]);
+    for (target, port) in inside {
+        let r = rt.exec(&vm.id, &sh(&format!("echo x | nc -w 3 {target} {port} && echo CONNECTED"))).await.unwrap();
+        assert!(!r.stdout.contains("CONNECTED"), "the guest reached {target}:{port}: {r:?}");
+    }
+    for target in INSIDE_IPS.iter().map(|ip| ip.to_string()).chain(["inside.test".to_string()]) {
+        let status = http_status(&rt, &vm.id, ALLOWED_IP, &target).await;
+        assert!(status.contains(" 403 "), "HTTP to {target}: {status:?}");
+    }
+    {
+        let s = seen.lock().unwrap();
+        assert!(s.other.iter().all(|(to, _)| *to == ALLOWED_IP), "only the internet's 8080 was reached: {:?}", s.other);
+        assert!(!s.http.iter().any(|(to, _, _)| INSIDE_IPS.contains(to)), "{:?}", s.http);
+    }
+    assert_eq!(*node_hits.lock().unwrap(), 0);
     rt.delete(&vm.id).await.expect("delete");
 }
 
