@@ -338,6 +338,7 @@ enum Cmd {
     Completion { shell: clap_complete::Shell },
     /// Show where kaironctl connects and where each setting came from (flags, KAIRON_* or a
     /// kubeconfig): `kaironctl config view`.
+    #[command(after_help = concat!("Examples:\n  kaironctl config view\n  KAIRON_URL=https://127.0.0.1:6443 kaironctl config view", exit_codes!()))]
     Config {
         #[command(subcommand)]
         cmd: ConfigCmd,
