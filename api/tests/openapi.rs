@@ -44,9 +44,11 @@ fn every_operation_is_named_once_and_every_response_described() {
 
 /// The node's egress settings (allowlist, credentials, deny set, guest network) are read from
 /// its config file at startup and nothing else: no route and no kind takes them. The only
-/// egress route is the read-only check, and the only egress field says whether a credential
-/// would be injected. (On the runtime's side the policy is built once into its immutable
-/// config.)
+/// egress route is the read-only check; the only egress fields say whether a credential would
+/// be injected, and a Machine's own `spec.network.egress`, whose every mode narrows the node's
+/// policy and none widens it (the node enforces it below its own: `runtime/tests/network.rs`
+/// `a_machines_egress_rule_narrows_its_nodes_policy`). (On the runtime's side the policy is
+/// built once into its immutable config.)
 #[test]
 fn no_route_or_kind_carries_the_nodes_egress_settings() {
     let looks_like_egress = |name: &str| {
@@ -72,10 +74,32 @@ fn no_route_or_kind_carries_the_nodes_egress_settings() {
             }
         }
     }
-    assert_eq!(fields, ["EgressCheckResult.wouldInjectCredential"], "a schema takes egress settings");
+    assert_eq!(
+        fields,
+        ["EgressCheckResult.wouldInjectCredential", "NetworkSpec.egress"],
+        "a schema takes egress settings"
+    );
+    let machine_rule = &doc["components"]["schemas"]["EgressSpec"];
+    let mut props: Vec<&String> = machine_rule["properties"].as_object().unwrap().keys().collect();
+    props.sort();
+    assert_eq!(props, ["allow", "mode"], "a Machine's egress rule holds a mode and its allowlist, nothing more");
+    assert_eq!(
+        doc["components"]["schemas"]["EgressMode"]["enum"],
+        serde_json::json!(["Internet", "None", "Allowlist"]),
+        "every mode narrows the node's policy"
+    );
     // The kinds (what kubectl and the Kubernetes paths write) carry none either.
     let crds = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds.yaml"))
         .expect("deploy/crds.yaml");
-    let hits: Vec<&str> = crds.lines().filter(|l| looks_like_egress(l.trim().trim_end_matches(':'))).collect();
-    assert!(hits.is_empty(), "a CRD field looks like an egress setting: {hits:?}");
+    let hits: Vec<&str> = crds
+        .lines()
+        .map(|l| l.trim())
+        .filter(|l| l.ends_with(':') && looks_like_egress(l.trim_end_matches(':')))
+        .collect();
+    assert!(hits.iter().all(|h| *h == "egress:"), "a CRD field looks like an egress setting: {hits:?}");
+    assert_eq!(
+        hits.len(),
+        4,
+        "spec.network.egress of a Machine and of a pool's template, in each served version: {hits:?}"
+    );
 }

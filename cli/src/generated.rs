@@ -407,6 +407,56 @@ pub mod types {
         #[serde(rename = "wouldInjectCredential")]
         pub would_inject_credential: bool,
     }
+    #[doc = "`EgressMode`"]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum EgressMode {
+        Internet,
+        None,
+        Allowlist,
+    }
+    impl ::std::fmt::Display for EgressMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Internet => f.write_str("Internet"),
+                Self::None => f.write_str("None"),
+                Self::Allowlist => f.write_str("Allowlist"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for EgressMode {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "Internet" => Ok(Self::Internet),
+                "None" => Ok(Self::None),
+                "Allowlist" => Ok(Self::Allowlist),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EgressMode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EgressMode {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "A Machine's own egress rule, enforced by its node below the node's policy: `Internet`\nleaves the node's policy alone; `None` refuses every host; `Allowlist` admits only the\nhosts of `allow` (names and patterns for DNS, HTTP and HTTPS; IPv4 addresses and CIDRs\nalso for other protocols). A refusal is an `EgressDenied` Event on the Machine."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
+    pub struct EgressSpec {
+        #[doc = "Host patterns (`pypi.org`, `.pythonhosted.org`, `*.example.com`), IP addresses or\nCIDRs; read in mode `Allowlist` only (at most 64)."]
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub allow: ::std::vec::Vec<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mode: ::std::option::Option<EgressMode>,
+    }
     #[doc = "Every error body of the REST API."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ErrorBody {
@@ -1925,6 +1975,9 @@ pub mod types {
         #[doc = "Host bridge to attach to (mode Bridge)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub bridge: ::std::option::Option<NetworkSpecBridge>,
+        #[doc = "What the guest may reach, within its node's egress policy (it can only narrow it)."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub egress: ::std::option::Option<EgressSpec>,
         #[doc = "Fixed MAC address; generated when unset."]
         #[serde(rename = "macAddress", skip_serializing_if = "::std::option::Option::is_none")]
         pub mac_address: ::std::option::Option<NetworkSpecMacAddress>,

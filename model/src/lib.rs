@@ -9,6 +9,7 @@ pub mod binding;
 pub mod claim;
 pub mod crds;
 pub mod duration;
+pub mod egress;
 pub mod expiry;
 pub mod keys;
 pub mod machine;
@@ -26,9 +27,9 @@ pub mod warm;
 
 pub use claim::{ClaimPhase, ClaimUsage, LaunchType, MachineClaim, MachineClaimSpec, MachineClaimStatus};
 pub use machine::{
-    Backend, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus, Machine, MachinePhase,
-    MachineSpec, MachineStatus, MigrationMode, MigrationStatus, NetworkMode, NetworkSpec, PowerState, Resources,
-    RuntimeSpec, SandboxSpec, Volume, boot_source,
+    Backend, EgressMode, EgressSpec, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus,
+    Machine, MachinePhase, MachineSpec, MachineStatus, MigrationMode, MigrationStatus, NetworkMode, NetworkSpec,
+    PowerState, Resources, RuntimeSpec, SandboxSpec, Volume, boot_source,
 };
 pub use meta::Condition;
 pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};

@@ -299,6 +299,35 @@ pub struct NetworkSpec {
     /// Fixed MAC address; generated when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac_address: Option<String>,
+    /// What the guest may reach, within its node's egress policy (it can only narrow it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressSpec>,
+}
+
+/// A Machine's own egress rule, enforced by its node below the node's policy: `Internet`
+/// leaves the node's policy alone; `None` refuses every host; `Allowlist` admits only the
+/// hosts of `allow` (names and patterns for DNS, HTTP and HTTPS; IPv4 addresses and CIDRs
+/// also for other protocols). A refusal is an `EgressDenied` Event on the Machine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EgressSpec {
+    #[serde(default)]
+    pub mode: EgressMode,
+    /// Host patterns (`pypi.org`, `.pythonhosted.org`, `*.example.com`), IP addresses or
+    /// CIDRs; read in mode `Allowlist` only (at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum EgressMode {
+    /// Whatever the node's policy allows.
+    #[default]
+    Internet,
+    /// Nothing.
+    None,
+    /// Only the hosts in `allow`.
+    Allowlist,
 }
 
 /// A disk that keeps its contents across Stop.

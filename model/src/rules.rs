@@ -141,6 +141,7 @@ pub const BOUNDS: &[(&str, &[&str], Bound)] = &[
     ("machine-spec", &["deviceClaims"], Bound::MaxItems(crate::validate::MAX_DEVICE_CLAIMS as i64)),
     ("machine-spec", &["cpuSet"], Bound::MaxLength(256)),
     ("machine-spec", &["network", "bridge"], Bound::MaxLength(15)),
+    ("machine-spec", &["network", "egress", "allow"], Bound::MaxItems(crate::egress::MAX_ALLOW_ENTRIES as i64)),
     ("machine-spec", &["nodeName"], Bound::MaxLength(253)),
     ("machine-spec", &["image", "path"], Bound::MaxLength(4096)),
     ("machine-spec", &["lifecycle", "idleTimeoutSeconds"], Bound::Minimum(60.0)),

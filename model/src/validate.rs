@@ -294,6 +294,9 @@ pub fn validate_machine_spec(
         {
             errs.invalid(p("network.macAddress"), format!("{mac:?}"), "must look like 52:54:00:12:34:56");
         }
+        if let Some(e) = &n.egress {
+            validate_egress(e, n.mode, &p("network.egress"), &mut errs);
+        }
     }
     let mut names = BTreeSet::new();
     for (i, v) in spec.volumes.iter().enumerate() {
@@ -547,6 +550,43 @@ pub fn validate_quota_spec(spec: &KaironQuotaSpec) -> Vec<FieldError> {
     errs.0
 }
 
+/// A Machine's own egress rule: `allow` in mode `Allowlist` only, each entry a host pattern,
+/// an IP address or a CIDR.
+fn validate_egress(e: &crate::machine::EgressSpec, network: NetworkMode, at: &str, errs: &mut Errors) {
+    use crate::machine::EgressMode;
+    if network == NetworkMode::None {
+        errs.forbidden(
+            at,
+            "network.mode None gives the guest no network at all: leave out egress, or use egress.mode None on an attached guest",
+        );
+    }
+    match e.mode {
+        EgressMode::Allowlist if e.allow.is_empty() => errs.required(
+            format!("{at}.allow"),
+            "mode Allowlist needs the hosts to allow (for no egress at all use mode None)",
+        ),
+        EgressMode::Internet | EgressMode::None if !e.allow.is_empty() => errs.invalid(
+            format!("{at}.allow"),
+            format!("{} entries", e.allow.len()),
+            "allow is read only in mode Allowlist: set mode: Allowlist, or leave out allow",
+        ),
+        _ => {}
+    }
+    if e.allow.len() > crate::egress::MAX_ALLOW_ENTRIES {
+        errs.push(
+            format!("{at}.allow"),
+            ErrorType::TooMany,
+            Some(e.allow.len().to_string()),
+            format!("at most {} entries", crate::egress::MAX_ALLOW_ENTRIES),
+        );
+    }
+    for (i, text) in e.allow.iter().enumerate() {
+        if let Err(problem) = crate::egress::AllowEntry::parse(text) {
+            errs.invalid(format!("{at}.allow[{i}]"), format!("{text:?}"), problem);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,6 +617,29 @@ mod tests {
 
     fn fields(errs: &[FieldError]) -> Vec<String> {
         errs.iter().map(|e| e.field.clone()).collect()
+    }
+
+    #[test]
+    fn a_machines_egress_rule_says_what_to_fix() {
+        let with = |network: serde_json::Value| {
+            let spec = MachineSpec { network: Some(serde_json::from_value(network).unwrap()), ..vm() };
+            validate_machine_spec("spec", &spec, None, ValidationOptions::default())
+        };
+        assert_eq!(with(serde_json::json!({"egress": {"mode": "None"}})), []);
+        assert_eq!(
+            with(serde_json::json!({"egress": {"mode": "Allowlist", "allow": [".pypi.org", "10.1.0.0/16"]}})),
+            []
+        );
+        let errs = with(serde_json::json!({"egress": {"mode": "Allowlist", "allow": ["ok.test", "https://x.test/"]}}));
+        assert_eq!(fields(&errs), ["spec.network.egress.allow[1]"]);
+        assert!(errs[0].detail.contains("scheme"), "{errs:?}");
+        assert_eq!(fields(&with(serde_json::json!({"egress": {"mode": "Allowlist"}}))), ["spec.network.egress.allow"]);
+        assert_eq!(fields(&with(serde_json::json!({"egress": {"allow": ["a.test"]}}))), ["spec.network.egress.allow"]);
+        let errs = with(serde_json::json!({"mode": "None", "egress": {"mode": "None"}}));
+        assert_eq!(fields(&errs), ["spec.network.egress"]);
+        let many: Vec<String> = (0..65).map(|i| format!("h{i}.test")).collect();
+        let errs = with(serde_json::json!({"egress": {"mode": "Allowlist", "allow": many}}));
+        assert_eq!(fields(&errs), ["spec.network.egress.allow"]);
     }
 
     #[test]

@@ -67,10 +67,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use kairon_model::egress::Cidr;
+use kairon_model::egress::{Host, Pattern, parse_pattern};
 
 use crate::api::EgressDecision;
 
@@ -80,71 +83,6 @@ pub const NO_ALLOWLIST_REASON: &str = "no egress allowlist is configured on this
 const ALLOW_FIELD: &str = "egress_allow_domains";
 const INJECT_FIELD: &str = "inject_authorization";
 const DENY_FIELD: &str = "egress_deny_cidrs";
-
-/// An IPv4 or IPv6 network: an address and a prefix length (`10.64.0.0/20`, `fe80::/10`; a
-/// bare address is a /32 or /128).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub prefix: u8,
-}
-
-impl Cidr {
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-impl std::str::FromStr for Cidr {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
-        };
-        let addr: IpAddr =
-            addr.parse().map_err(|_| format!("{addr:?} is not an IP address (write a CIDR such as 10.0.0.0/8)"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) => p
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("the prefix length {p:?} is not a number from 0 to {max}"))?,
-        };
-        let cidr = Cidr { addr, prefix };
-        let network = match addr {
-            IpAddr::V4(a) => {
-                IpAddr::V4(Ipv4Addr::from(u32::from(a) & u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)))
-            }
-            IpAddr::V6(a) => {
-                IpAddr::V6(Ipv6Addr::from(u128::from(a) & u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0)))
-            }
-        };
-        if network != addr {
-            return Err(format!("{text} has host bits set: the network is {network}/{prefix}"));
-        }
-        Ok(cidr)
-    }
-}
 
 /// Why a config, a pattern or a checked host was refused. No variant ever holds a credential.
 #[derive(Debug, thiserror::Error)]
@@ -372,61 +310,6 @@ fn line_column(text: &str, at: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// A checked host, normalised: a lower-case name without trailing dot, or an IP address.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Host {
-    Name(String),
-    Ip(IpAddr),
-}
-
-impl fmt::Display for Host {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Host::Name(name) => f.write_str(name),
-            Host::Ip(IpAddr::V4(ip)) => write!(f, "{ip}"),
-            Host::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
-        }
-    }
-}
-
-/// A parsed pattern.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Pattern {
-    /// `example.com`
-    Exact(String),
-    /// `*.example.com`: subdomains only.
-    Subdomains(String),
-    /// `.example.com`: the domain and its subdomains.
-    DomainAndSubdomains(String),
-    /// An IP literal.
-    Ip(IpAddr),
-}
-
-impl Pattern {
-    fn matches(&self, host: &Host) -> bool {
-        match (self, host) {
-            (Pattern::Exact(name), Host::Name(h)) => h == name,
-            (Pattern::Subdomains(base), Host::Name(h)) => is_subdomain(h, base),
-            (Pattern::DomainAndSubdomains(base), Host::Name(h)) => h == base || is_subdomain(h, base),
-            (Pattern::Ip(ip), Host::Ip(h)) => h == ip,
-            _ => false,
-        }
-    }
-
-    /// Higher is more specific: exact names and IPs, then wildcards by label count.
-    fn specificity(&self) -> (u8, usize) {
-        match self {
-            Pattern::Exact(_) | Pattern::Ip(_) => (1, 0),
-            Pattern::Subdomains(base) | Pattern::DomainAndSubdomains(base) => (0, base.split('.').count()),
-        }
-    }
-}
-
-/// `host` is a strict subdomain of `base`: it ends with `.base` on a label boundary.
-fn is_subdomain(host: &str, base: &str) -> bool {
-    host.len() > base.len() + 1 && host.ends_with(base) && host.as_bytes()[host.len() - base.len() - 1] == b'.'
-}
-
 /// A pattern with the text the operator wrote, for reasons.
 #[derive(Clone, Debug)]
 struct Entry {
@@ -541,7 +424,12 @@ impl EgressPolicy {
     /// a secret and may be shown to anyone who may run the check.
     pub fn check(&self, host: &str) -> Result<EgressDecision, EgressError> {
         let parsed = parse_host(host)?;
-        if let Host::Ip(ip) = &parsed
+        self.check_parsed(&parsed)
+    }
+
+    /// [`Self::check`] of a host already parsed.
+    pub fn check_parsed(&self, parsed: &Host) -> Result<EgressDecision, EgressError> {
+        if let Host::Ip(ip) = parsed
             && let Some(entry) = self.denied_address(*ip)
         {
             return Ok(EgressDecision {
@@ -554,13 +442,13 @@ impl EgressPolicy {
         }
         let mut reason = if self.allow.is_empty() {
             NO_ALLOWLIST_REASON.to_string()
-        } else if let Some(entry) = self.allow.iter().find(|e| e.pattern.matches(&parsed)) {
+        } else if let Some(entry) = self.allow.iter().find(|e| e.pattern.matches(parsed)) {
             format!("{parsed} is allowed by {ALLOW_FIELD} entry {:?}", entry.text)
         } else {
-            return Ok(EgressDecision { allow: false, reason: denied_reason(&parsed), credential: None });
+            return Ok(EgressDecision { allow: false, reason: denied_reason(parsed), credential: None });
         };
         let mut best: Option<&(Entry, String)> = None;
-        for candidate in self.inject.iter().filter(|(e, _)| e.pattern.matches(&parsed)) {
+        for candidate in self.inject.iter().filter(|(e, _)| e.pattern.matches(parsed)) {
             if best.is_none_or(|(b, _)| candidate.0.pattern.specificity() > b.pattern.specificity()) {
                 best = Some(candidate);
             }
@@ -615,165 +503,7 @@ fn check_credential(pattern: &str, secret: &str) -> Result<(), EgressError> {
     Err(EgressError::BadPattern { field: INJECT_FIELD, pattern: pattern.to_string(), problem: problem.to_string() })
 }
 
-/// Refusals shared by patterns and hosts, before any structure is read.
-fn common_refusal(text: &str) -> Option<String> {
-    if text.is_empty() {
-        return Some("it is empty".into());
-    }
-    if text.chars().any(char::is_whitespace) {
-        return Some("it holds whitespace".into());
-    }
-    if text.contains("://") {
-        return Some("it holds a URL scheme; give the host name only".into());
-    }
-    if text.contains('/') {
-        return Some("it holds a path; give the host name only".into());
-    }
-    if text.contains('@') {
-        return Some("it holds user info (`@`); give the host name only".into());
-    }
-    None
-}
-
-fn parse_pattern(text: &str) -> Result<Pattern, String> {
-    if let Some(problem) = common_refusal(text) {
-        return Err(problem);
-    }
-    if let Some(ip) = ip_literal(text.strip_suffix('.').unwrap_or(text))? {
-        return Ok(Pattern::Ip(ip));
-    }
-    if text.contains(':') {
-        return Err("it holds a port; patterns match hosts on every port (the request's port is \
-             ignored), so give the host name only"
-            .into());
-    }
-    let (wildcard, rest) = if let Some(rest) = text.strip_prefix("*.") {
-        (Some(true), rest)
-    } else if let Some(rest) = text.strip_prefix('.') {
-        (Some(false), rest)
-    } else {
-        (None, text)
-    };
-    if rest.contains('*') {
-        return Err("`*` is only allowed as a leading `*.` (as in `*.example.com`); an empty allowlist \
-             already allows every host"
-            .into());
-    }
-    let rest = rest.strip_suffix('.').unwrap_or(rest);
-    if wildcard.is_some() && rest.parse::<IpAddr>().is_ok() {
-        return Err("a wildcard or leading dot cannot apply to an IP address".into());
-    }
-    let name = domain_name(rest)?;
-    Ok(match wildcard {
-        Some(true) => Pattern::Subdomains(name),
-        Some(false) => Pattern::DomainAndSubdomains(name),
-        None => Pattern::Exact(name),
-    })
-}
-
-/// An IP literal (`192.0.2.7`, `2001:db8::1`, `[2001:db8::1]`); `Ok(None)` when `text` is
-/// not shaped like one.
-fn ip_literal(text: &str) -> Result<Option<IpAddr>, String> {
-    if let Some(inner) = text.strip_prefix('[') {
-        return match inner.strip_suffix(']') {
-            Some(inner) => inner
-                .parse::<Ipv6Addr>()
-                .map(|ip| Some(IpAddr::V6(ip)))
-                .map_err(|_| format!("{inner:?} in brackets is not an IPv6 address")),
-            None => Err("it opens `[` for an IPv6 address without a plain closing `]`; give \
-                         no port"
-                .into()),
-        };
-    }
-    if text.matches(':').count() >= 2 {
-        return text
-            .parse::<Ipv6Addr>()
-            .map(|ip| Some(IpAddr::V6(ip)))
-            .map_err(|_| "it is not a valid IPv6 address".into());
-    }
-    Ok(text.parse::<Ipv4Addr>().ok().map(IpAddr::V4))
-}
-
-/// Validates a DNS name (no wildcard, no trailing dot) and lower-cases it.
-fn domain_name(name: &str) -> Result<String, String> {
-    if name.is_empty() {
-        return Err("it names no domain".into());
-    }
-    if !name.is_ascii() {
-        return Err("it holds non-ASCII characters; write an internationalised name in its `xn--` form".into());
-    }
-    if name.len() > 253 {
-        return Err("the name is longer than 253 characters".into());
-    }
-    let labels: Vec<&str> = name.split('.').collect();
-    for label in &labels {
-        if label.is_empty() {
-            return Err("it has an empty label (`..`, or a leading or extra trailing dot)".into());
-        }
-        if label.len() > 63 {
-            return Err(format!("the label {label:?} is longer than 63 characters"));
-        }
-        if let Some(c) = label.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
-            return Err(format!("{c:?} is not allowed in a host name (letters, digits, `-`, `_` and dots only)"));
-        }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Err(format!("the label {label:?} starts or ends with `-`"));
-        }
-    }
-    if labels.last().is_some_and(|l| l.chars().all(|c| c.is_ascii_digit())) {
-        return Err("it ends in an all-digit label but is not a dotted-quad IPv4 address (such as \
-             192.0.2.7)"
-            .into());
-    }
-    Ok(name.to_ascii_lowercase())
-}
-
-/// Parses a request host: `name`, `name:port`, `ipv4[:port]`, `[ipv6][:port]` or bare `ipv6`.
-fn parse_host(raw: &str) -> Result<Host, EgressError> {
-    let bad = |problem: String| EgressError::BadHost { host: raw.to_string(), problem };
-    if let Some(problem) = common_refusal(raw) {
-        return Err(bad(problem));
-    }
-    if let Some(inner) = raw.strip_prefix('[') {
-        let Some((addr, after)) = inner.split_once(']') else {
-            return Err(bad("it opens `[` without a closing `]`".into()));
-        };
-        if !after.is_empty() {
-            let port = after.strip_prefix(':').ok_or_else(|| bad("only `:port` may follow `]`".into()))?;
-            check_port(port).map_err(bad)?;
-        }
-        let ip = addr.parse::<Ipv6Addr>().map_err(|_| bad(format!("{addr:?} in brackets is not an IPv6 address")))?;
-        return Ok(Host::Ip(IpAddr::V6(ip)));
-    }
-    let name = match raw.matches(':').count() {
-        0 => raw,
-        1 => {
-            let (name, port) = raw.split_once(':').unwrap_or((raw, ""));
-            check_port(port).map_err(bad)?;
-            name
-        }
-        _ => {
-            let ip = raw.parse::<Ipv6Addr>().map_err(|_| {
-                bad("it is not a valid IPv6 address (put an IPv6 address with a port in \
-                     brackets: `[2001:db8::1]:443`)"
-                    .into())
-            })?;
-            return Ok(Host::Ip(IpAddr::V6(ip)));
-        }
-    };
-    let name = name.strip_suffix('.').unwrap_or(name);
-    if let Ok(ip) = name.parse::<Ipv4Addr>() {
-        return Ok(Host::Ip(IpAddr::V4(ip)));
-    }
-    if name.contains('*') {
-        return Err(bad("a checked host cannot hold `*`".into()));
-    }
-    domain_name(name).map(Host::Name).map_err(bad)
-}
-
-fn check_port(port: &str) -> Result<(), String> {
-    if port.is_empty() || port.len() > 5 || !port.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("the port {port:?} is not a number from 0 to 65535"));
-    }
-    port.parse::<u16>().map(|_| ()).map_err(|_| format!("the port {port:?} is not a number from 0 to 65535"))
+/// Parses a request host (see the module doc); a malformed one is [`EgressError::BadHost`].
+pub fn parse_host(raw: &str) -> Result<Host, EgressError> {
+    kairon_model::egress::parse_host(raw).map_err(|problem| EgressError::BadHost { host: raw.to_string(), problem })
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use kairon_model::egress::GuestEgress;
 use tokio::sync::Mutex;
 
 use crate::api::{
@@ -143,6 +144,14 @@ pub struct Runtime {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// The narrowing a spec's `network.egress` asks for (an entry the api's validation would have
+/// refused narrows to nothing: the safe direction).
+fn guest_egress(spec: &CreateVmRequest) -> Option<Arc<GuestEgress>> {
+    let egress = spec.network.as_ref()?.egress.as_ref()?;
+    let narrowing = GuestEgress::compile(egress).unwrap_or(Some(GuestEgress::Nothing));
+    narrowing.map(Arc::new)
+}
+
 /// Every instance by id, and which id holds each runtime name. Both change under one lock, so
 /// a name is free or taken, never "busy": of any number of creates of one name, one wins.
 #[derive(Default)]
@@ -153,6 +162,8 @@ pub(crate) struct Instances {
     /// here), and where the next search for a free one starts.
     guest_ips: BTreeMap<std::net::Ipv4Addr, String>,
     next_ip: u32,
+    /// The narrowing of each instance whose spec asks its egress to be narrower than the node's.
+    egress: BTreeMap<String, Arc<GuestEgress>>,
 }
 
 impl Instances {
@@ -166,12 +177,16 @@ impl Instances {
         if let Some(ip) = vm.guest_ip.as_deref().and_then(|ip| ip.parse().ok()) {
             self.guest_ips.insert(ip, vm.id.to_string());
         }
+        if let Some(narrowing) = guest_egress(&vm.spec) {
+            self.egress.insert(vm.id.to_string(), narrowing);
+        }
         Ok(())
     }
 
     pub(crate) fn remove(&mut self, id: &str) -> Option<Arc<Mutex<Vm>>> {
         self.names.retain(|_, holder| holder != id);
         self.guest_ips.retain(|_, holder| holder != id);
+        self.egress.remove(id);
         self.by_id.remove(id)
     }
 
@@ -191,9 +206,15 @@ impl Instances {
         None
     }
 
-    /// The instance a guest IP is leased to.
-    pub(crate) fn lease_holder(&self, ip: std::net::Ipv4Addr) -> Option<String> {
-        self.guest_ips.get(&ip).cloned()
+    /// The instance a guest IP is leased to, with its narrowing.
+    pub(crate) fn guest(&self, ip: std::net::Ipv4Addr) -> Option<crate::net::Guest> {
+        let id = self.guest_ips.get(&ip)?;
+        Some(crate::net::Guest { instance: id.clone(), egress: self.egress.get(id).cloned() })
+    }
+
+    /// Every leased guest IP whose instance narrows its egress.
+    pub(crate) fn narrowed_guests(&self) -> Vec<(std::net::Ipv4Addr, Arc<GuestEgress>)> {
+        self.guest_ips.iter().filter_map(|(ip, id)| Some((*ip, self.egress.get(id)?.clone()))).collect()
     }
 
     /// How many guest IPs are leased.
@@ -801,15 +822,17 @@ impl Runtime {
             .get_or_try_init(|| async {
                 // Weak: the network lives in the runtime it looks instances up in.
                 let inner = Arc::downgrade(&self.inner);
-                let owner_of: crate::net::proxy::OwnerOf = Arc::new(move |ip| {
+                let guest_of: crate::net::proxy::GuestOf = Arc::new(move |ip| {
                     let std::net::IpAddr::V4(ip) = ip else { return None };
-                    inner.upgrade().and_then(|inner| lock(&inner.instances).lease_holder(ip))
+                    inner.upgrade().and_then(|inner| lock(&inner.instances).guest(ip))
                 });
+                let narrowed = lock(&self.inner.instances).narrowed_guests();
                 crate::net::GuestNetwork::start(
                     self.inner.net_plan.clone(),
                     Arc::new(self.inner.cfg.egress.clone()),
                     self.inner.denials.clone(),
-                    owner_of,
+                    guest_of,
+                    narrowed,
                     &self.inner.cfg.state_dir.join("egress-ca"),
                     self.inner.cfg.network.upstream_ca_file.as_deref(),
                 )

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kairon_model::SandboxSpec;
+use kairon_model::{EgressMode, EgressSpec, NetworkSpec, SandboxSpec};
 use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction};
 use kairon_runtime::egress::{EgressPolicy, SandboxConfig};
 use kairon_runtime::engine::{Runtime, RuntimeConfig};
@@ -631,6 +631,69 @@ async fn with_no_allowlist_other_protocols_are_routed_but_the_deny_set_is_not() 
     }
     assert_eq!(*node_hits.lock().unwrap(), 0);
     rt.delete(&vm.id).await.expect("delete");
+}
+
+/// A Machine's own egress rule narrows the node's (here: no allowlist, everything allowed):
+/// mode None reaches nothing, by name, through the proxy or routed; mode Allowlist reaches its
+/// names and networks only; each refusal is kept for the Machine's Events, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_machines_egress_rule_narrows_its_nodes_policy() {
+    let Node { bed, state: _state, rt } = Node::start(vec![], Limits::default()).await;
+    let seen = bed.seen.clone();
+    let narrowed = |name: &str, mode: EgressMode, allow: &[&str]| CreateVmRequest {
+        network: Some(NetworkSpec {
+            egress: Some(EgressSpec { mode, allow: allow.iter().map(|a| a.to_string()).collect() }),
+            ..Default::default()
+        }),
+        ..sandbox(name)
+    };
+    let wget = |host: &str| sh(&format!("wget -q -O - http://{host}/"));
+    let routed = |to: Ipv4Addr| sh(&format!("echo x | nc -w 3 {to} 8080 && echo CONNECTED"));
+
+    let open = rt.create(sandbox("kairon-egress-open")).await.expect("sandbox");
+    let offline = rt.create(narrowed("kairon-egress-none", EgressMode::None, &[])).await.expect("sandbox");
+    let only = rt
+        .create(narrowed("kairon-egress-only", EgressMode::Allowlist, &["allowed.test", &format!("{REFUSED_IP}/32")]))
+        .await
+        .expect("sandbox");
+
+    // The control: the node allows everything.
+    let got = rt.exec(&open.id, &wget("refused.test")).await.unwrap();
+    assert_eq!(got.stdout, format!("hello from {REFUSED_IP}\n"), "{got:?}");
+
+    // None: no name resolves, no host answers through the proxy, nothing is routed.
+    let got = rt.exec(&offline.id, &wget("allowed.test")).await.unwrap();
+    assert_ne!(got.exit_code, 0, "{got:?}");
+    let denial = eventually_denied(&rt, "allowed.test").await;
+    assert_eq!(denial.instance, offline.id.to_string());
+    assert!(denial.message.contains("egress.mode is None"), "{denial:?}");
+    let status = http_status(&rt, &offline.id, ALLOWED_IP, "allowed.test").await;
+    assert!(status.contains(" 403 "), "HTTP by address with Host allowed.test: {status:?}");
+    let r = rt.exec(&offline.id, &routed(ALLOWED_IP)).await.unwrap();
+    assert!(!r.stdout.contains("CONNECTED"), "{r:?}");
+
+    // Allowlist: its name answers, another is refused saying where to add it; routed traffic
+    // reaches its network and nothing else.
+    let got = rt.exec(&only.id, &wget("allowed.test")).await.unwrap();
+    assert_eq!(got.stdout, format!("hello from {ALLOWED_IP}\n"), "{got:?}");
+    let got = rt.exec(&only.id, &wget("inside.test")).await.unwrap();
+    assert_ne!(got.exit_code, 0, "{got:?}");
+    let denial = eventually_denied(&rt, "inside.test").await;
+    assert_eq!(denial.instance, only.id.to_string());
+    assert!(denial.message.contains("spec.network.egress.allow"), "{denial:?}");
+    let r = rt.exec(&only.id, &routed(ALLOWED_IP)).await.unwrap();
+    assert!(!r.stdout.contains("CONNECTED"), "a name in the allowlist opens no routed traffic: {r:?}");
+    let r = rt.exec(&only.id, &routed(REFUSED_IP)).await.unwrap();
+    assert!(r.stdout.contains("CONNECTED"), "its CIDR is routed: {r:?}");
+    assert_eq!(seen.lock().unwrap().other, vec![(REFUSED_IP, 8080)], "only the allowlist's network was reached");
+    assert!(rt.egress_denials().contains_key("MachineEgress"), "{:?}", rt.egress_denials());
+
+    // The open guest is untouched by its neighbours' rules.
+    let r = rt.exec(&open.id, &routed(ALLOWED_IP)).await.unwrap();
+    assert!(r.stdout.contains("CONNECTED"), "{r:?}");
+    for vm in [open, offline, only] {
+        rt.delete(&vm.id).await.expect("delete");
+    }
 }
 
 /// A VM on the guest network (real QEMU, TCG): it takes its address from the node, reaches the

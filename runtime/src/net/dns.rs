@@ -153,10 +153,13 @@ pub async fn serve(socket: tokio::net::UdpSocket, ctx: Arc<Context>) {
 
 async fn answer(ctx: &Context, guest: IpAddr, msg: &[u8]) -> Option<Vec<u8>> {
     let (name, _qtype, _end) = question(msg)?;
-    let refusal = match ctx.policy.check(&name) {
-        Ok(d) if d.allow => None,
-        Ok(d) => Some(d.reason),
+    let refusal = match crate::egress::parse_host(&name) {
         Err(e) => Some(e.to_string()),
+        Ok(host) => match ctx.policy.check_parsed(&host) {
+            Ok(d) if d.allow => ctx.machine_allows(guest, &host).err(),
+            Ok(d) => Some(d.reason),
+            Err(e) => Some(e.to_string()),
+        },
     };
     if let Some(reason) = refusal {
         ctx.denied(guest, &name, DenyKind::Dns, &format!("the node's resolver refused the name: {reason}"));

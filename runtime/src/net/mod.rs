@@ -39,6 +39,7 @@ use serde::Deserialize;
 use tokio::process::Command;
 
 use crate::egress::{Cidr, EgressPolicy};
+use kairon_model::egress::GuestEgress;
 use netns::NodeNetns;
 
 /// Where the node's resolver and egress proxy listen, on the gateway address.
@@ -221,12 +222,24 @@ fn system_resolver(allow_loopback: bool) -> Option<SocketAddr> {
         .map(|ip| SocketAddr::new(ip, 53))
 }
 
+/// A guest on the network: the instance holding its address, and how its Machine narrows
+/// its egress (`None`: the node's policy alone).
+#[derive(Clone, Debug)]
+pub struct Guest {
+    pub instance: String,
+    pub egress: Option<Arc<GuestEgress>>,
+}
+
 /// The running guest network of a node: its rules are installed, its resolver and proxy
 /// serve.
 pub struct GuestNetwork {
     pub plan: Plan,
     ns: NodeNetns,
     ca: Option<Arc<tls::EgressCa>>,
+    ctx: Arc<proxy::Context>,
+    /// What the packet filter holds for each narrowed guest address: the networks it may
+    /// reach by routed traffic (the sets `narrowed4` and `allowed4`).
+    narrowed: std::sync::Mutex<std::collections::HashMap<Ipv4Addr, Vec<Cidr>>>,
     /// The resolver and proxy loops. They stop with the runtime, so a runtime opened again
     /// in the same process binds their ports anew; the rules stay, guarding the guests.
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -247,7 +260,8 @@ impl GuestNetwork {
         plan: Plan,
         policy: Arc<EgressPolicy>,
         log: Arc<denials::DenialLog>,
-        owner_of: proxy::OwnerOf,
+        guest_of: proxy::GuestOf,
+        narrowed: Vec<(Ipv4Addr, Arc<GuestEgress>)>,
         ca_dir: &std::path::Path,
         upstream_ca_file: Option<&std::path::Path>,
     ) -> Result<Arc<GuestNetwork>, NetError> {
@@ -271,7 +285,9 @@ impl GuestNetwork {
                 other => other?,
             }
         }
-        let rules = nft::ruleset(&plan, &policy);
+        let narrowed: std::collections::HashMap<Ipv4Addr, Vec<Cidr>> =
+            narrowed.iter().map(|(ip, egress)| (*ip, egress.routed_v4())).collect();
+        let rules = nft::ruleset(&plan, &policy, &narrowed);
         run_with_input(ns.command("nft").args(["-f", "-"]), &rules).await?;
         let gateway = SocketAddr::new(IpAddr::V4(plan.gateway), 0);
         let dns = ns.udp_socket(SocketAddr::new(gateway.ip(), DNS_PORT)).await?;
@@ -287,17 +303,49 @@ impl GuestNetwork {
             ns: ns.clone(),
             upstream: upstream.clone(),
             log,
-            owner_of,
+            guest_of,
             ca: ca.clone(),
         });
         let tasks = vec![
             tokio::spawn(upstream.receive()),
             tokio::spawn(dns::serve(dns, ctx.clone())),
             tokio::spawn(proxy::serve_http(http, ctx.clone())),
-            tokio::spawn(proxy::serve_tls(tls, ctx)),
+            tokio::spawn(proxy::serve_tls(tls, ctx.clone())),
         ];
         tracing::info!(node = %plan.node, subnet = %plan.subnet, netns = ?plan.netns, "guest network is up");
-        Ok(Arc::new(GuestNetwork { plan, ns, ca, tasks }))
+        Ok(Arc::new(GuestNetwork { plan, ns, ca, ctx, narrowed: std::sync::Mutex::new(narrowed), tasks }))
+    }
+
+    /// Puts guest address `ip` in the packet filter's sets as its instance's Machine narrows
+    /// it (or out of them): a narrowed guest routes nothing but to its allowlist's networks.
+    /// The address may have been another instance's before, so both ways are written.
+    async fn narrow(&self, ip: Ipv4Addr) -> Result<(), NetError> {
+        let want = (self.ctx.guest_of)(IpAddr::V4(ip)).and_then(|g| g.egress).map(|egress| egress.routed_v4());
+        let had = self.narrowed.lock().unwrap_or_else(|e| e.into_inner()).get(&ip).cloned();
+        if want == had {
+            return Ok(());
+        }
+        let table = self.plan.table();
+        let mut batch = String::new();
+        if let Some(nets) = &had {
+            batch.push_str(&format!("delete element inet {table} narrowed4 {{ {ip} }}\n"));
+            for net in nets {
+                batch.push_str(&format!("delete element inet {table} allowed4 {{ {ip} . {net} }}\n"));
+            }
+        }
+        if let Some(nets) = &want {
+            batch.push_str(&format!("add element inet {table} narrowed4 {{ {ip} }}\n"));
+            for net in nets {
+                batch.push_str(&format!("add element inet {table} allowed4 {{ {ip} . {net} }}\n"));
+            }
+        }
+        run_with_input(self.ns.command("nft").args(["-f", "-"]), &batch).await?;
+        let mut narrowed = self.narrowed.lock().unwrap_or_else(|e| e.into_inner());
+        match want {
+            Some(nets) => narrowed.insert(ip, nets),
+            None => narrowed.remove(&ip),
+        };
+        Ok(())
     }
 
     /// The CA bundle guests trust (the node's store plus its egress CA), when the node
@@ -345,6 +393,8 @@ impl GuestNetwork {
         // A link left by an instance that died without its namespace going (cannot normally
         // happen: the link goes with the namespace) would block the name.
         let _ = self.ns.command("ip").args(["link", "del", &link]).output().await;
+        // The guest's narrowing is in force before it has a link to send on.
+        self.narrow(ip).await?;
         let host = format!(
             "link add {link} type veth peer name eth0 netns {pid}\n\
              addr add {gw}/32 dev {link}\n\

@@ -1,19 +1,36 @@
 //! The node's nftables table: what guests may send, and where it goes.
 
+use std::collections::HashMap;
 use std::fmt::Write;
+use std::net::Ipv4Addr;
 
 use super::{DNS_PORT, HTTP_PORT, Plan, TLS_PORT};
-use crate::egress::EgressPolicy;
+use crate::egress::{Cidr, EgressPolicy};
 
 /// The whole table, replacing any earlier one of this node (loaded with `nft -f -`, in one
 /// transaction).
-pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
+/// `narrowed` holds the guests whose Machines narrow their egress, each with the networks it
+/// may still reach by routed traffic.
+pub fn ruleset(plan: &Plan, policy: &EgressPolicy, narrowed: &HashMap<Ipv4Addr, Vec<Cidr>>) -> String {
     let table = plan.table();
     let guests = format!("\"{}*\"", plan.link_prefix());
     let gw = plan.gateway;
     let mut deny: Vec<String> = policy.denied_v4().map(|c| c.to_string()).collect();
     deny.push(plan.subnet.to_string());
-    let other = if policy.allows_everything() { "accept" } else { "counter drop" };
+    // Routed traffic (not DNS, HTTP or HTTPS, which the resolver and proxy judge): all of it
+    // when the node has no allowlist, but a narrowed guest's only to its allowlist's networks.
+    let other = if policy.allows_everything() {
+        "ip saddr . ip daddr @allowed4 accept\n\t\tip saddr @narrowed4 counter drop\n\t\taccept"
+    } else {
+        "counter drop"
+    };
+    let elements = |items: Vec<String>| match items.is_empty() {
+        true => String::new(),
+        false => format!(" elements = {{ {} }};", items.join(", ")),
+    };
+    let narrowed4 = elements(narrowed.keys().map(ToString::to_string).collect());
+    let allowed4 =
+        elements(narrowed.iter().flat_map(|(ip, nets)| nets.iter().map(move |net| format!("{ip} . {net}"))).collect());
     // nf_conncount: the guest's open connections (closed ones leave the count).
     let conns_set = "\tset conns { type ipv4_addr; flags dynamic; size 65535; }\n";
     let limit = format!(
@@ -28,6 +45,8 @@ pub fn ruleset(plan: &Plan, policy: &EgressPolicy) -> String {
          table inet {table} {{\n\
          \tcomment \"Kairon node {node}: guests {subnet}\"\n\
          \tset deny4 {{ type ipv4_addr; flags interval; auto-merge; elements = {{ {deny} }} }}\n\
+         \tset narrowed4 {{ type ipv4_addr;{narrowed4} }}\n\
+         \tset allowed4 {{ type ipv4_addr . ipv4_addr; flags interval;{allowed4} }}\n\
          {conns_set}\
          \tchain pre {{\n\
          \t\ttype nat hook prerouting priority dstnat; policy accept;\n\
@@ -85,13 +104,30 @@ mod tests {
             &super::super::NetworkSettings { dns_upstream: Some("192.0.2.53".into()), ..Default::default() },
         )
         .unwrap();
-        let open = ruleset(&plan, &EgressPolicy::default());
+        let open = ruleset(&plan, &EgressPolicy::default(), &HashMap::new());
         assert!(open.contains("169.254.0.0/16"), "{open}");
         assert!(open.contains(&plan.subnet.to_string()));
         assert!(open.contains("\t\taccept\n"));
+        let guest = plan.guest_ip(0);
+        let narrowed = HashMap::from([(guest, vec!["198.51.100.0/24".parse().unwrap()])]);
+        let narrow = ruleset(&plan, &EgressPolicy::default(), &narrowed);
+        assert!(narrow.contains(&format!("elements = {{ {guest} . 198.51.100.0/24 }}")), "{narrow}");
         let cfg = crate::egress::SandboxConfig { egress_allow_domains: vec!["a.test".into()], ..Default::default() };
-        let closed = ruleset(&plan, &EgressPolicy::new(&cfg).unwrap());
+        let closed = ruleset(&plan, &EgressPolicy::new(&cfg).unwrap(), &narrowed);
         assert!(!closed.contains("\t\taccept\n"), "{closed}");
         assert!(closed.contains(&format!("table inet {}", plan.table())));
+        // The kernel takes both (checked, not applied).
+        for rules in [&narrow, &closed] {
+            let mut nft = std::process::Command::new("nft")
+                .args(["-c", "-f", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("nft (nftables) is installed");
+            use std::io::Write as _;
+            nft.stdin.take().unwrap().write_all(rules.as_bytes()).unwrap();
+            let out = nft.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}\n{rules}", String::from_utf8_lossy(&out.stderr));
+        }
     }
 }

@@ -28,6 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::dns;
 use super::netns::NodeNetns;
 use crate::egress::EgressPolicy;
+use kairon_model::egress::Host;
 
 /// How long a guest may take to send its ClientHello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -53,6 +54,8 @@ pub enum DenyKind {
     /// A request naming two hosts: its URI and its `Host` header, or its `Host` header and the
     /// TLS server name it came under.
     HostMismatch,
+    /// The node allows the host, the guest's own Machine (`spec.network.egress`) does not.
+    Machine,
 }
 
 impl DenyKind {
@@ -63,12 +66,13 @@ impl DenyKind {
             DenyKind::Dns => "DnsRefused",
             DenyKind::NoHost => "NoHost",
             DenyKind::HostMismatch => "HostMismatch",
+            DenyKind::Machine => "MachineEgress",
         }
     }
 }
 
-/// Which instance holds a guest IP.
-pub type OwnerOf = Arc<dyn Fn(IpAddr) -> Option<String> + Send + Sync>;
+/// Which instance holds a guest IP, and how its Machine narrows its egress.
+pub type GuestOf = Arc<dyn Fn(IpAddr) -> Option<super::Guest> + Send + Sync>;
 
 /// What the resolver and the proxy share.
 pub struct Context {
@@ -76,7 +80,7 @@ pub struct Context {
     pub ns: NodeNetns,
     pub upstream: Arc<dns::Upstream>,
     pub log: Arc<super::denials::DenialLog>,
-    pub owner_of: OwnerOf,
+    pub guest_of: GuestOf,
     /// The egress CA, when some host has a credential to inject (HTTPS is terminated only
     /// for such hosts).
     pub ca: Option<Arc<super::tls::EgressCa>>,
@@ -86,7 +90,16 @@ impl Context {
     /// Counts, logs and keeps a refusal (the host is the guest's; never a credential).
     pub fn denied(&self, guest: IpAddr, host: &str, kind: DenyKind, message: &str) {
         tracing::info!(%guest, host, reason = kind.as_str(), message, "egress refused");
-        self.log.record((self.owner_of)(guest), host, kind, message);
+        self.log.record((self.guest_of)(guest).map(|g| g.instance), host, kind, message);
+    }
+
+    /// Whether the guest's own Machine lets it reach `host` (the node's policy allowed it
+    /// already); the error is why not.
+    pub fn machine_allows(&self, guest: IpAddr, host: &Host) -> Result<(), String> {
+        match (self.guest_of)(guest).and_then(|g| g.egress) {
+            Some(narrowing) => narrowing.check(host),
+            None => Ok(()),
+        }
     }
 
     /// Connects to `host` (allowed already) on `port` at an address the node resolved.
@@ -124,8 +137,21 @@ impl Context {
 
     /// The policy's answer for `host`, counted when it refuses.
     fn decide(&self, guest: IpAddr, host: &str) -> Result<Option<String>, Refusal> {
-        match self.policy.check(host) {
-            Ok(d) if d.allow => Ok(d.credential),
+        let parsed = match crate::egress::parse_host(host) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                self.denied(guest, host, DenyKind::NoHost, &e.to_string());
+                return Err(Refusal::Denied(e.to_string()));
+            }
+        };
+        match self.policy.check_parsed(&parsed) {
+            Ok(d) if d.allow => match self.machine_allows(guest, &parsed) {
+                Ok(()) => Ok(d.credential),
+                Err(reason) => {
+                    self.denied(guest, host, DenyKind::Machine, &reason);
+                    Err(Refusal::Denied(reason))
+                }
+            },
             Ok(d) => {
                 let kind =
                     if d.reason.contains("egress_deny_cidrs") { DenyKind::DenySet } else { DenyKind::NotAllowed };

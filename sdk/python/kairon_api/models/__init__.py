@@ -15,6 +15,8 @@ from .create_vm_request_labels import CreateVmRequestLabels
 from .device_claim import DeviceClaim
 from .egress_check_body import EgressCheckBody
 from .egress_check_result import EgressCheckResult
+from .egress_mode import EgressMode
+from .egress_spec import EgressSpec
 from .error_body import ErrorBody
 from .event import Event
 from .event_list import EventList
@@ -166,6 +168,8 @@ __all__ = (
     "DeviceClaim",
     "EgressCheckBody",
     "EgressCheckResult",
+    "EgressMode",
+    "EgressSpec",
     "ErrorBody",
     "Event",
     "EventList",

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.network_mode import NetworkMode
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.egress_spec import EgressSpec
+
 
 T = TypeVar("T", bound="NetworkSpec")
 
@@ -17,6 +21,7 @@ class NetworkSpec:
     """
     Attributes:
         bridge (None | str | Unset): Host bridge to attach to (mode Bridge).
+        egress (EgressSpec | None | Unset):
         mac_address (None | str | Unset): Fixed MAC address; generated when unset.
         mode (NetworkMode | Unset): How the guest is networked. `User` (SLIRP-like) has no guest IP; `Tap` and `Bridge`
             give
@@ -24,16 +29,27 @@ class NetworkSpec:
     """
 
     bridge: None | str | Unset = UNSET
+    egress: EgressSpec | None | Unset = UNSET
     mac_address: None | str | Unset = UNSET
     mode: NetworkMode | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.egress_spec import EgressSpec
+
         bridge: None | str | Unset
         if isinstance(self.bridge, Unset):
             bridge = UNSET
         else:
             bridge = self.bridge
+
+        egress: dict[str, Any] | None | Unset
+        if isinstance(self.egress, Unset):
+            egress = UNSET
+        elif isinstance(self.egress, EgressSpec):
+            egress = self.egress.to_dict()
+        else:
+            egress = self.egress
 
         mac_address: None | str | Unset
         if isinstance(self.mac_address, Unset):
@@ -50,6 +66,8 @@ class NetworkSpec:
         field_dict.update({})
         if bridge is not UNSET:
             field_dict["bridge"] = bridge
+        if egress is not UNSET:
+            field_dict["egress"] = egress
         if mac_address is not UNSET:
             field_dict["macAddress"] = mac_address
         if mode is not UNSET:
@@ -59,6 +77,8 @@ class NetworkSpec:
 
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
+        from ..models.egress_spec import EgressSpec
+
         d = dict(src_dict)
 
         def _parse_bridge(data: object) -> None | str | Unset:
@@ -69,6 +89,23 @@ class NetworkSpec:
             return cast(None | str | Unset, data)
 
         bridge = _parse_bridge(d.pop("bridge", UNSET))
+
+        def _parse_egress(data: object) -> EgressSpec | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                egress_type_0 = EgressSpec.from_dict(data)
+
+                return egress_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(EgressSpec | None | Unset, data)
+
+        egress = _parse_egress(d.pop("egress", UNSET))
 
         def _parse_mac_address(data: object) -> None | str | Unset:
             if data is None:
@@ -88,6 +125,7 @@ class NetworkSpec:
 
         network_spec = cls(
             bridge=bridge,
+            egress=egress,
             mac_address=mac_address,
             mode=mode,
         )

@@ -1220,6 +1220,22 @@ export interface components {
             /** @description Whether a credential would be injected for this host (its value is never returned). */
             wouldInjectCredential: boolean;
         };
+        /** @enum {string} */
+        EgressMode: "Internet" | "None" | "Allowlist";
+        /**
+         * @description A Machine's own egress rule, enforced by its node below the node's policy: `Internet`
+         *     leaves the node's policy alone; `None` refuses every host; `Allowlist` admits only the
+         *     hosts of `allow` (names and patterns for DNS, HTTP and HTTPS; IPv4 addresses and CIDRs
+         *     also for other protocols). A refusal is an `EgressDenied` Event on the Machine.
+         */
+        EgressSpec: {
+            /**
+             * @description Host patterns (`pypi.org`, `.pythonhosted.org`, `*.example.com`), IP addresses or
+             *     CIDRs; read in mode `Allowlist` only (at most 64).
+             */
+            allow?: string[];
+            mode?: components["schemas"]["EgressMode"];
+        };
         /** @description Every error body of the REST API. */
         ErrorBody: {
             /** @description What went wrong and what to do about it. */
@@ -1710,6 +1726,7 @@ export interface components {
         NetworkSpec: {
             /** @description Host bridge to attach to (mode Bridge). */
             bridge?: string | null;
+            egress?: components["schemas"]["EgressSpec"] | null;
             /** @description Fixed MAC address; generated when unset. */
             macAddress?: string | null;
             mode?: components["schemas"]["NetworkMode"];
