@@ -124,7 +124,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
         node_name: format!("bench-{}", bed.node.0),
         registry: Default::default(),
         egress,
-        network: NetworkSettings { attach_sandboxes: false, ..bed.network() },
+        network: NetworkSettings { attach_sandboxes: Some(false), ..bed.network() },
     })
     .await
     .map_err(|e| anyhow::anyhow!("opening the runtime (needs root, runc, iproute2, nftables): {e}"))?;

@@ -55,6 +55,10 @@ pub struct NodeFiles {
     /// and service CIDRs, which the manifests pass).
     #[arg(long = "deny-cidr", value_name = "CIDR")]
     pub deny_cidrs: Vec<String>,
+    /// Attach every sandbox to the guest network when the config's `[network]
+    /// attach_sandboxes` is unset (`kairon up`'s default; `false` forces it off).
+    #[arg(skip)]
+    pub guest_network: Option<bool>,
 }
 
 /// Opens the runtime: the process becomes a child subreaper so sandbox inits that outlive
@@ -66,9 +70,10 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
         None => Default::default(),
     };
     let egress = kairon_runtime::egress::EgressPolicy::new(&node_config.sandbox)?.deny_also(&args.node.deny_cidrs)?;
+    let network = guest_network(&args.node_name, node_config.network.clone(), args.node.guest_network);
     let cfg = RuntimeConfig {
         egress,
-        network: node_config.network.clone(),
+        network,
         state_dir: args.state_dir.clone(),
         node_name: args.node_name.clone(),
         registry: kairon_runtime::oci::RegistryConfig {
@@ -87,6 +92,47 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
         rt.set_max_volume_bytes(bytes);
     }
     Ok(rt)
+}
+
+/// The `[network]` settings with the command's choice applied: `Some(false)` (`kairon up
+/// --no-guest-network`) turns attaching off whatever the file says; `Some(true)` (`kairon up`'s
+/// default) turns it on where the file says nothing, unless this host cannot give guests a
+/// network (no resolver to forward to, no `nft`): then sandboxes stay offline, and it says why.
+fn guest_network(
+    node: &str,
+    mut settings: kairon_runtime::net::NetworkSettings,
+    choice: Option<bool>,
+) -> kairon_runtime::net::NetworkSettings {
+    match choice {
+        Some(false) => settings.attach_sandboxes = Some(false),
+        Some(true) if settings.attach_sandboxes.is_none() => {
+            let plan = kairon_runtime::net::Plan::new(node, &settings);
+            let missing = match &plan {
+                Err(e) => Some(e.to_string()),
+                Ok(p) if p.dns_upstream.is_none() => {
+                    Some("no nameserver in /etc/resolv.conf (set [network] dns_upstream in --node-config)".into())
+                }
+                Ok(_) if which("nft").is_none() || which("ip").is_none() => {
+                    Some("nftables (nft) and iproute2 (ip) are needed; install them".into())
+                }
+                Ok(_) => None,
+            };
+            match missing {
+                None => settings.attach_sandboxes = Some(true),
+                Some(why) => {
+                    eprintln!("warning: sandboxes are offline: {why}; --no-guest-network silences this");
+                    settings.attach_sandboxes = Some(false);
+                }
+            }
+        }
+        _ => {}
+    }
+    settings
+}
+
+/// `program` on `$PATH`.
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|dir| PathBuf::from(dir).join(program)).find(|p| p.is_file())
 }
 
 /// Where and how a runtime in a node's process serves.

@@ -38,6 +38,11 @@ pub struct UpArgs {
     /// `[registry]`).
     #[arg(long, env = "KAIRON_NODE_CONFIG")]
     node_config: Option<PathBuf>,
+    /// Leave sandboxes offline. By default each sandbox gets the guest network: the internet
+    /// (what the node config allows), never the private ranges, the host or other guests; a
+    /// Machine narrows it with spec.network.egress.
+    #[arg(long, env = "KAIRON_NO_GUEST_NETWORK")]
+    no_guest_network: bool,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
     #[command(flatten)]
@@ -376,7 +381,11 @@ async fn start_runtime(args: &UpArgs, data_dir: &Path, token: &str) -> Result<St
         state_dir,
         &args.node_name,
         token,
-        crate::runtime_cmd::NodeFiles { config: args.node_config.clone(), deny_cidrs: vec![] },
+        crate::runtime_cmd::NodeFiles {
+            config: args.node_config.clone(),
+            deny_cidrs: vec![],
+            guest_network: Some(!args.no_guest_network),
+        },
         extra,
         serving,
     )

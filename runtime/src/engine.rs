@@ -811,7 +811,7 @@ impl Runtime {
         match spec.network.as_ref().map(|n| n.mode) {
             Some(NetworkMode::Tap | NetworkMode::Bridge) => true,
             Some(NetworkMode::None) => false,
-            Some(NetworkMode::User) | None => self.inner.cfg.network.attach_sandboxes,
+            Some(NetworkMode::User) | None => self.inner.cfg.network.attach_sandboxes == Some(true),
         }
     }
 

@@ -159,7 +159,7 @@ async fn open_runtime(state: &std::path::Path, bed: &testbed::Testbed, allow: Ve
         registry: Default::default(),
         egress,
         network: NetworkSettings {
-            attach_sandboxes: true,
+            attach_sandboxes: Some(true),
             max_connections: limits.max_connections,
             bandwidth_mbit: limits.bandwidth_mbit,
             ..bed.network()

@@ -153,6 +153,12 @@ impl Kairon {
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
+        // Many instances run at once here under one node name: on the host's namespace their
+        // guest networks would share one nftables table and link names. A test that attaches
+        // guests gives a node config whose `[network] netns` is a test bed's.
+        if !extra.contains(&"--node-config") {
+            cmd.arg("--no-guest-network");
+        }
         cmd.arg("--data-dir")
             .arg(data_dir.path())
             .args(extra)

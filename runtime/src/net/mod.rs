@@ -52,8 +52,10 @@ pub const TLS_PORT: u16 = 15443;
 #[serde(deny_unknown_fields)]
 pub struct NetworkSettings {
     /// Attach every sandbox (not only those whose `spec.network` asks for `Tap`/`Bridge`).
+    /// Unset: the command's default (`kairon up`: on unless `--no-guest-network`; a cluster's
+    /// `kairon node`: off).
     #[serde(default)]
-    pub attach_sandboxes: bool,
+    pub attach_sandboxes: Option<bool>,
     /// The guest subnet (IPv4 CIDR, /16 to /28); default: a /20 in 10.64.0.0/10 chosen by the
     /// node name.
     #[serde(default)]
