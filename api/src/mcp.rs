@@ -60,6 +60,34 @@ pub struct CreateArgs {
     /// Delete the sandbox this many seconds from now: 300 when neither this nor
     /// max_lifetime_seconds is given (a forgotten sandbox does not run forever); 0 for no deadline.
     pub timeout_seconds: Option<i64>,
+    /// What the sandbox reaches: "internet" (what its node allows; the default), "none", or a
+    /// list of the hosts to allow (`["pypi.org", ".pythonhosted.org"]`). A refusal is an
+    /// EgressDenied Event on the Machine.
+    pub network: Option<NetworkArg>,
+}
+
+/// `create_sandbox`'s `network`, as the SDKs' `network=`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NetworkArg {
+    /// "internet" or "none".
+    Mode(String),
+    /// The hosts to allow.
+    Allow(Vec<String>),
+}
+
+impl NetworkArg {
+    /// The Machine's `spec.network` (`None`: the node's policy).
+    fn spec(&self) -> Result<Option<Value>, String> {
+        match self {
+            NetworkArg::Mode(m) if m == "internet" => Ok(None),
+            NetworkArg::Mode(m) if m == "none" => Ok(Some(json!({ "egress": { "mode": "None" } }))),
+            NetworkArg::Mode(m) => Err(format!(
+                "network {m:?}: give \"internet\", \"none\", or a list of the hosts to allow ([{m:?}] allows that one)"
+            )),
+            NetworkArg::Allow(hosts) => Ok(Some(json!({ "egress": { "mode": "Allowlist", "allow": hosts } }))),
+        }
+    }
 }
 
 /// A sandbox's deadline when its maker gives none: five minutes, as E2B's (extend it with the
@@ -355,6 +383,9 @@ impl KaironMcp {
         spec["lifecycle"] = lc;
         if let Some(ttl) = ttl_seconds(a.timeout_seconds, a.max_lifetime_seconds.is_some()) {
             spec["ttlSeconds"] = json!(ttl);
+        }
+        if let Some(network) = a.network.as_ref().map(NetworkArg::spec).transpose()?.flatten() {
+            spec["network"] = network;
         }
         let m = json!({
             "metadata": { "name": name, "namespace": a.namespace, "labels": { "kairon.zyvor.dev/sandbox": "true" } },

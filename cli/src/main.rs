@@ -78,7 +78,7 @@ enum ConfigCmd {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
-    #[command(after_help = concat!("Examples:\n  kaironctl create agent-42 --sandbox-template busybox --idle-timeout 10m --max-lifetime 24h --wake-on-connect\n  kaironctl create vm-1 --image /var/lib/fluxvm/images/kairon-hw.qcow2 --cpu 2 --memory 2Gi\n  kaironctl create machinepool agents --template busybox --replicas 5 --warm-power-state Paused\n  kaironctl create clone agent-42 agent-43", exit_codes!()))]
+    #[command(after_help = concat!("Examples:\n  kaironctl create agent-42 --sandbox-template busybox --idle-timeout 10m --max-lifetime 24h --wake-on-connect\n  kaironctl create vm-1 --image /var/lib/fluxvm/images/kairon-hw.qcow2 --cpu 2 --memory 2Gi\n  kaironctl create agent-43 --sandbox --sandbox-template python --network pypi.org,.pythonhosted.org\n  kaironctl create machinepool agents --template busybox --replicas 5 --warm-power-state Paused\n  kaironctl create clone agent-42 agent-43", exit_codes!()))]
     Create(Box<CreateArgs>),
     /// List machines (m), machinepools (mp), machineclaims (mc), nodes, the namespace's quota; or, with --node, templates, sandboxes, pools.
     #[command(
@@ -518,6 +518,10 @@ struct CreateArgs {
     /// `KEY=VALUE` for every exec and process in the Machine (a pool's: its members); repeat for more.
     #[arg(short = 'e', long = "env", value_parser = parse_key_value)]
     env: Vec<(String, String)>,
+    /// What the guest reaches: `internet` (what its node allows; the default), `none`, or the
+    /// hosts to allow, comma-separated (`pypi.org,.pythonhosted.org,198.51.100.0/24`).
+    #[arg(long, value_name = "internet|none|HOSTS")]
+    network: Option<String>,
     /// Pool size.
     #[arg(long)]
     replicas: Option<i64>,
@@ -1058,7 +1062,25 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     if !a.env.is_empty() {
         spec["env"] = json!(a.env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>());
     }
+    if let Some(network) = a.network.as_deref().map(network_spec).transpose()?.flatten() {
+        spec["network"] = network;
+    }
     Ok(spec)
+}
+
+/// `--network`'s `spec.network`, as the SDKs' `network=` makes it (`None`: the node's policy).
+fn network_spec(network: &str) -> Result<Option<Value>> {
+    match network.trim() {
+        "internet" => Ok(None),
+        "none" => Ok(Some(json!({ "egress": { "mode": "None" } }))),
+        "" => Err(anyhow::Error::new(Failure::Refused(
+            "--network takes internet, none, or the hosts to allow (comma-separated)".into(),
+        ))),
+        hosts => {
+            let allow: Vec<&str> = hosts.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
+            Ok(Some(json!({ "egress": { "mode": "Allowlist", "allow": allow } })))
+        }
+    }
 }
 
 /// The label the pool controller puts on a pool's members (kairon-model's `keys::POOL`).
@@ -1714,6 +1736,17 @@ mod tests {
         }
         assert!(<GetKind as clap::ValueEnum>::from_str("machineclaim", false) == Ok(GetKind::Machineclaims));
         assert!(<Kind as clap::ValueEnum>::from_str("widgets", false).is_err());
+    }
+
+    #[test]
+    fn network_is_what_the_sdks_send() {
+        assert_eq!(network_spec("internet").unwrap(), None);
+        assert_eq!(network_spec("none").unwrap(), Some(json!({"egress": {"mode": "None"}})));
+        assert_eq!(
+            network_spec("pypi.org, .pythonhosted.org").unwrap(),
+            Some(json!({"egress": {"mode": "Allowlist", "allow": ["pypi.org", ".pythonhosted.org"]}}))
+        );
+        assert!(network_spec(" ").is_err());
     }
 
     #[test]

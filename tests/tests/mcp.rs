@@ -116,6 +116,29 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         assert!(mcp.ok("close_sandbox", json!({ "namespace": "mcp", "name": name })).contains("deleted"));
     }
 
+    // The network option is the SDKs' `network=`: "internet", "none" or the hosts to allow.
+    for (i, (network, egress)) in [
+        (json!("none"), json!({"mode": "None"})),
+        (
+            json!(["pypi.org", ".pythonhosted.org"]),
+            json!({"mode": "Allowlist", "allow": ["pypi.org", ".pythonhosted.org"]}),
+        ),
+        (json!("internet"), Value::Null),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("mcp-net-{i}");
+        let args = json!({ "namespace": "mcp", "template": "busybox", "name": name, "network": network });
+        mcp.ok("create_sandbox", args);
+        let m = rest(&k, "GET", &format!("/api/v1/machines/mcp/{name}"), &Value::Null);
+        assert_eq!(m["spec"]["network"]["egress"], egress, "{network}: {m}");
+        mcp.ok("close_sandbox", json!({ "namespace": "mcp", "name": name }));
+    }
+    let (err, text) =
+        mcp.tool("create_sandbox", json!({ "namespace": "mcp", "template": "busybox", "network": "offline" }));
+    assert!(err && text.contains("\"none\""), "{text}");
+
     let claimed: Value = serde_json::from_str(
         &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),
     )

@@ -204,6 +204,30 @@ async fn typescript_sdk_works_in_a_browser() {
     assert_clean(&k, "sdk-browser").await;
 }
 
+/// The Python SDK's `network=` on `kairon up`'s default guest network, whose node side lives in
+/// a test bed (`sdk/python/scripts/network_option.py`): online by default, `"none"` and an
+/// allowlist enforced by the node, each refusal readable as an EgressDenied Event.
+#[tokio::test(flavor = "multi_thread")]
+async fn python_sdk_network_option_is_enforced_on_the_guest_network() {
+    let bed = kairon_runtime::net::testbed::Testbed::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[network]\nnetns = \"{}\"\ndns_upstream = \"{}\"\n",
+            bed.node.0,
+            kairon_runtime::net::testbed::RESOLVER_IP
+        ),
+    )
+    .unwrap();
+    let k = Kairon::start_with(&["--node-config", config.to_str().unwrap()]).unwrap();
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/network_option.py"));
+    with_env(&mut cmd, &k);
+    assert_eq!(run("network_option.py", &mut cmd).trim(), "ok");
+}
+
 /// Runs `script` (a program that prints `created`, waits for a line, then works through a
 /// restart) against `kairon up` on a fixed address: stops the server, tells the script, starts
 /// the server again on the same address and data; the script's `ok after N s` line says how

@@ -44,7 +44,7 @@ from kairon_api.models.reason import Reason
 
 from .files import Files
 from .forward import PortForward
-from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source
+from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec
 from ._kairon import Kairon, Sandboxes
 from .aio import AsyncFiles, AsyncKairon, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
 
@@ -86,4 +86,5 @@ __all__ = [
     "WakeTimeoutError",
     "__version__",
     "machine_source",
+    "network_spec",
 ]

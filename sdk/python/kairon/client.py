@@ -161,6 +161,15 @@ class Client:
         items: list[dict[str, Any]] = self._send("GET", path).get("items") or []
         return items
 
+    def list_events(self, name: str, namespace: str | None = None, *, reason: str | None = None) -> list[dict[str, Any]]:
+        """The Events about the Machine `name` (core/v1), oldest first; only `reason`'s if given."""
+        selector = f"involvedObject.kind=Machine,involvedObject.name={name}"
+        if reason:
+            selector += f",reason={reason}"
+        path = f"/api/v1/namespaces/{namespace or self.namespace}/events?" + urlencode({"fieldSelector": selector})
+        items: list[dict[str, Any]] = self._send("GET", path).get("items") or []
+        return sorted(items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
     def delete_machine(self, name: str, namespace: str | None = None) -> dict[str, Any]:
         """Deletes the Machine (its node agent removes the runtime instance first)."""
         return self._send("DELETE", self._path("machines", namespace, name))

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -90,6 +90,25 @@ def machine_source(image: str | None = None, template: str | None = None) -> dic
         raise ValueError(f"image={image!r} is not a path on the node: image= takes the path of a VM disk image, "
                          f"such as /var/lib/fluxvm/images/kairon-hw.qcow2; {hint}")
     return {"image": {"path": image}}
+
+
+def network_spec(network: str | Sequence[str] | None) -> dict[str, Any] | None:
+    """The `spec.network` for `network=`: `None` or `"internet"` leaves the node's egress policy
+    (the internet, never the inside; returns `None`), `"none"` reaches nothing, and a list of hosts
+    (`["pypi.org", ".pythonhosted.org", "198.51.100.0/24"]`) only those. A Machine only narrows
+    its node's policy. Raises `ValueError` saying what to pass instead."""
+    if network is None or network == "internet":
+        return None
+    if network == "none":
+        return {"egress": {"mode": "None"}}
+    if isinstance(network, str):
+        raise ValueError(f"network={network!r}: pass 'internet', 'none', or a list of hosts to allow "
+                         f"(network=[{network!r}] allows that one)")
+    hosts = list(network)
+    if not hosts or not all(isinstance(h, str) and h for h in hosts):
+        raise ValueError("network= as a list names the hosts to allow (such as ['pypi.org', '.pythonhosted.org']); "
+                         "for no network at all pass network='none'")
+    return {"egress": {"mode": "Allowlist", "allow": hosts}}
 
 
 @dataclass(frozen=True)
@@ -248,6 +267,7 @@ class Sandbox:
         labels: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
         timeout: int | None | _Default = _Default.TIMEOUT,
+        network: str | Sequence[str] | None = None,
         ready_timeout: float = 300.0,
     ) -> Sandbox:
         """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a
@@ -256,8 +276,11 @@ class Sandbox:
         after creation (`spec.ttlSeconds`): 300 when neither it nor `max_lifetime` is given,
         `timeout=None` for no deadline; `set_timeout` and `extend` change it later, and the
         earliest deadline wins. `env` is set for every command and process in it (a run's own
-        `env` wins); not for secrets: every reader of the namespace sees it."""
+        `env` wins); not for secrets: every reader of the namespace sees it. `network` narrows
+        what it reaches (see `network_spec`): by default the internet its node allows; a refusal
+        shows in `events("EgressDenied")`."""
         source = machine_source(image, template)
+        net = network_spec(network)
         name = name or f"sb-{uuid.uuid4().hex[:10]}"
         spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}, **source}
         if "image" in source:
@@ -277,6 +300,8 @@ class Sandbox:
             spec["ttlSeconds"] = ttl
         if env:
             spec["env"] = dict(env)
+        if net is not None:
+            spec["network"] = net
         meta = {"name": name, "labels": {SANDBOX_LABEL: "true", **(labels or {})}}
         kube.create_machine({"metadata": meta, "spec": spec})
         sb = cls(kube, ui, name)
@@ -584,6 +609,11 @@ class Sandbox:
     def machine(self) -> Machine:
         """The same as `info()` (its earlier name)."""
         return self.info()
+
+    def events(self, reason: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The Machine's Events, oldest first (each with `reason`, `message`, `type`, `count`):
+        `events("EgressDenied")` says which host the guest could not reach, and why."""
+        return self.kube.list_events(self.name, namespace=self.namespace, reason=reason)
 
     @property
     def phase(self) -> str | None:

@@ -156,6 +156,17 @@ def test_one_rule_says_what_boots_a_template_or_a_vm_image() -> None:
         Sandbox.create(nowhere, UIClient("https://127.0.0.1:9", "token", namespace=NS), image="python")
 
 
+def test_network_is_the_nodes_policy_none_or_an_allowlist() -> None:
+    assert kairon.network_spec(None) is None and kairon.network_spec("internet") is None
+    assert kairon.network_spec("none") == {"egress": {"mode": "None"}}
+    assert kairon.network_spec(["pypi.org", ".pythonhosted.org"]) == {
+        "egress": {"mode": "Allowlist", "allow": ["pypi.org", ".pythonhosted.org"]}}
+    for bad, says in [("offline", "'none'"), ("pypi.org", "['pypi.org']"), ([], "network='none'")]:
+        with pytest.raises(ValueError) as e:
+            kairon.network_spec(bad)
+        assert says in str(e.value), (bad, str(e.value))
+
+
 def test_connect_list_and_info(kube: Client, ui: UIClient, template: str) -> None:
     k = Kairon(kube.url, _env("KAIRON_TOKEN"), namespace=NS)
     suite = uuid.uuid4().hex[:8]

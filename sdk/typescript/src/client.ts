@@ -41,7 +41,7 @@ export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
 export type FileEntry = Schemas["FileEntry"];
 
 const GROUP = "kairon.zyvor.dev/v1";
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 
 /** Options of `Client` and `UIClient`: the namespace calls use unless given another, and how to send. */
 export interface ClientOptions extends TransportOptions {
@@ -125,6 +125,15 @@ export class Client {
     if (selector) path += `?${new URLSearchParams({ labelSelector: selector })}`;
     const list = await this.#send("GET", path);
     return (list.items ?? []) as Json[];
+  }
+  /** The Events about the Machine `name` (core/v1), oldest first; only `reason`'s if given. */
+  async listEvents(name: string, opts: { namespace?: string; reason?: string } = {}): Promise<Json[]> {
+    let selector = `involvedObject.kind=Machine,involvedObject.name=${name}`;
+    if (opts.reason) selector += `,reason=${opts.reason}`;
+    const ns = encodeURIComponent(opts.namespace ?? this.namespace);
+    const list = await this.#send("GET", `/api/v1/namespaces/${ns}/events?${new URLSearchParams({ fieldSelector: selector })}`);
+    const at = (e: Json) => String(e.lastTimestamp ?? e.eventTime ?? "");
+    return ((list.items ?? []) as Json[]).sort((a, b) => at(a).localeCompare(at(b)));
   }
   /** Deletes the Machine (its node agent removes the runtime instance first). */
   deleteMachine(name: string, namespace?: string): Promise<Json> {

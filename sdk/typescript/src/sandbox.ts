@@ -19,7 +19,7 @@
  * scheduled, a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is thrown at once.
  */
 
-import { Client, UIClient, type Machine, type Signal } from "./client.js";
+import { Client, UIClient, type Json, type Machine, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
 import { EXEC_DEFAULT_TIMEOUT } from "./retry.js";
@@ -40,6 +40,25 @@ export interface RunResult {
   exitCode: number;
   /** Whether it was killed at its timeout. */
   timedOut: boolean;
+}
+
+/** What `network` may be: the node's policy (`"internet"`), nothing (`"none"`), or the hosts to allow. */
+export type NetworkOption = "internet" | "none" | string[];
+
+/** The `spec.network` for `network`: `undefined` or `"internet"` leaves the node's egress policy (the
+ * internet, never the inside), `"none"` reaches nothing, and a list of hosts (`["pypi.org",
+ * ".pythonhosted.org", "198.51.100.0/24"]`) only those. A Machine only narrows its node's policy.
+ * Throws a `TypeError` saying what to pass instead. */
+export function networkSpec(network: NetworkOption | undefined): Record<string, unknown> | undefined {
+  if (network === undefined || network === "internet") return undefined;
+  if (network === "none") return { egress: { mode: "None" } };
+  if (typeof network === "string") {
+    throw new TypeError(`network: ${JSON.stringify(network)}: pass "internet", "none", or a list of hosts to allow ([${JSON.stringify(network)}] allows that one)`);
+  }
+  if (!Array.isArray(network) || network.length === 0 || !network.every((h) => typeof h === "string" && h)) {
+    throw new TypeError('network as a list names the hosts to allow (such as ["pypi.org", ".pythonhosted.org"]); for no network at all pass "none"');
+  }
+  return { egress: { mode: "Allowlist", allow: [...network] } };
 }
 
 /** The part of a Machine's spec saying what boots: `{ sandbox: { templateName } }` or
@@ -108,6 +127,9 @@ export interface CreateOptions {
    * `maxLifetime` is given, `null` for no deadline. `setTimeout` and `extend` change it later; the
    * earliest deadline wins. */
   timeout?: number | null;
+  /** What it reaches (see `networkSpec`): by default the internet its node allows; a refusal shows in
+   * `events("EgressDenied")`. */
+  network?: NetworkOption;
   /** Seconds to wait until commands run (default 300). */
   readyTimeout?: number;
 }
@@ -277,6 +299,7 @@ export class Sandbox {
    * `idleTimeout` and `maxLifetime` are seconds. */
   static async create(kube: Client, ui: UIClient, opts: CreateOptions): Promise<Sandbox> {
     const source = machineSource(opts);
+    const network = networkSpec(opts.network);
     const name = opts.name ?? `sb-${hex(10)}`;
     const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true }, ...source };
     if ("image" in source) {
@@ -292,6 +315,7 @@ export class Sandbox {
     const ttl = ttlSeconds(opts.timeout, opts.maxLifetime !== undefined);
     if (ttl !== undefined) spec.ttlSeconds = ttl;
     if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
+    if (network) spec.network = network;
     await kube.createMachine({ metadata: { name, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } }, spec });
     const sb = new Sandbox(kube, ui, name);
     try {
@@ -579,6 +603,12 @@ export class Sandbox {
   /** The Machine as the server has it now: `spec`, `status` (phase, node, conditions, lifecycle) and `metadata`. */
   info(): Promise<Machine> {
     return this.ui.getMachine(this.name, this.namespace);
+  }
+
+  /** The Machine's Events, oldest first (each with `reason`, `message`, `type`, `count`):
+   * `events("EgressDenied")` says which host the guest could not reach, and why. */
+  events(reason?: string): Promise<Json[]> {
+    return this.kube.listEvents(this.name, { namespace: this.namespace, reason });
   }
 
   /** The same as `info()` (its earlier name). */

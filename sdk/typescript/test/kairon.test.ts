@@ -21,6 +21,7 @@ import {
   KaironConnectionError,
   KaironError,
   machineSource,
+  networkSpec,
   NotFoundError,
   QuotaExceededError,
   Sandbox,
@@ -172,6 +173,21 @@ const gone = (get: () => Promise<unknown>) => async (): Promise<boolean> => {
     throw e;
   }
 };
+
+describe("network", () => {
+  it("is the node's policy, none, or an allowlist", () => {
+    assert.equal(networkSpec(undefined), undefined);
+    assert.equal(networkSpec("internet"), undefined);
+    assert.deepEqual(networkSpec("none"), { egress: { mode: "None" } });
+    assert.deepEqual(networkSpec(["pypi.org", ".pythonhosted.org"]), {
+      egress: { mode: "Allowlist", allow: ["pypi.org", ".pythonhosted.org"] },
+    });
+    const refusals: [unknown, string][] = [["offline", '"none"'], ["pypi.org", '["pypi.org"]'], [[], '"none"']];
+    for (const [bad, says] of refusals) {
+      assert.throws(() => networkSpec(bad as never), (e: unknown) => e instanceof TypeError && e.message.includes(says));
+    }
+  });
+});
 
 describe("what boots", () => {
   it("one rule: a template, or a VM image path on the node", async () => {
