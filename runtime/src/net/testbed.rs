@@ -99,7 +99,92 @@ pub fn zone() -> BTreeMap<&'static str, Ipv4Addr> {
         // A second virtual host on allowed.test's address, as a shared host or CDN has.
         ("evil.test", ALLOWED_IP),
         ("inside.test", INSIDE_IPS[0]),
+        // A stand-in Python package index ([`PACKAGE_INDEX`]), a virtual host on the same address.
+        ("pypi.test", ALLOWED_IP),
     ])
+}
+
+/// The host of the stand-in package index: `http://pypi.test/simple/` lists one package,
+/// [`STAND_IN_WHEEL`], as PEP 503 says an index does (`PIP_INDEX_URL=http://pypi.test/simple`,
+/// `PIP_TRUSTED_HOST=pypi.test`).
+pub const PACKAGE_INDEX: &str = "pypi.test";
+/// The one file of the stand-in index: a small, valid wheel of `six` 1.16.0.
+pub const STAND_IN_WHEEL: &str = "six-1.16.0-py2.py3-none-any.whl";
+
+/// What the stand-in index answers at `path` (content type, body), if anything.
+fn package_index(path: &str) -> Option<(&'static str, Vec<u8>)> {
+    match path {
+        "/simple/" => {
+            Some(("text/html", b"<!DOCTYPE html><html><body><a href=\"/simple/six/\">six</a></body></html>\n".to_vec()))
+        }
+        "/simple/six/" => Some((
+            "text/html",
+            format!(
+                "<!DOCTYPE html><html><body><a href=\"/files/{STAND_IN_WHEEL}\">{STAND_IN_WHEEL}</a></body></html>\n"
+            )
+            .into_bytes(),
+        )),
+        p if p == format!("/files/{STAND_IN_WHEEL}") => Some(("application/octet-stream", stand_in_wheel())),
+        _ => None,
+    }
+}
+
+/// A wheel pip takes: a zip (stored, not compressed) holding a module and the `.dist-info`
+/// files that name the package and version.
+fn stand_in_wheel() -> Vec<u8> {
+    let info = "six-1.16.0.dist-info";
+    let files: [(String, &str); 4] = [
+        ("six.py".into(), "# a stand-in for six, served by the test bed's package index\n"),
+        (format!("{info}/METADATA"), "Metadata-Version: 2.1\nName: six\nVersion: 1.16.0\n"),
+        (
+            format!("{info}/WHEEL"),
+            "Wheel-Version: 1.0\nGenerator: kairon-testbed\nRoot-Is-Purelib: true\nTag: py2-none-any\nTag: py3-none-any\n",
+        ),
+        (
+            format!("{info}/RECORD"),
+            "six.py,,\nsix-1.16.0.dist-info/METADATA,,\nsix-1.16.0.dist-info/WHEEL,,\nsix-1.16.0.dist-info/RECORD,,\n",
+        ),
+    ];
+    let mut zip = Vec::new();
+    let mut central = Vec::new();
+    for (name, body) in &files {
+        let mut crc = flate2::Crc::new();
+        crc.update(body.as_bytes());
+        let (crc, size, offset) = (crc.sum(), body.len() as u32, zip.len() as u32);
+        // Version 2.0, no flags, stored, no time: the fields both headers share.
+        let mut common = Vec::new();
+        for v in [20u16, 0, 0, 0, 0] {
+            common.extend_from_slice(&v.to_le_bytes());
+        }
+        common.extend_from_slice(&crc.to_le_bytes());
+        common.extend_from_slice(&size.to_le_bytes());
+        common.extend_from_slice(&size.to_le_bytes());
+        common.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        common.extend_from_slice(&0u16.to_le_bytes());
+        zip.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        zip.extend_from_slice(&common);
+        zip.extend_from_slice(name.as_bytes());
+        zip.extend_from_slice(body.as_bytes());
+        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        central.extend_from_slice(&20u16.to_le_bytes());
+        central.extend_from_slice(&common);
+        for v in [0u16, 0, 0] {
+            central.extend_from_slice(&v.to_le_bytes());
+        }
+        central.extend_from_slice(&0u32.to_le_bytes());
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let (at, len, n) = (zip.len() as u32, central.len() as u32, files.len() as u16);
+    zip.extend_from_slice(&central);
+    zip.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    for v in [0u16, 0, n, n] {
+        zip.extend_from_slice(&v.to_le_bytes());
+    }
+    zip.extend_from_slice(&len.to_le_bytes());
+    zip.extend_from_slice(&at.to_le_bytes());
+    zip.extend_from_slice(&0u16.to_le_bytes());
+    zip
 }
 
 /// Starts the internet's servers on a thread inside `ns`; they live as long as the process.
@@ -228,14 +313,24 @@ async fn answer_http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         })
     };
     let request = (local, header("host").unwrap_or_default(), header("authorization"));
+    let to_index = request.1.split(':').next() == Some(PACKAGE_INDEX);
     {
         let mut s = seen.lock().unwrap();
         let list = if tls { &mut s.https } else { &mut s.http };
         list.push(request);
     }
-    let body = format!("hello from {local}\n");
-    let resp = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    let _ = c.write_all(resp.as_bytes()).await;
+    let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let (status, kind, body) = match (to_index, to_index.then(|| package_index(&path)).flatten()) {
+        (true, Some((kind, body))) => ("200 OK", kind, body),
+        (true, None) => ("404 Not Found", "text/plain", b"no such package\n".to_vec()),
+        (false, _) => ("200 OK", "text/plain", format!("hello from {local}\n").into_bytes()),
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = c.write_all(head.as_bytes()).await;
+    let _ = c.write_all(&body).await;
     let _ = c.shutdown().await;
 }
 

@@ -1,5 +1,5 @@
 //! The builtin python template: a minimal Debian root filesystem with python3, made by
-//! `debootstrap --variant=minbase --include=python3-minimal` from the Debian mirror and release
+//! `debootstrap --variant=minbase --include=python3-minimal,python3-pip` from the Debian mirror and release
 //! the machine's apt is configured with (`KAIRON_DEBIAN_MIRROR` / `KAIRON_DEBIAN_SUITE`
 //! override them). No host name is built in.
 
@@ -21,9 +21,9 @@ pub const MIRROR_ENV: &str = "KAIRON_DEBIAN_MIRROR";
 /// Overrides the release read from apt's configuration (e.g. `bookworm`).
 pub const SUITE_ENV: &str = "KAIRON_DEBIAN_SUITE";
 
-/// What a finished minbase + python3-minimal tree weighs, downloaded packages included (they are
-/// removed only at the end); `bytes_total` while debootstrap runs.
-pub const ESTIMATED_BYTES: u64 = 235_000_000;
+/// What a finished minbase + python3-minimal + python3-pip tree weighs, downloaded packages
+/// included (they are removed only at the end); `bytes_total` while debootstrap runs.
+pub const ESTIMATED_BYTES: u64 = 300_000_000;
 
 const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const HOSTNAME: &str = "localhost\n";
@@ -62,7 +62,7 @@ impl DebianError {
     }
 }
 
-/// Builds a Debian root filesystem with python3 in `rootfs` (created if missing; must be empty)
+/// Builds a Debian root filesystem with python3 and pip (an agent's first command) in `rootfs` (created if missing; must be empty)
 /// with debootstrap, its output going to `debootstrap.log` beside `rootfs`. While it runs,
 /// `progress.bytes_total` is [`ESTIMATED_BYTES`] and `bytes_done` the tree's current size (capped
 /// at the estimate, sampled every 500 ms); once done both are the final size. Downloaded packages
@@ -73,7 +73,7 @@ impl DebianError {
 /// the mounts it made under `rootfs` are detached, so the caller can remove the directory. On any
 /// error the rootfs may hold part of the system: the caller removes it.
 pub async fn build_python_rootfs(rootfs: &Path, progress: &Progress) -> Result<ImageConfig, DebianError> {
-    bootstrap(rootfs, &["python3-minimal"], progress).await?;
+    bootstrap(rootfs, &["python3-minimal", "python3-pip"], progress).await?;
     let python = rootfs.join("usr/bin/python3");
     if fs::symlink_metadata(&python).is_err() {
         return Err(DebianError::NoPython(python.display().to_string()));
