@@ -218,3 +218,24 @@ export function nodePoolCounts(p: { members: { state: "Booting" | "Ready" | "Cla
   }
   return c;
 }
+
+/** What a sandbox reaches, as the SDKs' `network=` says it: its node's policy, nothing, or a list of hosts. */
+export type NetworkChoice = "internet" | "none" | "allowlist";
+
+/** The `spec.network` of a choice (`allow`: hosts separated by commas or spaces); undefined for the
+ * node's policy. Throws an Error saying what to fill in when an allowlist names no host. */
+export function networkSpec(choice: NetworkChoice, allow: string): { egress: { mode: string; allow?: string[] } } | undefined {
+  if (choice === "internet") return undefined;
+  if (choice === "none") return { egress: { mode: "None" } };
+  const hosts = allow.split(/[\s,]+/).filter((h) => h);
+  if (hosts.length === 0) throw new Error("name the hosts to allow (pypi.org, .pythonhosted.org), or choose None");
+  return { egress: { mode: "Allowlist", allow: hosts } };
+}
+
+/** A Machine spec's network in a few words: `internet`, `none` or `allow: a, b`. */
+export function networkLine(network: { egress?: { mode?: string | null; allow?: string[] | null } | null } | null | undefined): string {
+  const egress = network?.egress;
+  if (!egress || (egress.mode ?? "Internet") === "Internet") return "internet";
+  if (egress.mode === "None") return "none";
+  return `allow: ${(egress.allow ?? []).join(", ")}`;
+}

@@ -5,6 +5,8 @@ import {
   lifecycleLine,
   matchesLabels,
   mayUseGuest,
+  networkLine,
+  networkSpec,
   nodePoolCounts,
   perNamespacePerDay,
   toCsv,
@@ -148,5 +150,19 @@ describe("nodePoolCounts", () => {
     const members = (["Ready", "Booting", "Claimed", "Ready"] as const).map((state, i) => ({ id: `${i}`, name: `m${i}`, state }));
     expect(nodePoolCounts({ members })).toEqual({ ready: 2, booting: 1, claimed: 1 });
     expect(nodePoolCounts({ members: [] })).toEqual({ ready: 0, booting: 0, claimed: 0 });
+  });
+});
+
+describe("network", () => {
+  it("is the node's policy, none, or an allowlist, as the SDKs send it", () => {
+    expect(networkSpec("internet", "ignored")).toBeUndefined();
+    expect(networkSpec("none", "")).toEqual({ egress: { mode: "None" } });
+    expect(networkSpec("allowlist", "pypi.org, .pythonhosted.org")).toEqual({
+      egress: { mode: "Allowlist", allow: ["pypi.org", ".pythonhosted.org"] },
+    });
+    expect(() => networkSpec("allowlist", " , ")).toThrow(/name the hosts/);
+    expect(networkLine(undefined)).toBe("internet");
+    expect(networkLine({ egress: { mode: "None" } })).toBe("none");
+    expect(networkLine({ egress: { mode: "Allowlist", allow: ["a.test", "b.test"] } })).toBe("allow: a.test, b.test");
   });
 });

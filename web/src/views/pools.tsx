@@ -1,6 +1,6 @@
 import { useMemo, useState } from "preact/hooks";
 import { api, type Whoami } from "../api";
-import { LABEL_CLAIM, LABEL_POOL, mayWrite, refusal } from "../logic";
+import { LABEL_CLAIM, LABEL_POOL, mayWrite, networkLine, networkSpec, refusal, type NetworkChoice } from "../logic";
 import type { Live } from "../store";
 import { Msg } from "./common";
 
@@ -39,7 +39,7 @@ export function Pools({ who, live }: { who: Whoami; live: Live }) {
       <table>
         <thead>
           <tr>
-            {["Pool", "Namespace", "Replicas", "Ready", "Warm", "Claimed", "Warm power", "Members", ""].map((h) => (
+            {["Pool", "Namespace", "Replicas", "Ready", "Warm", "Claimed", "Warm power", "Network", "Members", ""].map((h) => (
               <th scope="col">{h}</th>
             ))}
           </tr>
@@ -47,7 +47,7 @@ export function Pools({ who, live }: { who: Whoami; live: Live }) {
         <tbody>
           {pools.length === 0 && (
             <tr>
-              <td colSpan={9}>{live.pools ? "no pools" : "loading…"}</td>
+              <td colSpan={10}>{live.pools ? "no pools" : "loading…"}</td>
             </tr>
           )}
           {pools.map((p) => {
@@ -62,6 +62,7 @@ export function Pools({ who, live }: { who: Whoami; live: Live }) {
                 <td data-testid="warm">{p.status?.warm ?? 0}</td>
                 <td data-testid="claimed">{p.status?.claimed ?? 0}</td>
                 <td>{p.spec.warmPowerState ?? "Paused"}</td>
+                <td data-testid="network">{networkLine(p.spec.template?.spec?.network)}</td>
                 <td>
                   {ms
                     .map((m) => `${m.metadata.name} (${m.status?.phase ?? "—"}${(m.metadata.labels ?? {})[LABEL_CLAIM] ? ", claimed" : ""})`)
@@ -88,8 +89,17 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
   const [ns, setNs] = useState(who.namespaces.includes("*") ? "default" : who.namespaces[0]);
   const [template, setTemplate] = useState("busybox");
   const [replicas, setReplicas] = useState(1);
+  const [network, setNetwork] = useState<NetworkChoice>("internet");
+  const [allow, setAllow] = useState("");
   const submit = async (e: Event) => {
     e.preventDefault();
+    let net;
+    try {
+      net = networkSpec(network, allow);
+    } catch (x) {
+      onDone(undefined, `create pool: ${(x as Error).message}`);
+      return;
+    }
     const { error, response } = await api.POST("/api/v1/machinepools/{namespace}", {
       params: { path: { namespace: ns } },
       body: {
@@ -97,7 +107,7 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
         spec: {
           replicas,
           warmPowerState: "Paused",
-          template: { spec: { sandbox: { templateName: template } } },
+          template: { spec: { sandbox: { templateName: template }, ...(net ? { network: net } : {}) } },
         },
       } as never,
     });
@@ -119,6 +129,18 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
         Replicas{" "}
         <input type="number" min={0} value={replicas} onInput={(e) => setReplicas(Number(e.currentTarget.value))} />
       </label>
+      <label for="new-pool-network">Network</label>
+      <select id="new-pool-network" value={network} onChange={(e) => setNetwork(e.currentTarget.value as NetworkChoice)}>
+        <option value="internet">Internet</option>
+        <option value="none">None</option>
+        <option value="allowlist">Allowlist</option>
+      </select>
+      {network === "allowlist" && (
+        <label>
+          Allow{" "}
+          <input value={allow} placeholder="pypi.org, .pythonhosted.org" onInput={(e) => setAllow(e.currentTarget.value)} />
+        </label>
+      )}
       <button type="submit">Create pool</button>
     </form>
   );
