@@ -501,15 +501,24 @@ struct CreateArgs {
     /// Delete the Machine this long after creation (e.g. 24h).
     #[arg(long, value_parser = duration::parse)]
     max_lifetime: Option<Duration>,
-    /// Relay routes resume the Machine when the controller idle-suspended it.
-    #[arg(long)]
+    /// Relay routes resume the Machine when the controller idle-suspended it (on by default with
+    /// --sandbox, as in the SDKs).
+    #[arg(long, conflicts_with = "no_wake_on_connect")]
     wake_on_connect: bool,
+    /// With --sandbox: leave wake-on-connect off.
+    #[arg(long)]
+    no_wake_on_connect: bool,
+    /// Delete the Machine this long after creation (spec.ttlSeconds; `0`: no deadline). With
+    /// --sandbox 5m unless given or --max-lifetime is, as in the SDKs.
+    #[arg(long, value_parser = duration::parse)]
+    ttl: Option<Duration>,
     #[arg(long, value_parser = duration::parse)]
     wake_timeout: Option<Duration>,
     /// Create it in this power state (Running, Paused, Stopped...).
     #[arg(long, value_parser = ["Running", "Paused", "Hibernated", "Halted", "Stopped"])]
     power_state: Option<String>,
-    /// Label the Machine kairon.zyvor.dev/sandbox=true and enable the guest agent.
+    /// A sandbox as the SDKs make one: labelled kairon.zyvor.dev/sandbox=true, guest agent on,
+    /// wake-on-connect on, deleted after 5m unless --ttl or --max-lifetime says otherwise.
     #[arg(long)]
     sandbox: bool,
     /// A label `KEY=VALUE` on the Machine (a pool's: on its members); repeat for more.
@@ -952,6 +961,10 @@ async fn create(c: &Client, ns: &str, fmt: Format, a: CreateArgs) -> Result<()> 
             };
             let mut template = machine_spec(&a)?;
             template.as_object_mut().map(|o| o.remove("powerState"));
+            // A member's deadline counts from its claim: only when asked (a claim has its own TTL).
+            if a.ttl.is_none() {
+                template.as_object_mut().map(|o| o.remove("ttlSeconds"));
+            }
             let mut spec =
                 json!({ "replicas": a.replicas.unwrap_or(1), "template": { "metadata": {}, "spec": template } });
             if let Some(labels) = labels(&a) {
@@ -1047,7 +1060,7 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     if let Some(d) = a.max_lifetime {
         lc.insert("maxLifetimeSeconds".into(), json!(d.as_secs()));
     }
-    if a.wake_on_connect {
+    if a.wake_on_connect || (a.sandbox && !a.no_wake_on_connect) {
         lc.insert("wakeOnConnect".into(), json!(true));
     }
     if let Some(d) = a.wake_timeout {
@@ -1059,6 +1072,13 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     if let Some(p) = &a.power_state {
         spec["powerState"] = json!(p);
     }
+    let ttl = match a.ttl {
+        Some(t) => (!t.is_zero()).then_some(t.as_secs()),
+        None => (a.sandbox && a.max_lifetime.is_none()).then_some(SANDBOX_TTL_SECONDS),
+    };
+    if let Some(t) = ttl {
+        spec["ttlSeconds"] = json!(t);
+    }
     if !a.env.is_empty() {
         spec["env"] = json!(a.env.iter().cloned().collect::<std::collections::BTreeMap<_, _>>());
     }
@@ -1067,6 +1087,9 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     }
     Ok(spec)
 }
+
+/// A sandbox's deadline when its maker gives none (the SDKs' and MCP's `timeout`): five minutes.
+const SANDBOX_TTL_SECONDS: u64 = 300;
 
 /// `--network`'s `spec.network`, as the SDKs' `network=` makes it (`None`: the node's policy).
 fn network_spec(network: &str) -> Result<Option<Value>> {
@@ -1736,6 +1759,28 @@ mod tests {
         }
         assert!(<GetKind as clap::ValueEnum>::from_str("machineclaim", false) == Ok(GetKind::Machineclaims));
         assert!(<Kind as clap::ValueEnum>::from_str("widgets", false).is_err());
+    }
+
+    #[test]
+    fn a_sandbox_gets_the_sdks_defaults_and_other_creates_the_specs() {
+        let spec = |args: &[&str]| {
+            let cli = Cli::try_parse_from([&["kaironctl", "create", "m"], args].concat()).expect("parses");
+            let Cmd::Create(a) = cli.cmd else { panic!("create") };
+            machine_spec(&a).unwrap()
+        };
+        let sb = spec(&["--sandbox", "--sandbox-template", "python"]);
+        assert_eq!(sb["lifecycle"]["wakeOnConnect"], true);
+        assert_eq!(sb["ttlSeconds"], 300);
+        assert_eq!(sb["guestAgent"], json!({"enabled": true, "console": true}));
+        assert_eq!(spec(&["--sandbox", "--sandbox-template", "python", "--ttl", "0"]).get("ttlSeconds"), None);
+        assert_eq!(
+            spec(&["--sandbox", "--sandbox-template", "python", "--max-lifetime", "1h"]).get("ttlSeconds"),
+            None
+        );
+        assert_eq!(spec(&["--sandbox", "--sandbox-template", "python", "--ttl", "20m"])["ttlSeconds"], 1200);
+        assert_eq!(spec(&["--sandbox", "--sandbox-template", "python", "--no-wake-on-connect"]).get("lifecycle"), None);
+        let plain = spec(&["--sandbox-template", "python"]);
+        assert_eq!(plain, json!({"sandbox": {"templateName": "python"}}), "no lifecycle, no deadline unless asked");
     }
 
     #[test]
