@@ -148,6 +148,27 @@ const RUN_OUTPUT_DEFAULT: usize = 64 * 1024;
 const RUN_OUTPUT_MAX: usize = 1024 * 1024;
 
 /// `text` cut to at most `max` bytes at a character boundary: the kept part and how much was cut.
+/// The cap a tool's `field` asks for, or the default; more than the most is refused.
+fn output_cap(asked: Option<usize>, field: &str) -> Result<usize, String> {
+    match asked.unwrap_or(RUN_OUTPUT_DEFAULT) {
+        max if max > RUN_OUTPUT_MAX => Err(format!("{field}={max} is more than {RUN_OUTPUT_MAX}: ask for less")),
+        max => Ok(max),
+    }
+}
+
+/// Keeps the last `max` bytes of `text` (on a character boundary); how many were dropped.
+fn cut_front(text: &mut String, max: usize) -> usize {
+    if text.len() <= max {
+        return 0;
+    }
+    let mut at = text.len() - max;
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    text.drain(..at);
+    at
+}
+
 fn cut(text: &mut String, max: usize) -> usize {
     if text.len() <= max {
         return 0;
@@ -181,6 +202,9 @@ pub struct ReadArgs {
     /// `base64` always answers `{"encoding": "base64", "content": ...}`; by default a file that
     /// is UTF-8 text is answered as it is, and any other in that base64 form.
     pub encoding: Option<Encoding>,
+    /// Answer at most this many bytes of the file (default 65536, at most 1048576): a model's
+    /// context is small. The answer says when it cut.
+    pub max_bytes: Option<usize>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -228,6 +252,9 @@ pub struct ProcessArgs {
     pub name: String,
     /// The process id start_process answered.
     pub pid: String,
+    /// read_process: keep at most this many bytes of each of stdout and stderr, the latest
+    /// (default 65536, at most 1048576). The answer says when it cut.
+    pub max_output_bytes: Option<usize>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -236,7 +263,7 @@ pub struct KillArgs {
     pub name: String,
     /// The process id start_process answered.
     pub pid: String,
-    /// `TERM` (default), `KILL`, `INT`, `HUP`…
+    /// `KILL` (default, as the SDKs' `kill()`), `TERM`, `INT`, `HUP`…
     pub signal: Option<String>,
 }
 
@@ -421,6 +448,7 @@ impl KaironMcp {
         let bound: MachineClaim = self.wait_phase(machines, &id, &a.namespace, &claim, "Bound").await?;
         let machine = bound.status.and_then(|s| s.machine_name).ok_or("the claim is Bound but names no Machine")?;
         self.wait_phase::<Machine>(machines, &id, &a.namespace, &machine, "Running").await?;
+        self.wait_guest_agent(machines, &id, &a.namespace, &machine).await?;
         Ok(Self::pretty(&json!({ "namespace": a.namespace, "claim": claim, "name": machine, "phase": "Running" })))
     }
 
@@ -454,10 +482,7 @@ impl KaironMcp {
                 ..Default::default()
             })
         };
-        let max = a.max_output_bytes.unwrap_or(RUN_OUTPUT_DEFAULT);
-        if max > RUN_OUTPUT_MAX {
-            return Err(format!("max_output_bytes={max} is more than {RUN_OUTPUT_MAX}: ask for less"));
-        }
+        let max = output_cap(a.max_output_bytes, "max_output_bytes")?;
         let mut done = machines.exec(&id, &a.namespace, &a.name, &self.state.limits, request).await.map_err(failed)?;
         let (out_cut, err_cut) = (cut(&mut done.stdout, max), cut(&mut done.stderr, max));
         let mut answer = serde_json::to_value(&done).unwrap_or_default();
@@ -479,7 +504,32 @@ impl KaironMcp {
         Parameters(a): Parameters<ReadArgs>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
-        let bytes = machines.read_file(&id, &a.namespace, &a.name, &a.path).await.map_err(failed)?;
+        let max = output_cap(a.max_bytes, "max_bytes")?;
+        let mut bytes = machines.read_file(&id, &a.namespace, &a.name, &a.path).await.map_err(failed)?;
+        let size = bytes.len();
+        if size > max {
+            let mut at = max;
+            // Text stays text: the cut falls between characters.
+            while at > 0 && at < size && (bytes[at] & 0xC0) == 0x80 {
+                at -= 1;
+            }
+            bytes.truncate(at);
+            let note = format!(
+                "the first {at} of {size} bytes of {}: read the rest with `tail -c +{}` in run_command, or raise max_bytes",
+                a.path,
+                at + 1
+            );
+            let (encoding, content) = match (a.encoding, String::from_utf8(bytes)) {
+                (None | Some(Encoding::Text), Ok(text)) => ("text", text),
+                (Some(Encoding::Text), Err(_)) => {
+                    return Err(format!("{} is not UTF-8 text: read it with encoding \"base64\"", a.path));
+                }
+                (_, r) => ("base64", B64.encode(r.map(String::into_bytes).unwrap_or_else(|e| e.into_bytes()))),
+            };
+            return Ok(Self::pretty(
+                &json!({ "path": a.path, "encoding": encoding, "content": content, "truncated": true, "note": note }),
+            ));
+        }
         match (a.encoding, String::from_utf8(bytes)) {
             (None | Some(Encoding::Text), Ok(text)) => Ok(text),
             (Some(Encoding::Text), Err(_)) => {
@@ -640,14 +690,25 @@ impl KaironMcp {
         Parameters(a): Parameters<ProcessArgs>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
+        let max = output_cap(a.max_output_bytes, "max_output_bytes")?;
         let p = machines.process(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
-        let (stdout, stderr) = machines.process_logs(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
-        Ok(Self::pretty(&json!({
+        let (mut stdout, mut stderr) =
+            machines.process_logs(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
+        let (out_cut, err_cut) = (cut_front(&mut stdout, max), cut_front(&mut stderr, max));
+        let mut answer = json!({
             "pid": p.id, "state": p.state, "exitCode": p.exit_code, "stdout": stdout, "stderr": stderr,
-        })))
+        });
+        if out_cut + err_cut > 0 {
+            answer["truncated"] = json!(true);
+            answer["note"] = json!(format!(
+                "only the last {max} bytes of each stream ({out_cut} earlier bytes of stdout and {err_cut} of stderr not shown): \
+                 raise max_output_bytes, or have the process write to a file and read parts of it"
+            ));
+        }
+        Ok(Self::pretty(&answer))
     }
 
-    /// Send a signal (TERM by default) to a background process.
+    /// Send a signal (KILL by default, as the SDKs' `kill()`) to a background process.
     #[tool(annotations(
         title = "Kill a process",
         read_only_hint = false,
@@ -661,7 +722,7 @@ impl KaironMcp {
         Parameters(a): Parameters<KillArgs>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller(&parts)?;
-        let signal = a.signal.as_deref().unwrap_or("TERM");
+        let signal = a.signal.as_deref().unwrap_or("KILL");
         machines.kill_process(&id, &a.namespace, &a.name, &a.pid, signal).await.map_err(failed)?;
         Ok(format!("sent {signal} to process {}", a.pid))
     }

@@ -103,3 +103,15 @@ fn no_route_or_kind_carries_the_nodes_egress_settings() {
         "spec.network.egress of a Machine and of a pool's template, in each served version: {hits:?}"
     );
 }
+
+/// The document's version is the SDKs' (generated from it, they say which contract they speak).
+#[test]
+fn the_documents_version_is_the_sdks() {
+    let doc = kairon_api::rest::openapi();
+    let version = doc["info"]["version"].as_str().expect("info.version");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = std::fs::read_to_string(root.join("sdk/python/kairon/_version.py")).unwrap();
+    let typescript = std::fs::read_to_string(root.join("sdk/typescript/src/version.ts")).unwrap();
+    assert!(python.contains(&format!("__version__ = \"{version}\"")), "Python SDK: {python}");
+    assert!(typescript.contains(&format!("VERSION = \"{version}\"")), "TypeScript SDK: {typescript}");
+}

@@ -3512,7 +3512,7 @@ pub mod types {
     }
 }
 #[derive(Clone, Debug)]
-#[doc = "Client for Kairon\n\nThe Kairon REST API: Machines, pools, claims, power operations, guest relays, nodes and usage. Every route takes `Authorization: Bearer <token>` (`kairon token` mints one).\n\nVersion: 0.1.0"]
+#[doc = "Client for Kairon\n\nThe Kairon REST API: Machines, pools, claims, power operations, guest relays, nodes and usage. Every route takes `Authorization: Bearer <token>` (`kairon token` mints one).\n\nVersion: 0.2.0"]
 pub struct Client {
     pub(crate) baseurl: String,
     pub(crate) client: reqwest::Client,
@@ -3545,7 +3545,7 @@ impl Client {
 }
 impl ClientInfo<()> for Client {
     fn api_version() -> &'static str {
-        "0.1.0"
+        "0.2.0"
     }
     fn baseurl(&self) -> &str {
         self.baseurl.as_str()

@@ -196,6 +196,40 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     assert_eq!(read["content"], "cmVtZW1iZXI=", "{read}");
     let (err, text) = mcp.tool("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/no/such" }));
     assert!(err && text.contains("NotFound"), "a missing file is a tool error with the reason: {text}");
+    // A model's context is small: a big file comes back cut, saying so and how to read the rest.
+    mcp.ok("run_command", json!({ "namespace": "mcp", "name": machine, "command": "seq 1 30000 > /tmp/big" }));
+    let read: Value = serde_json::from_str(
+        &mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/big", "max_bytes": 100 })),
+    )
+    .unwrap();
+    assert_eq!(read["content"].as_str().map(str::len), Some(100), "{read}");
+    assert!(read["truncated"] == true && read["note"].as_str().unwrap().contains("tail -c +101"), "{read}");
+    let big: Value =
+        serde_json::from_str(&mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/big" })))
+            .unwrap();
+    assert_eq!(big["content"].as_str().map(str::len), Some(64 * 1024), "the default cap is 64 KiB");
+    // A process's output too (its latest bytes), and kill_process sends KILL, as kill() does.
+    let p: Value = serde_json::from_str(&mcp.ok(
+        "start_process",
+        json!({ "namespace": "mcp", "name": machine, "command": "seq 1 30000; trap '' TERM; sleep 600" }),
+    ))
+    .unwrap();
+    let pid = p["id"].as_str().expect("the process id").to_string();
+    let read = wait_for_sync("the process's output", Duration::from_secs(30), Duration::from_millis(200), || {
+        let v: Value = serde_json::from_str(
+            &mcp.ok("read_process", json!({ "namespace": "mcp", "name": machine, "pid": pid, "max_output_bytes": 64 })),
+        )
+        .unwrap();
+        if v["stdout"].as_str().is_some_and(|s| s.ends_with("30000\n")) { Ok(v) } else { Err(v) }
+    });
+    assert!(read["truncated"] == true && read["stdout"].as_str().unwrap().len() <= 64, "{read}");
+    assert!(mcp.ok("kill_process", json!({ "namespace": "mcp", "name": machine, "pid": pid })).contains("sent KILL"));
+    wait_for_sync("KILL ends a process that ignores TERM", Duration::from_secs(30), Duration::from_millis(200), || {
+        let p: Value =
+            serde_json::from_str(&mcp.ok("read_process", json!({ "namespace": "mcp", "name": machine, "pid": pid })))
+                .unwrap();
+        if p["state"] == "exited" { Ok(()) } else { Err(p) }
+    });
 
     // The namespace's sandboxes, with the claim that holds this one.
     let listed: Value = serde_json::from_str(&mcp.ok("list_sandboxes", json!({ "namespace": "mcp" }))).unwrap();

@@ -75,7 +75,8 @@ impl Caller {
         title = "Kairon",
         description = "The Kairon REST API: Machines, pools, claims, power operations, guest relays, nodes and usage. \
                        Every route takes `Authorization: Bearer <token>` (`kairon token` mints one).",
-        license(name = "Apache-2.0")
+        license(name = "Apache-2.0"),
+        version = "0.2.0"
     ),
     modifiers(&BearerAuth),
     security(("bearer" = [])),

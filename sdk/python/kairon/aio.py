@@ -23,7 +23,7 @@ import asyncio
 import builtins
 import datetime
 import os
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
@@ -33,7 +33,7 @@ from ._http import DEFAULT_RETRIES
 from ._kairon import Kairon
 from .client import Client, UIClient
 from .forward import PortForward
-from .sandbox import Output, RunResult, Sandbox, SandboxProcess
+from .sandbox import Output, RunResult, Sandbox, SandboxProcess, _Default
 
 T = TypeVar("T")
 _END = object()
@@ -220,14 +220,29 @@ class AsyncSandbox:
     # Making one.
 
     @classmethod
-    async def create(cls, kube: Client, ui: UIClient, image: str | None = None, **options: Any) -> AsyncSandbox:
+    async def create(
+        cls, kube: Client, ui: UIClient, image: str | None = None, *, template: str | None = None,
+        idle_timeout: int | None = None, max_lifetime: int | None = None, idle_action: str | None = None,
+        wake_on_connect: bool = True, cpu: str | None = None, memory: str | None = None, name: str | None = None,
+        labels: dict[str, str] | None = None, env: dict[str, str] | None = None,
+        timeout: int | None | _Default = _Default.TIMEOUT, network: str | Sequence[str] | None = None,
+        ready_timeout: float = 300.0,
+    ) -> AsyncSandbox:
         """`Sandbox.create`, with the same options; returns once commands run in it."""
-        return cls(await asyncio.to_thread(Sandbox.create, kube, ui, image, **options))
+        sb = await asyncio.to_thread(
+            Sandbox.create, kube, ui, image, template=template, idle_timeout=idle_timeout, max_lifetime=max_lifetime,
+            idle_action=idle_action, wake_on_connect=wake_on_connect, cpu=cpu, memory=memory, name=name,
+            labels=labels, env=env, timeout=timeout, network=network, ready_timeout=ready_timeout)
+        return cls(sb)
 
     @classmethod
-    async def claim_from(cls, kube: Client, ui: UIClient, pool: str, **options: Any) -> AsyncSandbox:
+    async def claim_from(cls, kube: Client, ui: UIClient, pool: str, *,
+                         timeout: int | None | _Default = _Default.TIMEOUT, ttl: int | None = None,
+                         env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
         """`Sandbox.claim_from`: a warm member of the pool."""
-        return cls(await asyncio.to_thread(Sandbox.claim_from, kube, ui, pool, **options))
+        sb = await asyncio.to_thread(Sandbox.claim_from, kube, ui, pool, timeout=timeout, ttl=ttl, env=env,
+                                     ready_timeout=ready_timeout)
+        return cls(sb)
 
     @classmethod
     async def connect(cls, kube: Client, ui: UIClient, name: str, *, namespace: str | None = None,
@@ -248,17 +263,23 @@ class AsyncSandbox:
     async def run(self, cmd: str | builtins.list[str], *, check: bool = False, stdin: str | None = None,
                   cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None,
                   on_stdout: Callable[[str], None] | None = None,
-                  on_stderr: Callable[[str], None] | None = None) -> RunResult:
+                  on_stderr: Callable[[str], None] | None = None, user: str | None = None) -> RunResult:
         """`Sandbox.run`; `on_stdout` / `on_stderr` are called on the event loop's thread."""
         loop = asyncio.get_running_loop()
-        return await asyncio.to_thread(self.sync.run, cmd, check=check, stdin=stdin, cwd=cwd, env=env,
+        return await asyncio.to_thread(self.sync.run, cmd, check=check, stdin=stdin, cwd=cwd, env=env, user=user,
                                        timeout=timeout, on_stdout=_on_loop(on_stdout, loop),
                                        on_stderr=_on_loop(on_stderr, loop))
 
     async def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None,
-                    env: dict[str, str] | None = None, stdin: bool | str = False) -> AsyncSandboxProcess:
+                    env: dict[str, str] | None = None, stdin: bool | str = False,
+                    user: str | None = None) -> AsyncSandboxProcess:
         """`Sandbox.start`: a background process; `async for out in p` for its output."""
-        return AsyncSandboxProcess(await asyncio.to_thread(self.sync.start, cmd, cwd=cwd, env=env, stdin=stdin))
+        p = await asyncio.to_thread(self.sync.start, cmd, cwd=cwd, env=env, stdin=stdin, user=user)
+        return AsyncSandboxProcess(p)
+
+    async def events(self, reason: str | None = None) -> builtins.list[dict[str, Any]]:
+        """`Sandbox.events`: the Machine's Events (`events("EgressDenied")`)."""
+        return await asyncio.to_thread(self.sync.events, reason)
 
     async def process(self, pid: str) -> AsyncSandboxProcess:
         """Re-attaches to the background process `pid`."""
@@ -360,13 +381,25 @@ class AsyncSandboxes:
         self.kube = kube
         self.ui = ui
 
-    async def create(self, image: str | None = None, **options: Any) -> AsyncSandbox:
-        """`AsyncSandbox.create(kube, ui, image, **options)`: a new Machine, ready for commands."""
-        return await AsyncSandbox.create(self.kube, self.ui, image, **options)
+    async def create(
+        self, image: str | None = None, *, template: str | None = None, idle_timeout: int | None = None,
+        max_lifetime: int | None = None, idle_action: str | None = None, wake_on_connect: bool = True,
+        cpu: str | None = None, memory: str | None = None, name: str | None = None,
+        labels: dict[str, str] | None = None, env: dict[str, str] | None = None,
+        timeout: int | None | _Default = _Default.TIMEOUT, network: str | Sequence[str] | None = None,
+        ready_timeout: float = 300.0,
+    ) -> AsyncSandbox:
+        """`AsyncSandbox.create(kube, ui, image, ...)`: a new Machine, ready for commands."""
+        return await AsyncSandbox.create(
+            self.kube, self.ui, image, template=template, idle_timeout=idle_timeout, max_lifetime=max_lifetime,
+            idle_action=idle_action, wake_on_connect=wake_on_connect, cpu=cpu, memory=memory, name=name,
+            labels=labels, env=env, timeout=timeout, network=network, ready_timeout=ready_timeout)
 
-    async def claim_from(self, pool: str, **options: Any) -> AsyncSandbox:
-        """`AsyncSandbox.claim_from(kube, ui, pool, **options)`: a warm member of the pool."""
-        return await AsyncSandbox.claim_from(self.kube, self.ui, pool, **options)
+    async def claim_from(self, pool: str, *, timeout: int | None | _Default = _Default.TIMEOUT, ttl: int | None = None,
+                         env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
+        """`AsyncSandbox.claim_from(kube, ui, pool, ...)`: a warm member of the pool."""
+        return await AsyncSandbox.claim_from(self.kube, self.ui, pool, timeout=timeout, ttl=ttl, env=env,
+                                             ready_timeout=ready_timeout)
 
     async def connect(self, name: str, *, namespace: str | None = None,
                       ready_timeout: float | None = None) -> AsyncSandbox:

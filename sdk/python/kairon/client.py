@@ -347,6 +347,7 @@ class UIClient:
         stdin: str | None = None,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
+        user: str | None = None,
         timeout: int | None = None,
         namespace: str | None = None,
     ) -> ExecResult:
@@ -357,6 +358,7 @@ class UIClient:
             stdin=stdin,
             cwd=cwd,
             env=ExecRequestEnv.from_dict(env) if env else UNSET,
+            user=user if user is not None else UNSET,
             timeout_seconds=timeout,
         )
         kwargs = machine_exec._get_kwargs(self._ns(namespace), name, body=body)
@@ -365,13 +367,15 @@ class UIClient:
 
     def start_process(
         self, name: str, command: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-        stdin: str | None = None, keep_stdin_open: bool = False, namespace: str | None = None,
+        stdin: str | None = None, keep_stdin_open: bool = False, user: str | None = None,
+        namespace: str | None = None,
     ) -> Process:
         """Starts `command` (argv) in the background in the guest. `stdin` is written to it first;
         with `keep_stdin_open` its stdin stays open for `write_stdin`."""
         body = ExecRequest(command=command, cwd=cwd, env=ExecRequestEnv.from_dict(env) if env else UNSET,
                            stdin=stdin if stdin is not None else UNSET,
-                           keep_stdin_open=True if keep_stdin_open else UNSET)
+                           keep_stdin_open=True if keep_stdin_open else UNSET,
+                           user=user if user is not None else UNSET)
         return _ok(process_start.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Process)
 
     def write_stdin(self, name: str, pid: str, data: bytes, *, close: bool = False,

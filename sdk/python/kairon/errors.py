@@ -107,6 +107,11 @@ class GuestAgentDisabledError(ConflictError):
     """409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files."""
 
 
+class PowerStateUnsupportedError(ConflictError):
+    """409 `PowerStateUnsupported`: the Machine cannot take that power state (a sandbox cannot hibernate
+    or halt; pause or stop it instead)."""
+
+
 class WakeTimeoutError(GatewayTimeoutError):
     """504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`."""
 
@@ -131,6 +136,7 @@ _BY_REASON: dict[str, type[ApiError]] = {
     Reason.GUESTAGENTDISABLED: GuestAgentDisabledError,
     Reason.WAKETIMEOUT: WakeTimeoutError,
     Reason.QUOTAEXCEEDED: QuotaExceededError,
+    Reason.POWERSTATEUNSUPPORTED: PowerStateUnsupportedError,
 }
 
 _BY_STATUS: dict[int, type[ApiError]] = {

@@ -409,11 +409,12 @@ class Sandbox:
     def run(self, cmd: str | builtins.list[str], *, check: bool = False, stdin: str | None = None,
             cwd: str | None = None, env: dict[str, str] | None = None, timeout: int | None = None,
             on_stdout: Callable[[str], None] | None = None,
-            on_stderr: Callable[[str], None] | None = None) -> RunResult:
+            on_stderr: Callable[[str], None] | None = None, user: str | None = None) -> RunResult:
         """Runs `cmd` to completion (a string goes through `/bin/sh -c`). With `check`, a non-zero
         exit raises `CommandError` carrying the output. `timeout` is the command's, in seconds
         (300 when None, buffered or streamed; the server allows up to 3600); the client waits as
-        long as the command may run.
+        long as the command may run. `user` runs it as `uid[:gid]` or a name the guest knows (default
+        root).
 
         With `on_stdout` / `on_stderr`, the output is handed to them as it is produced (text,
         in pieces as they come, not split into lines) and the command runs as a background
@@ -423,11 +424,13 @@ class Sandbox:
         if on_stdout is not None or on_stderr is not None:
             if stdin is not None:
                 raise ValueError("a streamed run takes no stdin: write it to a file and redirect, or run without on_stdout/on_stderr")
-            result = self._run_streamed(argv, cwd=cwd, env=env, timeout=timeout, on_stdout=on_stdout, on_stderr=on_stderr)
+            result = self._run_streamed(argv, cwd=cwd, env=env, user=user, timeout=timeout, on_stdout=on_stdout,
+                                        on_stderr=on_stderr)
             if check and (result.exit_code != 0 or result.timed_out):
                 raise CommandError(argv, result.exit_code, result.stdout, result.stderr)
             return result
-        r = self.ui.exec(self.name, argv, stdin=stdin, cwd=cwd, env=env, timeout=timeout, namespace=self.namespace)
+        r = self.ui.exec(self.name, argv, stdin=stdin, cwd=cwd, env=env, user=user, timeout=timeout,
+                         namespace=self.namespace)
         timed_out = r.timed_out if isinstance(r.timed_out, bool) else False
         result = RunResult(stdout=r.stdout, stderr=r.stderr, exit_code=r.exit_code, timed_out=timed_out)
         if check and (result.exit_code != 0 or timed_out):
@@ -435,9 +438,9 @@ class Sandbox:
         return result
 
     def _run_streamed(self, argv: builtins.list[str], *, cwd: str | None, env: dict[str, str] | None,
-                      timeout: int | None, on_stdout: Callable[[str], None] | None,
+                      user: str | None, timeout: int | None, on_stdout: Callable[[str], None] | None,
                       on_stderr: Callable[[str], None] | None) -> RunResult:
-        p = self.start(argv, cwd=cwd, env=env)
+        p = self.start(argv, cwd=cwd, env=env, user=user)
         got: dict[str, builtins.list[str]] = {"stdout": [], "stderr": []}
         hands = {"stdout": on_stdout, "stderr": on_stderr}
         failed: builtins.list[BaseException] = []
@@ -469,14 +472,14 @@ class Sandbox:
                          exit_code=code if code is not None else -1, timed_out=timed_out)
 
     def start(self, cmd: str | builtins.list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
-              stdin: bool | str = False) -> SandboxProcess:
+              stdin: bool | str = False, user: str | None = None) -> SandboxProcess:
         """Starts `cmd` in the background; iterate the handle for its output as it comes. With
         `stdin=True` (or text to write first) its stdin stays open: `p.write(...)`, then
         `p.close_stdin()`."""
         argv = _argv(cmd)
         first = stdin if isinstance(stdin, str) else None
         p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, stdin=first, keep_stdin_open=stdin is not False,
-                                  namespace=self.namespace)
+                                  user=user, namespace=self.namespace)
         return SandboxProcess(self, p.id, argv)
 
     def process(self, pid: str) -> SandboxProcess:
@@ -522,14 +525,14 @@ class Sandbox:
     def hibernate(self, timeout: float = 300.0) -> None:
         """Hibernates a VM (memory to disk, nothing runs, nothing held but the disk) and waits
         until it is Hibernated; `resume()` brings it back as it was. A sandbox cannot hibernate:
-        `PowerStateUnsupportedError`, raised at once."""
+        `PowerStateUnsupportedError` (a `ConflictError`), raised at once."""
         self.ui.hibernate(self.name, namespace=self.namespace)
         self.ui.wait_machine(self.name, phase="Hibernated", timeout=timeout, namespace=self.namespace)
 
     def halt(self, timeout: float = 300.0) -> None:
         """Powers a VM's guest off (its disk kept) and waits until it is Halted; `resume()` boots
-        it again. A sandbox cannot halt: a `ConflictError`
-        with reason `PowerStateUnsupported`, raised at once."""
+        it again. A sandbox cannot halt:
+        `PowerStateUnsupportedError` (a `ConflictError`), raised at once."""
         self.ui.halt(self.name, namespace=self.namespace)
         self.ui.wait_machine(self.name, phase="Halted", timeout=timeout, namespace=self.namespace)
 

@@ -21,6 +21,7 @@ from kairon import (
     NotFoundError,
     Output,
     PayloadTooLargeError,
+    PowerStateUnsupportedError,
     Reason,
     Sandbox,
     UIClient,
@@ -315,11 +316,15 @@ def test_labels_url_restart_and_vm_only_power(sandbox: Sandbox) -> None:
     with pytest.raises(ValueError):
         sandbox.url(0)
 
+    # A command as another user, buffered and streamed.
+    assert sandbox.run("id -u", user="1000").stdout == "1000\n"
+    seen: list[str] = []
+    assert sandbox.run("id -u", user="1000:1000", on_stdout=seen.append).exit_code == 0 and "".join(seen) == "1000\n"
     # Hibernate and halt need a VM: refused at once, with the reason.
     for verb in (sandbox.hibernate, sandbox.halt):
-        with pytest.raises(ConflictError) as e:
+        with pytest.raises(PowerStateUnsupportedError) as e:
             verb()
-        assert e.value.reason is Reason.POWERSTATEUNSUPPORTED, e.value
+        assert isinstance(e.value, ConflictError) and e.value.reason is Reason.POWERSTATEUNSUPPORTED, e.value
     # restart: the processes end, the files stay, commands run again.
     sandbox.restart()
     assert sandbox.run("cat /www/index.html", check=True).stdout == "hello from the sandbox\n"

@@ -41,6 +41,7 @@ export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
 export type FileEntry = Schemas["FileEntry"];
 
 const GROUP = "kairon.zyvor.dev/v1";
+/** A JSON object as the API sends it. */
 export type Json = Record<string, unknown>;
 
 /** Options of `Client` and `UIClient`: the namespace calls use unless given another, and how to send. */
@@ -209,6 +210,8 @@ export interface ExecOptions {
   cwd?: string;
   /** Environment variables added for this command. */
   env?: Record<string, string>;
+  /** Run it as this user: `uid[:gid]`, or a name the guest knows (default root). */
+  user?: string;
   /** Seconds. */
   timeout?: number;
   /** The Machine's namespace (default the client's). */
@@ -371,7 +374,7 @@ export class UIClient {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/exec", {
         params: { path: this.#p(name, opts.namespace) },
-        body: { command, stdin: opts.stdin, cwd: opts.cwd, env: opts.env, timeoutSeconds: opts.timeout },
+        body: { command, stdin: opts.stdin, cwd: opts.cwd, env: opts.env, user: opts.user, timeoutSeconds: opts.timeout },
         headers: { [READ_TIMEOUT_HEADER]: String(waitMs) },
       }),
     );
@@ -381,7 +384,7 @@ export class UIClient {
     return ok(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes", {
         params: { path: this.#p(name, opts.namespace) },
-        body: { command, cwd: opts.cwd, env: opts.env, stdin: opts.stdin, keepStdinOpen: opts.keepStdinOpen },
+        body: { command, cwd: opts.cwd, env: opts.env, user: opts.user, stdin: opts.stdin, keepStdinOpen: opts.keepStdinOpen },
       }),
     );
   }

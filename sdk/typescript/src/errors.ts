@@ -75,6 +75,9 @@ export class MachineSuspendedError extends ConflictError { override name = "Mach
 export class QuotaExceededError extends ForbiddenError { override name = "QuotaExceededError"; }
 /** 409 `GuestAgentDisabled`: the Machine has no guest agent to run commands or move files. */
 export class GuestAgentDisabledError extends ConflictError { override name = "GuestAgentDisabledError"; }
+/** 409 `PowerStateUnsupported`: the Machine cannot take that power state (a sandbox cannot hibernate or
+ * halt; pause or stop it instead). */
+export class PowerStateUnsupportedError extends ConflictError { override name = "PowerStateUnsupportedError"; }
 /** 504 `WakeTimeout`: a wake-on-connect did not finish within `wakeTimeoutSeconds`. */
 export class WakeTimeoutError extends TimeoutError { override name = "WakeTimeoutError"; }
 
@@ -125,6 +128,7 @@ export function errorFrom(status: number, body: unknown): ApiError {
     : reason === "GuestAgentDisabled" ? GuestAgentDisabledError
     : reason === "WakeTimeout" ? WakeTimeoutError
     : reason === "QuotaExceeded" ? QuotaExceededError
+    : reason === "PowerStateUnsupported" ? PowerStateUnsupportedError
     : status === 400 || status === 422 ? BadRequestError
     : status === 401 ? UnauthorizedError
     : status === 403 ? ForbiddenError

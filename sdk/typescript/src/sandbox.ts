@@ -154,6 +154,8 @@ export interface RunOptions {
   cwd?: string;
   /** Environment variables added for this command. */
   env?: Record<string, string>;
+  /** Run it as this user: `uid[:gid]`, or a name the guest knows (default root). */
+  user?: string;
   /** The command's timeout in seconds: 300 when unset, buffered or streamed (the server allows up to
    * 3600); the client waits as long as the command may run. */
   timeout?: number;
@@ -419,8 +421,8 @@ export class Sandbox {
       }
       result = await this.#runStreamed(command, opts);
     } else {
-      const { stdin, cwd, env, timeout } = opts;
-      const r = await this.ui.exec(this.name, command, { stdin, cwd, env, timeout, namespace: this.namespace });
+      const { stdin, cwd, env, user, timeout } = opts;
+      const r = await this.ui.exec(this.name, command, { stdin, cwd, env, user, timeout, namespace: this.namespace });
       result = { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, timedOut: r.timedOut ?? false };
     }
     if (opts.check && (result.exitCode !== 0 || result.timedOut)) {
@@ -430,7 +432,7 @@ export class Sandbox {
   }
 
   async #runStreamed(command: string[], opts: RunOptions): Promise<RunResult> {
-    const p = await this.start(command, { cwd: opts.cwd, env: opts.env });
+    const p = await this.start(command, { cwd: opts.cwd, env: opts.env, user: opts.user });
     const got = { stdout: "", stderr: "" };
     const hands = { stdout: opts.onStdout, stderr: opts.onStderr };
     // One stream carries both outputs and the exit (the server keeps them).
@@ -460,7 +462,7 @@ export class Sandbox {
    * `stdin: true` (or text to write first) its stdin stays open: `p.write(...)`, then `p.closeStdin()`. */
   async start(
     cmd: string | string[],
-    opts: { cwd?: string; env?: Record<string, string>; stdin?: boolean | string } = {},
+    opts: { cwd?: string; env?: Record<string, string>; user?: string; stdin?: boolean | string } = {},
   ): Promise<SandboxProcess> {
     const command = argv(cmd);
     const { stdin, ...rest } = opts;
@@ -516,7 +518,7 @@ export class Sandbox {
   }
 
   /** Hibernates a VM (memory to disk, nothing runs) and waits until Hibernated; `resume()` brings it
-   * back as it was. A sandbox cannot: a `ConflictError` with reason `PowerStateUnsupported`, at once. */
+   * back as it was. A sandbox cannot: `PowerStateUnsupportedError` (a `ConflictError`), at once. */
   async hibernate(timeout = 300): Promise<void> {
     await this.ui.hibernate(this.name, this.namespace);
     await this.ui.waitMachine(this.name, { phase: "Hibernated", timeout, namespace: this.namespace });

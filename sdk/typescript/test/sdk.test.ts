@@ -8,6 +8,7 @@ import {
   Client,
   CommandError,
   ConflictError,
+  PowerStateUnsupportedError,
   GuestAgentDisabledError,
   KaironTimeoutError,
   MachineSuspendedError,
@@ -324,9 +325,14 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     assert.equal(await r?.text(), "hello from the sandbox\n");
     assert.throws(() => sb.url(0), RangeError);
 
+    // A command as another user, buffered and streamed.
+    assert.equal((await sb.run("id -u", { user: "1000" })).stdout, "1000\n");
+    let seen = "";
+    await sb.run("id -u", { user: "1000:1000", onStdout: (t) => (seen += t) });
+    assert.equal(seen, "1000\n");
     for (const verb of [() => sb.hibernate(), () => sb.halt()]) {
       await assert.rejects(verb(), (e: unknown) => {
-        assert.ok(e instanceof ConflictError);
+        assert.ok(e instanceof PowerStateUnsupportedError && e instanceof ConflictError);
         assert.equal(e.reason, "PowerStateUnsupported");
         return true;
       });
