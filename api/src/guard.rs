@@ -64,6 +64,13 @@ fn who(id: &Identity) -> String {
 /// `namespace` (`None`: cluster-scoped, or a list across namespaces)?
 pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: Op) -> Result<(), String> {
     let verb = if op == Op::Read { Verb::Read } else { Verb::Write };
+    if kind.is("", "secrets") && matches!(id.role, Role::Node | Role::Controller) {
+        // One compromised node would otherwise read every tenant's secrets.
+        return Err(format!(
+            "{}: node agents and controllers never read Secrets (the api resolves a Machine's spec.secretEnv for the requests it relays)",
+            who(id)
+        ));
+    }
     match id.role {
         Role::Admin if !id.legacy => Ok(()),
         Role::Metrics => Err(crate::auth::metrics_only(&id.sub)),

@@ -64,6 +64,10 @@ pub struct CreateArgs {
     /// list of the hosts to allow (`["pypi.org", ".pythonhosted.org"]`). A refusal is an
     /// EgressDenied Event on the Machine.
     pub network: Option<NetworkArg>,
+    /// Variables read from Secrets of the namespace for each command: `{"OPENAI_API_KEY":
+    /// "my-secret/api-key"}` (an Opaque Secret labelled kairon.zyvor.dev/secret-env=true).
+    #[serde(default)]
+    pub secrets: std::collections::BTreeMap<String, String>,
 }
 
 /// `create_sandbox`'s `network`, as the SDKs' `network=`.
@@ -413,6 +417,18 @@ impl KaironMcp {
         }
         if let Some(network) = a.network.as_ref().map(NetworkArg::spec).transpose()?.flatten() {
             spec["network"] = network;
+        }
+        if !a.secrets.is_empty() {
+            let mut refs = serde_json::Map::new();
+            for (var, r) in &a.secrets {
+                let Some((name, key)) =
+                    r.split_once('/').filter(|(n, k)| !n.is_empty() && !k.is_empty() && !k.contains('/'))
+                else {
+                    return Err(format!("secrets.{var}: {r:?}: write it as \"SECRET/KEY\""));
+                };
+                refs.insert(var.clone(), json!({ "name": name, "key": key }));
+            }
+            spec["secretEnv"] = Value::Object(refs);
         }
         let m = json!({
             "metadata": { "name": name, "namespace": a.namespace, "labels": { "kairon.zyvor.dev/sandbox": "true" } },

@@ -497,7 +497,7 @@ pub mod types {
         #[serde(rename = "lastObservedTime")]
         pub last_observed_time: ::std::string::String,
     }
-    #[doc = "`ExecRequest`"]
+    #[doc = "`Debug` names the environment's variables, never their values (they may be a Machine's\n`spec.secretEnv`)."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct ExecRequest {
         pub command: ::std::vec::Vec<::std::string::String>,
@@ -1618,7 +1618,7 @@ pub mod types {
         #[doc = "PCI passthrough (VFIO) devices; refused on a sandbox."]
         #[serde(rename = "deviceClaims", default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub device_claims: ::std::vec::Vec<DeviceClaim>,
-        #[doc = "Environment variables of every exec and process in the guest (a request's own `env`\nwins). A claimed pool member also gets its claim's. Not for secrets: every reader of the\nnamespace sees them (SECURITY.md)."]
+        #[doc = "Environment variables of every exec and process in the guest (a request's own `env`\nwins). A claimed pool member also gets its claim's. Not for secrets (see `secretEnv`): every reader of the\nnamespace sees them (SECURITY.md)."]
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
         pub env: ::std::collections::HashMap<::std::string::String, MachineSpecEnvValue>,
         #[doc = "The guest agent: exec, files and filesystem freeze go through it."]
@@ -1654,6 +1654,9 @@ pub mod types {
         #[doc = "Opts into the lightweight sandbox track."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub sandbox: ::std::option::Option<SandboxSpec>,
+        #[doc = "Environment variables whose values are keys of Secrets in the Machine's namespace: the\napi reads them when it relays an exec, process or terminal and sends them to the\nMachine's runtime in that request alone (never stored on the Machine, its status, Events\nor logs). Only Opaque Secrets labelled `kairon.zyvor.dev/secret-env=true` are read; over\n`env`, under a request's own."]
+        #[serde(rename = "secretEnv", default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
+        pub secret_env: ::std::collections::HashMap<::std::string::String, SecretKeyRef>,
         #[doc = "Delete the Machine this many seconds after creation."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
         pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,
@@ -2912,6 +2915,14 @@ pub mod types {
                 .parse()
                 .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
         }
+    }
+    #[doc = "A key of a Secret in the Machine's namespace."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct SecretKeyRef {
+        #[doc = "The key in its `data`."]
+        pub key: ::std::string::String,
+        #[doc = "The Secret's name."]
+        pub name: ::std::string::String,
     }
     #[doc = "`SnapshotRequest`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

@@ -78,7 +78,7 @@ enum ConfigCmd {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a Machine (`create NAME --image ...`), a MachinePool (`create machinepool NAME ...`) or a clone (`create clone SOURCE NAME`).
-    #[command(after_help = concat!("Examples:\n  kaironctl create agent-42 --sandbox-template busybox --idle-timeout 10m --max-lifetime 24h --wake-on-connect\n  kaironctl create vm-1 --image /var/lib/fluxvm/images/kairon-hw.qcow2 --cpu 2 --memory 2Gi\n  kaironctl create agent-43 --sandbox --sandbox-template python --network pypi.org,.pythonhosted.org\n  kaironctl create machinepool agents --template busybox --replicas 5 --warm-power-state Paused\n  kaironctl create clone agent-42 agent-43", exit_codes!()))]
+    #[command(after_help = concat!("Examples:\n  kaironctl create agent-42 --sandbox-template busybox --idle-timeout 10m --max-lifetime 24h --wake-on-connect\n  kaironctl create vm-1 --image /var/lib/fluxvm/images/kairon-hw.qcow2 --cpu 2 --memory 2Gi\n  kaironctl create agent-43 --sandbox --sandbox-template python --network pypi.org,.pythonhosted.org\n  kaironctl create agent-44 --sandbox --sandbox-template python --secret-env OPENAI_API_KEY=openai/api-key\n  kaironctl create machinepool agents --template busybox --replicas 5 --warm-power-state Paused\n  kaironctl create clone agent-42 agent-43", exit_codes!()))]
     Create(Box<CreateArgs>),
     /// List machines (m), machinepools (mp), machineclaims (mc), nodes, the namespace's quota; or, with --node, templates, sandboxes, pools.
     #[command(
@@ -531,6 +531,10 @@ struct CreateArgs {
     /// hosts to allow, comma-separated (`pypi.org,.pythonhosted.org,198.51.100.0/24`).
     #[arg(long, value_name = "internet|none|HOSTS")]
     network: Option<String>,
+    /// `NAME=SECRET/KEY`: NAME is read from that key of a Secret of the namespace (labelled
+    /// kairon.zyvor.dev/secret-env=true) for every exec; repeat for more.
+    #[arg(long = "secret-env", value_parser = parse_secret_ref)]
+    secret_env: Vec<(String, String, String)>,
     /// Pool size.
     #[arg(long)]
     replicas: Option<i64>,
@@ -1017,6 +1021,16 @@ fn labels(a: &CreateArgs) -> Option<Value> {
     (!l.is_empty()).then_some(Value::Object(l))
 }
 
+/// `--secret-env`: `NAME=SECRET/KEY`.
+fn parse_secret_ref(s: &str) -> std::result::Result<(String, String, String), String> {
+    let parsed = s.split_once('=').and_then(|(var, r)| {
+        let (name, key) = r.split_once('/')?;
+        (!var.is_empty() && !name.is_empty() && !key.is_empty() && !key.contains('/'))
+            .then(|| (var.to_string(), name.to_string(), key.to_string()))
+    });
+    parsed.ok_or_else(|| format!("{s:?}: write it as NAME=SECRET/KEY"))
+}
+
 /// `--label` and `--env`: `KEY=VALUE`, the key not empty.
 fn parse_key_value(s: &str) -> std::result::Result<(String, String), String> {
     match s.split_once('=') {
@@ -1084,6 +1098,10 @@ fn machine_spec(a: &CreateArgs) -> Result<Value> {
     }
     if let Some(network) = a.network.as_deref().map(network_spec).transpose()?.flatten() {
         spec["network"] = network;
+    }
+    if !a.secret_env.is_empty() {
+        spec["secretEnv"] =
+            a.secret_env.iter().map(|(var, name, key)| (var.clone(), json!({ "name": name, "key": key }))).collect();
     }
     Ok(spec)
 }
@@ -1781,6 +1799,14 @@ mod tests {
         assert_eq!(spec(&["--sandbox", "--sandbox-template", "python", "--no-wake-on-connect"]).get("lifecycle"), None);
         let plain = spec(&["--sandbox-template", "python"]);
         assert_eq!(plain, json!({"sandbox": {"templateName": "python"}}), "no lifecycle, no deadline unless asked");
+    }
+
+    #[test]
+    fn secret_env_names_a_secret_and_its_key() {
+        assert_eq!(parse_secret_ref("K=openai/api-key"), Ok(("K".into(), "openai".into(), "api-key".into())));
+        for bad in ["K=openai", "=a/b", "K=/b", "K=a/b/c", "K"] {
+            assert!(parse_secret_ref(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub mod labels {
     pub const CLAIM: &str = "kairon.zyvor.dev/claim";
     /// On a bound MachineClaim: `Warm` or `Cold`, as its `status.launchType`.
     pub const LAUNCH_TYPE: &str = "kairon.zyvor.dev/launch-type";
+    /// On a Secret: a Machine's `spec.secretEnv` may name it (unlabelled Secrets are never read
+    /// for a guest).
+    pub const SECRET_ENV: &str = "kairon.zyvor.dev/secret-env";
     /// On a runtime create request (not on Machines): the Machine's namespace, which picks the
     /// runtime's `volumes/<namespace>/` directory.
     pub const RUNTIME_NAMESPACE: &str = "kairon.zyvor.dev/namespace";

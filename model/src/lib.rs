@@ -29,7 +29,7 @@ pub use claim::{ClaimPhase, ClaimUsage, LaunchType, MachineClaim, MachineClaimSp
 pub use machine::{
     Backend, EgressMode, EgressSpec, GuestAgent, IdleAction, ImageSource, KernelSpec, Lifecycle, LifecycleStatus,
     Machine, MachinePhase, MachineSpec, MachineStatus, MigrationMode, MigrationStatus, NetworkMode, NetworkSpec,
-    PowerState, Resources, RuntimeSpec, SandboxSpec, Volume, boot_source,
+    PowerState, Resources, RuntimeSpec, SandboxSpec, SecretKeyRef, Volume, boot_source,
 };
 pub use meta::Condition;
 pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};

@@ -52,10 +52,17 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_seconds: Option<i64>,
     /// Environment variables of every exec and process in the guest (a request's own `env`
-    /// wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+    /// wins). A claimed pool member also gets its claim's. Not for secrets (see `secretEnv`): every reader of the
     /// namespace sees them (SECURITY.md).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Environment variables whose values are keys of Secrets in the Machine's namespace: the
+    /// api reads them when it relays an exec, process or terminal and sends them to the
+    /// Machine's runtime in that request alone (never stored on the Machine, its status, Events
+    /// or logs). Only Opaque Secrets labelled `kairon.zyvor.dev/secret-env=true` are read; over
+    /// `env`, under a request's own.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, SecretKeyRef>,
     /// Opts into the lightweight sandbox track.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxSpec>,
@@ -302,6 +309,16 @@ pub struct NetworkSpec {
     /// What the guest may reach, within its node's egress policy (it can only narrow it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressSpec>,
+}
+
+/// A key of a Secret in the Machine's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key in its `data`.
+    pub key: String,
 }
 
 /// A Machine's own egress rule, enforced by its node below the node's policy: `Internet`

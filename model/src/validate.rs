@@ -180,6 +180,7 @@ pub fn validate_machine_spec(
     }
     errs.positive(p("ttlSeconds"), spec.ttl_seconds);
     validate_env(&mut errs, &p("env"), &spec.env);
+    validate_secret_env(&mut errs, &p("secretEnv"), &spec.secret_env);
 
     let template_sandbox = spec.sandbox.as_ref().is_some_and(|s| s.template_name.is_some());
     if let Some(r) = &spec.resources {
@@ -475,6 +476,40 @@ pub fn is_env_name(s: &str) -> bool {
     s.len() <= MAX_ENV_NAME
         && chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `spec.secretEnv`: variable names as `env`'s, each naming a Secret of the namespace (a DNS
+/// subdomain: no namespace, no path) and a key as Kubernetes writes them.
+fn validate_secret_env(errs: &mut Errors, path: &str, env: &BTreeMap<String, crate::machine::SecretKeyRef>) {
+    if env.len() > MAX_ENV_VARS {
+        errs.invalid(path, env.len(), format!("must have at most {MAX_ENV_VARS} variables"));
+    }
+    for (k, r) in env {
+        if !is_env_name(k) {
+            errs.invalid(
+                format!("{path}.{k}"),
+                format!("{k:?}"),
+                format!("a name must be a letter or '_', then letters, digits or '_' (at most {MAX_ENV_NAME})"),
+            );
+        }
+        if !is_dns_subdomain(&r.name) {
+            errs.invalid(
+                format!("{path}.{k}.name"),
+                format!("{:?}", r.name),
+                "must name a Secret in the Machine's own namespace (a lowercase DNS name; no namespace/ prefix)",
+            );
+        }
+        let key_ok = !r.key.is_empty()
+            && r.key.len() <= 253
+            && r.key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !key_ok {
+            errs.invalid(
+                format!("{path}.{k}.key"),
+                format!("{:?}", r.key),
+                "a Secret's key is letters, digits, '-', '_' and '.' (at most 253)",
+            );
+        }
+    }
 }
 
 fn validate_env(errs: &mut Errors, path: &str, env: &BTreeMap<String, String>) {

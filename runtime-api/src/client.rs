@@ -203,6 +203,10 @@ pub enum Credential {
 /// the api needs no lookup of its own before using an instance.
 pub const OWNER_HEADER: &str = "kairon-owner-uid";
 
+/// The header an exec stream's environment travels in (base64 of its JSON object): never in
+/// the URL, which logs and proxies keep (it may hold a Machine's `spec.secretEnv` values).
+pub const EXEC_ENV_HEADER: &str = "kairon-exec-env";
+
 #[derive(Clone)]
 pub struct RuntimeClient {
     base: Url,
@@ -636,26 +640,29 @@ impl RuntimeClient {
                     .append_pair("rows", &rows.to_string());
             }
             if !env.is_empty() {
+                use base64::Engine as _;
                 let env = serde_json::to_string(env).unwrap_or_default();
-                url.query_pairs_mut().append_pair("env", &env);
+                let header = base64::engine::general_purpose::STANDARD.encode(env);
+                return self.websocket(url, Some(header)).await;
             }
         }
-        self.websocket(url).await
+        self.websocket(url, None).await
     }
 
     /// A live migration's source side: the WebSocket QEMU's state of VM `id` goes out on
     /// (`types::LiveMessage` in text frames, the state in binary ones).
     pub async fn live_out(&self, id: &InstanceId) -> Result<RelaySocket> {
-        self.websocket(self.vm_url(id, ["migration"])).await
+        self.websocket(self.vm_url(id, ["migration"]), None).await
     }
 
     /// A live migration's target side, for an announced import: the WebSocket the state comes
     /// in on.
     pub async fn live_in(&self, import: &str) -> Result<RelaySocket> {
-        self.websocket(self.url(["v1", "imports", import, "migration"])).await
+        self.websocket(self.url(["v1", "imports", import, "migration"]), None).await
     }
 
-    async fn websocket(&self, mut url: Url) -> Result<RelaySocket> {
+    /// A WebSocket to `url`, with an exec stream's environment in [`EXEC_ENV_HEADER`].
+    async fn websocket(&self, mut url: Url, exec_env: Option<String>) -> Result<RelaySocket> {
         use tokio_tungstenite::tungstenite::Error as WsError;
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         url.set_scheme(scheme).map_err(|_| ClientError::BadEndpoint(self.endpoint().into()))?;
@@ -668,6 +675,9 @@ impl RuntimeClient {
             && let Ok(v) = owner.parse()
         {
             request.headers_mut().insert(OWNER_HEADER, v);
+        }
+        if let Some(env) = exec_env.and_then(|e| e.parse().ok()) {
+            request.headers_mut().insert(EXEC_ENV_HEADER, env);
         }
         let connector = self.pools.tls.clone().map(tokio_tungstenite::Connector::Rustls);
         match tokio_tungstenite::connect_async_tls_with_config(request, None, false, connector).await {

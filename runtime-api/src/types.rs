@@ -218,7 +218,9 @@ impl PowerAction {
     }
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
+/// `Debug` names the environment's variables, never their values (they may be a Machine's
+/// `spec.secretEnv`).
+#[derive(Serialize, Deserialize, ToSchema, Clone, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecRequest {
     pub command: Vec<String>,
@@ -238,6 +240,20 @@ pub struct ExecRequest {
     /// `POST .../processes/{pid}/stdin`, until that closes it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_stdin_open: bool,
+}
+
+impl std::fmt::Debug for ExecRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecRequest")
+            .field("command", &self.command)
+            .field("env", &self.env.keys().map(|k| (k.as_str(), "<redacted>")).collect::<BTreeMap<_, _>>())
+            .field("cwd", &self.cwd)
+            .field("timeout_seconds", &self.timeout_seconds)
+            .field("stdin", &self.stdin.as_ref().map(|s| format!("<{} bytes>", s.len())))
+            .field("user", &self.user)
+            .field("keep_stdin_open", &self.keep_stdin_open)
+            .finish()
+    }
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]

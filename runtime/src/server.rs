@@ -156,10 +156,22 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         target: "kairon_runtime::requests",
         method = %req.method(),
         path = %req.uri().path(),
-        query = req.uri().query().unwrap_or_default(),
+        query = %redacted_query(req.uri().query().unwrap_or_default()),
         "runtime request"
     );
     next.run(req).await
+}
+
+/// A query as logged: an `env` value (which may hold secrets) is replaced by its length.
+fn redacted_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("env", v)) => format!("env=<{} bytes redacted>", v.len()),
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// A request that names the Machine it acts for ([`OWNER_HEADER`]) reaches an instance only if
@@ -578,8 +590,27 @@ async fn ws_exec_stream(
     State(st): State<AppState>,
     Path(id): Path<String>,
     Query(q): Query<ExecStreamQuery>,
+    headers: axum::http::HeaderMap,
     ws: crate::stream::Upgrade,
 ) -> Response {
+    // The api sends the environment in a header (it may hold secrets); `env` in the query
+    // stays for other callers.
+    let from_header = match headers.get(kairon_runtime_api::client::EXEC_ENV_HEADER) {
+        None => None,
+        Some(v) => {
+            use base64::Engine as _;
+            match v.to_str().ok().and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok()) {
+                Some(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                None => {
+                    return RuntimeError::Invalid(format!(
+                        "{} must be the base64 of a JSON object of strings",
+                        kairon_runtime_api::client::EXEC_ENV_HEADER
+                    ))
+                    .into_response();
+                }
+            }
+        }
+    };
     let tty = match q.tty {
         Some(true) => match crate::tty::Size::checked(q.cols.unwrap_or(80), q.rows.unwrap_or(24)) {
             Some(size) => Some(size),
@@ -589,7 +620,7 @@ async fn ws_exec_stream(
         },
         _ => None,
     };
-    match crate::stream::attached_command(&q.command, q.env.as_deref(), q.user, q.cwd) {
+    match crate::stream::attached_command(&q.command, from_header.as_deref().or(q.env.as_deref()), q.user, q.cwd) {
         Ok(command) => crate::stream::exec_stream(&st.rt, &id, command, tty, ws).await,
         Err(e) => e.into_response(),
     }

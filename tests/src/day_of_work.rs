@@ -20,6 +20,7 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
         r.body
     };
     // A quota the controllers report on (made by a user's admin token, not recorded).
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(admin.clone(), ns);
     let quotas: kube::Api<kairon_model::KaironQuota> = kube::Api::namespaced(admin, ns);
     let quota: kairon_model::KaironQuota = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota", "metadata": {"name": "q", "namespace": ns},
@@ -38,7 +39,13 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
         }
         m
     };
-    ok(rest.post(&base, sandbox("m", false)).await, "create m");
+    // m reads a Secret for its commands (spec.secretEnv: the api gets it at each exec).
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "token", "labels": {"kairon.zyvor.dev/secret-env": "true"}}, "stringData": {"t": "x"}});
+    secrets.create(&Default::default(), &serde_json::from_value(secret).unwrap()).await.expect("create a Secret");
+    let mut m = sandbox("m", false);
+    m["spec"]["secretEnv"] = json!({"TOKEN": {"name": "token", "key": "t"}});
+    ok(rest.post(&base, m).await, "create m");
     ok(rest.post(&base, sandbox("idle", true)).await, "create idle");
     ok(rest.get(&format!("{base}/m/wait?phase=Running&timeoutSeconds=120")).await, "wait m");
     ok(rest.get(&base).await, "list");

@@ -39,6 +39,9 @@ pub fn kairon_bin() -> PathBuf {
         .unwrap_or_else(|| dir.join("kairon"))
 }
 
+/// What `kairon up` logs in the tests: its requests (the isolation tests read them back).
+const DEFAULT_LOG: &str = "info,sqlx=warn,kairon_runtime::requests=debug,kairon_api::requests=debug";
+
 fn psql(db_url: &str, sql: &str) -> Result<()> {
     psql_query(db_url, sql).map(drop)
 }
@@ -87,6 +90,11 @@ pub struct Kairon {
 impl Kairon {
     /// `kairon up` on a fresh database with the given extra flags.
     pub fn start_with(extra: &[&str]) -> Result<Kairon> {
+        Self::start_logging(extra, DEFAULT_LOG)
+    }
+
+    /// The same, logging what `log` (a `KAIRON_LOG` filter) says into `self.log`.
+    pub fn start_logging(extra: &[&str], log: &str) -> Result<Kairon> {
         ensure_crypto();
         let db = format!("kairon_e2e_{}", uuid::Uuid::new_v4().simple());
         // No database is no test: this fails, loudly, rather than skip.
@@ -98,7 +106,7 @@ impl Kairon {
         })?;
         let url = with_database(&database_url(), &db);
         let data_dir = tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?;
-        let mut k = Self::spawn(data_dir, extra, Some(url))?;
+        let mut k = Self::spawn(data_dir, extra, Some(url), log)?;
         k.database = Some(db);
         Ok(k)
     }
@@ -110,7 +118,7 @@ impl Kairon {
     /// `kairon up` with no DATABASE_URL: it runs its own private PostgreSQL.
     pub fn start_private() -> Result<Kairon> {
         ensure_crypto();
-        Self::spawn(tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?, &[], None)
+        Self::spawn(tempfile::Builder::new().prefix("kairon-e2e-").tempdir()?, &[], None, DEFAULT_LOG)
     }
 
     /// Stops this instance and starts it again on the same data dir and database.
@@ -127,7 +135,7 @@ impl Kairon {
             old.stop()?;
         }
         let data_dir = std::mem::replace(&mut old.data_dir, tempfile::tempdir()?);
-        let mut k = Self::spawn(data_dir, extra, old.database_url.clone())?;
+        let mut k = Self::spawn(data_dir, extra, old.database_url.clone(), DEFAULT_LOG)?;
         k.database = old.database.take();
         Ok(k)
     }
@@ -145,7 +153,12 @@ impl Kairon {
         self.database_url.as_deref()
     }
 
-    fn spawn(data_dir: tempfile::TempDir, extra: &[&str], database_url: Option<String>) -> Result<Kairon> {
+    fn spawn(
+        data_dir: tempfile::TempDir,
+        extra: &[&str],
+        database_url: Option<String>,
+        log_filter: &str,
+    ) -> Result<Kairon> {
         let log = data_dir.path().join("kairon.log");
         let mut cmd = Command::new(kairon_bin());
         cmd.arg("up");
@@ -163,7 +176,7 @@ impl Kairon {
             .arg(data_dir.path())
             .args(extra)
             .env_remove("DATABASE_URL")
-            .env("KAIRON_LOG", "info,sqlx=warn,kairon_runtime::requests=debug,kairon_api::requests=debug")
+            .env("KAIRON_LOG", log_filter)
             .stdout(Stdio::piped())
             .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log)?);
         if let Some(u) = &database_url {

@@ -107,6 +107,7 @@ fn kube_resources() -> Vec<(&'static str, &'static str, bool)> {
         ("kaironquotas", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas", true),
         ("leases", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", false),
         ("events", "/api/v1/namespaces/{ns}/events", false),
+        ("secrets", "/api/v1/namespaces/{ns}/secrets", false),
         ("namespaces", "/api/v1/namespaces", false),
     ]
 }
@@ -340,6 +341,7 @@ fn kube_object_name(res: &str, ns: &str) -> String {
         "kaironquotas" => "quota".into(),
         "leases" => "authz-lease".into(),
         "events" => "authz-event".into(),
+        "secrets" => "authz-secret".into(),
         _ => ns.into(),
     }
 }
@@ -363,6 +365,7 @@ fn kube_new(res: &str, ns: &str) -> Value {
         }
         "kaironquotas" => quota(meta),
         "events" => event("authz-new", ns),
+        "secrets" => json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": {"k": "v"}}),
         _ => json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}),
     }
 }
@@ -495,6 +498,9 @@ async fn setup(k: &Kairon) {
         assert!(l.status < 300, "{l:?}");
         let e = admin.post(&format!("/api/v1/namespaces/{ns}/events"), event("authz-event", ns)).await;
         assert!(e.status < 300, "{e:?}");
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "authz-secret"}, "stringData": {"k": "v"}});
+        let s = admin.post(&format!("/api/v1/namespaces/{ns}/secrets"), secret).await;
+        assert!(s.status < 300, "{s:?}");
         let q = admin
             .post(&format!("/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas"), quota(json!({"name": "quota"})))
             .await;

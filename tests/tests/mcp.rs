@@ -138,6 +138,23 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     let (err, text) =
         mcp.tool("create_sandbox", json!({ "namespace": "mcp", "template": "busybox", "network": "offline" }));
     assert!(err && text.contains("\"none\""), "{text}");
+    // And the SDKs' secrets: references, stored as spec.secretEnv (the values are read per command).
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "openai", "labels": {"kairon.zyvor.dev/secret-env": "true"}}, "stringData": {"api-key": "s3cr3t"}});
+    rest(&k, "POST", "/api/v1/namespaces/mcp/secrets", &secret);
+    let args = json!({ "namespace": "mcp", "template": "busybox", "name": "mcp-secret", "secrets": {"API_KEY": "openai/api-key"} });
+    mcp.ok("create_sandbox", args);
+    let m = rest(&k, "GET", "/api/v1/machines/mcp/mcp-secret", &Value::Null);
+    assert_eq!(m["spec"]["secretEnv"], json!({"API_KEY": {"name": "openai", "key": "api-key"}}), "{m}");
+    let ran: Value = serde_json::from_str(
+        &mcp.ok("run_command", json!({ "namespace": "mcp", "name": "mcp-secret", "command": "echo $API_KEY" })),
+    )
+    .unwrap();
+    assert_eq!(ran["stdout"], "s3cr3t\n", "{ran}");
+    mcp.ok("close_sandbox", json!({ "namespace": "mcp", "name": "mcp-secret" }));
+    let (err, text) =
+        mcp.tool("create_sandbox", json!({ "namespace": "mcp", "template": "busybox", "secrets": {"K": "openai"} }));
+    assert!(err && text.contains("SECRET/KEY"), "{text}");
 
     let claimed: Value = serde_json::from_str(
         &mcp.ok("claim_sandbox", json!({ "namespace": "mcp", "pool": "agents", "name": "job-1", "ttl_seconds": 3600 })),

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kairon_model::binding;
 use kairon_model::keys::finalizers;
@@ -167,6 +167,44 @@ pub fn core_event(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Resul
 pub fn namespace(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
     let warnings = round_trip::<Namespace>(obj, ctx)?.1;
     obj["status"] = serde_json::json!({"phase": "Active"});
+    Ok(warnings)
+}
+
+/// The most a Secret's data may hold in all, as Kubernetes allows.
+const MAX_SECRET_BYTES: usize = 1024 * 1024;
+
+/// A core Secret: `stringData` folded into `data` (as base64, `stringData` winning), `type`
+/// `Opaque` unless given, keys as Kubernetes writes them, 1 MiB at most.
+pub fn secret(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (secret, warnings) = round_trip::<Secret>(obj, ctx)?;
+    let mut data = secret.data.unwrap_or_default();
+    for (k, v) in secret.string_data.unwrap_or_default() {
+        data.insert(k, k8s_openapi::ByteString(v.into_bytes()));
+    }
+    for k in data.keys() {
+        if k.is_empty()
+            || k.len() > 253
+            || !k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(invalid(
+                format!("data[{k}]"),
+                Some(format!("{k:?}")),
+                "a key is letters, digits, '-', '_' and '.' (at most 253)".into(),
+            ));
+        }
+    }
+    let size: usize = data.values().map(|v| v.0.len()).sum();
+    if size > MAX_SECRET_BYTES {
+        return Err(invalid(
+            "data".into(),
+            Some(format!("{size} bytes")),
+            format!("must hold at most {MAX_SECRET_BYTES} bytes"),
+        ));
+    }
+    let map = obj.as_object_mut().ok_or_else(|| AdmitError::BadRequest("a Secret is a JSON object".into()))?;
+    map.remove("stringData");
+    map.insert("data".into(), serde_json::to_value(&data).map_err(|e| AdmitError::BadRequest(e.to_string()))?);
+    map.entry("type").or_insert_with(|| Value::String("Opaque".into()));
     Ok(warnings)
 }
 

@@ -162,6 +162,9 @@ impl Ctx<'_> {
         if self.rt.view == View::CoreEvents {
             return events::to_core(obj);
         }
+        if self.rt.view == View::Secrets {
+            hide_secret_data(self.id, &mut obj);
+        }
         obj["apiVersion"] = Value::String(self.rt.api_version(&self.version));
         obj["kind"] = Value::String(self.rt.kind.to_string());
         obj
@@ -298,6 +301,16 @@ fn visible(c: &Ctx<'_>, obj: &Value) -> bool {
 
 /// Whether a list or watch shows `obj` to `id`: what is in its namespaces, what is
 /// cluster-scoped, and of the Namespaces only its own (a tenant learns no other tenant's).
+/// A viewer sees that a Secret exists and its labels, never its data.
+fn hide_secret_data(id: &Identity, obj: &mut Value) {
+    if id.role == crate::auth::Role::Viewer
+        && let Some(map) = obj.as_object_mut()
+    {
+        map.remove("stringData");
+        map.remove("data");
+    }
+}
+
 fn may_see(id: &Identity, rt: &ResourceType, obj: &Value) -> bool {
     if id.all_namespaces() {
         return true;
@@ -612,6 +625,9 @@ impl WatchView {
             return events::to_core(obj);
         }
         let mut obj = obj;
+        if self.rt.view == View::Secrets {
+            hide_secret_data(&self.id, &mut obj);
+        }
         obj["apiVersion"] = Value::String(self.rt.api_version(&self.version));
         obj["kind"] = Value::String(self.rt.kind.to_string());
         obj

@@ -29,6 +29,8 @@ pub enum View {
     CoreEvents,
     /// Core `v1` Namespaces: implicit in embedded mode, plus any created explicitly.
     Namespaces,
+    /// Core `v1` Secrets: stored as served, but a viewer reads them without `data`.
+    Secrets,
 }
 
 #[derive(Clone)]
@@ -184,6 +186,10 @@ impl Registry {
             json_path: ".status.phase".into(),
         }];
         types.push(namespaces);
+        let mut secrets = ResourceType::builtin("", "v1", "Secret", "secrets", admit::secret);
+        secrets.view = View::Secrets;
+        secrets.strategic_merge = false;
+        types.push(secrets);
 
         let index = types.iter().enumerate().map(|(i, t)| ((t.group.to_string(), t.plural.to_string()), i)).collect();
         Registry { types, index }

@@ -160,6 +160,51 @@ pub fn with_machine_env(m: &Machine, env: &mut BTreeMap<String, String>) {
     }
 }
 
+impl Machines {
+    /// The environment a relayed command gets: the request's own, then the Machine's
+    /// `spec.secretEnv` read from its Secrets now (only Opaque ones labelled
+    /// `kairon.zyvor.dev/secret-env=true`), then its `spec.env`. The values go into this request
+    /// to the Machine's runtime and nowhere else.
+    pub async fn with_machine_env(&self, m: &Machine, env: &mut BTreeMap<String, String>) -> Result<()> {
+        let ns = m.namespace().unwrap_or_default();
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(self.kube.clone(), &ns);
+        for (var, r) in &m.spec.secret_env {
+            if env.contains_key(var) {
+                continue;
+            }
+            let at = format!("Machine {ns}/{}: spec.secretEnv.{var} names Secret {:?}", m.name_any(), r.name);
+            let secret = secrets.get_opt(&r.name).await.map_err(|e| {
+                tracing::warn!(namespace = %ns, secret = %r.name, error = %e, "reading a Secret for spec.secretEnv");
+                Error::unavailable(format!("{at}, which could not be read now: try again"))
+            })?;
+            let Some(secret) = secret else {
+                return Err(Error::bad_request(format!("{at}, which does not exist in namespace {ns:?}")));
+            };
+            if secret.labels().get(labels::SECRET_ENV).map(String::as_str) != Some("true") {
+                return Err(Error::bad_request(format!(
+                    "{at}, which is not labelled {}=true: label it to let Machines read it (kubectl label secret {} {}=true -n {ns})",
+                    labels::SECRET_ENV,
+                    r.name,
+                    labels::SECRET_ENV
+                )));
+            }
+            if secret.type_.as_deref().is_some_and(|t| t != "Opaque") {
+                return Err(Error::bad_request(format!("{at}, which is not an Opaque Secret")));
+            }
+            let value = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get(&r.key))
+                .ok_or_else(|| Error::bad_request(format!("{at}, which has no key {:?}", r.key)))?;
+            let value = String::from_utf8(value.0.clone())
+                .map_err(|_| Error::bad_request(format!("{at}: its key {:?} is not UTF-8 text", r.key)))?;
+            env.insert(var.clone(), value);
+        }
+        with_machine_env(m, env);
+        Ok(())
+    }
+}
+
 /// The timeout of an exec: the default when the request gives none, refused above the most.
 fn exec_timeout(limits: &Limits, asked: Option<u64>) -> Result<u64> {
     let max = limits.exec_max_timeout.as_secs();
@@ -425,7 +470,7 @@ impl Machines {
                 "keepStdinOpen is for background processes (POST …/processes): an exec's stdin is the request's stdin",
             ));
         }
-        with_machine_env(&m, &mut req.env);
+        self.with_machine_env(&m, &mut req.env).await?;
         req.timeout_seconds = Some(exec_timeout(limits, req.timeout_seconds)?);
         let s = self.connect(id, ns, name, m).instrument(trace_span!("hop.exec.connect")).await?;
         let run = s.runtime.exec_bounded(&s.id, &req, limits.max_exec_output_bytes);
@@ -443,7 +488,7 @@ impl Machines {
         let m = self.authorize(id, ns, name, Needs::GuestAgent).await?;
         let mut req = req()?;
         check_command(&req)?;
-        with_machine_env(&m, &mut req.env);
+        self.with_machine_env(&m, &mut req.env).await?;
         let s = self.connect(id, ns, name, m).await?;
         Ok(s.runtime.start_process(&s.id, &req).await?)
     }

@@ -25,7 +25,7 @@ use kairon_runtime_api::{GuestPath, Pid, Relay, RelaySocket};
 
 use super::objects::ObjectPath;
 use super::{Caller, ErrorBody, JsonBody};
-use crate::machines::guest::{Offsets, ProcessEvent, check_command, with_machine_env};
+use crate::machines::guest::{Offsets, ProcessEvent, check_command};
 use crate::machines::{Error, Needs, Reason, Result, Session};
 use crate::state::AppState;
 
@@ -569,7 +569,7 @@ async fn machine_exec_stream(
         }
         _ => None,
     };
-    with_machine_env(&s.machine, &mut req.env);
+    c.machines.with_machine_env(&s.machine, &mut req.env).await?;
     let relay = Relay::ExecStream { command: q.command, env: req.env, user: req.user, cwd: req.cwd, tty };
     let upstream = connect_upstream(&s, relay).await?;
     Ok(ws.protocols([WS_PROTOCOL]).on_upgrade(move |socket| bridge(socket, upstream, s, slot)))

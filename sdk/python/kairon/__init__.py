@@ -45,7 +45,7 @@ from kairon_api.models.reason import Reason
 
 from .files import Files
 from .forward import PortForward
-from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec
+from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec, secret_env
 from ._kairon import Kairon, Sandboxes
 from .aio import AsyncFiles, AsyncKairon, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
 
@@ -89,4 +89,5 @@ __all__ = [
     "__version__",
     "machine_source",
     "network_spec",
+    "secret_env",
 ]

@@ -226,13 +226,14 @@ class AsyncSandbox:
         wake_on_connect: bool = True, cpu: str | None = None, memory: str | None = None, name: str | None = None,
         labels: dict[str, str] | None = None, env: dict[str, str] | None = None,
         timeout: int | None | _Default = _Default.TIMEOUT, network: str | Sequence[str] | None = None,
-        ready_timeout: float = 300.0,
+        secrets: dict[str, str] | None = None, ready_timeout: float = 300.0,
     ) -> AsyncSandbox:
         """`Sandbox.create`, with the same options; returns once commands run in it."""
         sb = await asyncio.to_thread(
             Sandbox.create, kube, ui, image, template=template, idle_timeout=idle_timeout, max_lifetime=max_lifetime,
             idle_action=idle_action, wake_on_connect=wake_on_connect, cpu=cpu, memory=memory, name=name,
-            labels=labels, env=env, timeout=timeout, network=network, ready_timeout=ready_timeout)
+            labels=labels, env=env, timeout=timeout, network=network, secrets=secrets,
+            ready_timeout=ready_timeout)
         return cls(sb)
 
     @classmethod
@@ -387,13 +388,14 @@ class AsyncSandboxes:
         cpu: str | None = None, memory: str | None = None, name: str | None = None,
         labels: dict[str, str] | None = None, env: dict[str, str] | None = None,
         timeout: int | None | _Default = _Default.TIMEOUT, network: str | Sequence[str] | None = None,
-        ready_timeout: float = 300.0,
+        secrets: dict[str, str] | None = None, ready_timeout: float = 300.0,
     ) -> AsyncSandbox:
         """`AsyncSandbox.create(kube, ui, image, ...)`: a new Machine, ready for commands."""
         return await AsyncSandbox.create(
             self.kube, self.ui, image, template=template, idle_timeout=idle_timeout, max_lifetime=max_lifetime,
             idle_action=idle_action, wake_on_connect=wake_on_connect, cpu=cpu, memory=memory, name=name,
-            labels=labels, env=env, timeout=timeout, network=network, ready_timeout=ready_timeout)
+            labels=labels, env=env, timeout=timeout, network=network, secrets=secrets,
+            ready_timeout=ready_timeout)
 
     async def claim_from(self, pool: str, *, timeout: int | None | _Default = _Default.TIMEOUT, ttl: int | None = None,
                          env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:

@@ -111,6 +111,20 @@ def network_spec(network: str | Sequence[str] | None) -> dict[str, Any] | None:
     return {"egress": {"mode": "Allowlist", "allow": hosts}}
 
 
+def secret_env(secrets: dict[str, str] | None) -> dict[str, dict[str, str]]:
+    """The `spec.secretEnv` for `secrets=`: `{"OPENAI_API_KEY": "my-secret/api-key"}` gives the
+    variable the key `api-key` of the Secret `my-secret` in the sandbox's namespace (an Opaque
+    Secret labelled `kairon.zyvor.dev/secret-env=true`). Raises `ValueError` saying what to pass."""
+    out: dict[str, dict[str, str]] = {}
+    for var, ref in (secrets or {}).items():
+        name, _, key = ref.partition("/")
+        if not name or not key or "/" in key:
+            raise ValueError(f"secrets[{var!r}]={ref!r}: write it as 'SECRET/KEY' (a Secret of the sandbox's "
+                             "namespace and one of its keys)")
+        out[var] = {"name": name, "key": key}
+    return out
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What a finished command printed and how it exited."""
@@ -268,6 +282,7 @@ class Sandbox:
         env: dict[str, str] | None = None,
         timeout: int | None | _Default = _Default.TIMEOUT,
         network: str | Sequence[str] | None = None,
+        secrets: dict[str, str] | None = None,
         ready_timeout: float = 300.0,
     ) -> Sandbox:
         """Creates a Machine (labelled `kairon.zyvor.dev/sandbox=true`, guest agent on) from a
@@ -278,9 +293,11 @@ class Sandbox:
         earliest deadline wins. `env` is set for every command and process in it (a run's own
         `env` wins); not for secrets: every reader of the namespace sees it. `network` narrows
         what it reaches (see `network_spec`): by default the internet its node allows; a refusal
-        shows in `events("EgressDenied")`."""
+        shows in `events("EgressDenied")`. `secrets` maps variables to `SECRET/KEY` (see
+        `secret_env`): read by the server for each command, never stored on the Machine."""
         source = machine_source(image, template)
         net = network_spec(network)
+        secret_refs = secret_env(secrets)
         name = name or f"sb-{uuid.uuid4().hex[:10]}"
         spec: dict[str, Any] = {"guestAgent": {"enabled": True, "console": True}, **source}
         if "image" in source:
@@ -302,6 +319,8 @@ class Sandbox:
             spec["env"] = dict(env)
         if net is not None:
             spec["network"] = net
+        if secret_refs:
+            spec["secretEnv"] = secret_refs
         meta = {"name": name, "labels": {SANDBOX_LABEL: "true", **(labels or {})}}
         kube.create_machine({"metadata": meta, "spec": spec})
         sb = cls(kube, ui, name)

@@ -167,6 +167,16 @@ def test_network_is_the_nodes_policy_none_or_an_allowlist() -> None:
         assert says in str(e.value), (bad, str(e.value))
 
 
+def test_secrets_name_a_secret_and_its_key() -> None:
+    assert kairon.secret_env({"OPENAI_API_KEY": "openai/api-key"}) == {
+        "OPENAI_API_KEY": {"name": "openai", "key": "api-key"}}
+    assert kairon.secret_env(None) == {}
+    for bad in ["openai", "openai/", "/key", "a/b/c"]:
+        with pytest.raises(ValueError) as e:
+            kairon.secret_env({"K": bad})
+        assert "SECRET/KEY" in str(e.value), bad
+
+
 def test_connect_list_and_info(kube: Client, ui: UIClient, template: str) -> None:
     k = Kairon(kube.url, _env("KAIRON_TOKEN"), namespace=NS)
     suite = uuid.uuid4().hex[:8]

@@ -61,6 +61,23 @@ export function networkSpec(network: NetworkOption | undefined): Record<string, 
   return { egress: { mode: "Allowlist", allow: [...network] } };
 }
 
+/** The `spec.secretEnv` for `secrets`: `{ OPENAI_API_KEY: "my-secret/api-key" }` gives the variable the key
+ * `api-key` of the Secret `my-secret` in the sandbox's namespace (an Opaque Secret labelled
+ * `kairon.zyvor.dev/secret-env=true`). Throws a `TypeError` saying what to pass. */
+export function secretEnv(secrets: Record<string, string> | undefined): Record<string, { name: string; key: string }> {
+  const out: Record<string, { name: string; key: string }> = {};
+  for (const [name, ref] of Object.entries(secrets ?? {})) {
+    const at = ref.indexOf("/");
+    const secret = ref.slice(0, at);
+    const key = ref.slice(at + 1);
+    if (at <= 0 || !key || key.includes("/")) {
+      throw new TypeError(`secrets.${name}: ${JSON.stringify(ref)}: write it as "SECRET/KEY" (a Secret of the sandbox's namespace and one of its keys)`);
+    }
+    out[name] = { name: secret, key };
+  }
+  return out;
+}
+
 /** The part of a Machine's spec saying what boots: `{ sandbox: { templateName } }` or
  * `{ image: { path } }`. Exactly one of the two; `image` is an absolute path on the node. Throws a
  * `TypeError` saying what to pass instead. */
@@ -130,6 +147,9 @@ export interface CreateOptions {
   /** What it reaches (see `networkSpec`): by default the internet its node allows; a refusal shows in
    * `events("EgressDenied")`. */
   network?: NetworkOption;
+  /** Variables read from Secrets for each command (`{ OPENAI_API_KEY: "my-secret/api-key" }`, see
+   * `secretEnv`): never stored on the Machine. */
+  secrets?: Record<string, string>;
   /** Seconds to wait until commands run (default 300). */
   readyTimeout?: number;
 }
@@ -302,6 +322,7 @@ export class Sandbox {
   static async create(kube: Client, ui: UIClient, opts: CreateOptions): Promise<Sandbox> {
     const source = machineSource(opts);
     const network = networkSpec(opts.network);
+    const secrets = secretEnv(opts.secrets);
     const name = opts.name ?? `sb-${hex(10)}`;
     const spec: Record<string, unknown> = { guestAgent: { enabled: true, console: true }, ...source };
     if ("image" in source) {
@@ -318,6 +339,7 @@ export class Sandbox {
     if (ttl !== undefined) spec.ttlSeconds = ttl;
     if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
     if (network) spec.network = network;
+    if (Object.keys(secrets).length > 0) spec.secretEnv = secrets;
     await kube.createMachine({ metadata: { name, labels: { [SANDBOX_LABEL]: "true", ...opts.labels } }, spec });
     const sb = new Sandbox(kube, ui, name);
     try {

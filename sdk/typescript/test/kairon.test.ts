@@ -22,6 +22,7 @@ import {
   KaironError,
   machineSource,
   networkSpec,
+  secretEnv,
   NotFoundError,
   QuotaExceededError,
   Sandbox,
@@ -185,6 +186,16 @@ describe("network", () => {
     const refusals: [unknown, string][] = [["offline", '"none"'], ["pypi.org", '["pypi.org"]'], [[], '"none"']];
     for (const [bad, says] of refusals) {
       assert.throws(() => networkSpec(bad as never), (e: unknown) => e instanceof TypeError && e.message.includes(says));
+    }
+  });
+});
+
+describe("secrets", () => {
+  it("name a Secret and its key", () => {
+    assert.deepEqual(secretEnv({ OPENAI_API_KEY: "openai/api-key" }), { OPENAI_API_KEY: { name: "openai", key: "api-key" } });
+    assert.deepEqual(secretEnv(undefined), {});
+    for (const bad of ["openai", "openai/", "/key", "a/b/c"]) {
+      assert.throws(() => secretEnv({ K: bad }), (e: unknown) => e instanceof TypeError && e.message.includes("SECRET/KEY"));
     }
   });
 });

@@ -77,6 +77,7 @@ from .machine_resume_dry_run import MachineResumeDryRun
 from .machine_set_timeout_dry_run import MachineSetTimeoutDryRun
 from .machine_spec import MachineSpec
 from .machine_spec_env import MachineSpecEnv
+from .machine_spec_secret_env import MachineSpecSecretEnv
 from .machine_start_dry_run import MachineStartDryRun
 from .machine_status import MachineStatus
 from .machine_stop_dry_run import MachineStopDryRun
@@ -129,6 +130,7 @@ from .redacted_sandbox import RedactedSandbox
 from .resources import Resources
 from .runtime_spec import RuntimeSpec
 from .sandbox_spec import SandboxSpec
+from .secret_key_ref import SecretKeyRef
 from .snapshot_request import SnapshotRequest
 from .snapshot_result import SnapshotResult
 from .template import Template
@@ -230,6 +232,7 @@ __all__ = (
     "MachineSetTimeoutDryRun",
     "MachineSpec",
     "MachineSpecEnv",
+    "MachineSpecSecretEnv",
     "MachineStartDryRun",
     "MachineStatus",
     "MachineStopDryRun",
@@ -282,6 +285,7 @@ __all__ = (
     "Resources",
     "RuntimeSpec",
     "SandboxSpec",
+    "SecretKeyRef",
     "SnapshotRequest",
     "SnapshotResult",
     "Template",

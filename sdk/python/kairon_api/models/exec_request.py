@@ -17,16 +17,18 @@ T = TypeVar("T", bound="ExecRequest")
 
 @_attrs_define
 class ExecRequest:
-    """
-    Attributes:
-        command (list[str]):
-        cwd (None | str | Unset):
-        env (ExecRequestEnv | Unset):
-        keep_stdin_open (bool | Unset): Background processes only: keep stdin open (after `stdin`, if given) for
-            `POST .../processes/{pid}/stdin`, until that closes it.
-        stdin (None | str | Unset): Sent to the command's standard input, then closed.
-        timeout_seconds (int | None | Unset):
-        user (None | str | Unset): Run as `uid[:gid]` instead of root.
+    """`Debug` names the environment's variables, never their values (they may be a Machine's
+    `spec.secretEnv`).
+
+        Attributes:
+            command (list[str]):
+            cwd (None | str | Unset):
+            env (ExecRequestEnv | Unset):
+            keep_stdin_open (bool | Unset): Background processes only: keep stdin open (after `stdin`, if given) for
+                `POST .../processes/{pid}/stdin`, until that closes it.
+            stdin (None | str | Unset): Sent to the command's standard input, then closed.
+            timeout_seconds (int | None | Unset):
+            user (None | str | Unset): Run as `uid[:gid]` instead of root.
     """
 
     command: list[str]

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..models.image_source import ImageSource
     from ..models.lifecycle import Lifecycle
     from ..models.machine_spec_env import MachineSpecEnv
+    from ..models.machine_spec_secret_env import MachineSpecSecretEnv
     from ..models.network_spec import NetworkSpec
     from ..models.numa_spec import NumaSpec
     from ..models.resources import Resources
@@ -36,7 +37,7 @@ class MachineSpec:
         device_claims (list[DeviceClaim] | Unset): PCI passthrough (VFIO) devices; refused on a sandbox.
         env (MachineSpecEnv | Unset): Environment variables of every exec and process in the guest (a request's own
             `env`
-            wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+            wins). A claimed pool member also gets its claim's. Not for secrets (see `secretEnv`): every reader of the
             namespace sees them (SECURITY.md).
         guest_agent (GuestAgent | None | Unset):
         hugepages (Hugepages | None | Unset):
@@ -49,6 +50,12 @@ class MachineSpec:
         resources (None | Resources | Unset):
         runtime (None | RuntimeSpec | Unset):
         sandbox (None | SandboxSpec | Unset):
+        secret_env (MachineSpecSecretEnv | Unset): Environment variables whose values are keys of Secrets in the
+            Machine's namespace: the
+            api reads them when it relays an exec, process or terminal and sends them to the
+            Machine's runtime in that request alone (never stored on the Machine, its status, Events
+            or logs). Only Opaque Secrets labelled `kairon.zyvor.dev/secret-env=true` are read; over
+            `env`, under a request's own.
         ttl_seconds (int | None | Unset): Delete the Machine this many seconds after creation.
         volumes (list[Volume] | Unset): Disks that outlive Stop.
     """
@@ -67,6 +74,7 @@ class MachineSpec:
     resources: None | Resources | Unset = UNSET
     runtime: None | RuntimeSpec | Unset = UNSET
     sandbox: None | SandboxSpec | Unset = UNSET
+    secret_env: MachineSpecSecretEnv | Unset = UNSET
     ttl_seconds: int | None | Unset = UNSET
     volumes: list[Volume] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -185,6 +193,10 @@ class MachineSpec:
         else:
             sandbox = self.sandbox
 
+        secret_env: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.secret_env, Unset):
+            secret_env = self.secret_env.to_dict()
+
         ttl_seconds: int | None | Unset
         if isinstance(self.ttl_seconds, Unset):
             ttl_seconds = UNSET
@@ -229,6 +241,8 @@ class MachineSpec:
             field_dict["runtime"] = runtime
         if sandbox is not UNSET:
             field_dict["sandbox"] = sandbox
+        if secret_env is not UNSET:
+            field_dict["secretEnv"] = secret_env
         if ttl_seconds is not UNSET:
             field_dict["ttlSeconds"] = ttl_seconds
         if volumes is not UNSET:
@@ -244,6 +258,7 @@ class MachineSpec:
         from ..models.image_source import ImageSource
         from ..models.lifecycle import Lifecycle
         from ..models.machine_spec_env import MachineSpecEnv
+        from ..models.machine_spec_secret_env import MachineSpecSecretEnv
         from ..models.network_spec import NetworkSpec
         from ..models.numa_spec import NumaSpec
         from ..models.resources import Resources
@@ -457,6 +472,13 @@ class MachineSpec:
 
         sandbox = _parse_sandbox(d.pop("sandbox", UNSET))
 
+        _secret_env = d.pop("secretEnv", UNSET)
+        secret_env: MachineSpecSecretEnv | Unset
+        if isinstance(_secret_env, Unset):
+            secret_env = UNSET
+        else:
+            secret_env = MachineSpecSecretEnv.from_dict(_secret_env)
+
         def _parse_ttl_seconds(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -490,6 +512,7 @@ class MachineSpec:
             resources=resources,
             runtime=runtime,
             sandbox=sandbox,
+            secret_env=secret_env,
             ttl_seconds=ttl_seconds,
             volumes=volumes,
         )

@@ -12,7 +12,7 @@ T = TypeVar("T", bound="MachineSpecEnv")
 @_attrs_define
 class MachineSpecEnv:
     """Environment variables of every exec and process in the guest (a request's own `env`
-    wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+    wins). A claimed pool member also gets its claim's. Not for secrets (see `secretEnv`): every reader of the
     namespace sees them (SECURITY.md).
 
     """

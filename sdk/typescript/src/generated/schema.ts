@@ -1264,6 +1264,10 @@ export interface components {
             count: number;
             lastObservedTime: string;
         };
+        /**
+         * @description `Debug` names the environment's variables, never their values (they may be a Machine's
+         *     `spec.secretEnv`).
+         */
         ExecRequest: {
             command: [
                 string
@@ -1618,7 +1622,7 @@ export interface components {
             deviceClaims?: components["schemas"]["DeviceClaim"][];
             /**
              * @description Environment variables of every exec and process in the guest (a request's own `env`
-             *     wins). A claimed pool member also gets its claim's. Not for secrets: every reader of the
+             *     wins). A claimed pool member also gets its claim's. Not for secrets (see `secretEnv`): every reader of the
              *     namespace sees them (SECURITY.md).
              */
             env?: {
@@ -1636,6 +1640,16 @@ export interface components {
             resources?: components["schemas"]["Resources"] | null;
             runtime?: components["schemas"]["RuntimeSpec"] | null;
             sandbox?: components["schemas"]["SandboxSpec"] | null;
+            /**
+             * @description Environment variables whose values are keys of Secrets in the Machine's namespace: the
+             *     api reads them when it relays an exec, process or terminal and sends them to the
+             *     Machine's runtime in that request alone (never stored on the Machine, its status, Events
+             *     or logs). Only Opaque Secrets labelled `kairon.zyvor.dev/secret-env=true` are read; over
+             *     `env`, under a request's own.
+             */
+            secretEnv?: {
+                [key: string]: components["schemas"]["SecretKeyRef"];
+            };
             /**
              * Format: int64
              * @description Delete the Machine this many seconds after creation.
@@ -1970,6 +1984,13 @@ export interface components {
              *     are then ignored.
              */
             templateName?: string | null;
+        };
+        /** @description A key of a Secret in the Machine's namespace. */
+        SecretKeyRef: {
+            /** @description The key in its `data`. */
+            key: string;
+            /** @description The Secret's name. */
+            name: string;
         };
         SnapshotRequest: {
             /** @description Absolute path of the tar file to write on the node. */

@@ -128,7 +128,9 @@ def sync_detailed(
     Args:
         namespace (str):
         name (str):
-        body (ExecRequest):
+        body (ExecRequest): `Debug` names the environment's variables, never their values (they
+            may be a Machine's
+            `spec.secretEnv`).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -163,7 +165,9 @@ def sync(
     Args:
         namespace (str):
         name (str):
-        body (ExecRequest):
+        body (ExecRequest): `Debug` names the environment's variables, never their values (they
+            may be a Machine's
+            `spec.secretEnv`).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -193,7 +197,9 @@ async def asyncio_detailed(
     Args:
         namespace (str):
         name (str):
-        body (ExecRequest):
+        body (ExecRequest): `Debug` names the environment's variables, never their values (they
+            may be a Machine's
+            `spec.secretEnv`).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -226,7 +232,9 @@ async def asyncio(
     Args:
         namespace (str):
         name (str):
-        body (ExecRequest):
+        body (ExecRequest): `Debug` names the environment's variables, never their values (they
+            may be a Machine's
+            `spec.secretEnv`).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
