@@ -1226,6 +1226,9 @@ pub mod types {
         #[doc = "The MachinePool (same namespace) to take a member from."]
         #[serde(rename = "poolName")]
         pub pool_name: MachineClaimSpecPoolName,
+        #[doc = "Secret keys for every exec and process in the bound Machine, as a Machine's\n`spec.secretEnv` (written onto the member when the claim binds, over its own; immutable)."]
+        #[serde(rename = "secretEnv", default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
+        pub secret_env: ::std::collections::HashMap<::std::string::String, SecretKeyRef>,
         #[doc = "Release the claim this many seconds after it binds."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
         pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,

@@ -361,6 +361,10 @@ struct ClaimArgs {
     /// `KEY=VALUE` for every exec and process in the claimed Machine; repeat for more.
     #[arg(short = 'e', long = "env", value_parser = parse_key_value)]
     env: Vec<(String, String)>,
+    /// `NAME=SECRET/KEY` for every exec in the claimed Machine (a labelled Secret of the
+    /// namespace); repeat for more.
+    #[arg(long = "secret-env", value_parser = parse_secret_ref)]
+    secret_env: Vec<(String, String, String)>,
 }
 
 #[derive(Args)]
@@ -1429,7 +1433,7 @@ async fn describe(c: &Client, ns: &str, fmt: Format, kind: Kind, name: &str) -> 
 }
 
 async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
-    let ClaimArgs { pool, ttl, name, no_wait, env } = a;
+    let ClaimArgs { pool, ttl, name, no_wait, env, secret_env } = a;
     let pool = pool.as_str();
     let name = name.unwrap_or_else(|| format!("{pool}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
     let mut spec = json!({ "poolName": pool });
@@ -1438,6 +1442,10 @@ async fn claim(c: &Client, ns: &str, fmt: Format, a: ClaimArgs) -> Result<()> {
     }
     if !env.is_empty() {
         spec["env"] = json!(env.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+    }
+    if !secret_env.is_empty() {
+        spec["secretEnv"] =
+            secret_env.into_iter().map(|(var, n, key)| (var, json!({ "name": n, "key": key }))).collect();
     }
     let body: types::MachineClaim = manifest(json!({ "metadata": { "name": name, "namespace": ns }, "spec": spec }))?;
     let mut cl = c.machineclaim_create(ns, None, &body).await.map_err(fail)?.into_inner();

@@ -133,6 +133,9 @@ pub fn take_patch(member: &Machine, claim: &MachineClaim, at: &str) -> Value {
     if !claim.spec.env.is_empty() {
         patch["spec"]["env"] = json!(claim.spec.env);
     }
+    if !claim.spec.secret_env.is_empty() {
+        patch["spec"]["secretEnv"] = json!(claim.spec.secret_env);
+    }
     patch
 }
 

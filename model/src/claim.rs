@@ -42,6 +42,10 @@ pub struct MachineClaimSpec {
     /// without a cold start; immutable). Not for secrets: every reader of the namespace sees them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Secret keys for every exec and process in the bound Machine, as a Machine's
+    /// `spec.secretEnv` (written onto the member when the claim binds, over its own; immutable).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub secret_env: BTreeMap<String, crate::machine::SecretKeyRef>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]

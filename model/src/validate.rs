@@ -446,6 +446,7 @@ pub fn validate_claim_spec(spec: &MachineClaimSpec, old: Option<&MachineClaimSpe
     }
     errs.positive("spec.ttlSeconds", spec.ttl_seconds);
     validate_env(&mut errs, "spec.env", &spec.env);
+    validate_secret_env(&mut errs, "spec.secretEnv", &spec.secret_env);
     if let Some(old) = old {
         if old.pool_name != spec.pool_name {
             errs.invalid(
@@ -456,6 +457,12 @@ pub fn validate_claim_spec(spec: &MachineClaimSpec, old: Option<&MachineClaimSpe
         }
         if old.env != spec.env {
             errs.forbidden("spec.env", "field is immutable (written onto the Machine when the claim binds): set the Machine's spec.env instead");
+        }
+        if old.secret_env != spec.secret_env {
+            errs.forbidden(
+                "spec.secretEnv",
+                "field is immutable (written onto the Machine when the claim binds): set the Machine's spec.secretEnv instead",
+            );
         }
     }
     errs.0

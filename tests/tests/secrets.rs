@@ -76,6 +76,19 @@ async fn a_secret_reaches_the_guests_commands_and_nowhere_else() {
     .await;
     assert_eq!(logs["stdout"], format!("{VALUE}\n"), "{logs}");
 
+    // A claim carries its own secretEnv onto the warm member it binds, as its env.
+    let pool = json!({"metadata": {"name": "warm"}, "spec": {"replicas": 1, "warmPowerState": "Running",
+        "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
+                     "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}}}});
+    admin.post(&format!("/api/v1/machinepools/{NS}"), pool).await.ok();
+    let claim = json!({"metadata": {"name": "job"}, "spec": {"poolName": "warm",
+        "secretEnv": {"CLAIMED_KEY": {"name": "openai", "key": "api-key"}}}});
+    operator.post(&format!("/api/v1/machineclaims/{NS}"), claim).await.ok();
+    let bound = admin.get(&format!("/api/v1/machineclaims/{NS}/job/wait?phase=Bound&timeoutSeconds=120")).await.ok();
+    let member = bound["status"]["machineName"].as_str().expect("the bound member").to_string();
+    let got = admin.post(&format!("/api/v1/machines/{NS}/{member}/exec"), run("echo $CLAIMED_KEY")).await.ok();
+    assert_eq!(got["stdout"], format!("{VALUE}\n"), "{got}");
+
     // Refusals that say what to fix: an unlabelled Secret, a missing key, another namespace's.
     let unlabelled = json!({"KEY": {"name": "unlabelled", "key": "api-key"}});
     admin.post(&format!("/api/v1/machines/{NS}"), machine("plain", unlabelled)).await.ok();

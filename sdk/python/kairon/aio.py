@@ -239,10 +239,11 @@ class AsyncSandbox:
     @classmethod
     async def claim_from(cls, kube: Client, ui: UIClient, pool: str, *,
                          timeout: int | None | _Default = _Default.TIMEOUT, ttl: int | None = None,
-                         env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
+                         env: dict[str, str] | None = None, secrets: dict[str, str] | None = None,
+                         ready_timeout: float = 300.0) -> AsyncSandbox:
         """`Sandbox.claim_from`: a warm member of the pool."""
         sb = await asyncio.to_thread(Sandbox.claim_from, kube, ui, pool, timeout=timeout, ttl=ttl, env=env,
-                                     ready_timeout=ready_timeout)
+                                     secrets=secrets, ready_timeout=ready_timeout)
         return cls(sb)
 
     @classmethod
@@ -398,10 +399,11 @@ class AsyncSandboxes:
             ready_timeout=ready_timeout)
 
     async def claim_from(self, pool: str, *, timeout: int | None | _Default = _Default.TIMEOUT, ttl: int | None = None,
-                         env: dict[str, str] | None = None, ready_timeout: float = 300.0) -> AsyncSandbox:
+                         env: dict[str, str] | None = None, secrets: dict[str, str] | None = None,
+                         ready_timeout: float = 300.0) -> AsyncSandbox:
         """`AsyncSandbox.claim_from(kube, ui, pool, ...)`: a warm member of the pool."""
         return await AsyncSandbox.claim_from(self.kube, self.ui, pool, timeout=timeout, ttl=ttl, env=env,
-                                             ready_timeout=ready_timeout)
+                                             secrets=secrets, ready_timeout=ready_timeout)
 
     async def connect(self, name: str, *, namespace: str | None = None,
                       ready_timeout: float | None = None) -> AsyncSandbox:

@@ -334,11 +334,13 @@ class Sandbox:
     @classmethod
     def claim_from(cls, kube: Client, ui: UIClient, pool: str, *, timeout: int | None | _Default = _Default.TIMEOUT,
                    ttl: int | None = None, env: dict[str, str] | None = None,
-                   ready_timeout: float = 300.0) -> Sandbox:
+                   secrets: dict[str, str] | None = None, ready_timeout: float = 300.0) -> Sandbox:
         """Claims a warm member of the MachinePool `pool`; `close()` releases the claim. The claim
         ends `timeout` seconds after it binds (300 when not given, `timeout=None` for none; `ttl`
         is the older name of the same). `env` is set for every command and process of this
-        claimant (over the pool template's), without a cold start."""
+        claimant (over the pool template's), without a cold start; `secrets` likewise (see
+        `secret_env`)."""
+        secret_refs = secret_env(secrets)
         claim = f"{pool}-{uuid.uuid4().hex[:8]}"
         spec: dict[str, Any] = {"poolName": pool}
         claim_ttl = int(ttl) if ttl is not None else _ttl(timeout, False)
@@ -346,6 +348,8 @@ class Sandbox:
             spec["ttlSeconds"] = claim_ttl
         if env:
             spec["env"] = dict(env)
+        if secret_refs:
+            spec["secretEnv"] = secret_refs
         created = kube.create_claim({"metadata": {"name": claim}, "spec": spec})
         try:
             # A claim binds in its create request when a member is warm; else wait for it.

@@ -359,13 +359,21 @@ export class Sandbox {
     kube: Client,
     ui: UIClient,
     pool: string,
-    opts: { timeout?: number | null; ttl?: number; env?: Record<string, string>; readyTimeout?: number } = {},
+    opts: {
+      timeout?: number | null;
+      ttl?: number;
+      env?: Record<string, string>;
+      secrets?: Record<string, string>;
+      readyTimeout?: number;
+    } = {},
   ): Promise<Sandbox> {
+    const secrets = secretEnv(opts.secrets);
     const claim = `${pool}-${hex(8)}`;
     const spec: Record<string, unknown> = { poolName: pool };
     const ttl = opts.ttl !== undefined ? Math.round(opts.ttl) : ttlSeconds(opts.timeout, false);
     if (ttl !== undefined) spec.ttlSeconds = ttl;
     if (opts.env && Object.keys(opts.env).length > 0) spec.env = opts.env;
+    if (Object.keys(secrets).length > 0) spec.secretEnv = secrets;
     const created = await kube.createClaim({ metadata: { name: claim }, spec });
     try {
       // A claim binds in its create request when a member is warm; else wait for it.

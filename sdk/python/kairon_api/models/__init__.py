@@ -52,6 +52,7 @@ from .machine_claim_kind import MachineClaimKind
 from .machine_claim_list import MachineClaimList
 from .machine_claim_spec import MachineClaimSpec
 from .machine_claim_spec_env import MachineClaimSpecEnv
+from .machine_claim_spec_secret_env import MachineClaimSpecSecretEnv
 from .machine_claim_status import MachineClaimStatus
 from .machine_claim_watch_event import MachineClaimWatchEvent
 from .machine_create_dry_run import MachineCreateDryRun
@@ -207,6 +208,7 @@ __all__ = (
     "MachineClaimList",
     "MachineClaimSpec",
     "MachineClaimSpecEnv",
+    "MachineClaimSpecSecretEnv",
     "MachineClaimStatus",
     "MachineClaimWatchEvent",
     "MachineCreateDryRun",

@@ -10,6 +10,7 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.machine_claim_spec_env import MachineClaimSpecEnv
+    from ..models.machine_claim_spec_secret_env import MachineClaimSpecSecretEnv
 
 
 T = TypeVar("T", bound="MachineClaimSpec")
@@ -25,11 +26,15 @@ class MachineClaimSpec:
             its own
             `spec.env` (written onto the member when the claim binds, so a warm member gets them
             without a cold start; immutable). Not for secrets: every reader of the namespace sees them.
+        secret_env (MachineClaimSpecSecretEnv | Unset): Secret keys for every exec and process in the bound Machine, as
+            a Machine's
+            `spec.secretEnv` (written onto the member when the claim binds, over its own; immutable).
         ttl_seconds (int | None | Unset): Release the claim this many seconds after it binds.
     """
 
     pool_name: str
     env: MachineClaimSpecEnv | Unset = UNSET
+    secret_env: MachineClaimSpecSecretEnv | Unset = UNSET
     ttl_seconds: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -39,6 +44,10 @@ class MachineClaimSpec:
         env: dict[str, Any] | Unset = UNSET
         if not isinstance(self.env, Unset):
             env = self.env.to_dict()
+
+        secret_env: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.secret_env, Unset):
+            secret_env = self.secret_env.to_dict()
 
         ttl_seconds: int | None | Unset
         if isinstance(self.ttl_seconds, Unset):
@@ -55,6 +64,8 @@ class MachineClaimSpec:
         )
         if env is not UNSET:
             field_dict["env"] = env
+        if secret_env is not UNSET:
+            field_dict["secretEnv"] = secret_env
         if ttl_seconds is not UNSET:
             field_dict["ttlSeconds"] = ttl_seconds
 
@@ -63,6 +74,7 @@ class MachineClaimSpec:
     @classmethod
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.machine_claim_spec_env import MachineClaimSpecEnv
+        from ..models.machine_claim_spec_secret_env import MachineClaimSpecSecretEnv
 
         d = dict(src_dict)
         pool_name = d.pop("poolName")
@@ -73,6 +85,13 @@ class MachineClaimSpec:
             env = UNSET
         else:
             env = MachineClaimSpecEnv.from_dict(_env)
+
+        _secret_env = d.pop("secretEnv", UNSET)
+        secret_env: MachineClaimSpecSecretEnv | Unset
+        if isinstance(_secret_env, Unset):
+            secret_env = UNSET
+        else:
+            secret_env = MachineClaimSpecSecretEnv.from_dict(_secret_env)
 
         def _parse_ttl_seconds(data: object) -> int | None | Unset:
             if data is None:
@@ -86,6 +105,7 @@ class MachineClaimSpec:
         machine_claim_spec = cls(
             pool_name=pool_name,
             env=env,
+            secret_env=secret_env,
             ttl_seconds=ttl_seconds,
         )
 

@@ -1511,6 +1511,13 @@ export interface components {
             /** @description The MachinePool (same namespace) to take a member from. */
             poolName: string;
             /**
+             * @description Secret keys for every exec and process in the bound Machine, as a Machine's
+             *     `spec.secretEnv` (written onto the member when the claim binds, over its own; immutable).
+             */
+            secretEnv?: {
+                [key: string]: components["schemas"]["SecretKeyRef"];
+            };
+            /**
              * Format: int64
              * @description Release the claim this many seconds after it binds.
              */
