@@ -310,13 +310,78 @@ pub enum AllowEntry {
     Net(Cidr),
 }
 
+/// A Machine's allowlist entry, as the API document states it: a host pattern (labels of
+/// letters, digits, `_` and inner `-`, at most 63 each; `*.` or `.` before, one `.` after, as the
+/// node's patterns) or an IPv4 CIDR; at most 253 characters. An IPv4 address is a name of digit
+/// labels that reads as one. (No lookahead: the same text in a JSON Schema and here.)
+pub const ALLOW_ENTRY_PATTERN: &str = concat!(
+    "^((\\*\\.|\\.)?[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?(\\.[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*\\.?",
+    "|(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}/(3[0-2]|[12]?[0-9]))$"
+);
+/// The longest allowlist entry.
+pub const MAX_ALLOW_ENTRY: usize = 253;
+
 impl AllowEntry {
-    /// A CIDR (`198.51.100.0/24`) or a host pattern.
+    /// An entry of [`ALLOW_ENTRY_PATTERN`]: an IPv4 CIDR (host bits cleared, as a Kubernetes
+    /// NetworkPolicy's `ipBlock` reads one), an IPv4 address, or a host pattern.
     pub fn parse(text: &str) -> Result<AllowEntry, String> {
-        if text.contains('/') && !text.contains("://") {
-            return text.parse::<Cidr>().map(AllowEntry::Net);
+        if text.is_empty() || text.len() > MAX_ALLOW_ENTRY {
+            return Err(format!("an entry has 1 to {MAX_ALLOW_ENTRY} characters"));
         }
-        parse_pattern(text).map(AllowEntry::Host)
+        if text.contains("://") {
+            return Err("it holds a URL scheme; give the host name only".into());
+        }
+        if let Some((addr, prefix)) = text.split_once('/') {
+            let addr: Ipv4Addr = addr.parse().map_err(|_| {
+                format!("{addr:?} is not an IPv4 address (write a host name, an IPv4 address or an IPv4 CIDR)")
+            })?;
+            let digits = !prefix.is_empty()
+                && prefix.bytes().all(|b| b.is_ascii_digit())
+                && (prefix == "0" || !prefix.starts_with('0'));
+            let prefix = prefix
+                .parse::<u8>()
+                .ok()
+                .filter(|p| digits && *p <= 32)
+                .ok_or_else(|| format!("the prefix length {prefix:?} is not a number from 0 to 32"))?;
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            let net = Ipv4Addr::from(u32::from(addr) & mask);
+            return Ok(AllowEntry::Net(Cidr { addr: IpAddr::V4(net), prefix }));
+        }
+        let (wildcard, rest) = if let Some(rest) = text.strip_prefix("*.") {
+            (Some(true), rest)
+        } else if let Some(rest) = text.strip_prefix('.') {
+            (Some(false), rest)
+        } else {
+            (None, text)
+        };
+        let name = rest.strip_suffix('.').unwrap_or(rest);
+        if name.is_empty() {
+            return Err("it names no host".into());
+        }
+        for label in name.split('.') {
+            let ok = !label.is_empty()
+                && label.len() <= 63
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-');
+            if !ok {
+                return Err(format!(
+                    "the label {label:?} is not 1 to 63 letters, digits, '_' and inner '-' (write a host name such as \
+                     pypi.org, .pythonhosted.org or *.example.com, an IPv4 address, or an IPv4 CIDR)"
+                ));
+            }
+        }
+        if wildcard.is_none()
+            && let Ok(ip) = name.parse::<Ipv4Addr>()
+        {
+            return Ok(AllowEntry::Host(Pattern::Ip(IpAddr::V4(ip))));
+        }
+        let name = name.to_ascii_lowercase();
+        Ok(AllowEntry::Host(match wildcard {
+            Some(true) => Pattern::Subdomains(name),
+            Some(false) => Pattern::DomainAndSubdomains(name),
+            None => Pattern::Exact(name),
+        }))
     }
 
     fn matches(&self, host: &Host) -> bool {
@@ -369,19 +434,30 @@ impl GuestEgress {
     }
 
     /// The IPv4 networks this guest may reach by routed traffic (other protocols than HTTP
-    /// and HTTPS): its allowlist's IPv4 addresses and networks.
+    /// and HTTPS): its allowlist's IPv4 addresses and networks, each once and none inside
+    /// another (the packet filter's interval set refuses overlapping elements).
     pub fn routed_v4(&self) -> Vec<Cidr> {
-        match self {
-            GuestEgress::Nothing => vec![],
-            GuestEgress::Only(entries) => entries
+        let GuestEgress::Only(entries) = self else { return vec![] };
+        let nets: Vec<Cidr> = entries
+            .iter()
+            .filter_map(|(_, e)| match e {
+                AllowEntry::Net(c) if c.addr.is_ipv4() => Some(*c),
+                AllowEntry::Host(Pattern::Ip(ip @ IpAddr::V4(_))) => Some(Cidr { addr: *ip, prefix: 32 }),
+                _ => None,
+            })
+            .collect();
+        let mut out: Vec<Cidr> = Vec::new();
+        for (i, c) in nets.iter().enumerate() {
+            // Two CIDRs are nested or apart: keep the widest, and the first of equals.
+            let covered = nets
                 .iter()
-                .filter_map(|(_, e)| match e {
-                    AllowEntry::Net(c) if c.addr.is_ipv4() => Some(*c),
-                    AllowEntry::Host(Pattern::Ip(ip @ IpAddr::V4(_))) => Some(Cidr { addr: *ip, prefix: 32 }),
-                    _ => None,
-                })
-                .collect(),
+                .enumerate()
+                .any(|(j, o)| o.contains(c.addr) && (o.prefix < c.prefix || (o.prefix == c.prefix && j < i)));
+            if !covered {
+                out.push(*c);
+            }
         }
+        out
     }
 }
 
@@ -408,6 +484,14 @@ mod tests {
             only.routed_v4().iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["198.51.100.0/24", "192.0.2.7/32"]
         );
+        // Nested and repeated networks are one element each (nft refuses overlapping ones).
+        let nested =
+            compile(EgressMode::Allowlist, &["198.51.100.7", "198.51.100.0/24", "198.51.100.0/24", "10.0.0.0/8"])
+                .unwrap();
+        assert_eq!(
+            nested.routed_v4().iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["198.51.100.0/24", "10.0.0.0/8"]
+        );
     }
 
     #[test]
@@ -420,7 +504,58 @@ mod tests {
             .unwrap_err()
         };
         assert_eq!(bad(&["ok.test", "https://x.test"]).0, 1);
-        assert!(bad(&["10.0.0.1/8"]).1.contains("host bits"));
-        assert!(bad(&["a.test:443"]).1.contains("port"));
+        assert!(bad(&["10.0.0.0/33"]).1.contains("0 to 32"));
+        assert!(bad(&["10.0.0.0/08"]).1.contains("0 to 32"));
+        assert!(bad(&["a.test:443"]).1.contains("label"));
+        assert!(bad(&["2001:db8::/32"]).1.contains("IPv4"));
+        assert!(bad(&["-a.test"]).1.contains("label"));
+        // Host bits are cleared, as a NetworkPolicy reads a CIDR.
+        let c = GuestEgress::compile(&EgressSpec { mode: EgressMode::Allowlist, allow: vec!["10.1.2.3/8".into()] });
+        assert_eq!(c.unwrap().unwrap().routed_v4()[0].to_string(), "10.0.0.0/8");
+    }
+
+    /// The parser takes exactly what the API document's pattern states (checked on a sample of
+    /// both kinds, with a regex engine in the test only).
+    #[test]
+    fn the_parser_is_the_documents_pattern() {
+        let re = regex::Regex::new(ALLOW_ENTRY_PATTERN).unwrap();
+        for text in [
+            "pypi.org",
+            ".pythonhosted.org",
+            "*.example.com",
+            "Example.COM.",
+            "a_b.test",
+            "123",
+            "10.0.0",
+            "256.1.1.1",
+            "1.2.3.4",
+            "10.0.0.0/8",
+            "0.0.0.0/0",
+            "192.0.2.7/32",
+            "x",
+            "a-b.c-d",
+            "",
+            "-a",
+            "a-",
+            "a..b",
+            "*.",
+            ".",
+            "a/b",
+            "10.0.0.0/33",
+            "10.0.0.0/08",
+            "01.2.3.4/8",
+            "1.2.3/8",
+            "a.test:443",
+            "https://a",
+            "a b",
+            "*a.test",
+            "a.*.test",
+            "::1",
+            "2001:db8::/32",
+            "a.test..",
+        ] {
+            assert_eq!(re.is_match(text), AllowEntry::parse(text).is_ok(), "{text:?}");
+        }
+        assert!(!re.is_match(&"a".repeat(254)) && AllowEntry::parse(&"a".repeat(254)).is_err());
     }
 }

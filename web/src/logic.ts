@@ -239,3 +239,24 @@ export function networkLine(network: { egress?: { mode?: string | null; allow?: 
   if (egress.mode === "None") return "none";
   return `allow: ${(egress.allow ?? []).join(", ")}`;
 }
+
+/** The `spec.secretEnv` of `NAME=SECRET/KEY` entries separated by commas or spaces, as the SDKs'
+ * `secrets` make it. Throws an Error naming the entry that is not written so. */
+export function secretEnvSpec(text: string): Record<string, { name: string; key: string }> {
+  const out: Record<string, { name: string; key: string }> = {};
+  for (const entry of text.split(/[\s,]+/).filter((e) => e)) {
+    const m = /^([A-Za-z_][A-Za-z0-9_]*)=([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\/([-._A-Za-z0-9]+)$/.exec(entry);
+    if (!m) throw new Error(`${entry}: write secrets as NAME=SECRET/KEY (a labelled Secret of the namespace and its key)`);
+    out[m[1]] = { name: m[2], key: m[4] };
+  }
+  return out;
+}
+
+/** A claim's TTL in seconds from the form's text: empty is none; else a whole number of seconds. */
+export function claimTtl(text: string): number | undefined {
+  const t = text.trim();
+  if (!t) return undefined;
+  const n = Number(t);
+  if (!Number.isInteger(n) || n <= 0) throw new Error(`claim TTL ${JSON.stringify(t)}: give whole seconds above 0, or leave it empty for none`);
+  return n;
+}

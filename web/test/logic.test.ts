@@ -5,8 +5,10 @@ import {
   lifecycleLine,
   matchesLabels,
   mayUseGuest,
+  claimTtl,
   networkLine,
   networkSpec,
+  secretEnvSpec,
   nodePoolCounts,
   perNamespacePerDay,
   toCsv,
@@ -164,5 +166,20 @@ describe("network", () => {
     expect(networkLine(undefined)).toBe("internet");
     expect(networkLine({ egress: { mode: "None" } })).toBe("none");
     expect(networkLine({ egress: { mode: "Allowlist", allow: ["a.test", "b.test"] } })).toBe("allow: a.test, b.test");
+  });
+});
+
+describe("secrets and claim TTLs", () => {
+  it("read NAME=SECRET/KEY and whole seconds, saying what to fix", () => {
+    expect(secretEnvSpec("OPENAI_API_KEY=openai/api-key, B=b.c/k")).toEqual({
+      OPENAI_API_KEY: { name: "openai", key: "api-key" },
+      B: { name: "b.c", key: "k" },
+    });
+    expect(secretEnvSpec("  ")).toEqual({});
+    expect(() => secretEnvSpec("K=other/ns/key")).toThrow(/NAME=SECRET\/KEY/);
+    expect(() => secretEnvSpec("K=openai")).toThrow(/NAME=SECRET\/KEY/);
+    expect(claimTtl("")).toBeUndefined();
+    expect(claimTtl(" 300 ")).toBe(300);
+    expect(() => claimTtl("5m")).toThrow(/whole seconds/);
   });
 });

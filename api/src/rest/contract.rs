@@ -295,6 +295,22 @@ fn machine_spec_rules(schemas: &mut Map<String, Value>) {
     set("MachineClaimSpec", "/properties/env", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
     // model/src/validate.rs: a Linux interface name.
     set("NetworkSpec", "/properties/bridge", "maxLength", json!(15));
+    // model/src/validate.rs `validate_egress`: each entry as model/src/egress.rs reads it.
+    set("EgressSpec", "/properties/allow", "maxItems", json!(kairon_model::egress::MAX_ALLOW_ENTRIES));
+    set(
+        "EgressSpec",
+        "/properties/allow",
+        "items",
+        json!({"type": "string", "pattern": kairon_model::egress::ALLOW_ENTRY_PATTERN,
+               "maxLength": kairon_model::egress::MAX_ALLOW_ENTRY}),
+    );
+    // model/src/validate.rs `validate_secret_env`: a Secret of the namespace and one of its keys.
+    set("SecretKeyRef", "/properties/name", "pattern", json!(DNS_SUBDOMAIN));
+    set("SecretKeyRef", "/properties/name", "maxLength", json!(NAME_MAX));
+    set("SecretKeyRef", "/properties/key", "pattern", json!("^[-._a-zA-Z0-9]+$"));
+    set("SecretKeyRef", "/properties/key", "maxLength", json!(253));
+    set("MachineSpec", "/properties/secretEnv", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
+    set("MachineClaimSpec", "/properties/secretEnv", "maxProperties", json!(kairon_model::validate::MAX_ENV_VARS));
     // machines/lifetime.rs `extend`.
     set("ExtendRequest", "/properties/seconds", "minimum", json!(1));
     set("ExtendRequest", "/properties/seconds", "maximum", json!(kairon_model::expiry::MAX_EXTEND_SECONDS));
@@ -405,6 +421,35 @@ fn cross_field_rules(schemas: &mut Map<String, Value>) {
         )],
     );
     add(
+        "NetworkSpec",
+        vec![rule(
+            "no-egress-without-network",
+            "Mode None gives the guest no network: it takes no egress rule",
+            json!({"anyOf": [field("mode", json!({"not": {"const": "None"}})), unset("egress")]}),
+        )],
+    );
+    add(
+        "EgressSpec",
+        vec![
+            rule(
+                "allow-in-allowlist-mode",
+                "allow is read in mode Allowlist only",
+                json!({"anyOf": [
+                    {"required": ["mode"], "properties": {"mode": {"const": "Allowlist"}}},
+                    field("allow", json!({"maxItems": 0})),
+                ]}),
+            ),
+            rule(
+                "allowlist-names-hosts",
+                "Mode Allowlist names at least one host (for no egress at all use mode None)",
+                json!({"anyOf": [
+                    field("mode", json!({"not": {"const": "Allowlist"}})),
+                    {"required": ["allow"], "properties": {"allow": {"minItems": 1}}},
+                ]}),
+            ),
+        ],
+    );
+    add(
         "Volume",
         vec![rule(
             "volume-size-or-path",
@@ -475,6 +520,9 @@ fn env_rules(schemas: &mut Map<String, Value>) {
             env["propertyNames"] = json!({"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME});
             env["additionalProperties"] =
                 json!({"type": "string", "maxLength": MAX_ENV_VALUE, "pattern": "^[^\\u0000]*$"});
+        }
+        if let Some(env) = schemas.get_mut(schema).and_then(|s| s.pointer_mut("/properties/secretEnv")) {
+            env["propertyNames"] = json!({"type": "string", "pattern": ENV_NAME_PATTERN, "maxLength": MAX_ENV_NAME});
         }
     }
 }

@@ -1,12 +1,23 @@
 import { useMemo, useState } from "preact/hooks";
 import { api, type Whoami } from "../api";
-import { LABEL_CLAIM, LABEL_POOL, mayWrite, networkLine, networkSpec, refusal, type NetworkChoice } from "../logic";
+import {
+  LABEL_CLAIM,
+  LABEL_POOL,
+  claimTtl,
+  mayWrite,
+  networkLine,
+  networkSpec,
+  refusal,
+  secretEnvSpec,
+  type NetworkChoice,
+} from "../logic";
 import type { Live } from "../store";
 import { Msg } from "./common";
 
 export function Pools({ who, live }: { who: Whoami; live: Live }) {
   const [ok, setOk] = useState<string>();
   const [err, setErr] = useState<string>();
+  const [ttl, setTtl] = useState("3600");
   const pools = useMemo(() => [...(live.pools?.values() ?? [])], [live.pools]);
   const members = (ns: string, pool: string) =>
     [...(live.machines?.values() ?? [])].filter(
@@ -15,9 +26,17 @@ export function Pools({ who, live }: { who: Whoami; live: Live }) {
 
   const claim = async (ns: string, pool: string) => {
     const name = `${pool}-${Date.now().toString(36)}`;
+    let ttlSeconds;
+    try {
+      ttlSeconds = claimTtl(ttl);
+    } catch (x) {
+      setOk(undefined);
+      setErr(`claim: ${(x as Error).message}`);
+      return;
+    }
     const { error, response } = await api.POST("/api/v1/machineclaims/{namespace}", {
       params: { path: { namespace: ns } },
-      body: { metadata: { name }, spec: { poolName: pool, ttlSeconds: 3600 } },
+      body: { metadata: { name }, spec: { poolName: pool, ...(ttlSeconds ? { ttlSeconds } : {}) } },
     });
     if (error) {
       setOk(undefined);
@@ -34,7 +53,13 @@ export function Pools({ who, live }: { who: Whoami; live: Live }) {
       <Msg kind="ok" text={ok} />
       <Msg kind="error" text={err} />
       {mayWrite(who, who.namespaces.includes("*") ? "default" : who.namespaces[0]) && (
-        <NewPool who={who} onDone={(t, e) => (e ? setErr(e) : setOk(t))} />
+        <>
+          <NewPool who={who} onDone={(t, e) => (e ? setErr(e) : setOk(t))} />
+          <label>
+            Claim TTL (seconds; empty: none){" "}
+            <input value={ttl} inputMode="numeric" onInput={(e) => setTtl(e.currentTarget.value)} />
+          </label>
+        </>
       )}
       <table>
         <thead>
@@ -91,11 +116,13 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
   const [replicas, setReplicas] = useState(1);
   const [network, setNetwork] = useState<NetworkChoice>("internet");
   const [allow, setAllow] = useState("");
+  const [secrets, setSecrets] = useState("");
   const submit = async (e: Event) => {
     e.preventDefault();
-    let net;
+    let net, secretEnv;
     try {
       net = networkSpec(network, allow);
+      secretEnv = secretEnvSpec(secrets);
     } catch (x) {
       onDone(undefined, `create pool: ${(x as Error).message}`);
       return;
@@ -107,7 +134,13 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
         spec: {
           replicas,
           warmPowerState: "Paused",
-          template: { spec: { sandbox: { templateName: template }, ...(net ? { network: net } : {}) } },
+          template: {
+            spec: {
+              sandbox: { templateName: template },
+              ...(net ? { network: net } : {}),
+              ...(Object.keys(secretEnv).length > 0 ? { secretEnv } : {}),
+            },
+          },
         },
       } as never,
     });
@@ -141,6 +174,10 @@ function NewPool({ who, onDone }: { who: Whoami; onDone: (ok?: string, err?: str
           <input value={allow} placeholder="pypi.org, .pythonhosted.org" onInput={(e) => setAllow(e.currentTarget.value)} />
         </label>
       )}
+      <label>
+        Secrets{" "}
+        <input value={secrets} placeholder="OPENAI_API_KEY=openai/api-key" onInput={(e) => setSecrets(e.currentTarget.value)} />
+      </label>
       <button type="submit">Create pool</button>
     </form>
   );
