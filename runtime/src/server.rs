@@ -156,7 +156,7 @@ async fn authenticate(State(st): State<AppState>, req: Request, next: Next) -> R
         target: "kairon_runtime::requests",
         method = %req.method(),
         path = %req.uri().path(),
-        query = %redacted_query(req.uri().query().unwrap_or_default()),
+        query = ?redacted_query(req.uri().query().unwrap_or_default()),
         "runtime request"
     );
     next.run(req).await
