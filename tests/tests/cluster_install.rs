@@ -304,7 +304,17 @@ async fn a_sandbox_migrates_between_the_nodes(install: &Install) {
     assert_eq!(rest.wait_phase(ns, "mover", "Running", 120).await.status, 200);
     let write = json!({"command": ["sh", "-c", "echo kept > /root/file"]});
     rest.post(&format!("/api/v1/machines/{ns}/mover/exec"), write).await.ok();
-    let moved = rest.post(&format!("/api/v1/machines/{ns}/mover/migrate?targetNode=b"), json!({})).await.ok();
+    // A write racing the migration's start (the exec's activity stamp) is a 409 that says to try
+    // again, as a client does.
+    let mut moved = rest.post(&format!("/api/v1/machines/{ns}/mover/migrate?targetNode=b"), json!({})).await;
+    for _ in 0..5 {
+        if !(moved.status == 409 && moved.message().contains("try again")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        moved = rest.post(&format!("/api/v1/machines/{ns}/mover/migrate?targetNode=b"), json!({})).await;
+    }
+    let moved = moved.ok();
     assert_eq!(field(install, &["get", "machine", "mover", "-n", ns], ".status.nodeName"), "b", "{moved}");
     assert_eq!(rest.wait_phase(ns, "mover", "Running", 120).await.status, 200);
     let out =
