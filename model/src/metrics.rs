@@ -75,11 +75,15 @@ impl Metrics {
         c.get(&(name, label_text(labels))).copied().unwrap_or(0.0)
     }
 
-    /// Prometheus text exposition format.
+    /// Prometheus text exposition format. It opens with `kairon_build_info`, so a scrape of a
+    /// process that has counted nothing yet still names the version it reached.
     pub fn render(&self) -> String {
         let c = self.counters.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let help = self.help.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut out = String::new();
+        let _ = writeln!(out, "# HELP kairon_build_info The running Kairon's version; always 1.");
+        let _ = writeln!(out, "# TYPE kairon_build_info gauge");
+        let _ = writeln!(out, "kairon_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
         let mut last = "";
         for ((name, labels), v) in c.iter() {
             if *name != last {
@@ -135,6 +139,13 @@ mod tests {
             "# TYPE kairon_claim_usage_vcpu_seconds_total counter\nkairon_claim_usage_vcpu_seconds_total 2.5"
         ));
         assert_eq!(m.get("kairon_lifecycle_actions_total", &[("action", "Pause")]), 2.0);
+    }
+
+    #[test]
+    fn an_empty_registry_still_names_its_version() {
+        let text = Metrics::default().render();
+        let line = format!("kairon_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        assert!(text.contains("# TYPE kairon_build_info gauge\n") && text.contains(&line), "{text}");
     }
 
     #[test]
