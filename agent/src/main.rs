@@ -8,7 +8,8 @@
 //! on the kernel command line, runs the real `qemu-ga` there instead (so the runtime can be
 //! tested against both).
 //!
-//! Not PID 1 (`kairon-agent [PORT]`), it only serves the protocol.
+//! Not PID 1 (`kairon-agent [PORT]`), it only serves the protocol. `kairon-agent watch [--recursive]
+//! PATH` prints the changes under a directory as they happen (see `watch`).
 //!
 //! In a runc sandbox (`kairon-agent sandbox`, the container's init) it serves the same protocol,
 //! plus the one-round-trip `kairon-exec`, on the Unix socket the runtime passes as its standard
@@ -30,12 +31,17 @@ mod init;
 mod procs;
 mod sandbox;
 mod tty;
+mod watch;
 
 const PORT_NAME: &str = "org.qemu.guest_agent.0";
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("sandbox") {
         sandbox::serve();
+    }
+    if std::env::args().nth(1).as_deref() == Some("watch") {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        std::process::exit(watch::run(&args));
     }
     let pid1 = std::process::id() == 1;
     if pid1 {

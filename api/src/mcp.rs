@@ -44,7 +44,8 @@ pub struct KaironMcp {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct CreateArgs {
-    /// Namespace of the new Machine.
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// A sandbox template built on the node (`python`, `busybox`); or give `image`.
     pub template: Option<String>,
@@ -111,6 +112,8 @@ fn ttl_seconds(asked: Option<i64>, other_deadline: bool) -> Option<i64> {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ClaimArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// The MachinePool to take a warm member from.
     pub pool: String,
@@ -122,6 +125,8 @@ pub struct ClaimArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct MachineArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// The Machine's name.
     pub name: String,
@@ -129,6 +134,8 @@ pub struct MachineArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct RunArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// A shell command line, run with `/bin/sh -c`.
@@ -199,6 +206,8 @@ pub enum Encoding {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ReadArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// Absolute path in the sandbox.
@@ -213,6 +222,8 @@ pub struct ReadArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct WriteArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// Absolute path in the sandbox.
@@ -225,6 +236,8 @@ pub struct WriteArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct CloseArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// The Machine to delete (a sandbox made with create_sandbox).
     pub name: Option<String>,
@@ -234,11 +247,15 @@ pub struct CloseArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct NamespaceArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
 }
 
 #[derive(Deserialize, JsonSchema)]
 pub struct StartArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// A shell command line, run in the background with `/bin/sh -c`.
@@ -252,6 +269,8 @@ pub struct StartArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ProcessArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// The process id start_process answered.
@@ -263,6 +282,8 @@ pub struct ProcessArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct KillArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     pub name: String,
     /// The process id start_process answered.
@@ -273,6 +294,8 @@ pub struct KillArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ForkArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// The sandbox to fork.
     pub name: String,
@@ -282,9 +305,51 @@ pub struct ForkArgs {
 
 #[derive(Deserialize, JsonSchema)]
 pub struct ClaimRef {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
     pub namespace: String,
     /// The MachineClaim's name.
     pub name: String,
+}
+
+/// A tool's arguments, which name a namespace or leave it out.
+trait InNamespace {
+    fn namespace_mut(&mut self) -> &mut String;
+}
+
+macro_rules! in_namespace {
+    ($($args:ty),*) => {
+        $(impl InNamespace for $args {
+            fn namespace_mut(&mut self) -> &mut String {
+                &mut self.namespace
+            }
+        })*
+    };
+}
+
+in_namespace!(
+    CreateArgs,
+    ClaimArgs,
+    MachineArgs,
+    RunArgs,
+    ReadArgs,
+    WriteArgs,
+    CloseArgs,
+    NamespaceArgs,
+    StartArgs,
+    ProcessArgs,
+    KillArgs,
+    ForkArgs,
+    ClaimRef
+);
+
+/// Where a tool acts when its arguments name no namespace: the caller's own when its token names
+/// exactly one, else `default` (as kubectl's).
+fn own_namespace(id: &Identity) -> String {
+    match id.namespaces.as_slice() {
+        [only] if only != "*" => only.clone(),
+        _ => "default".into(),
+    }
 }
 
 fn short_id() -> String {
@@ -297,10 +362,15 @@ fn failed(e: Error) -> String {
 }
 
 impl KaironMcp {
-    /// The caller (the auth middleware put it on the request) and the Machines service.
-    fn caller(&self, parts: &Parts) -> Result<(Identity, &Arc<Machines>), String> {
+    /// The caller (the auth middleware put it on the request) and the Machines service; the
+    /// arguments' namespace, when left out, becomes the caller's own ([`own_namespace`]).
+    fn caller_in<A: InNamespace>(&self, parts: &Parts, args: &mut A) -> Result<(Identity, &Arc<Machines>), String> {
         let id = parts.extensions.get::<Identity>().cloned().ok_or("no bearer token")?;
         let machines = self.state.machines.as_ref().ok_or("the Machines service is not configured on this server")?;
+        let ns = args.namespace_mut();
+        if ns.is_empty() {
+            *ns = own_namespace(&id);
+        }
         Ok((id, machines))
     }
 
@@ -395,9 +465,9 @@ impl KaironMcp {
     async fn create_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<CreateArgs>,
+        Parameters(mut a): Parameters<CreateArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let name = a.name.unwrap_or_else(|| format!("sb-{}", short_id()));
         let mut spec = boot_source(a.image.as_deref(), a.template.as_deref())?;
         spec["guestAgent"] = json!({ "enabled": true, "console": true });
@@ -451,9 +521,9 @@ impl KaironMcp {
     async fn claim_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ClaimArgs>,
+        Parameters(mut a): Parameters<ClaimArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let claim = a.name.unwrap_or_else(|| format!("{}-{}", a.pool, &short_id()[..8]));
         let mut spec = json!({ "poolName": a.pool });
         if let Some(t) = ttl_seconds(a.ttl_seconds, false) {
@@ -480,9 +550,9 @@ impl KaironMcp {
     async fn run_command(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<RunArgs>,
+        Parameters(mut a): Parameters<RunArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let request = || {
             let timeout_seconds = a
                 .timeout_seconds
@@ -517,9 +587,9 @@ impl KaironMcp {
     async fn read_file(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ReadArgs>,
+        Parameters(mut a): Parameters<ReadArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let max = output_cap(a.max_bytes, "max_bytes")?;
         let mut bytes = machines.read_file(&id, &a.namespace, &a.name, &a.path).await.map_err(failed)?;
         let size = bytes.len();
@@ -569,9 +639,9 @@ impl KaironMcp {
     async fn write_file(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<WriteArgs>,
+        Parameters(mut a): Parameters<WriteArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let bytes = match a.encoding {
             Encoding::Text => a.content.into_bytes(),
             Encoding::Base64 => B64.decode(a.content.trim()).map_err(|e| format!("content is not base64: {e}"))?,
@@ -592,9 +662,9 @@ impl KaironMcp {
     async fn pause(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<MachineArgs>,
+        Parameters(mut a): Parameters<MachineArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         machines.set_power(&id, &a.namespace, &a.name, PowerState::Paused, false, false).await.map_err(failed)?;
         self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.name, "Paused").await?;
         Ok(format!("{}/{} is Paused", a.namespace, a.name))
@@ -611,9 +681,9 @@ impl KaironMcp {
     async fn resume(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<MachineArgs>,
+        Parameters(mut a): Parameters<MachineArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         machines.set_power(&id, &a.namespace, &a.name, PowerState::Running, true, false).await.map_err(failed)?;
         self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.name, "Running").await?;
         Ok(format!("{}/{} is Running", a.namespace, a.name))
@@ -630,9 +700,9 @@ impl KaironMcp {
     async fn close_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<CloseArgs>,
+        Parameters(mut a): Parameters<CloseArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         match (a.claim, a.name) {
             (Some(c), _) => {
                 machines.delete::<MachineClaim>(&id, &a.namespace, &c, false).await.map_err(failed)?;
@@ -646,14 +716,27 @@ impl KaironMcp {
         }
     }
 
+    /// What a sandbox uses now: CPU (percent of one core over half a second), memory against its limit, disk,
+    /// network and processes. Reading them does not wake it or keep it awake.
+    #[tool(annotations(title = "Sandbox metrics", read_only_hint = true, open_world_hint = false))]
+    async fn sandbox_metrics(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(mut a): Parameters<MachineArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
+        let m = machines.metrics(&id, &a.namespace, &a.name, None).await.map_err(failed)?;
+        Ok(Self::pretty(&m))
+    }
+
     /// The sandboxes of a namespace (Machines labelled kairon.zyvor.dev/sandbox=true): name, phase, power state, claim.
     #[tool(annotations(title = "List sandboxes", read_only_hint = true, open_world_hint = false))]
     async fn list_sandboxes(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<NamespaceArgs>,
+        Parameters(mut a): Parameters<NamespaceArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let sel = format!("{}=true", keys::labels::SANDBOX);
         let list: List<Machine> = machines.list(&id, &a.namespace, Some(&sel)).await.map_err(failed)?;
         let rows: Vec<Value> = list
@@ -683,9 +766,9 @@ impl KaironMcp {
     async fn start_process(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<StartArgs>,
+        Parameters(mut a): Parameters<StartArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let request = || {
             Ok(ExecRequest {
                 command: vec!["/bin/sh".into(), "-c".into(), a.command.clone()],
@@ -703,9 +786,9 @@ impl KaironMcp {
     async fn read_process(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ProcessArgs>,
+        Parameters(mut a): Parameters<ProcessArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let max = output_cap(a.max_output_bytes, "max_output_bytes")?;
         let p = machines.process(&id, &a.namespace, &a.name, &a.pid).await.map_err(failed)?;
         let (mut stdout, mut stderr) =
@@ -735,9 +818,9 @@ impl KaironMcp {
     async fn kill_process(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<KillArgs>,
+        Parameters(mut a): Parameters<KillArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let signal = a.signal.as_deref().unwrap_or("KILL");
         machines.kill_process(&id, &a.namespace, &a.name, &a.pid, signal).await.map_err(failed)?;
         Ok(format!("sent {signal} to process {}", a.pid))
@@ -754,9 +837,9 @@ impl KaironMcp {
     async fn fork_sandbox(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ForkArgs>,
+        Parameters(mut a): Parameters<ForkArgs>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let new_name = a.new_name.clone();
         let r = machines.copy(&id, &a.namespace, &a.name, Copy::Fork, || Ok(new_name)).await.map_err(failed)?;
         self.wait_phase::<Machine>(machines, &id, &a.namespace, &a.new_name, "Running").await?;
@@ -771,9 +854,9 @@ impl KaironMcp {
     async fn describe_claim(
         &self,
         Extension(parts): Extension<Parts>,
-        Parameters(a): Parameters<ClaimRef>,
+        Parameters(mut a): Parameters<ClaimRef>,
     ) -> Result<String, String> {
-        let (id, machines) = self.caller(&parts)?;
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
         let claim: MachineClaim = match machines.get(&id, &a.namespace, &a.name).await {
             Ok(c) => c,
             // Released and gone: its final usage is in the history, under the same namespace
@@ -816,7 +899,22 @@ pub fn service(state: AppState) -> StreamableHttpService<KaironMcp, LocalSession
 
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::{cut, own_namespace};
+    use crate::auth::{Identity, Role};
+
+    #[test]
+    fn a_tool_without_a_namespace_acts_in_the_callers_own() {
+        let who = |namespaces: &[&str]| Identity {
+            sub: "x".into(),
+            role: Role::Operator,
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+            legacy: false,
+        };
+        assert_eq!(own_namespace(&who(&["team"])), "team");
+        assert_eq!(own_namespace(&who(&["*"])), "default");
+        assert_eq!(own_namespace(&who(&["a", "b"])), "default");
+        assert_eq!(own_namespace(&who(&[])), "default");
+    }
 
     #[test]
     fn output_is_cut_at_a_character_boundary_and_says_how_much() {

@@ -111,7 +111,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     let members = rt.pool("bench")?.members;
     let mut mem = 0u64;
     for m in &members {
-        mem += rt.stats(&m.id).await.map_err(|e| anyhow::anyhow!("{e}"))?.memory_bytes;
+        mem += rt.stats(&m.id, false).await.map_err(|e| anyhow::anyhow!("{e}"))?.memory_bytes;
     }
     report.add(
         S,

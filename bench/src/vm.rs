@@ -102,7 +102,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
     report.latencies(S, "pause", &mut pauses);
     report.latencies(S, "resume", &mut resumes);
     rt.power(&id, PowerAction::Pause, false).await.map_err(e)?;
-    let paused = rt.stats(&id).await.map_err(e)?;
+    let paused = rt.stats(&id, false).await.map_err(e)?;
     report.add(S, "RSS of a paused VM (QEMU, 256 MiB guest)", paused.memory_bytes as f64 / 1024.0 / 1024.0, "MiB");
     rt.power(&id, PowerAction::Resume, false).await.map_err(e)?;
 

@@ -635,8 +635,26 @@ pub mod types {
         #[serde(rename = "linkTarget", skip_serializing_if = "::std::option::Option::is_none")]
         pub link_target: ::std::option::Option<::std::string::String>,
         pub mode: i32,
+        #[doc = "When its content last changed (RFC 3339, UTC)."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub modified: ::std::option::Option<::std::string::String>,
         pub name: ::std::string::String,
         pub size: i64,
+    }
+    #[doc = "One change [`file_watch`] reports (a line of its NDJSON answer)."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct FileEvent {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub from: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "isDir", skip_serializing_if = "::std::option::Option::is_none")]
+        pub is_dir: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub path: ::std::option::Option<::std::string::String>,
+        #[doc = "`ready` (first: every watch is in place), `create`, `modify`, `remove`, `rename` (with\n`from`), or `error` (with `message`; the watch ends)."]
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
     }
     #[doc = "`GuestAgent`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -1448,6 +1466,44 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct MachineList {
         pub items: ::std::vec::Vec<Machine>,
+    }
+    #[doc = "What a Machine uses now."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct MachineMetrics {
+        #[doc = "The CPU the Machine may use, in cores (its `resources.cpu`, or the default it runs with)."]
+        #[serde(rename = "cpuLimitCores")]
+        pub cpu_limit_cores: f64,
+        #[doc = "CPU used over the window, in percent of one core (`top`'s way: 200 is two cores busy)."]
+        #[serde(rename = "cpuPercent")]
+        pub cpu_percent: f64,
+        #[doc = "Bytes read from and written to disk since it started."]
+        #[serde(rename = "diskReadBytes")]
+        pub disk_read_bytes: i64,
+        #[doc = "What it takes on its node's disk: a sandbox's writable layer, a VM's disk overlay."]
+        #[serde(rename = "diskUsedBytes", skip_serializing_if = "::std::option::Option::is_none")]
+        pub disk_used_bytes: ::std::option::Option<i64>,
+        #[serde(rename = "diskWriteBytes")]
+        pub disk_write_bytes: i64,
+        #[doc = "The memory the Machine may use (its `resources.memory`, or the default it runs with)."]
+        #[serde(rename = "memoryLimitBytes")]
+        pub memory_limit_bytes: i64,
+        #[doc = "Memory in use now: the sandbox's cgroup, or the VM's QEMU process (resident)."]
+        #[serde(rename = "memoryUsedBytes")]
+        pub memory_used_bytes: i64,
+        #[doc = "Bytes received and sent on its network since it started (sandboxes on a network; a\nVM's user network has no interface on the node to count)."]
+        #[serde(rename = "networkRxBytes", skip_serializing_if = "::std::option::Option::is_none")]
+        pub network_rx_bytes: ::std::option::Option<i64>,
+        #[serde(rename = "networkTxBytes", skip_serializing_if = "::std::option::Option::is_none")]
+        pub network_tx_bytes: ::std::option::Option<i64>,
+        #[doc = "Processes running (a VM counts as one: its QEMU)."]
+        #[serde(rename = "processCount")]
+        pub process_count: i32,
+        #[doc = "When the second sample was taken."]
+        #[serde(rename = "sampledAt")]
+        pub sampled_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[doc = "The window the CPU was measured over."]
+        #[serde(rename = "windowMillis")]
+        pub window_millis: i64,
     }
     #[doc = "Where a Machine is in its life. Transitional phases (`Starting`, `Pausing`…) advance the\nusage clock without accruing."]
     #[derive(
@@ -2772,6 +2828,123 @@ pub mod types {
         pub backend: ::std::string::String,
         pub id: ::std::string::String,
         pub state: VmState,
+    }
+    #[doc = "Where a file moves."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(deny_unknown_fields)]
+    pub struct RenameRequest {
+        #[doc = "Its absolute path now."]
+        pub from: RenameRequestFrom,
+        #[doc = "Its new absolute path: a file there is replaced, a directory there must be empty."]
+        pub to: RenameRequestTo,
+    }
+    #[doc = "Its absolute path now."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct RenameRequestFrom(::std::string::String);
+    impl ::std::ops::Deref for RenameRequestFrom {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<RenameRequestFrom> for ::std::string::String {
+        fn from(value: RenameRequestFrom) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for RenameRequestFrom {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 4096usize {
+                return Err("longer than 4096 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^/(?!.*(^|/)\\.\\.?(/|$))[^\\u0000-\\u001f\\u007f-\\u009f]*$").unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^/(?!.*(^|/)\\.\\.?(/|$))[^\\u0000-\\u001f\\u007f-\\u009f]*$\"".into()
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for RenameRequestFrom {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for RenameRequestFrom {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for RenameRequestFrom {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "Its new absolute path: a file there is replaced, a directory there must be empty."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct RenameRequestTo(::std::string::String);
+    impl ::std::ops::Deref for RenameRequestTo {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<RenameRequestTo> for ::std::string::String {
+        fn from(value: RenameRequestTo) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for RenameRequestTo {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 4096usize {
+                return Err("longer than 4096 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(|| {
+                ::regress::Regex::new("^/(?!.*(^|/)\\.\\.?(/|$))[^\\u0000-\\u001f\\u007f-\\u009f]*$").unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^/(?!.*(^|/)\\.\\.?(/|$))[^\\u0000-\\u001f\\u007f-\\u009f]*$\"".into()
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for RenameRequestTo {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for RenameRequestTo {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for RenameRequestTo {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`Resources`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -5002,13 +5175,13 @@ impl Client {
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }
-    #[doc = "Delete a file\n\nSends a `DELETE` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `mode`: Octal mode for an upload (default 644).\n- `path`: Absolute path in the guest.\n"]
+    #[doc = "Delete a file, an empty directory, or with `recursive=true` a directory and everything in it\n\nSends a `DELETE` request to `/api/v1/machines/{namespace}/{name}/files`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `path`: Absolute path in the guest.\n- `recursive`: A directory that is not empty goes with everything in it (without it: 409).\n"]
     pub async fn file_delete<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-        mode: Option<&'a str>,
         path: &'a str,
+        recursive: Option<bool>,
     ) -> Result<ResponseValue<()>, Error<types::ErrorBody>> {
         let url = format!(
             "{}/api/v1/machines/{}/{}/files",
@@ -5026,8 +5199,8 @@ impl Client {
             .client
             .delete(url)
             .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
-            .query(&progenitor_client::QueryParam::new("mode", &mode))
             .query(&progenitor_client::QueryParam::new("path", &path))
+            .query(&progenitor_client::QueryParam::new("recursive", &recursive))
             .headers(header_map)
             .build()?;
         let info = OperationInfo { operation_id: "file_delete" };
@@ -5037,6 +5210,51 @@ impl Client {
         let response = result?;
         match response.status().as_u16() {
             204u16 => Ok(ResponseValue::empty(response)),
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink\nitself, not followed)\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/files/info`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `path`: Absolute path in the guest.\n"]
+    pub async fn file_info<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        path: &'a str,
+    ) -> Result<ResponseValue<types::FileEntry>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/files/info",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("path", &path))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "file_info" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
@@ -5082,6 +5300,99 @@ impl Client {
         let response = result?;
         match response.status().as_u16() {
             200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Move (rename) a file or directory in the guest\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/files/rename`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `body`\n"]
+    pub async fn file_rename<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        body: &'a types::RenameRequest,
+    ) -> Result<ResponseValue<()>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/files/rename",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "file_rename" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            204u16 => Ok(ResponseValue::empty(response)),
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Watch a directory: the changes under it as they happen, one JSON object a line\n(`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs\nkairon-agent): first `{\"type\":\"ready\"}`, then `create`, `modify`, `remove` and `rename`\n(with `from`). It lasts until the client goes or the directory is removed; an open watch\ncounts as activity, as an open terminal does\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/files/watch`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `path`: Absolute path of a directory in the guest.\n- `recursive`: Watch the directories below too, made later ones included.\n"]
+    pub async fn file_watch<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        path: &'a str,
+        recursive: Option<bool>,
+    ) -> Result<ResponseValue<ByteStream>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/files/watch",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .query(&progenitor_client::QueryParam::new("path", &path))
+            .query(&progenitor_client::QueryParam::new("recursive", &recursive))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "file_watch" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => Ok(ResponseValue::stream(response)),
             400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
@@ -5268,6 +5579,48 @@ impl Client {
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "What a Machine uses now: CPU over a short window (percent of one core), memory against its\nlimit, its disk and network, its processes. Sampled on its node; reading them neither wakes\nthe Machine nor counts as activity. A paused Machine shows its memory and no CPU\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/metrics`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `window_millis`: How long to measure CPU over, in milliseconds (100 to 10000; default 500): the answer\ncomes after it.\n"]
+    pub async fn machine_metrics<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        window_millis: Option<i64>,
+    ) -> Result<ResponseValue<types::MachineMetrics>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/metrics",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("windowMillis", &window_millis))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "machine_metrics" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }

@@ -560,10 +560,66 @@ pub fn describe_claim(c: &Value, events: &Value) -> String {
     out + &events_text(events)
 }
 
+/// Bytes as people read them, one word for a table's cell: `512B`, `3.2MiB`, `1.5GiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024 {
+        return format!("{b}B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1}{}", UNITS[unit])
+}
+
+/// `kaironctl top machines`: one line per Machine (`rows` as `top` gathers them).
+pub fn top_table(rows: &[Value], with_namespace: bool) {
+    let mut head = vec!["NAME", "CPU%", "CPUS", "MEMORY", "MEMORY%", "DISK", "NET-RX", "NET-TX", "PROCESSES"];
+    if with_namespace {
+        head.insert(0, "NAMESPACE");
+    }
+    let bytes = |v: &Value| v.as_u64().map_or_else(|| "-".to_string(), human_bytes);
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let m = &r["metrics"];
+            let used = m["memoryUsedBytes"].as_u64().unwrap_or(0);
+            let limit = m["memoryLimitBytes"].as_u64().unwrap_or(0);
+            let share = if limit > 0 { format!("{:.0}%", used as f64 * 100.0 / limit as f64) } else { "-".into() };
+            let mut row = vec![
+                r["name"].as_str().unwrap_or_default().to_string(),
+                format!("{:.1}", m["cpuPercent"].as_f64().unwrap_or(0.0)),
+                format!("{}", m["cpuLimitCores"].as_f64().unwrap_or(0.0)),
+                format!("{}/{}", human_bytes(used), human_bytes(limit)),
+                share,
+                bytes(&m["diskUsedBytes"]),
+                bytes(&m["networkRxBytes"]),
+                bytes(&m["networkTxBytes"]),
+                m["processCount"].as_u64().unwrap_or(0).to_string(),
+            ];
+            if with_namespace {
+                row.insert(0, r["namespace"].as_str().unwrap_or_default().to_string());
+            }
+            row
+        })
+        .collect();
+    print_rows(&head, &table, true);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn bytes_read_as_people_write_them() {
+        assert_eq!(human_bytes(512), "512B");
+        assert_eq!(human_bytes(3 * 1024 * 1024 + 200 * 1024), "3.2MiB");
+        assert_eq!(human_bytes(3 << 30), "3.0GiB");
+    }
 
     #[test]
     fn lifecycle_line_reads_like_the_spec() {

@@ -485,12 +485,35 @@ impl RuntimeClient {
         self.json(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path), ("list", "true")])).await
     }
 
+    /// Removes a file or an empty directory.
     pub async fn delete_file(&self, id: &InstanceId, path: &str) -> Result<()> {
-        self.send(self.pools.http.delete(self.vm_url(id, ["files"])).query(&[("path", path)])).await.map(|_| ())
+        self.delete_path(id, path, false).await
+    }
+
+    /// Removes a file, or a directory: an empty one, or with `recursive` everything in it.
+    pub async fn delete_path(&self, id: &InstanceId, path: &str, recursive: bool) -> Result<()> {
+        let query = [("path", path), ("recursive", if recursive { "true" } else { "false" })];
+        self.send(self.pools.http.delete(self.vm_url(id, ["files"])).query(&query)).await.map(|_| ())
+    }
+
+    /// What is at `path` in the guest (a symlink itself, with its target).
+    pub async fn file_info(&self, id: &InstanceId, path: &str) -> Result<FileEntry> {
+        self.json(self.get_req(self.vm_url(id, ["files"])).query(&[("path", path), ("info", "true")])).await
+    }
+
+    /// Moves `from` to `to` in the guest.
+    pub async fn rename_file(&self, id: &InstanceId, from: &str, to: &str) -> Result<()> {
+        let req = self.post_req(self.vm_url(id, ["files", "rename"])).query(&[("from", from), ("to", to)]);
+        self.send(req).await.map(|_| ())
     }
 
     pub async fn stats(&self, id: &InstanceId) -> Result<Stats> {
         self.json(self.get_req(self.vm_url(id, ["stats"]))).await
+    }
+
+    /// [`Self::stats`] with the disk and network footprint (slower: a sandbox's layer is walked).
+    pub async fn stats_with_footprint(&self, id: &InstanceId) -> Result<Stats> {
+        self.json(self.get_req(self.vm_url(id, ["stats"])).query(&[("footprint", "true")])).await
     }
 
     pub async fn templates(&self) -> Result<Vec<Template>> {

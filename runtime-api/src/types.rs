@@ -338,6 +338,9 @@ pub struct FileEntry {
     pub is_dir: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_target: Option<String>,
+    /// When its content last changed (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
 }
 
 /// Resource counters, sampled from /proc for the activity check and for usage.
@@ -357,6 +360,16 @@ pub struct Stats {
     /// started (exec, claims and wakes go through the agent and the freezer, not runc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runc_invocations: Option<u64>,
+    /// What the instance takes on the node's disk now: a sandbox's writable layer, a VM's disk
+    /// overlay (its allocated blocks). Only with `?footprint=true` (it walks the layer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_used_bytes: Option<u64>,
+    /// Bytes received and sent on the instance's network interfaces since they were made
+    /// (sandboxes attached to a network; only with `?footprint=true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_rx_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_tx_bytes: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]

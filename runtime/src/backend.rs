@@ -21,6 +21,51 @@ use crate::engine::{Runtime, RuntimeError};
 use crate::files::{ByteStream, FileRead};
 use crate::proxy::Target;
 
+/// [`Backend::footprint`]: each part `None` where the backend cannot tell.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    pub disk_used_bytes: Option<u64>,
+    pub network_rx_bytes: Option<u64>,
+    pub network_tx_bytes: Option<u64>,
+}
+
+/// Received and sent bytes summed over the interfaces of a `/proc/<pid>/net/dev` text other
+/// than loopback; `None` when there is none (a sandbox with no network).
+pub fn network_bytes(net_dev: &str) -> Option<(u64, u64)> {
+    let mut found = None;
+    // Two header lines, then `  name: rx_bytes rx_packets … (8 receive fields) tx_bytes …`.
+    for line in net_dev.lines().skip(2) {
+        let Some((name, counters)) = line.split_once(':') else { continue };
+        if name.trim() == "lo" {
+            continue;
+        }
+        let fields: Vec<u64> = counters.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+        if let (Some(rx), Some(tx)) = (fields.first(), fields.get(8)) {
+            let (r, t) = found.unwrap_or((0, 0));
+            found = Some((r + rx, t + tx));
+        }
+    }
+    found
+}
+
+/// Bytes allocated to `path` and, for a directory, everything under it (symlinks not followed;
+/// what vanishes meanwhile is skipped).
+pub fn allocated_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let mut stack = vec![path.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else { continue };
+        total += meta.blocks() * 512;
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            stack.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    total
+}
+
 /// What a backend's operation returns: a boxed future, so a [`Backend`] is usable as `dyn`.
 pub type Op<'a, T> = BoxFuture<'a, Result<T, RuntimeError>>;
 
@@ -57,7 +102,9 @@ pub trait Backend: Send + Sync {
     /// the existing file's, else 644); the bytes written.
     fn write_file<'a>(&'a self, vm: &'a Vm, path: &'a str, data: ByteStream, mode: Option<u32>) -> Op<'a, u64>;
     fn list_files<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, Vec<FileEntry>>;
-    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, ()>;
+    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str, recursive: bool) -> Op<'a, ()>;
+    fn file_info<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileEntry>;
+    fn rename_file<'a>(&'a self, vm: &'a Vm, from: &'a str, to: &'a str) -> Op<'a, ()>;
 
     /// A copy of instance `id` named `name`: live (memory and disk) on a VM, its files on a
     /// sandbox.
@@ -71,6 +118,9 @@ pub trait Backend: Send + Sync {
     /// How the host reaches `port` in the running instance.
     fn guest_target<'a>(&'a self, vm: &'a Vm, port: u16) -> Op<'a, Target>;
     fn stats<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Stats>;
+    /// What the instance takes on the node's disk and has moved over its network, measured now
+    /// (slower than [`Backend::stats`]: asked for by a person, not by every tick).
+    fn footprint<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Footprint>;
 
     /// Freezes the guest's filesystems; how many.
     fn freeze<'a>(&'a self, vm: &'a Vm) -> Op<'a, i64>;
@@ -235,5 +285,26 @@ mod tests {
         assert_eq!(BackendKind::Qemu.track(), Track::Vm);
         assert!(BackendKind::Qemu.forks_live());
         assert!(!BackendKind::Runc.forks_live());
+    }
+
+    #[test]
+    fn network_bytes_sum_every_interface_but_loopback() {
+        let text = "Inter-|   Receive                                                |  Transmit\n \
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0\n  \
+eth0:    5000      10    0    0    0     0          0         0     7000      12    0    0    0     0       0          0\n  \
+eth1:      20       1    0    0    0     0          0         0       30       1    0    0    0     0       0          0\n";
+        assert_eq!(network_bytes(text), Some((5020, 7030)));
+        let only_lo = text.lines().take(3).collect::<Vec<_>>().join("\n");
+        assert_eq!(network_bytes(&only_lo), None);
+    }
+
+    #[test]
+    fn allocated_bytes_count_a_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        std::fs::write(dir.path().join("d/f"), vec![1u8; 64 * 1024]).unwrap();
+        assert!(allocated_bytes(dir.path()) >= 64 * 1024);
+        assert_eq!(allocated_bytes(&dir.path().join("none")), 0);
     }
 }

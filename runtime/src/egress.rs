@@ -423,29 +423,28 @@ impl EgressPolicy {
     /// `wouldInjectCredential: bool` and never passes the value on. The `reason` never holds
     /// a secret and may be shown to anyone who may run the check.
     pub fn check(&self, host: &str) -> Result<EgressDecision, EgressError> {
-        let parsed = parse_host(host)?;
-        self.check_parsed(&parsed)
+        Ok(self.check_parsed(&parse_host(host)?))
     }
 
-    /// [`Self::check`] of a host already parsed.
-    pub fn check_parsed(&self, parsed: &Host) -> Result<EgressDecision, EgressError> {
+    /// [`Self::check`] of a host already parsed (nothing left to fail).
+    pub fn check_parsed(&self, parsed: &Host) -> EgressDecision {
         if let Host::Ip(ip) = parsed
             && let Some(entry) = self.denied_address(*ip)
         {
-            return Ok(EgressDecision {
+            return EgressDecision {
                 allow: false,
                 reason: format!(
                     "{parsed} is in this node's {DENY_FIELD} ({entry}): no guest reaches it, whatever {ALLOW_FIELD} says"
                 ),
                 credential: None,
-            });
+            };
         }
         let mut reason = if self.allow.is_empty() {
             NO_ALLOWLIST_REASON.to_string()
         } else if let Some(entry) = self.allow.iter().find(|e| e.pattern.matches(parsed)) {
             format!("{parsed} is allowed by {ALLOW_FIELD} entry {:?}", entry.text)
         } else {
-            return Ok(EgressDecision { allow: false, reason: denied_reason(parsed), credential: None });
+            return EgressDecision { allow: false, reason: denied_reason(parsed), credential: None };
         };
         let mut best: Option<&(Entry, String)> = None;
         for candidate in self.inject.iter().filter(|(e, _)| e.pattern.matches(parsed)) {
@@ -460,7 +459,7 @@ impl EgressPolicy {
             ));
             secret.clone()
         });
-        Ok(EgressDecision { allow: true, reason, credential })
+        EgressDecision { allow: true, reason, credential }
     }
 }
 

@@ -88,6 +88,7 @@ impl From<FsError> for RuntimeError {
             FsError::Escape(_) | FsError::SymlinkEscape { .. } | FsError::IsDir(_) | FsError::TooLong(_) => {
                 RuntimeError::Invalid(e.to_string())
             }
+            FsError::NotEmpty(_) => RuntimeError::Conflict(e.to_string()),
             FsError::Io { .. } => RuntimeError::Internal(e.to_string()),
         }
     }
@@ -1034,9 +1035,22 @@ impl Runtime {
         self.backend(&vm).list_files(&vm, path).await
     }
 
-    pub async fn delete_file(&self, id_or_name: &str, path: &str) -> Result<()> {
+    /// Removes a file, or a directory (an empty one, or with `recursive` everything in it).
+    pub async fn delete_file(&self, id_or_name: &str, path: &str, recursive: bool) -> Result<()> {
         let vm = self.get(id_or_name).await?;
-        self.backend(&vm).delete_file(&vm, path).await
+        self.backend(&vm).delete_file(&vm, path, recursive).await
+    }
+
+    /// What is at `path` (a symlink itself, with its target).
+    pub async fn file_info(&self, id_or_name: &str, path: &str) -> Result<FileEntry> {
+        let vm = self.get(id_or_name).await?;
+        self.backend(&vm).file_info(&vm, path).await
+    }
+
+    /// Moves `from` to `to` in the guest.
+    pub async fn rename_file(&self, id_or_name: &str, from: &str, to: &str) -> Result<()> {
+        let vm = self.get(id_or_name).await?;
+        self.backend(&vm).rename_file(&vm, from, to).await
     }
 
     /// A copy of an instance named `name`: a VM is forked live (memory and disk, see
@@ -1093,9 +1107,18 @@ impl Runtime {
         self.inner.cfg.egress.check(host).map_err(|e| RuntimeError::Invalid(e.to_string()))
     }
 
-    pub async fn stats(&self, id_or_name: &str) -> Result<Stats> {
+    /// The instance's counters; with `footprint`, its disk and network footprint too.
+    pub async fn stats(&self, id_or_name: &str, footprint: bool) -> Result<Stats> {
         let vm = self.get(id_or_name).await?;
-        Ok(self.backend(&vm).stats(&vm).await)
+        let backend = self.backend(&vm);
+        let mut stats = backend.stats(&vm).await;
+        if footprint {
+            let f = backend.footprint(&vm).await;
+            stats.disk_used_bytes = f.disk_used_bytes;
+            stats.network_rx_bytes = f.network_rx_bytes;
+            stats.network_tx_bytes = f.network_tx_bytes;
+        }
+        Ok(stats)
     }
 
     /// The host directory of an instance (tests check cleanup against it).

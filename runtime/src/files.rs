@@ -60,3 +60,8 @@ pub async fn copy_in(
 pub fn broken(path: &str, e: impl std::fmt::Display) -> RuntimeError {
     RuntimeError::Invalid(format!("the upload of {path} broke off ({e}); the file was left as it was"))
 }
+
+/// An RFC 3339 UTC time of `secs` (and `nanos`) since the epoch, as `FileEntry::modified` has it.
+pub fn file_time(secs: i64, nanos: u32) -> Option<String> {
+    chrono::DateTime::from_timestamp(secs, nanos).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}

@@ -101,6 +101,7 @@ pub fn router_with(rt: Runtime, auth: RuntimeAuth) -> Router {
         .route("/v1/vms/{id}/processes/{pid}/kill", post(kill_process))
         .route("/v1/vms/{id}/processes/{pid}/stdin", post(process_stdin))
         .route("/v1/vms/{id}/files", get(read_file).put(write_file).delete(delete_file))
+        .route("/v1/vms/{id}/files/rename", post(rename_file))
         .route("/v1/vms/{id}/stats", get(stats))
         .route("/v1/vms/{id}/proxy/{port}", any(proxy_root))
         .route("/v1/vms/{id}/proxy/{port}/", any(proxy_root))
@@ -429,6 +430,9 @@ async fn read_file(
     if q.get("list").is_some_and(|v| v == "true") {
         return Ok(Json(st.rt.list_files(&id, &path).await?).into_response());
     }
+    if q.get("info").is_some_and(|v| v == "true") {
+        return Ok(Json(st.rt.file_info(&id, &path).await?).into_response());
+    }
     let file = st.rt.read_file(&id, &path).await?;
     let mut resp = ([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(file.body)).into_response();
     if let Some(len) = file.len {
@@ -476,12 +480,33 @@ async fn delete_file(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> R<StatusCode> {
-    st.rt.delete_file(&id, &path_param(&q)?).await?;
+    let recursive = q.get("recursive").is_some_and(|v| v == "true");
+    st.rt.delete_file(&id, &path_param(&q)?, recursive).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn stats(State(st): State<AppState>, Path(id): Path<String>) -> R<Response> {
-    Ok(Json(st.rt.stats(&id).await?).into_response())
+async fn rename_file(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<StatusCode> {
+    let arg = |k: &str| {
+        q.get(k)
+            .cloned()
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| RuntimeError::Invalid(format!("the {k} query parameter is required")))
+    };
+    st.rt.rename_file(&id, &arg("from")?, &arg("to")?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn stats(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> R<Response> {
+    let footprint = q.get("footprint").is_some_and(|v| v == "true");
+    Ok(Json(st.rt.stats(&id, footprint).await?).into_response())
 }
 
 async fn list_templates(State(st): State<AppState>) -> Response {

@@ -289,6 +289,11 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         "file_read" => query.push("path=/etc/hostname".into()),
         "file_delete" => query.push("path=/tmp/authz-none".into()),
         "file_list" => query.push("path=/".into()),
+        // No such directory: past authorization a 404, and no watch is left open.
+        "file_watch" => query.push("path=/no/such/dir".into()),
+        "file_info" => query.push("path=/etc/hostname".into()),
+        // Nothing to move: past authorization a 404, and nothing changes.
+        "file_rename" => body = json_body(json!({"from": "/tmp/authz-none", "to": "/tmp/authz-none-2"})),
         "machine_freeze" => query.push("unfreezeTimeout=1s".into()),
         "usage_report" => query.push(format!("namespace={ns}")),
         _ => {}
@@ -461,6 +466,7 @@ async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n:
         }
         "describe_claim" => json!({"namespace": ns, "name": "claim"}),
         "list_sandboxes" => json!({"namespace": ns}),
+        "sandbox_metrics" => json!({"namespace": ns, "name": "labelled"}),
         "start_process" => json!({"namespace": ns, "name": target, "command": "true"}),
         // No such process: past authorization it is a NotFound, and nothing is signalled.
         "read_process" | "kill_process" => json!({"namespace": ns, "name": target, "pid": "999999"}),

@@ -287,6 +287,18 @@ fn kaironctl_drives_machines_with_every_verb() {
     // Completion asks kaironctl, which knows the server's names (in the namespace given).
     let script = ctl.ok(&["completion", "bash"]);
     assert!(script.contains("COMPLETE=\"bash\"") && script.contains("complete -o nospace"), "{script}");
+    // top: what it uses now, sampled on its node, as a table and as JSON.
+    let top = ctl.ok(&["top", "machines"]);
+    assert_eq!(header(&top), ["NAME", "CPU%", "CPUS", "MEMORY", "MEMORY%", "DISK", "NET-RX", "NET-TX", "PROCESSES"]);
+    assert!(top.lines().any(|l| l.starts_with("agent-42 ")), "{top}");
+    let one: Value =
+        serde_json::from_str(&ctl.ok(&["top", "m", "agent-42", "--window-ms", "200", "-o", "json"])).unwrap();
+    assert_eq!(one[0]["name"], "agent-42", "{one}");
+    assert!(one[0]["metrics"]["memoryUsedBytes"].as_u64() > Some(0), "{one}");
+    assert!(one[0]["metrics"]["windowMillis"].as_u64() >= Some(200), "{one}");
+    let err = ctl.fails(1, &["top", "m", "agent-42", "--window-ms", "5"]);
+    assert!(err.contains("windowMillis=5 is out of range"), "{err}");
+    assert!(ctl.fails(1, &["top", "m", "no-such"]).contains("NotFound"));
     let complete = |words: &[&str]| {
         let out = Command::new(kaironctl_bin())
             .env("KUBECONFIG", &k.kubeconfig)

@@ -63,6 +63,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         "close_sandbox",
         "describe_claim",
         "list_sandboxes",
+        "sandbox_metrics",
         "start_process",
         "read_process",
         "kill_process",
@@ -99,6 +100,14 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         let (err, text) = mcp.tool("create_sandbox", args);
         assert!(err && text.contains(says), "{text}");
     }
+
+    // A tool that names no namespace acts in the caller's own: an operator's one namespace, else `default`.
+    let listed: Value = serde_json::from_str(&mcp.ok("list_sandboxes", json!({}))).unwrap();
+    assert_eq!(listed["namespace"], "default", "{listed}");
+    let operator = k.token("op", "operator", &["mcp"]).unwrap();
+    let own = Mcp::open(&k.url, &ca, Some(operator));
+    let listed: Value = serde_json::from_str(&own.ok("list_sandboxes", json!({}))).unwrap();
+    assert_eq!(listed["namespace"], "mcp", "{listed}");
 
     // A forgotten sandbox does not run forever: 300 s unless told (0: no deadline).
     for (args, ttl) in [
@@ -225,6 +234,11 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         serde_json::from_str(&mcp.ok("read_file", json!({ "namespace": "mcp", "name": machine, "path": "/tmp/big" })))
             .unwrap();
     assert_eq!(big["content"].as_str().map(str::len), Some(64 * 1024), "the default cap is 64 KiB");
+    // What it uses now: its memory against its limit, its processes.
+    let used: Value =
+        serde_json::from_str(&mcp.ok("sandbox_metrics", json!({ "namespace": "mcp", "name": machine }))).unwrap();
+    assert!(used["memoryUsedBytes"].as_u64() > Some(0) && used["memoryLimitBytes"].as_u64() > Some(0), "{used}");
+    assert!(used["cpuPercent"].is_number() && used["windowMillis"].as_u64() >= Some(500), "{used}");
     // A process's output too (its latest bytes), and kill_process sends KILL, as kill() does.
     let p: Value = serde_json::from_str(&mcp.ok(
         "start_process",

@@ -83,7 +83,8 @@ async fn assert_clean(k: &Kairon, namespace: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn python_spec_example_runs_and_cleans_up() {
+async fn python_spec_example_and_terminals_run_and_clean_up() {
+    let image = vm_image().await;
     let k = Kairon::start().expect("kairon up");
     let mut cmd = Command::new(venv_bin("python"));
     cmd.arg(repo().join("sdk/python/examples/agent_sandbox.py"));
@@ -93,6 +94,29 @@ async fn python_spec_example_runs_and_cleans_up() {
     assert!(out.starts_with("Linux "), "uname -a first: {out}");
     assert!(out.lines().any(|l| l == "hi"), "the task's output: {out}");
     assert_clean(&k, "agents").await;
+
+    // The README's "Coming from E2B" table, row by row.
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/examples/from_e2b.py"));
+    with_env(&mut cmd, &k);
+    let out = run("examples/from_e2b.py", &mut cmd);
+    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 12, "every row ran: {out}");
+    assert_clean(&k, "from-e2b").await;
+
+    // `sb.pty()` on the python template (built above) and on a VM.
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/terminal.py"));
+    with_env(&mut cmd, &k);
+    cmd.env("KAIRON_IMAGE", &image);
+    let out = run("scripts/terminal.py", &mut cmd);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["ok sandbox", "ok vm"], "{out}");
+    assert_clean(&k, "terminals").await;
+}
+
+/// The default VM image, built once per machine (scripts/test runs `kairon image` first).
+async fn vm_image() -> PathBuf {
+    let images = kairon_runtime::vm::image::images_dir(&std::env::temp_dir().join("kairon-images"));
+    kairon_runtime::vm::image::ensure_default_image(&images, &Default::default()).await.unwrap()
 }
 
 /// The upload limit the SDK suites run under: their over-the-limit tests send one byte more,
@@ -170,6 +194,16 @@ async fn typescript_example_and_tests_pass() {
     with_env(&mut cmd, &k);
     assert!(run("examples/cjs_smoke.cjs", &mut cmd).contains("commonjs ok"));
     assert_clean(&k, "sdk-cjs").await;
+
+    // `sb.pty()` on the python template (built by the example) and on a VM.
+    let image = vm_image().await;
+    let mut cmd = Command::new("node");
+    cmd.arg("dist/examples/terminal.js").current_dir(&ts);
+    with_env(&mut cmd, &k);
+    cmd.env("KAIRON_IMAGE", &image);
+    let out = run("examples/terminal.ts", &mut cmd);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["ok sandbox", "ok vm"], "{out}");
+    assert_clean(&k, "terminals-ts").await;
 }
 
 /// The browser build (`src/browser.ts`, the package's `browser` export) as a web app gets it:
@@ -300,4 +334,63 @@ async fn typescript_sdk_retries_across_a_restart_of_kairon_up() {
     let mut cmd = Command::new("node");
     cmd.arg(out_dir.path().join("examples/across_restart.js"));
     across_a_restart(cmd, "restart-ts").await;
+}
+
+/// A directory tree carried by both SDKs through one sandbox: Python's `upload_dir` read back by
+/// TypeScript's `downloadDir` and the other way round, each byte and the executable bit as the
+/// original's.
+#[tokio::test(flavor = "multi_thread")]
+async fn directories_round_trip_byte_for_byte_between_the_sdks() {
+    let ts = built_typescript();
+    let k = Kairon::start().expect("kairon up");
+    let local = tempfile::tempdir().unwrap();
+    let src = local.path().join("src");
+    std::fs::create_dir_all(src.join("pkg/deep")).unwrap();
+    let blob: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(src.join("pkg/deep/blob.bin"), &blob).unwrap();
+    std::fs::write(src.join("pkg/empty.txt"), b"").unwrap();
+    std::fs::write(src.join("run.sh"), b"#!/bin/sh\necho ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(src.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let at = |name: &str| local.path().join(name).to_string_lossy().into_owned();
+    let py = |code: &str| {
+        let mut cmd = Command::new(venv_bin("python"));
+        cmd.args(["-c", code]);
+        with_env(&mut cmd, &k);
+        run("python", &mut cmd)
+    };
+    let head = "import os, sys\nfrom kairon import Kairon\nk = Kairon(namespace='trees')\n";
+    py(&format!(
+        "{head}sb = k.sandbox.create(template='busybox', name='trees', timeout=None)\n\
+         sb.files.upload_dir({src:?}, '/tmp/py')\nsb.files.download_dir('/tmp/py', {back:?})\n",
+        src = src.to_string_lossy(),
+        back = at("py-back"),
+    ));
+    let mut node = Command::new("node");
+    node.current_dir(&ts).args(["--input-type=module", "-e"]).arg(format!(
+        "import {{ Kairon }} from './dist/src/index.js';\n\
+         const k = new Kairon({{ namespace: 'trees' }});\n\
+         const sb = await k.sandbox.connect('trees');\n\
+         await sb.files.downloadDir('/tmp/py', {from_py:?});\n\
+         await sb.files.uploadDir({src:?}, '/tmp/ts');\n\
+         await sb.files.downloadDir('/tmp/ts', {back:?});\n",
+        from_py = at("ts-from-py"),
+        src = src.to_string_lossy(),
+        back = at("ts-back"),
+    ));
+    with_env(&mut node, &k);
+    run("node", &mut node);
+    py(&format!(
+        "{head}sb = k.sandbox.connect('trees')\nsb.files.download_dir('/tmp/ts', {from_ts:?})\nsb.close()\n",
+        from_ts = at("py-from-ts"),
+    ));
+    for copy in ["py-back", "ts-from-py", "ts-back", "py-from-ts"] {
+        let dir = local.path().join(copy);
+        assert_eq!(std::fs::read(dir.join("pkg/deep/blob.bin")).unwrap(), blob, "{copy}");
+        assert_eq!(std::fs::read(dir.join("pkg/empty.txt")).unwrap(), b"", "{copy}");
+        assert_eq!(std::fs::read(dir.join("run.sh")).unwrap(), b"#!/bin/sh\necho ran\n", "{copy}");
+        let mode = std::fs::metadata(dir.join("run.sh")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111, "{copy}: run.sh stays executable");
+    }
+    assert_clean(&k, "trees").await;
 }

@@ -159,6 +159,14 @@ await page.waitForTimeout(2500);
 const after = await lifecycle.innerText();
 if (after === before) fail(`the idle countdown does not move: ${after}`);
 log("countdown", before, "→", after);
+// Live metrics from its node: a line of figures and a CPU sparkline that grows each second.
+const metricsLine = page.getByTestId("metrics-line");
+await metricsLine.filter({ hasText: /^CPU [\d.]+% of [\d.]+ · memory / }).waitFor({ timeout: T });
+const points = async () => (await page.getByTestId("cpu-sparkline").locator("polyline").getAttribute("points")) ?? "";
+const firstPoints = (await points()).split(" ").length;
+await page.waitForTimeout(2500);
+if ((await points()).split(" ").length <= firstPoints) fail(`the CPU sparkline does not grow: ${await points()}`);
+log("metrics", await metricsLine.innerText());
 await shot(page, "machines");
 await accessible(page, "a Machine's details");
 

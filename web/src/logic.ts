@@ -260,3 +260,27 @@ export function claimTtl(text: string): number | undefined {
   if (!Number.isInteger(n) || n <= 0) throw new Error(`claim TTL ${JSON.stringify(t)}: give whole seconds above 0, or leave it empty for none`);
   return n;
 }
+
+/** An SVG polyline's `points` for `values` (oldest first) in a `width` x `height` box: the newest at
+ * the right edge, one step per sample of `capacity`, scaled to `max` (at least the largest value). */
+export function sparklinePoints(values: number[], capacity: number, width: number, height: number, max = 100): string {
+  const top = Math.max(max, ...values);
+  const step = capacity > 1 ? width / (capacity - 1) : 0;
+  const first = capacity - values.length;
+  return values
+    .map((v, i) => `${((first + i) * step).toFixed(1)},${(height - (Math.max(v, 0) / top) * height).toFixed(1)}`)
+    .join(" ");
+}
+
+/** Bytes as one short word: `512 B`, `3.2 MiB`. */
+export function bytes(n: number): string {
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  if (n < 1024) return `${n} B`;
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v.toFixed(1)} ${units[u]}`;
+}

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
   badges,
+  bytes,
+  sparklinePoints,
   human,
   lifecycleLine,
   matchesLabels,
@@ -181,5 +183,17 @@ describe("secrets and claim TTLs", () => {
     expect(claimTtl("")).toBeUndefined();
     expect(claimTtl(" 300 ")).toBe(300);
     expect(() => claimTtl("5m")).toThrow(/whole seconds/);
+  });
+});
+
+describe("metrics", () => {
+  it("draw the newest sample at the right edge, scaled to 100 % or the largest value", () => {
+    expect(sparklinePoints([0, 50, 100], 3, 100, 20)).toBe("0.0,20.0 50.0,10.0 100.0,0.0");
+    // Fewer samples than room: they start where the newest ends at the right.
+    expect(sparklinePoints([100], 3, 100, 20)).toBe("100.0,0.0");
+    // Two busy cores (200 %) still fit.
+    expect(sparklinePoints([200, 100], 2, 10, 10)).toBe("0.0,0.0 10.0,5.0");
+    expect(bytes(512)).toBe("512 B");
+    expect(bytes(3 * 1024 * 1024 + 200 * 1024)).toBe("3.2 MiB");
   });
 });

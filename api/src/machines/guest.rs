@@ -152,14 +152,6 @@ impl EventsState {
     }
 }
 
-/// Adds the Machine's `spec.env` (its claim's included, written there at binding) under a
-/// request's own `env`, which wins.
-pub fn with_machine_env(m: &Machine, env: &mut BTreeMap<String, String>) {
-    for (k, v) in &m.spec.env {
-        env.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-}
-
 impl Machines {
     /// The environment a relayed command gets: the request's own, then the Machine's
     /// `spec.secretEnv` read from its Secrets now (only Opaque ones labelled
@@ -200,7 +192,10 @@ impl Machines {
                 .map_err(|_| Error::bad_request(format!("{at}: its key {:?} is not UTF-8 text", r.key)))?;
             env.insert(var.clone(), value);
         }
-        with_machine_env(m, env);
+        // Last, the Machine's `spec.env` (its claim's included, written there at binding).
+        for (k, v) in &m.spec.env {
+            env.entry(k.clone()).or_insert_with(|| v.clone());
+        }
         Ok(())
     }
 }
@@ -677,10 +672,40 @@ impl Machines {
         Ok(s.runtime.write_file_stream(&s.id, path, data, mode).await?)
     }
 
-    pub async fn delete_file(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<()> {
+    /// Removes a file, or a directory: an empty one, or with `recursive` everything in it.
+    pub async fn delete_file(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        path: &str,
+        recursive: bool,
+    ) -> Result<()> {
         check_guest_path(path)?;
         let s = self.open(id, ns, name, Needs::GuestAgent).await?;
-        Ok(s.runtime.delete_file(&s.id, path).await?)
+        Ok(s.runtime.delete_path(&s.id, path, recursive).await?)
+    }
+
+    /// What is at `path` (a symlink itself, with its target): size, mode, kind, modified time.
+    pub async fn file_info(self: &Arc<Self>, id: &Identity, ns: &str, name: &str, path: &str) -> Result<FileEntry> {
+        check_guest_path(path)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.file_info(&s.id, path).await?)
+    }
+
+    /// Moves `from` to `to` in the guest.
+    pub async fn rename_file(
+        self: &Arc<Self>,
+        id: &Identity,
+        ns: &str,
+        name: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<()> {
+        check_guest_path(from)?;
+        check_guest_path(to)?;
+        let s = self.open(id, ns, name, Needs::GuestAgent).await?;
+        Ok(s.runtime.rename_file(&s.id, from, to).await?)
     }
 
     pub async fn list_files(

@@ -37,6 +37,9 @@ use super::power::field_manager;
 use super::{Error, Machines, Reason, Result};
 use crate::auth::Identity;
 
+/// How many times a migration reads and plans its Machine when a status write races its start.
+const MIGRATION_STARTS: usize = 3;
+
 /// What `POST .../migrate` answers: the plan, and with it done, the Machine where it now runs.
 #[derive(Serialize, ToSchema, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -104,12 +107,24 @@ impl Machines {
         target: Option<&str>,
         dry_run: bool,
     ) -> Result<Migration> {
-        let m = self.writable(id, ns, name).await?;
-        let plan = self.migration_plan(&m, target).await?;
-        if dry_run {
-            return Ok(Migration { machine: m, plan, copied_bytes: None, seconds: None, downtime_ms: None });
+        // A status write landing between the read and the start (an exec's activity stamp) makes
+        // the start stale: the Machine is read and planned again, a few times before giving up.
+        for _ in 0..MIGRATION_STARTS {
+            let m = self.writable(id, ns, name).await?;
+            let plan = self.migration_plan(&m, target).await?;
+            if dry_run {
+                return Ok(Migration { machine: m, plan, copied_bytes: None, seconds: None, downtime_ms: None });
+            }
+            if let Some(moved) = self.move_machine(m, plan).await? {
+                return Ok(moved);
+            }
         }
-        self.move_machine(m, plan).await
+        Err(Error::conflict(
+            Reason::Conflict,
+            format!(
+                "Machine {ns}/{name} kept changing while the migration began ({MIGRATION_STARTS} tries): try again"
+            ),
+        ))
     }
 
     /// The plan: checks that the Machine can move at all, and which node takes it.
@@ -230,7 +245,8 @@ impl Machines {
     }
 
     /// Runs a migration (see the module's comment).
-    async fn move_machine(&self, m: Machine, plan: MigrationPlan) -> Result<Migration> {
+    /// `None` when the Machine changed after it was read, before anything moved.
+    async fn move_machine(&self, m: Machine, plan: MigrationPlan) -> Result<Option<Migration>> {
         let started = Instant::now();
         let (ns, name) = (m.namespace().unwrap_or_default(), m.name_any());
         let uid = m.uid().unwrap_or_default();
@@ -252,7 +268,10 @@ impl Machines {
             mode: plan.mode,
             started_at: Time(k8s_openapi::jiff::Timestamp::now()),
         };
-        let m = self.patch_status(&m, json!({"phase": MachinePhase::Migrating, "migration": mark}), true).await?;
+        let status = json!({"phase": MachinePhase::Migrating, "migration": mark});
+        let Some(m) = self.patch_status_if_unchanged(&m, status).await? else {
+            return Ok(None);
+        };
         let how = match plan.mode {
             MigrationMode::Cold => "cold: the sandbox restarts there with its files",
             MigrationMode::Live => "live: the VM runs on while its memory and disk are copied",
@@ -286,7 +305,7 @@ impl Machines {
             // The new instance's process is not activity.
             status["lifecycle"] = json!({"vmmPid": new_vm.pid, "lastActivityTime": l.last_activity_time});
         }
-        let flipped = match self.patch_status(&m, status, false).await {
+        let flipped = match self.patch_status(&m, status).await {
             Ok(flipped) => flipped,
             Err(e) => {
                 if let Err(cleanup) = target_rt.delete(&new_vm.id).await {
@@ -325,7 +344,7 @@ impl Machines {
             ),
         )
         .await;
-        Ok(Migration { machine: flipped, plan, copied_bytes: Some(bytes), seconds: Some(seconds), downtime_ms })
+        Ok(Some(Migration { machine: flipped, plan, copied_bytes: Some(bytes), seconds: Some(seconds), downtime_ms }))
     }
 
     /// Stops the sandbox, relays its layer into the target's announced `import`, and sets the new
@@ -433,7 +452,7 @@ impl Machines {
             }
         }
         let status = json!({"phase": state.power_state().map(MachinePhase::for_power_state), "migration": null});
-        if let Err(e) = self.patch_status(m, status, false).await {
+        if let Err(e) = self.patch_status(m, status).await {
             tracing::warn!(error = %e, "clearing a failed migration's mark; its node agent takes the Machine back at the deadline");
         }
         let why =
@@ -442,20 +461,21 @@ impl Machines {
         Error::new(Reason::MigrationFailed, why)
     }
 
-    /// Merges `status` into the Machine's status; with `fresh`, only if the Machine is as `m`
-    /// shows it (a migration starts from what it checked).
-    async fn patch_status(&self, m: &Machine, status: serde_json::Value, fresh: bool) -> Result<Machine> {
+    /// Merges `status` into the Machine's status.
+    async fn patch_status(&self, m: &Machine, status: serde_json::Value) -> Result<Machine> {
         let api = self.api::<Machine>(&m.namespace().unwrap_or_default());
-        let mut patch = json!({"status": status});
-        if fresh {
-            patch["metadata"] = json!({"resourceVersion": m.resource_version()});
-        }
+        let patch = json!({"status": status});
+        Ok(api.patch_status(&m.name_any(), &field_manager(), &Patch::Merge(&patch)).await?)
+    }
+
+    /// [`Self::patch_status`] only if the Machine is still as `m` shows it (a migration starts
+    /// from what it checked); `None` if it changed.
+    async fn patch_status_if_unchanged(&self, m: &Machine, status: serde_json::Value) -> Result<Option<Machine>> {
+        let api = self.api::<Machine>(&m.namespace().unwrap_or_default());
+        let patch = json!({"metadata": {"resourceVersion": m.resource_version()}, "status": status});
         match api.patch_status(&m.name_any(), &field_manager(), &Patch::Merge(&patch)).await {
-            Ok(m) => Ok(m),
-            Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::conflict(
-                Reason::Conflict,
-                format!("Machine {} changed while the migration began: try again", m.name_any()),
-            )),
+            Ok(m) => Ok(Some(m)),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
             Err(e) => Err(e.into()),
         }
     }

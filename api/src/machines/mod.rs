@@ -11,6 +11,7 @@
 pub mod error;
 pub mod guest;
 pub mod lifetime;
+pub mod metrics;
 pub mod migrate;
 pub mod nodes;
 pub mod objects;

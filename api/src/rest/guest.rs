@@ -298,11 +298,62 @@ async fn file_write(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQu
     Ok(resp)
 }
 
-/// Delete a file.
-#[utoipa::path(delete, path = "/api/v1/machines/{namespace}/{name}/files", tag = "Guest", params(ObjectPath, FileQuery),
-    responses((status = 204, description = "Deleted"), (status = 404, description = "No such file", body = ErrorBody)))]
-async fn file_delete(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<FileQuery>) -> Result<StatusCode> {
-    c.machines.delete_file(&c.id, &p.namespace, &p.name, &q.path).await?;
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteFileQuery {
+    /// Absolute path in the guest.
+    pub path: String,
+    /// A directory that is not empty goes with everything in it (without it: 409).
+    pub recursive: Option<bool>,
+}
+
+/// Delete a file, an empty directory, or with `recursive=true` a directory and everything in it.
+#[utoipa::path(delete, path = "/api/v1/machines/{namespace}/{name}/files", tag = "Guest", params(ObjectPath, DeleteFileQuery),
+    responses((status = 204, description = "Deleted"), (status = 404, description = "No such file", body = ErrorBody),
+              (status = 409, description = "A directory that is not empty, without recursive=true", body = ErrorBody)))]
+async fn file_delete(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<DeleteFileQuery>) -> Result<StatusCode> {
+    let recursive = q.recursive.unwrap_or(false);
+    c.machines.delete_file(&c.id, &p.namespace, &p.name, &q.path, recursive).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+/// itself, not followed).
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/files/info", tag = "Guest", params(ObjectPath, InfoQuery),
+    responses((status = 200, description = "The file", body = FileEntry), (status = 404, description = "Nothing at that path", body = ErrorBody)))]
+async fn file_info(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<InfoQuery>) -> Result<Json<FileEntry>> {
+    Ok(Json(c.machines.file_info(&c.id, &p.namespace, &p.name, &q.path).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct InfoQuery {
+    /// Absolute path in the guest.
+    pub path: String,
+}
+
+/// Where a file moves.
+#[derive(Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameRequest {
+    /// Its absolute path now.
+    #[schema(pattern = r"^/(?!.*(^|/)\.\.?(/|$))[^\u0000-\u001f\u007f-\u009f]*$", max_length = 4096)]
+    pub from: String,
+    /// Its new absolute path: a file there is replaced, a directory there must be empty.
+    #[schema(pattern = r"^/(?!.*(^|/)\.\.?(/|$))[^\u0000-\u001f\u007f-\u009f]*$", max_length = 4096)]
+    pub to: String,
+}
+
+/// Move (rename) a file or directory in the guest.
+#[utoipa::path(post, path = "/api/v1/machines/{namespace}/{name}/files/rename", tag = "Guest", params(ObjectPath),
+    request_body = RenameRequest,
+    responses((status = 204, description = "Moved"), (status = 404, description = "Nothing at from", body = ErrorBody),
+              (status = 409, description = "A directory that is not empty at to", body = ErrorBody)))]
+async fn file_rename(c: Caller, Path(p): Path<ObjectPath>, body: JsonBody<RenameRequest>) -> Result<StatusCode> {
+    let r = body.parse()?;
+    GuestPath::new(&r.from)?;
+    GuestPath::new(&r.to)?;
+    c.machines.rename_file(&c.id, &p.namespace, &p.name, &r.from, &r.to).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -318,6 +369,102 @@ pub struct DirQuery {
     responses((status = 200, description = "Its entries", body = Vec<FileEntry>), (status = 404, description = "No such directory", body = ErrorBody)))]
 async fn file_list(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<DirQuery>) -> Result<Json<Vec<FileEntry>>> {
     Ok(Json(c.machines.list_files(&c.id, &p.namespace, &p.name, &q.path).await?))
+}
+
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WatchQuery {
+    /// Absolute path of a directory in the guest.
+    pub path: String,
+    /// Watch the directories below too, made later ones included.
+    pub recursive: Option<bool>,
+}
+
+/// One change [`file_watch`] reports (a line of its NDJSON answer).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileEvent {
+    /// `ready` (first: every watch is in place), `create`, `modify`, `remove`, `rename` (with
+    /// `from`), or `error` (with `message`; the watch ends).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub path: Option<String>,
+    pub is_dir: Option<bool>,
+    pub from: Option<String>,
+    pub message: Option<String>,
+}
+
+/// The guest's agent that watches files: in a sandbox's tools directory, or a VM image's /sbin.
+const WATCH_SCRIPT: &str = "for a in /.kairon/kairon-agent /sbin/kairon-agent; do \
+    if [ -x \"$a\" ]; then exec \"$a\" watch \"$@\"; fi; done; \
+    echo '{\"type\":\"error\",\"message\":\"this guest has no kairon-agent to watch files with\"}'; exit 127";
+
+/// Watch a directory: the changes under it as they happen, one JSON object a line
+/// (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+/// kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+/// (with `from`). It lasts until the client goes or the directory is removed; an open watch
+/// counts as activity, as an open terminal does.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/files/watch", tag = "Guest", params(ObjectPath, WatchQuery),
+    responses((status = 200, description = "The changes as they happen, one FileEvent a line", body = FileEvent, content_type = "application/x-ndjson"),
+              (status = 400, description = "path is not absolute", body = ErrorBody),
+              (status = 404, description = "No such directory", body = ErrorBody),
+              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody)))]
+async fn file_watch(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<WatchQuery>) -> Result<Response> {
+    GuestPath::new(&q.path)?;
+    let slot = c.connection_slot()?;
+    let s = c.open(&p, Needs::GuestAgent).await?;
+    let mut command = vec!["/bin/sh".to_string(), "-c".into(), WATCH_SCRIPT.into(), "watch".into()];
+    if q.recursive == Some(true) {
+        command.push("--recursive".into());
+    }
+    command.push(q.path.clone());
+    let command = serde_json::to_string(&command).map_err(|e| Error::bad_request(e.to_string()))?;
+    let relay = Relay::ExecStream { command, env: BTreeMap::new(), user: None, cwd: None, tty: None };
+    let mut upstream = connect_upstream(&s, relay).await?;
+    // The answer starts once the watch is in place: its first line is `ready`, or an error that
+    // becomes this request's (a missing directory is a 404).
+    let mut first = Vec::new();
+    let rest = loop {
+        let frame = match upstream.next().await {
+            Some(Ok(WsMessage::Binary(b))) => b,
+            Some(Ok(WsMessage::Text(t))) => Bytes::from(t.as_str().to_owned()),
+            Some(Ok(WsMessage::Close(_))) | None => {
+                return Err(Error::new(Reason::GuestClosed, "the guest ended the watch before it began"));
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(Error::new(Reason::GuestUnreachable, format!("watching {}: {e}", q.path))),
+        };
+        first.extend_from_slice(&frame);
+        if let Some(nl) = first.iter().position(|&b| b == b'\n') {
+            break first.split_off(nl + 1);
+        }
+        if first.len() > 64 * 1024 {
+            return Err(Error::new(Reason::GuestClosed, "the guest's watch answered no line"));
+        }
+    };
+    let said: serde_json::Value = serde_json::from_slice(&first).unwrap_or_default();
+    if said["type"] != "ready" {
+        let message = said["message"].as_str().unwrap_or("the guest could not watch it").to_string();
+        return Err(if message.ends_with("is not a directory") {
+            Error::not_found(format!("{message}: watch a directory that exists"))
+        } else {
+            Error::new(Reason::GuestClosed, message)
+        });
+    }
+    // The session (activity, the connection slot) lasts as long as the answer is read; the
+    // client going drops the stream, which closes the relay and so ends the watch in the guest.
+    let held = (s, slot);
+    let head = futures::stream::iter([Ok(Bytes::from(first)), Ok(Bytes::from(rest))]);
+    let lines = head.chain(upstream.filter_map(move |m| {
+        let _held = &held;
+        std::future::ready(match m {
+            Ok(WsMessage::Binary(b)) => Some(Ok::<_, std::io::Error>(b)),
+            Ok(WsMessage::Text(t)) => Some(Ok(Bytes::from(t.as_str().to_owned()))),
+            Ok(_) => None,
+            Err(e) => Some(Err(std::io::Error::other(e))),
+        })
+    }));
+    Ok(([(header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(lines)).into_response())
 }
 
 // Hop-by-hop headers and the caller's credentials never reach the guest or come back.
@@ -627,6 +774,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(process_kill))
         .routes(routes!(file_read, file_write, file_delete))
         .routes(routes!(file_list))
+        .routes(routes!(file_watch))
+        .routes(routes!(file_info))
+        .routes(routes!(file_rename))
         .routes(routes!(machine_console))
         .routes(routes!(machine_vnc))
         .routes(routes!(machine_portforward))

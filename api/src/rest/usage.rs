@@ -12,8 +12,10 @@ use uuid::Uuid;
 
 use kairon_db::usage::{self as history, UsageTotals};
 
+use super::objects::ObjectPath;
 use super::{Caller, ErrorBody};
 use crate::auth::{self, Identity, Verb};
+use crate::machines::metrics::MachineMetrics;
 use crate::machines::quota::QuotaReport;
 use crate::machines::{Error, Result};
 use crate::state::AppState;
@@ -243,6 +245,37 @@ async fn quota(c: Caller, Path(p): Path<QuotaPath>) -> Result<Json<QuotaReport>>
     Ok(Json(c.machines.quota(&c.id, &p.namespace).await?))
 }
 
+#[derive(Deserialize, IntoParams, Default)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsQuery {
+    /// How long to measure CPU over, in milliseconds (100 to 10000; default 500): the answer
+    /// comes after it.
+    #[param(minimum = 100, maximum = 10000)]
+    pub window_millis: Option<u64>,
+}
+
+/// What a Machine uses now: CPU over a short window (percent of one core), memory against its
+/// limit, its disk and network, its processes. Sampled on its node; reading them neither wakes
+/// the Machine nor counts as activity. A paused Machine shows its memory and no CPU.
+#[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/metrics", tag = "Usage", params(ObjectPath, MetricsQuery),
+    responses((status = 200, description = "Its use now", body = MachineMetrics),
+              (status = 400, description = "windowMillis out of range", body = ErrorBody),
+              (status = 403, description = "The caller may not read that namespace", body = ErrorBody),
+              (status = 404, description = "No such Machine", body = ErrorBody),
+              (status = 409, description = "Not on a node, or no instance running yet", body = ErrorBody)))]
+async fn machine_metrics(
+    c: Caller,
+    Path(p): Path<ObjectPath>,
+    Query(q): Query<MetricsQuery>,
+) -> Result<Json<MachineMetrics>> {
+    Ok(Json(c.machines.metrics(&c.id, &p.namespace, &p.name, q.window_millis).await?))
+}
+
 pub fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(usage_report)).routes(routes!(usage_claim)).routes(routes!(quota))
+    OpenApiRouter::new()
+        .routes(routes!(usage_report))
+        .routes(routes!(usage_claim))
+        .routes(routes!(quota))
+        .routes(routes!(machine_metrics))
 }

@@ -32,6 +32,7 @@ use crate::k8s::admit::{self, AdmitCtx, AdmitError, FieldValidation};
 use crate::state::AppState;
 
 pub mod quota;
+pub mod secrets;
 
 /// The namespace Kairon's own ServiceAccounts live in (the chart's).
 pub const SYSTEM_NAMESPACE: &str = "kairon-system";
@@ -71,13 +72,15 @@ struct Resource {
 }
 
 #[derive(Deserialize, Default)]
-struct UserInfo {
+pub(crate) struct UserInfo {
     #[serde(default)]
-    username: String,
+    pub username: String,
     #[serde(default)]
-    groups: Vec<String>,
+    pub uid: Option<String>,
     #[serde(default)]
-    extra: std::collections::BTreeMap<String, Vec<String>>,
+    pub groups: Vec<String>,
+    #[serde(default)]
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// The `userInfo.extra` key a bound ServiceAccount token fills with its pod's node.
@@ -145,11 +148,19 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
         }
         AdmitError::BadRequest(m) => (400, "BadRequest", m),
     })?;
+    let kube = || {
+        Ok::<_, Refusal>(
+            &st.machines.as_ref().ok_or((503, "ServiceUnavailable", "no Kubernetes client".to_string()))?.kube,
+        )
+    };
+    let ns = req.namespace.as_deref().unwrap_or_default();
+    // A tenant's reference to a Secret: only one it may read itself.
+    if id.role == Role::Operator && req.sub_resource.is_none() {
+        secrets::check(kube()?, &req.user_info, ns, kind.plural, old, &new).await?;
+    }
     // Last, once the write is otherwise allowed: a quota's charge is a reservation made.
     if kind.plural == "machines" && req.sub_resource.is_none() {
-        let kube = &st.machines.as_ref().ok_or((503, "ServiceUnavailable", "no Kubernetes client".to_string()))?.kube;
-        let ns = req.namespace.as_deref().unwrap_or_default();
-        quota::charge(kube, &st.quota_turns, ns, old, &new, req.dry_run).await?;
+        quota::charge(kube()?, &st.quota_turns, ns, old, &new, req.dry_run).await?;
     }
     Ok(warnings)
 }

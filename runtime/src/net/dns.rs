@@ -155,11 +155,10 @@ async fn answer(ctx: &Context, guest: IpAddr, msg: &[u8]) -> Option<Vec<u8>> {
     let (name, _qtype, _end) = question(msg)?;
     let refusal = match crate::egress::parse_host(&name) {
         Err(e) => Some(e.to_string()),
-        Ok(host) => match ctx.policy.check_parsed(&host) {
-            Ok(d) if d.allow => ctx.machine_allows(guest, &host).err(),
-            Ok(d) => Some(d.reason),
-            Err(e) => Some(e.to_string()),
-        },
+        Ok(host) => {
+            let d = ctx.policy.check_parsed(&host);
+            if d.allow { ctx.machine_allows(guest, &host).err() } else { Some(d.reason) }
+        }
     };
     if let Some(reason) = refusal {
         ctx.denied(guest, &name, DenyKind::Dns, &format!("the node's resolver refused the name: {reason}"));

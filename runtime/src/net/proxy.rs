@@ -144,23 +144,17 @@ impl Context {
                 return Err(Refusal::Denied(e.to_string()));
             }
         };
-        match self.policy.check_parsed(&parsed) {
-            Ok(d) if d.allow => match self.machine_allows(guest, &parsed) {
-                Ok(()) => Ok(d.credential),
-                Err(reason) => {
-                    self.denied(guest, host, DenyKind::Machine, &reason);
-                    Err(Refusal::Denied(reason))
-                }
-            },
-            Ok(d) => {
-                let kind =
-                    if d.reason.contains("egress_deny_cidrs") { DenyKind::DenySet } else { DenyKind::NotAllowed };
-                self.denied(guest, host, kind, &d.reason);
-                Err(Refusal::Denied(d.reason))
-            }
-            Err(e) => {
-                self.denied(guest, host, DenyKind::NoHost, &e.to_string());
-                Err(Refusal::Denied(e.to_string()))
+        let d = self.policy.check_parsed(&parsed);
+        if !d.allow {
+            let kind = if d.reason.contains("egress_deny_cidrs") { DenyKind::DenySet } else { DenyKind::NotAllowed };
+            self.denied(guest, host, kind, &d.reason);
+            return Err(Refusal::Denied(d.reason));
+        }
+        match self.machine_allows(guest, &parsed) {
+            Ok(()) => Ok(d.credential),
+            Err(reason) => {
+                self.denied(guest, host, DenyKind::Machine, &reason);
+                Err(Refusal::Denied(reason))
             }
         }
     }

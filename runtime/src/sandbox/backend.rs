@@ -11,7 +11,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::SandboxHost;
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
-use crate::backend::{Backend, Op};
+use crate::backend::{Backend, Footprint, Op, allocated_bytes, network_bytes};
 use crate::engine::{BUSYBOX_TEMPLATE, Runtime, RuntimeError};
 use crate::files::{self, ByteStream, FileRead};
 use crate::proxy::Target;
@@ -227,9 +227,19 @@ impl Backend for SandboxHost {
         Box::pin(self.on_root(vm, move |root| super::fs::list_dir(&root, &path)))
     }
 
-    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, ()> {
+    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str, recursive: bool) -> Op<'a, ()> {
         let path = path.to_string();
-        Box::pin(self.on_root(vm, move |root| super::fs::remove(&root, &path)))
+        Box::pin(self.on_root(vm, move |root| super::fs::remove(&root, &path, recursive)))
+    }
+
+    fn file_info<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileEntry> {
+        let path = path.to_string();
+        Box::pin(self.on_root(vm, move |root| super::fs::info(&root, &path)))
+    }
+
+    fn rename_file<'a>(&'a self, vm: &'a Vm, from: &'a str, to: &'a str) -> Op<'a, ()> {
+        let (from, to) = (from.to_string(), to.to_string());
+        Box::pin(self.on_root(vm, move |root| super::fs::rename(&root, &from, &to)))
     }
 
     fn fork<'a>(&'a self, rt: &'a Runtime, id: &'a str, name: &'a str) -> Op<'a, Vm> {
@@ -260,6 +270,26 @@ impl Backend for SandboxHost {
 
     fn stats<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Stats> {
         Box::pin(async move { SandboxHost::stats(self, &vm.id, vm.pid) })
+    }
+
+    /// Its writable layer, and the interfaces of its network namespace (read through its init).
+    fn footprint<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Footprint> {
+        let upper = self.upper_dir(&vm.id);
+        let pid = vm.pid;
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let net = pid
+                    .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok())
+                    .and_then(|text| network_bytes(&text));
+                Footprint {
+                    disk_used_bytes: Some(allocated_bytes(&upper)),
+                    network_rx_bytes: net.map(|n| n.0),
+                    network_tx_bytes: net.map(|n| n.1),
+                }
+            })
+            .await
+            .unwrap_or_default()
+        })
     }
 
     fn freeze<'a>(&'a self, _vm: &'a Vm) -> Op<'a, i64> {

@@ -5,6 +5,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
@@ -21,6 +22,8 @@ pub enum FsError {
     NotFound(String),
     #[error("{0:?} is a directory")]
     IsDir(String),
+    #[error("{0:?} is a directory that is not empty: remove it with recursive=true")]
+    NotEmpty(String),
     #[error("{0:?} is longer than a path (or one of its names) can be")]
     TooLong(String),
     #[error("{path:?}: {source}")]
@@ -33,6 +36,7 @@ fn io(path: &str) -> impl FnOnce(rustix::io::Errno) -> FsError + '_ {
         rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR => FsError::NotFound(path.to_string()),
         rustix::io::Errno::NAMETOOLONG => FsError::TooLong(path.to_string()),
         rustix::io::Errno::XDEV => FsError::Escape(path.to_string()),
+        rustix::io::Errno::NOTEMPTY => FsError::NotEmpty(path.to_string()),
         other => FsError::Io { path: path.to_string(), source: other.into() },
     }
 }
@@ -265,36 +269,104 @@ pub fn list_dir(root: &Path, path: &str) -> Result<Vec<FileEntry>, FsError> {
         if name == "." || name == ".." {
             continue;
         }
-        let Ok(st) = rustix::fs::statat(&dir_for_stat, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) else { continue };
-        let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
-        let link_target = (ft == rustix::fs::FileType::Symlink)
-            .then(|| rustix::fs::readlinkat(&dir_for_stat, entry.file_name(), Vec::new()).ok())
-            .flatten()
-            .map(|t| t.to_string_lossy().to_string());
-        out.push(FileEntry {
-            name,
-            size: st.st_size as u64,
-            mode: st.st_mode & 0o7777,
-            is_dir: ft == rustix::fs::FileType::Directory,
-            link_target,
-        });
+        if let Ok(e) = entry_at(&dir_for_stat, entry.file_name(), name) {
+            out.push(e);
+        }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 
-pub fn remove(root: &Path, path: &str) -> Result<(), FsError> {
+/// The entry `name` of directory `dir` as it is (a symlink is itself, with its target).
+fn entry_at(dir: &OwnedFd, name: &std::ffi::CStr, shown: String) -> rustix::io::Result<FileEntry> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    let link_target = (ft == rustix::fs::FileType::Symlink)
+        .then(|| rustix::fs::readlinkat(dir, name, Vec::new()).ok())
+        .flatten()
+        .map(|t| t.to_string_lossy().to_string());
+    Ok(FileEntry {
+        name: shown,
+        size: st.st_size as u64,
+        mode: st.st_mode & 0o7777,
+        is_dir: ft == rustix::fs::FileType::Directory,
+        link_target,
+        modified: crate::files::file_time(st.st_mtime, st.st_mtime_nsec as u32),
+    })
+}
+
+/// The parent directory of `path` (resolved in the root) and its last name; refused for `/`.
+fn parent_of(root: &Path, path: &str) -> Result<(OwnedFd, std::ffi::OsString), FsError> {
     let (rfd, rel) = prepare(root, path)?;
     let name = rel.file_name().ok_or_else(|| FsError::Escape(path.to_string()))?.to_owned();
     let parent =
         resolve(&rfd, rel.parent().unwrap_or(Path::new("")), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
+    Ok((parent, name))
+}
+
+/// What is at `path`, not following a symlink there (its target is said).
+pub fn info(root: &Path, path: &str) -> Result<FileEntry, FsError> {
+    if clean(path)?.as_os_str().is_empty() {
+        let fd = resolve(&root_fd(root)?, Path::new(""), OFlags::PATH | OFlags::DIRECTORY, Mode::empty(), path)?;
+        return entry_at(&fd, c".", "/".into()).map_err(io(path));
+    }
+    let (parent, name) = parent_of(root, path)?;
+    let c = std::ffi::CString::new(name.as_encoded_bytes()).map_err(|_| FsError::NotFound(path.to_string()))?;
+    entry_at(&parent, &c, name.to_string_lossy().into_owned()).map_err(io(path))
+}
+
+/// Moves `from` to `to` (both in the root); a file at `to` is replaced, a directory there must be
+/// empty.
+pub fn rename(root: &Path, from: &str, to: &str) -> Result<(), FsError> {
+    let (from_dir, from_name) = parent_of(root, from)?;
+    let (to_dir, to_name) = parent_of(root, to)?;
+    rustix::fs::renameat(&from_dir, from_name.as_os_str(), &to_dir, to_name.as_os_str()).map_err(|e| match e {
+        rustix::io::Errno::NOENT => FsError::NotFound(from.to_string()),
+        other => io(to)(other),
+    })
+}
+
+/// Removes what is at `path`: a file or symlink, an empty directory, or with `recursive` a
+/// directory and everything in it (symlinks inside are removed, never followed).
+pub fn remove(root: &Path, path: &str, recursive: bool) -> Result<(), FsError> {
+    let (parent, name) = parent_of(root, path)?;
     let st = rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(io(path))?;
-    let flags = if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
-        AtFlags::REMOVEDIR
-    } else {
-        AtFlags::empty()
-    };
-    rustix::fs::unlinkat(&parent, name.as_os_str(), flags).map_err(io(path))
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+        return rustix::fs::unlinkat(&parent, name.as_os_str(), AtFlags::empty()).map_err(io(path));
+    }
+    if recursive {
+        // The parent was opened O_PATH; the walk needs a real directory descriptor.
+        let dir = rustix::fs::openat(&parent, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(io(path))?;
+        empty_dir(&dir, name.as_os_str()).map_err(io(path))?;
+    }
+    rustix::fs::unlinkat(&parent, name.as_os_str(), AtFlags::REMOVEDIR).map_err(io(path))
+}
+
+/// Removes everything inside directory `name` of `parent`, each directory opened without
+/// following a symlink (one swapped in meanwhile is refused, never walked into).
+fn empty_dir(parent: &OwnedFd, name: &std::ffi::OsStr) -> rustix::io::Result<()> {
+    let dir = rustix::fs::openat(
+        parent,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let names: Vec<std::ffi::CString> = rustix::fs::Dir::read_from(&dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    for n in names {
+        let st = rustix::fs::statat(&dir, n.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+            empty_dir(&dir, std::ffi::OsStr::from_bytes(n.as_bytes()))?;
+            rustix::fs::unlinkat(&dir, n.as_c_str(), AtFlags::REMOVEDIR)?;
+        } else {
+            rustix::fs::unlinkat(&dir, n.as_c_str(), AtFlags::empty())?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -331,7 +403,7 @@ mod tests {
         assert_eq!(read_file(r, "work/dir/note.txt", 1 << 20).unwrap(), b"hello");
         let names: Vec<_> = list_dir(r, "/").unwrap().into_iter().map(|e| e.name).collect();
         assert_eq!(names, ["abs", "etc", "evil", "owned", "work"]);
-        remove(r, "/work/dir/note.txt").unwrap();
+        remove(r, "/work/dir/note.txt", false).unwrap();
         assert!(matches!(read_file(r, "/work/dir/note.txt", 10), Err(FsError::NotFound(_))));
     }
 
@@ -358,5 +430,31 @@ mod tests {
         std::os::unix::fs::symlink("run.sh", r.join("bin/link")).unwrap();
         assert!(matches!(write_file(r, "/bin/link", b"x", 0o644), Err(FsError::Escape(_))));
         assert_eq!(read_file(r, "/bin/run.sh", 100).unwrap(), b"x");
+    }
+
+    #[test]
+    fn info_rename_and_a_recursive_remove_stay_in_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write_file(r, "/d/sub/a.txt", b"hello", 0o640).unwrap();
+        std::fs::create_dir_all(root.path().join("outside-target")).unwrap();
+        std::os::unix::fs::symlink("/etc", r.join("d/sub/link")).unwrap();
+        let i = info(r, "/d/sub/a.txt").unwrap();
+        assert_eq!((i.name.as_str(), i.size, i.mode, i.is_dir), ("a.txt", 5, 0o640, false));
+        assert!(i.modified.as_deref().is_some_and(|m| m.ends_with('Z')), "{i:?}");
+        assert_eq!(info(r, "/d/sub/link").unwrap().link_target.as_deref(), Some("/etc"));
+        assert!(info(r, "/").unwrap().is_dir);
+        assert!(matches!(info(r, "/d/none"), Err(FsError::NotFound(_))));
+        rename(r, "/d/sub/a.txt", "/d/b.txt").unwrap();
+        assert_eq!(read_file(r, "/d/b.txt", 10).unwrap(), b"hello");
+        assert!(matches!(rename(r, "/d/none", "/d/c"), Err(FsError::NotFound(_))));
+        assert!(matches!(rename(r, "/d/b.txt", "/../x"), Err(FsError::Escape(_))));
+        // A directory that is not empty goes only when asked to go whole.
+        assert!(matches!(remove(r, "/d", false), Err(FsError::NotEmpty(_))));
+        remove(r, "/d", true).unwrap();
+        assert!(matches!(info(r, "/d"), Err(FsError::NotFound(_))));
+        // The symlink inside went, not what it pointed at.
+        assert!(root.path().join("outside-target").is_dir());
+        assert!(matches!(remove(r, "/", true), Err(FsError::Escape(_))));
     }
 }

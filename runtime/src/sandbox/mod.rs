@@ -1053,6 +1053,7 @@ impl SandboxHost {
             memory_bytes: read_u64(format!("/sys/fs/cgroup/memory{cg}/memory.usage_in_bytes")).unwrap_or(0),
             process_count: pids.len() as u32,
             runc_invocations: Some(self.runc_counts.of(id)),
+            ..Stats::default()
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use super::{VmHost, hostname_for, random_mac, random_machine_id};
 use crate::api::{ExecRequest, ExecResult, FileEntry, LogChunk, PowerAction, Process, Stats, Vm, VmState};
-use crate::backend::{Backend, Op};
+use crate::backend::{Backend, Footprint, Op, allocated_bytes};
 use crate::engine::{Runtime, RuntimeError, require_running, valid_name};
 use crate::files::{ByteStream, FileRead};
 use crate::proxy::Target;
@@ -274,10 +274,24 @@ impl Backend for VmHost {
         })
     }
 
-    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, ()> {
+    fn delete_file<'a>(&'a self, vm: &'a Vm, path: &'a str, recursive: bool) -> Op<'a, ()> {
         Box::pin(async move {
             require_running(vm)?;
-            Ok(VmHost::delete_file(self, &vm.id, path).await?)
+            Ok(VmHost::delete_file(self, &vm.id, path, recursive).await?)
+        })
+    }
+
+    fn file_info<'a>(&'a self, vm: &'a Vm, path: &'a str) -> Op<'a, FileEntry> {
+        Box::pin(async move {
+            require_running(vm)?;
+            Ok(VmHost::file_info(self, &vm.id, path).await?)
+        })
+    }
+
+    fn rename_file<'a>(&'a self, vm: &'a Vm, from: &'a str, to: &'a str) -> Op<'a, ()> {
+        Box::pin(async move {
+            require_running(vm)?;
+            Ok(VmHost::rename_file(self, &vm.id, from, to).await?)
         })
     }
 
@@ -306,6 +320,15 @@ impl Backend for VmHost {
 
     fn stats<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Stats> {
         Box::pin(VmHost::stats(self, &vm.id))
+    }
+
+    /// Its disk overlay's allocated blocks; QEMU's user network has no interface to count on.
+    fn footprint<'a>(&'a self, vm: &'a Vm) -> BoxFuture<'a, Footprint> {
+        let disk = self.overlay(&vm.id);
+        Box::pin(async move {
+            let used = tokio::task::spawn_blocking(move || allocated_bytes(&disk)).await.ok();
+            Footprint { disk_used_bytes: used, ..Footprint::default() }
+        })
     }
 
     fn freeze<'a>(&'a self, vm: &'a Vm) -> Op<'a, i64> {

@@ -796,7 +796,7 @@ impl VmHost {
         self.save_config(id, cfg)
     }
 
-    fn overlay(&self, id: &str) -> PathBuf {
+    pub(crate) fn overlay(&self, id: &str) -> PathBuf {
         self.instance_dir(id).join("disk.qcow2")
     }
 
@@ -1739,36 +1739,63 @@ impl VmHost {
     pub async fn list_files(&self, id: &str, path: &str) -> Result<Vec<FileEntry>> {
         check_path(path)?;
         let r = self
-            .script(id, "test -d \"$1\" || { echo \"$1 is not a directory\" >&2; exit 2; }; find \"$1\" -mindepth 1 -maxdepth 1 -printf '%f\\0%s\\0%m\\0%y\\0%l\\0'", &[path], None)
+            .script(id, "test -d \"$1\" || { echo \"$1 is not a directory\" >&2; exit 2; }; find \"$1\" -mindepth 1 -maxdepth 1 -printf '%f\\0%s\\0%m\\0%y\\0%l\\0%T@\\0'", &[path], None)
             .await?;
         if r.exit_code != 0 {
             return Err(VmError::NotFound(r.stderr.trim().to_string()));
         }
-        let fields: Vec<&str> = r.stdout.split('\0').collect();
-        let mut out = Vec::new();
-        for f in fields.chunks(5).filter(|c| c.len() == 5) {
-            out.push(FileEntry {
-                name: f[0].to_string(),
-                size: f[1].parse().unwrap_or(0),
-                mode: u32::from_str_radix(f[2], 8).unwrap_or(0),
-                is_dir: f[3] == "d",
-                link_target: (f[3] == "l").then(|| f[4].to_string()),
-            });
-        }
+        let mut out = found_entries(&r.stdout);
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
 
-    pub async fn delete_file(&self, id: &str, path: &str) -> Result<()> {
+    /// What is at `path` (a symlink itself, with its target), as `find -printf` says it.
+    pub async fn file_info(&self, id: &str, path: &str) -> Result<FileEntry> {
+        check_path(path)?;
+        let script = "test -e \"$1\" || test -L \"$1\" || { echo \"$1: No such file or directory\" >&2; exit 2; }; \
+                      find \"$1\" -maxdepth 0 -printf '%f\\0%s\\0%m\\0%y\\0%l\\0%T@\\0'";
+        let r = self.script(id, script, &[path], None).await?;
+        if r.exit_code != 0 {
+            return Err(VmError::NotFound(r.stderr.trim().to_string()));
+        }
+        found_entries(&r.stdout)
+            .pop()
+            .ok_or_else(|| VmError::NotFound(format!("{path}: the guest said nothing about it")))
+    }
+
+    /// Moves `from` to `to` in the guest (`mv -T`: never into a directory at `to`).
+    pub async fn rename_file(&self, id: &str, from: &str, to: &str) -> Result<()> {
+        check_path(from)?;
+        check_path(to)?;
+        let script = "test -e \"$1\" || test -L \"$1\" || { echo \"$1: No such file or directory\" >&2; exit 2; }; \
+                      mv -T -- \"$1\" \"$2\" || exit 3";
+        let r = self.script(id, script, &[from, to], None).await?;
+        match r.exit_code {
+            0 => Ok(()),
+            2 => Err(VmError::NotFound(r.stderr.trim().to_string())),
+            _ => Err(VmError::Conflict(format!("moving {from} to {to}: {}", r.stderr.trim()))),
+        }
+    }
+
+    /// Removes a file, an empty directory, or with `recursive` a directory and all in it.
+    pub async fn delete_file(&self, id: &str, path: &str, recursive: bool) -> Result<()> {
         check_path(path)?;
         if path.trim_end_matches('/').is_empty() {
             return Err(VmError::Invalid("refusing to delete /".into()));
         }
-        let r = self.script(id, "test -e \"$1\" || test -L \"$1\" || { echo \"$1: No such file or directory\" >&2; exit 2; }; rm -rf -- \"$1\"", &[path], None).await?;
-        if r.exit_code != 0 {
-            return Err(VmError::NotFound(r.stderr.trim().to_string()));
+        let script = "test -e \"$1\" || test -L \"$1\" || { echo \"$1: No such file or directory\" >&2; exit 2; }; \
+                      if [ -d \"$1\" ] && [ ! -L \"$1\" ]; then \
+                        if [ \"$2\" = recursive ]; then rm -rf -- \"$1\"; else rmdir -- \"$1\" 2>/dev/null || exit 3; fi; \
+                      else rm -f -- \"$1\"; fi";
+        let how = if recursive { "recursive" } else { "one" };
+        let r = self.script(id, script, &[path, how], None).await?;
+        match r.exit_code {
+            0 => Ok(()),
+            3 => Err(VmError::Conflict(format!(
+                "{path:?} is a directory that is not empty: remove it with recursive=true"
+            ))),
+            _ => Err(VmError::NotFound(r.stderr.trim().to_string())),
         }
-        Ok(())
     }
 
     pub async fn stats(&self, id: &str) -> Stats {
@@ -2005,6 +2032,27 @@ fn result_of(st: ga::ExecStatus) -> ExecResult {
     }
 }
 
+/// The entries `find -printf '%f\0%s\0%m\0%y\0%l\0%T@\0'` wrote.
+fn found_entries(out: &str) -> Vec<FileEntry> {
+    let fields: Vec<&str> = out.split('\0').collect();
+    fields
+        .chunks(6)
+        .filter(|c| c.len() == 6)
+        .map(|f| {
+            let (secs, frac) = f[5].split_once('.').unwrap_or((f[5], "0"));
+            let nanos = format!("{frac:0<9}").get(..9).and_then(|n| n.parse().ok()).unwrap_or(0);
+            FileEntry {
+                name: f[0].to_string(),
+                size: f[1].parse().unwrap_or(0),
+                mode: u32::from_str_radix(f[2], 8).unwrap_or(0),
+                is_dir: f[3] == "d",
+                link_target: (f[3] == "l").then(|| f[4].to_string()),
+                modified: secs.parse().ok().and_then(|s| crate::files::file_time(s, nanos)),
+            }
+        })
+        .collect()
+}
+
 fn check_path(path: &str) -> Result<()> {
     if !path.starts_with('/') {
         return Err(VmError::Invalid(format!("path {path:?} must be absolute inside the guest")));
@@ -2086,6 +2134,17 @@ impl Drop for GaFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_printf_entries_read_with_their_times() {
+        let out = "a.txt\x005\x00640\x00f\x00\x001765100000.2500000000\x00l\x007\x00777\x00l\x00/etc\x001765100001\x00";
+        let got = found_entries(out);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].name.as_str(), got[0].size, got[0].mode, got[0].is_dir), ("a.txt", 5, 0o640, false));
+        assert_eq!(got[0].modified.as_deref(), Some("2025-12-07T09:33:20.250Z"));
+        assert_eq!(got[1].link_target.as_deref(), Some("/etc"));
+        assert_eq!(got[1].modified.as_deref(), Some("2025-12-07T09:33:21.000Z"));
+    }
 
     #[test]
     fn a_console_log_past_its_cap_rotates_and_tails_read_only_their_end() {

@@ -43,16 +43,19 @@ from .errors import (
 )
 from kairon_api.models.reason import Reason
 
-from .files import Files
+from .files import Files, FileWatch, WatchEvent
 from .forward import PortForward
+from .pty import Pty
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec, secret_env
 from ._kairon import Kairon, Sandboxes
-from .aio import AsyncFiles, AsyncKairon, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
+from .aio import AsyncFiles, AsyncFileWatch, AsyncKairon, AsyncPty, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
 
 __all__ = [
     "ApiError",
     "AsyncFiles",
+    "AsyncFileWatch",
     "AsyncKairon",
+    "AsyncPty",
     "AsyncSandbox",
     "AsyncSandboxProcess",
     "AsyncSandboxes",
@@ -62,6 +65,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConflictError",
+    "FileWatch",
     "Files",
     "ForbiddenError",
     "GatewayTimeoutError",
@@ -77,6 +81,7 @@ __all__ = [
     "Reason",
     "Output",
     "PortForward",
+    "Pty",
     "RunResult",
     "Sandbox",
     "SandboxProcess",
@@ -84,6 +89,7 @@ __all__ = [
     "ServerError",
     "UIClient",
     "UnauthorizedError",
+    "WatchEvent",
     "QuotaExceededError",
     "WakeTimeoutError",
     "__version__",

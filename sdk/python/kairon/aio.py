@@ -27,12 +27,14 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
-from kairon_api.models import FileEntry, Machine
+from kairon_api.models import FileEntry, Machine, MachineMetrics
 
 from ._http import DEFAULT_RETRIES
 from ._kairon import Kairon
 from .client import Client, UIClient
+from .files import FileWatch, WatchEvent
 from .forward import PortForward
+from .pty import Pty
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, _Default
 
 T = TypeVar("T")
@@ -129,6 +131,55 @@ class AsyncSandboxProcess:
         return f"AsyncSandboxProcess({self.pid!r}, {self.command!r})"
 
 
+class AsyncPty:
+    """A terminal (`await sb.pty(...)`): the sync `Pty`'s calls to `await`; `on_data` is called on
+    the event loop's thread. `async with` kills a command still running at the end."""
+
+    def __init__(self, sync: Pty) -> None:
+        """Wraps the sync handle (`AsyncSandbox.pty` makes this for you)."""
+        self.sync = sync
+
+    @property
+    def output(self) -> bytes:
+        """What the terminal showed so far (its last MiB)."""
+        return self.sync.output
+
+    @property
+    def exit_code(self) -> int | None:
+        """The command's exit code once it has exited (`-9` after `kill()`), else None."""
+        return self.sync.exit_code
+
+    async def write(self, data: bytes | str) -> None:
+        """Types `data` into the terminal."""
+        await asyncio.to_thread(self.sync.write, data)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        """Makes the terminal `cols` x `rows`."""
+        await asyncio.to_thread(self.sync.resize, cols, rows)
+
+    async def read_until(self, marker: bytes | str, timeout: float = 30.0) -> bytes:
+        """`Pty.read_until`: the output up to and including `marker`, once shown."""
+        return await asyncio.to_thread(self.sync.read_until, marker, timeout)
+
+    async def wait(self, timeout: float | None = None) -> int:
+        """Waits for the command to exit; its exit code (`-9` after `kill()`)."""
+        return await asyncio.to_thread(self.sync.wait, timeout)
+
+    async def kill(self) -> None:
+        """Ends the command and everything it started."""
+        await asyncio.to_thread(self.sync.kill)
+
+    async def __aenter__(self) -> AsyncPty:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.kill()
+
+    def __repr__(self) -> str:
+        return f"Async{self.sync!r}"
+
+
 class AsyncFiles:
     """A sandbox's files (`sb.files`), as `kairon.Files`, awaitable. Large files stream both
     ways: `write` takes an async iterable of bytes too."""
@@ -168,17 +219,25 @@ class AsyncFiles:
         """Writes each path's data, making the directories they need first."""
         await asyncio.to_thread(self._files.write_many, files, mode=mode)
 
-    async def list(self, path: str) -> builtins.list[FileEntry]:
-        """The entries of the directory at `path`."""
-        return await asyncio.to_thread(self._files.list, path)
+    async def list(self, path: str, *, depth: int = 1) -> builtins.list[FileEntry]:
+        """The entries of the directory at `path` (`depth` levels down)."""
+        return await asyncio.to_thread(self._files.list, path, depth=depth)
+
+    async def info(self, path: str) -> FileEntry:
+        """What is at `path`: size, mode, kind, modified time."""
+        return await asyncio.to_thread(self._files.info, path)
 
     async def exists(self, path: str) -> bool:
         """Whether a file or directory is at `path`."""
         return await asyncio.to_thread(self._files.exists, path)
 
-    async def remove(self, path: str) -> None:
-        """Deletes the file at `path`."""
-        await asyncio.to_thread(self._files.remove, path)
+    async def rename(self, src: str, dst: str) -> None:
+        """Moves `src` to `dst` in the guest."""
+        await asyncio.to_thread(self._files.rename, src, dst)
+
+    async def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Deletes the file (or, with `recursive`, the directory) at `path`."""
+        await asyncio.to_thread(self._files.remove, path, recursive=recursive)
 
     async def make_dir(self, *paths: str) -> None:
         """Makes each directory, with its parents."""
@@ -191,6 +250,33 @@ class AsyncFiles:
     async def download_dir(self, path: str, dest: str | os.PathLike[str]) -> None:
         """Copies the guest directory `path` into the local `dest`, as one tar (entries landing outside `dest` are refused)."""
         await asyncio.to_thread(self._files.download_dir, path, dest)
+
+    async def watch(self, path: str, *, recursive: bool = False) -> AsyncFileWatch:
+        """`Files.watch`: the changes under the directory `path` as they happen."""
+        return AsyncFileWatch(await asyncio.to_thread(self._files.watch, path, recursive=recursive))
+
+
+class AsyncFileWatch:
+    """A watch of a directory (`await sb.files.watch(...)`): `async for event in w` yields its
+    `WatchEvent`s as they happen; `await w.stop()` (or `async with`) ends it."""
+
+    def __init__(self, sync: FileWatch) -> None:
+        """Wraps the sync handle (`AsyncFiles.watch` makes this for you)."""
+        self.sync = sync
+
+    def __aiter__(self) -> AsyncIterator[WatchEvent]:
+        return _iterate(iter(self.sync))
+
+    async def stop(self) -> None:
+        """Ends the watch."""
+        await asyncio.to_thread(self.sync.stop)
+
+    async def __aenter__(self) -> AsyncFileWatch:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
 
 
 class AsyncSandbox:
@@ -344,6 +430,33 @@ class AsyncSandbox:
     async def expires_at(self) -> datetime.datetime | None:
         """When the sandbox ends (its earliest deadline), None without one."""
         return await asyncio.to_thread(lambda: self.sync.expires_at)
+
+    async def pty(self, cols: int = 80, rows: int = 24, *, on_data: Callable[[bytes], None] | None = None,
+                  command: str | builtins.list[str] | None = None, env: dict[str, str] | None = None,
+                  cwd: str | None = None, user: str | None = None) -> AsyncPty:
+        """`Sandbox.pty`: a terminal of `cols` x `rows` running `command` (default a login shell);
+        `on_data` gets what it shows, on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        hand: Callable[[bytes], None] | None = None
+        if on_data is not None:
+            target = on_data
+
+            def on_loop(data: bytes) -> None:
+                loop.call_soon_threadsafe(target, data)
+
+            hand = on_loop
+        sync = await asyncio.to_thread(self.sync.pty, cols, rows, on_data=hand, command=command, env=env, cwd=cwd,
+                                       user=user)
+        return AsyncPty(sync)
+
+    async def metrics(self, window: float = 0.5) -> MachineMetrics:
+        """`Sandbox.metrics`: what the sandbox uses now."""
+        return await asyncio.to_thread(self.sync.metrics, window)
+
+    async def metrics_stream(self, interval: float = 1.0) -> AsyncIterator[MachineMetrics]:
+        """`Sandbox.metrics_stream`: `metrics()` one after another, each over `interval` seconds."""
+        while True:
+            yield await self.metrics(interval)
 
     async def port_forward(self, port: int, local_port: int = 0) -> PortForward:
         """`Sandbox.port_forward`: a local port relayed to `port` in the guest (close it when done)."""

@@ -16,10 +16,13 @@ from uuid import UUID
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 
+import httpx
 import kairon_api
 from kairon_api.api.guest import (
     file_delete,
+    file_info,
     file_list,
+    file_rename,
     machine_exec,
     process_get,
     process_kill,
@@ -40,9 +43,10 @@ from kairon_api.api.power import (
     machine_resume,
     machine_set_timeout,
 )
-from kairon_api.api.usage import usage_claim
+from kairon_api.api.usage import machine_metrics, usage_claim
 from kairon_api.models import (
     ClaimUsageHistory,
+    MachineMetrics,
     CopyRequest,
     CopyResult,
     ErrorBody,
@@ -57,6 +61,7 @@ from kairon_api.models import (
     Process,
     ProcessKillSignal,
     ProcessLogs,
+    RenameRequest,
     TimeoutRequest,
 )
 from kairon_api.types import UNSET, Response, Unset
@@ -337,6 +342,13 @@ class UIClient:
         """What the claim with this uid used, with its history."""
         return _ok(usage_claim.sync_detailed(UUID(str(uid)), client=self.api), ClaimUsageHistory)
 
+    def metrics(self, name: str, *, window: float | None = None, namespace: str | None = None) -> MachineMetrics:
+        """What the Machine uses now: CPU over `window` seconds (0.1 to 10; the server's 0.5 when
+        None), memory, disk, network, processes. Neither wakes it nor counts as activity."""
+        window_millis = round(window * 1000) if window is not None else UNSET
+        resp = machine_metrics.sync_detailed(self._ns(namespace), name, client=self.api, window_millis=window_millis)
+        return _ok(resp, MachineMetrics)
+
     # The guest.
 
     def exec(
@@ -420,6 +432,27 @@ class UIClient:
             if r.status_code >= 400:
                 raise error_from(r.status_code, r.read())
             yield from r.iter_bytes()
+
+    def watch_files(self, name: str, path: str, *, recursive: bool = False,
+                    namespace: str | None = None) -> tuple[httpx.Client, httpx.Response]:
+        """The open answer of `GET …/files/watch` (its first line, `ready`, already sent by the
+        server: every watch is in place), on a connection of its own: read its lines, close the
+        client to stop (from any thread; the shared connections are never cut under another
+        call). A refusal (a missing directory: `NotFoundError`) raises the typed error."""
+        url = f"/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}/files/watch"
+        params = {"path": path, "recursive": "true" if recursive else "false"}
+        own = httpx.Client(base_url=self.url, verify=self._verify, timeout=httpx.Timeout(30.0, read=None),
+                           headers={"Authorization": f"Bearer {self._token}", "User-Agent": USER_AGENT})
+        try:
+            r = own.send(own.build_request("GET", url, params=params), stream=True)
+        except httpx.HTTPError as e:
+            own.close()
+            raise KaironConnectionError(f"GET {url}: the server is unreachable: {e}") from e
+        if r.status_code >= 400:
+            body = r.read()
+            own.close()
+            raise error_from(r.status_code, body)
+        return own, r
 
     def process_events(self, name: str, pid: str, *, stdout_offset: int = 0, stderr_offset: int = 0,
                        namespace: str | None = None) -> Iterator[dict[str, Any]]:
@@ -511,9 +544,19 @@ class UIClient:
         entries = _ok(file_list.sync_detailed(self._ns(namespace), name, client=self.api, path=path), list)
         return [e for e in entries if isinstance(e, FileEntry)]
 
-    def delete_file(self, name: str, path: str, namespace: str | None = None) -> None:
-        """Deletes the guest's file at the absolute `path`."""
-        _done(file_delete.sync_detailed(self._ns(namespace), name, client=self.api, path=path))
+    def delete_file(self, name: str, path: str, *, recursive: bool = False, namespace: str | None = None) -> None:
+        """Deletes the guest's file (or empty directory) at the absolute `path`; with `recursive`,
+        a directory and everything in it."""
+        _done(file_delete.sync_detailed(self._ns(namespace), name, client=self.api, path=path, recursive=recursive))
+
+    def file_info(self, name: str, path: str, namespace: str | None = None) -> FileEntry:
+        """What is at the guest's absolute `path` (a symlink itself): size, mode, kind, modified."""
+        return _ok(file_info.sync_detailed(self._ns(namespace), name, client=self.api, path=path), FileEntry)
+
+    def rename_file(self, name: str, src: str, dst: str, namespace: str | None = None) -> None:
+        """Moves the guest's `src` to `dst` (absolute paths; a file at `dst` is replaced)."""
+        body = RenameRequest(from_=src, to=dst)
+        _done(file_rename.sync_detailed(self._ns(namespace), name, client=self.api, body=body))
 
     def close(self) -> None:
         """Closes the connections."""

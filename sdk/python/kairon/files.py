@@ -22,8 +22,16 @@ import shlex
 import tarfile
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, BinaryIO
+
+import attrs
+import httpx
 
 from kairon_api.models import FileEntry
 
@@ -31,6 +39,82 @@ from .errors import NotFoundError
 
 if TYPE_CHECKING:
     from .sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change `Files.watch` saw: `type` is `create`, `modify`, `remove` or `rename` (then
+    `from_path` is where it was), at the absolute `path`."""
+
+    type: str
+    path: str
+    is_dir: bool
+    from_path: str | None = None
+
+
+class FileWatch:
+    """A watch of a directory (`sb.files.watch`): iterate it for `WatchEvent`s as they happen,
+    or it hands them to its `on_event` on a thread of its own; `stop()` ends it (from any
+    thread), as does the directory being removed."""
+
+    def __init__(self, client: httpx.Client, answer: httpx.Response,
+                 on_event: Callable[[WatchEvent], None] | None = None) -> None:
+        """Reads `answer` on its own `client` (`UIClient.watch_files`); `Files.watch` makes this
+        for you."""
+        self._client, self._answer = client, answer
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Why the watch ended by itself (an error the guest reported), if it did.
+        self.error: str | None = None
+        if on_event is not None:
+            hand = on_event
+
+            def deliver() -> None:
+                for event in self:
+                    hand(event)
+
+            self._thread = threading.Thread(target=deliver, name="kairon-watch", daemon=True)
+            self._thread.start()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        try:
+            for line in self._answer.iter_lines():
+                if not line:
+                    continue
+                v = json.loads(line)
+                kind = v.get("type")
+                if kind == "error":
+                    self.error = str(v.get("message"))
+                    return
+                if kind in ("create", "modify", "remove", "rename"):
+                    yield WatchEvent(kind, str(v["path"]), bool(v.get("isDir")), v.get("from"))
+        except (httpx.HTTPError, RuntimeError):
+            # stop() closed the answer under the reader: the watch is over.
+            if not self._stopped.is_set():
+                raise
+
+    def stop(self) -> None:
+        """Ends the watch (the guest's watcher goes with the connection)."""
+        self._stopped.set()
+        # A reader blocked on the connection wakes only when its socket is shut down (closing
+        # the client waits for it); the connection is the watch's own, so nothing else is cut.
+        stream = self._answer.extensions.get("network_stream")
+        raw = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(raw, socket.socket):
+            try:
+                raw.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._client.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(10.0)
+
+    def __enter__(self) -> FileWatch:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
 
 
 class Files:
@@ -90,23 +174,60 @@ class Files:
         for path, data in files.items():
             self.write(path, data, mode=mode)
 
-    def list(self, path: str) -> builtins.list[FileEntry]:
-        """The entries of the directory at `path` (`NotFoundError` if there is none)."""
-        return self._sb.ui.list_files(self._sb.name, path, namespace=self._sb.namespace)
+    def list(self, path: str, *, depth: int = 1) -> builtins.list[FileEntry]:
+        """The entries of the directory at `path` (`NotFoundError` if there is none); with
+        `depth` > 1 those of its subdirectories too, that many levels down, each named by its
+        path below `path` (`sub/file.txt`). Symlinks to directories are not followed."""
+        if depth < 1:
+            raise ValueError(f"depth={depth}: give 1 (the directory's own entries) or more")
+        out: builtins.list[FileEntry] = []
+        for e in self._sb.ui.list_files(self._sb.name, path, namespace=self._sb.namespace):
+            out.append(e)
+            if e.is_dir and depth > 1:
+                below = self.list(posixpath.join(path, e.name), depth=depth - 1)
+                out.extend(attrs.evolve(b, name=f"{e.name}/{b.name}") for b in below)
+        return out
+
+    def info(self, path: str) -> FileEntry:
+        """What is at `path`, not following a symlink there: `name`, `size`, `mode`, `is_dir`,
+        `link_target`, `modified` (RFC 3339). `NotFoundError` if nothing is."""
+        return self._sb.ui.file_info(self._sb.name, path, namespace=self._sb.namespace)
 
     def exists(self, path: str) -> bool:
-        """Whether a file or directory is at `path`."""
-        parent, name = posixpath.split(posixpath.normpath(path))
-        if not name:
-            return True
+        """Whether a file, directory or symlink is at `path` (one stat in the guest)."""
         try:
-            return any(e.name == name for e in self.list(parent))
+            self.info(path)
+            return True
         except NotFoundError:
             return False
 
-    def remove(self, path: str) -> None:
-        """Deletes the file at `path` (`NotFoundError` if there is none)."""
-        self._sb.ui.delete_file(self._sb.name, path, namespace=self._sb.namespace)
+    def rename(self, src: str, dst: str) -> None:
+        """Moves `src` to `dst` in the guest (a file at `dst` is replaced; a directory there
+        must be empty)."""
+        self._sb.ui.rename_file(self._sb.name, src, dst, namespace=self._sb.namespace)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Deletes the file or empty directory at `path` (`NotFoundError` if there is none); with
+        `recursive`, a directory and everything in it (otherwise a non-empty one is a
+        `ConflictError`)."""
+        self._sb.ui.delete_file(self._sb.name, path, recursive=recursive, namespace=self._sb.namespace)
+
+    def watch(self, path: str, *, recursive: bool = False,
+              on_event: Callable[[WatchEvent], None] | None = None) -> FileWatch:
+        """Watches the directory at `path` (and, with `recursive`, every directory below, made
+        later ones included): its changes as they happen, from inotify in the guest. Returns once
+        the watch is in place (`NotFoundError` if there is no such directory). Iterate the handle
+        for `WatchEvent`s, or give `on_event` to have them handed over on a thread of its own;
+        `stop()` (or leaving a `with` block) ends it.
+
+            with sb.files.watch("/work", recursive=True) as w:
+                for event in w:
+                    print(event.type, event.path)   # create / modify / remove / rename
+        """
+        _absolute(path)
+        client, answer = self._sb.ui.watch_files(self._sb.name, path, recursive=recursive,
+                                                 namespace=self._sb.namespace)
+        return FileWatch(client, answer, on_event)
 
     def upload_dir(self, src: str | os.PathLike[str], path: str) -> None:
         """Copies the local directory `src` into `path` (made if missing), as one tar archive

@@ -34,13 +34,14 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from kairon_api.models import Machine, ProcessState
+from kairon_api.models import Machine, MachineMetrics, ProcessState
 
 from ._http import EXEC_DEFAULT_TIMEOUT
 from .client import Client, UIClient
 from .errors import ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError
 from .files import Files
 from .forward import PortForward
+from .pty import Pty
 
 #: The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for).
 SANDBOX_LABEL = "kairon.zyvor.dev/sandbox"
@@ -517,6 +518,38 @@ class Sandbox:
     def processes(self) -> builtins.list[SandboxProcess]:
         """Every background process of the sandbox, running or exited, oldest first."""
         return [self.process(p.id) for p in self.ui.list_processes(self.name, namespace=self.namespace)]
+
+    def pty(self, cols: int = 80, rows: int = 24, *, on_data: Callable[[bytes], None] | None = None,
+            command: str | builtins.list[str] | None = None, env: dict[str, str] | None = None,
+            cwd: str | None = None, user: str | None = None) -> Pty:
+        """A terminal of `cols` x `rows` running `command` (default a login shell; a string goes
+        through `/bin/sh -c`), with `TERM=xterm-256color` unless `env` names another. What it shows
+        goes to `on_data` as it comes and is kept in `output`; `write` types into it, `resize`,
+        `read_until`, `wait` and `kill` as their names say. Sandboxes, and VMs whose image runs
+        kairon-agent.
+
+            with sb.pty(on_data=sys.stdout.buffer.write) as term:
+                term.write("tput cols\n")
+                term.resize(120, 40)
+                term.write("exit 3\n")
+                assert term.wait() == 3
+        """
+        argv = _argv(command) if command is not None else None
+        return Pty(self.ui, self.namespace, self.name, cols=cols, rows=rows, command=argv, env=env, cwd=cwd,
+                   user=user, on_data=on_data)
+
+    def metrics(self, window: float = 0.5) -> MachineMetrics:
+        """What the sandbox uses now, sampled on its node: `cpu_percent` (of one core, over
+        `window` seconds), `memory_used_bytes` of `memory_limit_bytes`, `disk_used_bytes`,
+        `network_rx_bytes`/`network_tx_bytes`, `process_count`. Reading them does not wake it or
+        keep it awake."""
+        return self.ui.metrics(self.name, window=window, namespace=self.namespace)
+
+    def metrics_stream(self, interval: float = 1.0) -> Iterator[MachineMetrics]:
+        """`metrics()` one after another, each measured over the `interval` seconds before it:
+        a continuous record, for as long as it is iterated."""
+        while True:
+            yield self.metrics(window=interval)
 
     @property
     def files(self) -> Files:

@@ -47,6 +47,20 @@ async def _scenario() -> None:
             r = await sb.run("echo one; sleep 0.3; echo two", on_stdout=on_stdout)
             assert "".join(pieces) == r.stdout == "one\ntwo\n" and threads == {loop_thread}
 
+            # A terminal: typed into, its output handed to the loop's thread, its exit code awaited.
+            shown: list[bytes] = []
+            threads.clear()
+
+            def on_data(data: bytes) -> None:
+                threads.add(threading.get_ident())
+                shown.append(data)
+
+            async with await sb.pty(40, 10, on_data=on_data) as term:
+                await term.write("echo S$(stty size)E; exit 5\n")
+                await term.read_until("S10 40E")
+                assert await term.wait(30) == 5 and term.exit_code == 5
+            assert b"S10 40E" in b"".join(shown) and threads == {loop_thread}
+
             # Files: written from an async generator, read back as an async stream.
             async def parts() -> AsyncIterator[bytes]:
                 for i in range(100):

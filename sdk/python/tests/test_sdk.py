@@ -3,6 +3,8 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from kairon import (
     Sandbox,
     UIClient,
     UnauthorizedError,
+    WatchEvent,
 )
 from kairon._http import ssl_context
 
@@ -135,6 +138,27 @@ def test_files_list_check_remove_and_make_dirs(sandbox: Sandbox) -> None:
     assert files.exists(f"{root}/deep/er/est") and files.exists(f"{root}/other")
     with pytest.raises(ValueError):
         files.make_dir("relative")
+    # A tree, several levels down; info with its modified time; rename; a recursive remove.
+    assert sorted(e.name for e in files.list(root, depth=3)) == [
+        "a", "b", "b/y.bin", "deep", "deep/er", "deep/er/est", "other", "top.txt"]
+    before = files.info(f"{root}/top.txt")
+    assert (before.name, before.size, before.is_dir) == ("top.txt", 3, False) and before.modified
+    time.sleep(1.1)
+    files.write(f"{root}/top.txt", "changed")
+    after = files.info(f"{root}/top.txt")
+    assert after.size == 7 and after.modified > before.modified, (before.modified, after.modified)
+    assert files.info(root).is_dir
+    with pytest.raises(NotFoundError):
+        files.info(f"{root}/nope")
+    files.rename(f"{root}/top.txt", f"{root}/deep/moved.txt")
+    assert files.read_text(f"{root}/deep/moved.txt") == "changed" and not files.exists(f"{root}/top.txt")
+    with pytest.raises(NotFoundError):
+        files.rename(f"{root}/top.txt", f"{root}/again.txt")
+    with pytest.raises(ConflictError, match="not empty"):
+        files.remove(f"{root}/deep")
+    files.remove(f"{root}/other")  # an empty directory needs no recursive
+    files.remove(root, recursive=True)
+    assert not files.exists(root)
 
 
 def test_a_file_over_the_upload_limit_is_a_typed_error_that_says_the_limit(sandbox: Sandbox) -> None:
@@ -256,6 +280,108 @@ def test_port_forward_carries_http_to_a_server_in_the_sandbox(sandbox: Sandbox) 
         httpd.kill()
     with pytest.raises(NotFoundError):
         Sandbox(sandbox.kube, sandbox.ui, "no-such-sandbox").port_forward(80)
+
+
+def test_a_terminal_has_a_size_resizes_interrupts_and_returns_its_exit_code(sandbox: Sandbox) -> None:
+    shown: list[bytes] = []
+    with sandbox.pty(on_data=shown.append) as term:
+        # What is typed is echoed: a marker is whole only in the command's output.
+        term.write("echo S$(stty size)E\n")
+        term.read_until("S24 80E")
+        term.resize(120, 40)
+        term.write("echo S$(stty size)E T=$TERM\n")
+        assert term.read_until("T=xterm-256color").endswith(b"S40 120E T=xterm-256color")
+        term.write("echo sleep-starts; sleep 300\n")
+        term.read_until("sleep-starts\r\n")
+        term.write("\x03")
+        term.write("echo after-$?\n")
+        term.read_until("after-130", timeout=10)
+        with pytest.raises(KaironTimeoutError, match="did not show"):
+            term.read_until("never-shown", timeout=0.5)
+        term.write("exit 3\n")
+        assert term.wait(timeout=30) == 3 and term.exit_code == 3
+    assert b"S40 120E" in b"".join(shown) and b"S40 120E" in term.output
+    # A command of its own, its cwd, env and user; killed with what it started.
+    with sandbox.pty(command=["sh", "-c", "echo $(id -u):$(pwd):$X; exit 7"], cwd="/tmp", env={"X": "y"},
+                     user="1000") as term:
+        assert term.wait(timeout=30) == 7
+        assert b"1000:/tmp:y" in term.output
+    term = sandbox.pty(command="sleep 4141 & echo started; sleep 4142")
+    term.read_until("started")
+    term.kill()
+    assert term.wait(timeout=30) == -9
+    _eventually("the killed terminal's commands end", lambda: "sleep 414" not in sandbox.run("ps").stdout, timeout=10)
+    with pytest.raises(ValueError, match="cols=0"):
+        sandbox.pty(0, 24)
+    with pytest.raises(NotFoundError):
+        Sandbox(sandbox.kube, sandbox.ui, "no-such-sandbox").pty()
+
+
+def test_metrics_follow_a_busy_command_and_never_wake_the_sandbox(sandbox: Sandbox) -> None:
+    busy = sandbox.start("yes > /dev/null")
+    try:
+        m = sandbox.metrics()
+        assert m.cpu_percent > 50, m
+        assert m.process_count >= 2 and m.window_millis >= 500, m
+        assert 0 < m.memory_used_bytes < m.memory_limit_bytes, m
+    finally:
+        busy.kill()
+    busy.wait(timeout=30)
+    assert sandbox.metrics(window=1.0).cpu_percent < 10
+    before = sandbox.metrics(window=0.1).disk_used_bytes
+    sandbox.run("head -c 8388608 /dev/urandom > /tmp/metrics-blob", check=True)
+    after = sandbox.metrics(window=0.1).disk_used_bytes
+    assert before is not None and after is not None and after >= before + 8 * 1024 * 1024, (before, after)
+    sandbox.run("rm /tmp/metrics-blob", check=True)
+    samples = sandbox.metrics_stream(interval=0.2)
+    assert [next(samples).window_millis >= 200 for _ in range(2)] == [True, True]
+    with pytest.raises(BadRequestError, match="windowMillis=20 is out of range"):
+        sandbox.metrics(window=0.02)
+    # Read while paused: its memory, no CPU, and it stays paused.
+    sandbox.pause()
+    try:
+        paused = sandbox.metrics()
+        assert paused.cpu_percent == 0 and paused.memory_used_bytes > 0, paused
+        assert sandbox.phase == "Paused"
+    finally:
+        sandbox.resume()
+
+
+def test_a_recursive_watch_sees_each_change_below_within_two_seconds(sandbox: Sandbox) -> None:
+    sandbox.run("rm -rf /w && mkdir -p /w/sub", check=True)
+    seen: queue.Queue[WatchEvent] = queue.Queue()
+    with sandbox.files.watch("/w", recursive=True, on_event=seen.put):
+        def expect(command: str, kind: str, path: str, from_path: str | None = None) -> None:
+            time.sleep(0.2)  # what the last command set off has come: each check sees its own
+            while not seen.empty():
+                seen.get_nowait()
+            started = time.monotonic()
+            sandbox.run(command, check=True)
+            while True:
+                left = started + 2 - time.monotonic()
+                try:
+                    e = seen.get(timeout=max(left, 0.01))
+                except queue.Empty:
+                    raise AssertionError(f"no {kind} of {path} within 2 s of {command!r}") from None
+                if (e.type, e.path, e.from_path) == (kind, path, from_path):
+                    return
+
+        expect("echo one > /w/sub/f", "create", "/w/sub/f")
+        expect("echo two >> /w/sub/f", "modify", "/w/sub/f")
+        expect("mv /w/sub/f /w/sub/g", "rename", "/w/sub/g", "/w/sub/f")
+        expect("rm /w/sub/g", "remove", "/w/sub/g")
+        # A directory made later is watched too.
+        expect("mkdir /w/sub/new && sleep 0.2 && echo x > /w/sub/new/h", "create", "/w/sub/new/h")
+    # Stopped: the watcher in the guest goes with the connection.
+    _eventually("the guest's watcher to end", lambda: "kairon-agent watch" not in sandbox.run("ps").stdout, timeout=10)
+    # Iterated rather than handed over; stop() from another thread ends the loop.
+    w = sandbox.files.watch("/w")
+    threading.Timer(0.5, sandbox.run, args=("touch /w/top",)).start()
+    threading.Timer(1.5, w.stop).start()
+    got = [(e.type, e.path) for e in w]
+    assert ("create", "/w/top") in got, got
+    with pytest.raises(NotFoundError, match="is not a directory"):
+        sandbox.files.watch("/no/such/dir")
 
 
 def test_pause_and_resume(sandbox: Sandbox) -> None:

@@ -16,6 +16,7 @@ export * from "./client.js";
 export * from "./errors.js";
 export * from "./files.js";
 export * from "./kairon.js";
+export * from "./pty.js";
 export * from "./sandbox.js";
 export {
   ConfigError,

@@ -13,7 +13,7 @@ import createClient from "openapi-fetch";
 import type { components, operations, paths } from "./generated/schema.js";
 import { ApiError, TimeoutError, errorFrom } from "./errors.js";
 import { EXEC_DEFAULT_TIMEOUT, EXEC_READ_MARGIN, READ_TIMEOUT_HEADER } from "./retry.js";
-import { platform, type Relay, type TransportOptions, type Wire } from "./platform.js";
+import { platform, type Relay, type Streamed, type TransportOptions, type Wire } from "./platform.js";
 
 /** The REST API's schemas (`components["schemas"]` of openapi/openapi.json). */
 export type Schemas = components["schemas"];
@@ -37,6 +37,8 @@ export type ProcessEvent = Schemas["ProcessEvent"];
 export type Signal = NonNullable<NonNullable<operations["process_kill"]["parameters"]["query"]>["signal"]>;
 /** A claim's final usage, kept after the claim is gone (for billing). */
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
+/** What a Machine uses now (`UIClient.metrics`, `Sandbox.metrics`). */
+export type MachineMetrics = Schemas["MachineMetrics"];
 /** One entry of a guest directory: name, type, size, mode. */
 export type FileEntry = Schemas["FileEntry"];
 
@@ -367,6 +369,17 @@ export class UIClient {
     return ok(await this.api.GET("/api/v1/usage/claims/{uid}", { params: { path: { uid } } }));
   }
 
+  /** What the Machine uses now: CPU over `window` seconds (0.1 to 10; the server's 0.5 when unset), memory, disk,
+   * network, processes. Neither wakes it nor counts as activity. */
+  async metrics(name: string, opts: { window?: number; namespace?: string } = {}): Promise<MachineMetrics> {
+    const windowMillis = opts.window === undefined ? undefined : Math.round(opts.window * 1000);
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/metrics", {
+        params: { path: this.#p(name, opts.namespace), query: { windowMillis } },
+      }),
+    );
+  }
+
   /** Runs `command` (argv) in the guest to completion; `timeout` in seconds (the server's
    * default, 300, when unset). The request waits as long as the command may run. */
   async exec(name: string, command: string[], opts: ExecOptions = {}): Promise<ExecResult> {
@@ -436,6 +449,17 @@ export class UIClient {
         yield event;
       }
     }
+  }
+  /** The open answer of `GET …/files/watch` (its first line, `ready`, already sent: every watch is in place); read
+   * its body's lines, `cancel()` it to stop. A refusal (a missing directory: `NotFoundError`) rejects with the typed
+   * error. */
+  async watchFiles(name: string, path: string, opts: { recursive?: boolean; namespace?: string } = {}): Promise<Streamed> {
+    const seg = encodeURIComponent;
+    const route = `/api/v1/machines/${seg(opts.namespace ?? this.namespace)}/${seg(name)}/files/watch`;
+    const query = `path=${seg(path)}&recursive=${opts.recursive ? "true" : "false"}`;
+    const res = await this.#transport.stream(`${this.url}${route}?${query}`, { authorization: `Bearer ${this.#token}` });
+    if (res.status >= 400) throw errorFrom(res.status, decode(await drain(res.body)));
+    return res;
   }
   /** A WebSocket to one of the Machine's relays (`portforward/8080`, `console`): binary frames both ways. A
    * refusal (not found, suspended, a closed port) rejects with the typed error. */
@@ -512,11 +536,29 @@ export class UIClient {
       }),
     );
   }
-  /** Deletes the guest's file at the absolute `path`. */
-  async deleteFile(name: string, path: string, namespace?: string): Promise<void> {
+  /** Deletes the guest's file (or empty directory) at the absolute `path`; with `recursive`, a directory and
+   * everything in it. */
+  async deleteFile(name: string, path: string, opts: { recursive?: boolean; namespace?: string } = {}): Promise<void> {
     done(
       await this.api.DELETE("/api/v1/machines/{namespace}/{name}/files", {
+        params: { path: this.#p(name, opts.namespace), query: { path, recursive: opts.recursive ?? false } },
+      }),
+    );
+  }
+  /** What is at the guest's absolute `path` (a symlink itself): size, mode, kind, modified time. */
+  async fileInfo(name: string, path: string, namespace?: string): Promise<FileEntry> {
+    return ok(
+      await this.api.GET("/api/v1/machines/{namespace}/{name}/files/info", {
         params: { path: this.#p(name, namespace), query: { path } },
+      }),
+    );
+  }
+  /** Moves the guest's `src` to `dst` (absolute paths; a file at `dst` is replaced). */
+  async renameFile(name: string, src: string, dst: string, namespace?: string): Promise<void> {
+    done(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/files/rename", {
+        params: { path: this.#p(name, namespace) },
+        body: { from: src, to: dst },
       }),
     );
   }

@@ -15,6 +15,7 @@ export * from "./errors.js";
 export * from "./files.js";
 export * from "./forward.js";
 export * from "./kairon.js";
+export * from "./pty.js";
 export * from "./sandbox.js";
 export type { Answer, LocalForward, Relay, Streamed, Wire } from "./platform.js";
 export { DEFAULT_RETRIES, Transport, USER_AGENT, type TransportOptions } from "./transport.js";

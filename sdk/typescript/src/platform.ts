@@ -33,18 +33,23 @@ export interface Streamed {
   status: number;
   /** The body in chunks as they arrive. */
   body: AsyncIterable<Uint8Array>;
+  /** Stops reading and drops the connection (a reader waiting on `body` sees its end). */
+  cancel(): void;
 }
 
 /** A WebSocket to one of a Machine's relays: binary frames both ways. */
 export interface Relay {
   /** Sends one binary frame. */
   send(data: Uint8Array): void;
+  /** Sends one text frame: a relay's control message (a terminal's `{"resize":…}`). */
+  sendText(text: string): void;
   /** Closes the socket. */
   close(): void;
   /** Each binary frame as it arrives. */
   onMessage(f: (data: Uint8Array) => void): void;
-  /** Once, when the socket closes or fails. */
-  onClose(f: () => void): void;
+  /** Once, when the socket closes or fails, with the server's close reason (`exit 0` after a
+   * command; "" when none came). */
+  onClose(f: (reason: string) => void): void;
 }
 
 /** What the clients send with: retries of what is safe to retry, a User-Agent where the platform lets one be set. */
@@ -107,6 +112,11 @@ export interface LocalFiles {
   save(chunks: AsyncIterable<Uint8Array>, dest: string): Promise<number>;
   /** The local file `src` in chunks, never held whole. */
   open(src: string): AsyncIterable<Uint8Array>;
+  /** The local directory `src` as a tar archive, in chunks as the system's `tar` writes them. */
+  pack(src: string): AsyncIterable<Uint8Array>;
+  /** Unpacks the tar archive `chunks` into the local directory `dest` (made if missing) with the system's `tar`,
+   * which refuses entries that would land outside it (absolute names, `..`, writes through links). */
+  unpack(chunks: AsyncIterable<Uint8Array>, dest: string): Promise<void>;
 }
 
 /** A listening local port carried to a port in the guest (Node's `PortForward`). */

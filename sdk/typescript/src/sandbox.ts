@@ -19,11 +19,12 @@
  * scheduled, a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is thrown at once.
  */
 
-import { Client, UIClient, type Json, type Machine, type Signal } from "./client.js";
+import { Client, UIClient, type Json, type Machine, type MachineMetrics, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
 import { EXEC_DEFAULT_TIMEOUT } from "./retry.js";
 import { nodeOnly, platform, type LocalForward } from "./platform.js";
+import { Pty, type PtyOptions } from "./pty.js";
 
 /** The label `Sandbox.create` puts on its Machines (and the operator-exec rule looks for). */
 export const SANDBOX_LABEL = "kairon.zyvor.dev/sandbox";
@@ -608,6 +609,34 @@ export class Sandbox {
   async expiresAt(): Promise<Date | null> {
     const at = (await this.info()).status?.lifecycle?.expiresAt;
     return at ? new Date(at) : null;
+  }
+
+  /** What the sandbox uses now, sampled on its node: `cpuPercent` (of one core, over `window` seconds),
+   * `memoryUsedBytes` of `memoryLimitBytes`, `diskUsedBytes`, `networkRxBytes`/`networkTxBytes`, `processCount`.
+   * Reading them does not wake it or keep it awake. */
+  metrics(window = 0.5): Promise<MachineMetrics> {
+    return this.ui.metrics(this.name, { window, namespace: this.namespace });
+  }
+
+  /** `metrics()` one after another, each measured over the `interval` seconds before it, for as long as it is
+   * iterated. */
+  async *metricsStream(interval = 1): AsyncGenerator<MachineMetrics> {
+    for (;;) yield await this.metrics(interval);
+  }
+
+  /**
+   * A terminal running `opts.command` (default a login shell) of `cols` x `rows` (default 80 x 24), with
+   * `TERM=xterm-256color` unless `opts.env` names another: `write` types into it, `resize`, `readUntil`, `wait`
+   * and `kill` as their names say; `onData` gets what it shows. Sandboxes, and VMs whose image runs kairon-agent.
+   *
+   *     await using term = await sb.pty({ onData: (d) => process.stdout.write(d) });
+   *     term.write("tput cols\n");
+   *     term.resize(120, 40);
+   *     term.write("exit 3\n");
+   *     await term.wait(); // 3
+   */
+  pty(opts: PtyOptions = {}): Promise<Pty> {
+    return Pty.open((query) => this.ui.relay(this.name, `exec/stream?${query}`, this.namespace), opts);
   }
 
   /** Carries 127.0.0.1:`localPort` (0: any free port; see `.localPort` and `.url`) to `port` in the sandbox, each

@@ -49,8 +49,9 @@ export class FetchTransport implements Wire {
   };
 
   async stream(url: string, headers: Record<string, string>): Promise<Streamed> {
-    const res = await this.fetch(new Request(url, { headers }));
-    return { status: res.status, body: chunks(res) };
+    const abort = new AbortController();
+    const res = await this.fetch(new Request(url, { headers, signal: abort.signal }));
+    return { status: res.status, body: chunks(res), cancel: () => abort.abort() };
   }
 
   /** The browser sends a request body it holds: the chunks go into a `Blob` (which the browser
@@ -94,13 +95,14 @@ export class FetchTransport implements Wire {
     });
     return {
       send: (d) => ws.send(d),
+      sendText: (t) => ws.send(t),
       close: () => ws.close(),
       onMessage: (f) =>
         ws.addEventListener("message", (e) => {
           if (e.data instanceof ArrayBuffer) f(new Uint8Array(e.data));
           else f(new TextEncoder().encode(String(e.data)));
         }),
-      onClose: (f) => ws.addEventListener("close", () => f(), { once: true }),
+      onClose: (f) => ws.addEventListener("close", (e) => f(e.reason), { once: true }),
     };
   }
 

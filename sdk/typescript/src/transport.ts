@@ -180,7 +180,7 @@ export class Transport implements Wire {
    * that could not be made is retried, as `fetch` retries it. */
   async stream(url: string, headers: Record<string, string>): Promise<Streamed> {
     const res = await this.#get(url, headers);
-    return { status: res.statusCode ?? 0, body: res };
+    return { status: res.statusCode ?? 0, body: res, cancel: () => res.destroy() };
   }
 
   async #get(url: string, headers: Record<string, string>): Promise<http.IncomingMessage> {
@@ -272,18 +272,19 @@ export class Transport implements Wire {
       ws.once("open", () =>
         resolve({
           send: (d) => ws.send(d),
+          sendText: (t) => ws.send(t),
           close: () => ws.close(),
           // A Buffer is a Uint8Array: handed on as is.
           onMessage: (f) => ws.on("message", (d: Buffer) => f(d)),
           onClose: (f) => {
             let done = false;
-            const once = () => {
+            const once = (reason: string) => {
               if (done) return;
               done = true;
-              f();
+              f(reason);
             };
-            ws.on("close", once);
-            ws.on("error", once);
+            ws.on("close", (_code: number, reason: Buffer) => once(reason.toString("utf8")));
+            ws.on("error", () => once(""));
           },
         }),
       );

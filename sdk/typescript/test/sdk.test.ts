@@ -2,6 +2,9 @@
 // (tests/tests/sdk.rs starts one and runs `node --test`). KAIRON_TEST_TEMPLATE picks the
 // sandbox template (default busybox).
 import assert from "node:assert/strict";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
   BadRequestError,
@@ -18,6 +21,7 @@ import {
   Sandbox,
   UIClient,
   UnauthorizedError,
+  type WatchEvent,
 } from "../src/index.js";
 
 const env = (k: string): string => {
@@ -138,6 +142,41 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     await files.makeDir(`${root}/deep/er/est`, `${root}/other`);
     assert.ok((await files.exists(`${root}/deep/er/est`)) && (await files.exists(`${root}/other`)));
     await assert.rejects(files.makeDir("relative"), TypeError);
+    // A tree several levels down, info, rename, a recursive remove.
+    assert.deepEqual((await files.list(root, { depth: 3 })).map((e) => e.name).sort(), [
+      "a", "b", "b/y.bin", "deep", "deep/er", "deep/er/est", "other", "top.txt",
+    ]);
+    const info = await files.info(`${root}/top.txt`);
+    assert.deepEqual([info.name, info.size, info.isDir], ["top.txt", 3, false]);
+    assert.ok(info.modified && !Number.isNaN(Date.parse(info.modified)));
+    await files.rename(`${root}/top.txt`, `${root}/deep/moved.txt`);
+    assert.equal(await files.readText(`${root}/deep/moved.txt`), "top");
+    await assert.rejects(files.remove(`${root}/deep`), ConflictError);
+    await files.remove(root, { recursive: true });
+    assert.ok(!(await files.exists(root)));
+  });
+
+  it("uploadDir and downloadDir carry a tree byte for byte, modes kept", async () => {
+    const local = await mkdtemp(join(tmpdir(), "kairon-dir-"));
+    try {
+      const src = join(local, "src");
+      await mkdir(join(src, "pkg", "deep"), { recursive: true });
+      const blob = new Uint8Array(300_000).map((_, i) => (i * 7919) % 256);
+      await writeFile(join(src, "pkg", "deep", "blob.bin"), blob);
+      await writeFile(join(src, "run.sh"), "#!/bin/sh\necho ran\n", { mode: 0o755 });
+      await sb.files.uploadDir(src, "/tmp/ts-tree");
+      assert.equal((await sb.run("/tmp/ts-tree/run.sh", { check: true })).stdout, "ran\n");
+      await sb.run("echo made-in-guest > /tmp/ts-tree/pkg/new.txt", { check: true });
+      const back = join(local, "back");
+      await sb.files.downloadDir("/tmp/ts-tree", back);
+      assert.deepEqual(new Uint8Array(await readFile(join(back, "pkg", "deep", "blob.bin"))), blob);
+      assert.equal(await readFile(join(back, "pkg", "new.txt"), "utf8"), "made-in-guest\n");
+      assert.ok(((await stat(join(back, "run.sh"))).mode & 0o111) !== 0);
+      assert.ok(!(await sb.files.list("/tmp")).some((e) => e.name.startsWith(".kairon-")), "no archive left behind");
+      await assert.rejects(sb.files.uploadDir(src, "relative"), TypeError);
+    } finally {
+      await rm(local, { recursive: true, force: true });
+    }
   });
 
   it("a file over the upload limit throws PayloadTooLargeError saying the limit", async () => {
@@ -268,6 +307,81 @@ describe("Sandbox", { timeout: 900_000 }, () => {
       await httpd.kill();
     }
     await assert.rejects(new Sandbox(kube, ui, "no-such-sandbox", NS).portForward(80), NotFoundError);
+  });
+
+  it("a terminal has a size, resizes, is interrupted and returns its exit code", async () => {
+    const shown: Uint8Array[] = [];
+    const text = (b: Uint8Array) => new TextDecoder().decode(b);
+    {
+      await using term = await sb.pty({ onData: (d) => shown.push(d) });
+      // What is typed is echoed: a marker is whole only in the command's output.
+      term.write("echo S$(stty size)E\n");
+      await term.readUntil("S24 80E");
+      term.resize(120, 40);
+      term.write("echo S$(stty size)E T=$TERM\n");
+      assert.ok(text(await term.readUntil("T=xterm-256color")).endsWith("S40 120E T=xterm-256color"));
+      term.write("echo sleep-starts; sleep 300\n");
+      await term.readUntil("sleep-starts\r\n");
+      term.write("\x03");
+      term.write("echo after-$?\n");
+      await term.readUntil("after-130", 10);
+      await assert.rejects(term.readUntil("never-shown", 0.5), /did not show/);
+      term.write("exit 3\n");
+      assert.equal(await term.wait(30), 3);
+      assert.equal(term.exitCode, 3);
+      assert.ok(text(term.output).includes("S40 120E"));
+    }
+    assert.ok(shown.map(text).join("").includes("S40 120E"));
+    const own = await sb.pty({ command: ["sh", "-c", "echo $(id -u):$(pwd):$X; exit 7"], cwd: "/tmp", env: { X: "y" }, user: "1000" });
+    assert.equal(await own.wait(30), 7);
+    assert.ok(text(own.output).includes("1000:/tmp:y"));
+    const killed = await sb.pty({ command: "sleep 5151 & echo started; sleep 5152" });
+    await killed.readUntil("started");
+    await killed.kill();
+    assert.equal(await killed.wait(30), -9);
+    await eventually("the killed terminal's commands to end", async () => !(await sb.run("ps")).stdout.includes("sleep 515"), 10_000);
+    await assert.rejects(sb.pty({ cols: 0 }), RangeError);
+    await assert.rejects(new Sandbox(kube, ui, "no-such-sandbox", NS).pty(), NotFoundError);
+  });
+
+  it("a recursive watch sees each change below", async () => {
+    await sb.run("rm -rf /tw && mkdir -p /tw/sub", { check: true });
+    const seen: WatchEvent[] = [];
+    const w = await sb.files.watch("/tw", { recursive: true, onEvent: (e) => seen.push(e) });
+    try {
+      const expect = async (command: string, want: Partial<WatchEvent>) => {
+        const started = Date.now();
+        await sb.run(command, { check: true });
+        await eventually(`${want.type} of ${want.path} after ${command}`, async () =>
+          seen.some((e) => e.type === want.type && e.path === want.path && e.from === want.from), 2_000);
+        assert.ok(Date.now() - started < 2_000);
+      };
+      await expect("echo one > /tw/sub/f", { type: "create", path: "/tw/sub/f" });
+      await expect("echo two >> /tw/sub/f", { type: "modify", path: "/tw/sub/f" });
+      await expect("mv /tw/sub/f /tw/sub/g", { type: "rename", path: "/tw/sub/g", from: "/tw/sub/f" });
+      await expect("rm /tw/sub/g", { type: "remove", path: "/tw/sub/g" });
+    } finally {
+      await w.stop();
+    }
+    await assert.rejects(sb.files.watch("/no/such/dir"), NotFoundError);
+  });
+
+  it("metrics follow a busy command", async () => {
+    const busy = await sb.start("yes > /dev/null");
+    try {
+      const m = await sb.metrics();
+      assert.ok(m.cpuPercent > 50, JSON.stringify(m));
+      assert.ok(m.memoryUsedBytes > 0 && m.memoryUsedBytes < m.memoryLimitBytes, JSON.stringify(m));
+    } finally {
+      await busy.kill();
+    }
+    await busy.wait(30);
+    assert.ok((await sb.metrics(1)).cpuPercent < 10);
+    for await (const m of sb.metricsStream(0.2)) {
+      assert.ok(m.windowMillis >= 200);
+      break;
+    }
+    await assert.rejects(sb.metrics(0.02), BadRequestError);
   });
 
   it("pauses and resumes", async () => {

@@ -6,6 +6,7 @@ import { keyOf } from "../watch";
 import { Badge, Msg } from "./common";
 import { Terminal } from "./terminal";
 import { Files } from "./files";
+import { MachineMetrics } from "./metrics";
 
 const ROW = 34;
 const HEIGHT = 420;
@@ -164,6 +165,7 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
         {ns}/{name} <span data-testid="detail-phase">{m.status?.phase ?? "—"}</span>
       </h3>
       <p data-testid="lifecycle">{lifecycleLine(m, now) ?? "no lifecycle"}</p>
+      <MachineMetrics m={m} />
       {writer && (
         <div class="actions" data-testid="actions">
           {POWER.map((op) => (

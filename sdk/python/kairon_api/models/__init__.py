@@ -28,6 +28,7 @@ from .exec_result import ExecResult
 from .extend_request import ExtendRequest
 from .extended import Extended
 from .file_entry import FileEntry
+from .file_event import FileEvent
 from .guest_agent import GuestAgent
 from .hugepages import Hugepages
 from .hugepages_page_size import HugepagesPageSize
@@ -62,6 +63,7 @@ from .machine_halt_dry_run import MachineHaltDryRun
 from .machine_hibernate_dry_run import MachineHibernateDryRun
 from .machine_kind import MachineKind
 from .machine_list import MachineList
+from .machine_metrics import MachineMetrics
 from .machine_migrate_dry_run import MachineMigrateDryRun
 from .machine_pause_dry_run import MachinePauseDryRun
 from .machine_phase import MachinePhase
@@ -128,6 +130,7 @@ from .quota_limit import QuotaLimit
 from .quota_report import QuotaReport
 from .reason import Reason
 from .redacted_sandbox import RedactedSandbox
+from .rename_request import RenameRequest
 from .resources import Resources
 from .runtime_spec import RuntimeSpec
 from .sandbox_spec import SandboxSpec
@@ -184,6 +187,7 @@ __all__ = (
     "ExtendRequest",
     "Extended",
     "FileEntry",
+    "FileEvent",
     "GuestAgent",
     "Hugepages",
     "HugepagesPageSize",
@@ -218,6 +222,7 @@ __all__ = (
     "MachineHibernateDryRun",
     "MachineKind",
     "MachineList",
+    "MachineMetrics",
     "MachineMigrateDryRun",
     "MachinePauseDryRun",
     "MachinePhase",
@@ -284,6 +289,7 @@ __all__ = (
     "QuotaReport",
     "Reason",
     "RedactedSandbox",
+    "RenameRequest",
     "Resources",
     "RuntimeSpec",
     "SandboxSpec",

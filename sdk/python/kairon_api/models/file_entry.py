@@ -20,6 +20,7 @@ class FileEntry:
         name (str):
         size (int):
         link_target (None | str | Unset):
+        modified (None | str | Unset): When its content last changed (RFC 3339, UTC).
     """
 
     is_dir: bool
@@ -27,6 +28,7 @@ class FileEntry:
     name: str
     size: int
     link_target: None | str | Unset = UNSET
+    modified: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,6 +46,12 @@ class FileEntry:
         else:
             link_target = self.link_target
 
+        modified: None | str | Unset
+        if isinstance(self.modified, Unset):
+            modified = UNSET
+        else:
+            modified = self.modified
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -56,6 +64,8 @@ class FileEntry:
         )
         if link_target is not UNSET:
             field_dict["linkTarget"] = link_target
+        if modified is not UNSET:
+            field_dict["modified"] = modified
 
         return field_dict
 
@@ -79,12 +89,22 @@ class FileEntry:
 
         link_target = _parse_link_target(d.pop("linkTarget", UNSET))
 
+        def _parse_modified(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        modified = _parse_modified(d.pop("modified", UNSET))
+
         file_entry = cls(
             is_dir=is_dir,
             mode=mode,
             name=name,
             size=size,
             link_target=link_target,
+            modified=modified,
         )
 
         file_entry.additional_properties = d

@@ -343,8 +343,28 @@ export interface paths {
          */
         put: operations["file_write"];
         post?: never;
-        /** Delete a file. */
+        /** Delete a file, an empty directory, or with `recursive=true` a directory and everything in it. */
         delete: operations["file_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/files/info": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+         *     itself, not followed).
+         */
+        get: operations["file_info"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -359,6 +379,46 @@ export interface paths {
         };
         /** List a directory. */
         get: operations["file_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/files/rename": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Move (rename) a file or directory in the guest. */
+        post: operations["file_rename"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/files/watch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Watch a directory: the changes under it as they happen, one JSON object a line
+         *     (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+         *     kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+         *     (with `from`). It lasts until the client goes or the directory is removed; an open watch
+         *     counts as activity, as an open terminal does.
+         */
+        get: operations["file_watch"];
         put?: never;
         post?: never;
         delete?: never;
@@ -435,6 +495,27 @@ export interface paths {
         put?: never;
         /** Hibernate: save memory to disk and free it; resume restores it (VMs only). */
         post: operations["machine_hibernate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a Machine uses now: CPU over a short window (percent of one core), memory against its
+         *     limit, its disk and network, its processes. Sampled on its node; reading them neither wakes
+         *     the Machine nor counts as activity. A paused Machine shows its memory and no CPU.
+         */
+        get: operations["machine_metrics"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1328,9 +1409,23 @@ export interface components {
             linkTarget?: string | null;
             /** Format: int32 */
             mode: number;
+            /** @description When its content last changed (RFC 3339, UTC). */
+            modified?: string | null;
             name: string;
             /** Format: int64 */
             size: number;
+        };
+        /** @description One change [`file_watch`] reports (a line of its NDJSON answer). */
+        FileEvent: {
+            from?: string | null;
+            isDir?: boolean | null;
+            message?: string | null;
+            path?: string | null;
+            /**
+             * @description `ready` (first: every watch is in place), `create`, `modify`, `remove`, `rename` (with
+             *     `from`), or `error` (with `message`; the watch ends).
+             */
+            type: string;
         };
         GuestAgent: {
             /** @description Unlock Kairon's file, exec and console access. */
@@ -1543,6 +1638,66 @@ export interface components {
         };
         MachineList: {
             items: components["schemas"]["Machine"][];
+        };
+        /** @description What a Machine uses now. */
+        MachineMetrics: {
+            /**
+             * Format: double
+             * @description The CPU the Machine may use, in cores (its `resources.cpu`, or the default it runs with).
+             * @example 1
+             */
+            cpuLimitCores: number;
+            /**
+             * Format: double
+             * @description CPU used over the window, in percent of one core (`top`'s way: 200 is two cores busy).
+             * @example 12.5
+             */
+            cpuPercent: number;
+            /**
+             * Format: int64
+             * @description Bytes read from and written to disk since it started.
+             */
+            diskReadBytes: number;
+            /**
+             * Format: int64
+             * @description What it takes on its node's disk: a sandbox's writable layer, a VM's disk overlay.
+             */
+            diskUsedBytes?: number | null;
+            /** Format: int64 */
+            diskWriteBytes: number;
+            /**
+             * Format: int64
+             * @description The memory the Machine may use (its `resources.memory`, or the default it runs with).
+             */
+            memoryLimitBytes: number;
+            /**
+             * Format: int64
+             * @description Memory in use now: the sandbox's cgroup, or the VM's QEMU process (resident).
+             */
+            memoryUsedBytes: number;
+            /**
+             * Format: int64
+             * @description Bytes received and sent on its network since it started (sandboxes on a network; a
+             *     VM's user network has no interface on the node to count).
+             */
+            networkRxBytes?: number | null;
+            /** Format: int64 */
+            networkTxBytes?: number | null;
+            /**
+             * Format: int32
+             * @description Processes running (a VM counts as one: its QEMU).
+             */
+            processCount: number;
+            /**
+             * Format: date-time
+             * @description When the second sample was taken.
+             */
+            sampledAt: string;
+            /**
+             * Format: int64
+             * @description The window the CPU was measured over.
+             */
+            windowMillis: number;
         };
         /**
          * @description Where a Machine is in its life. Transitional phases (`Starting`, `Pausing`…) advance the
@@ -1968,6 +2123,13 @@ export interface components {
             backend: string;
             id: string;
             state: components["schemas"]["VmState"];
+        };
+        /** @description Where a file moves. */
+        RenameRequest: {
+            /** @description Its absolute path now. */
+            from: string;
+            /** @description Its new absolute path: a file there is replaced, a directory there must be empty. */
+            to: string;
         };
         Resources: {
             /** @description vCPUs (`"2"`, or `500m` for a sandbox). */
@@ -4967,8 +5129,8 @@ export interface operations {
             query: {
                 /** @description Absolute path in the guest. */
                 path: string;
-                /** @description Octal mode for an upload (default 644). */
-                mode?: string;
+                /** @description A directory that is not empty goes with everything in it (without it: 409). */
+                recursive?: boolean;
             };
             header?: never;
             path: {
@@ -5016,6 +5178,115 @@ export interface operations {
                 };
             };
             /** @description No such file */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A directory that is not empty, without recursive=true */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    file_info: {
+        parameters: {
+            query: {
+                /** @description Absolute path in the guest. */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FileEntry"];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing at that path */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5134,6 +5405,243 @@ export interface operations {
                 };
             };
             /** @description The Machine (or runtime object) is not in a state that allows this: the message says what to do */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    file_rename: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RenameRequest"];
+            };
+        };
+        responses: {
+            /** @description Moved */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing at from */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A directory that is not empty at to */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than this route takes: the message says the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is JSON but does not fit this route: the message names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    file_watch: {
+        parameters: {
+            query: {
+                /** @description Absolute path of a directory in the guest. */
+                path: string;
+                /** @description Watch the directories below too, made later ones included. */
+                recursive?: boolean;
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The changes as they happen, one FileEvent a line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description path is not absolute */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not do this here: the message names the rule */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such directory */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No guest agent (or a stock qemu-ga), or suspended by request */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5581,6 +6089,91 @@ export interface operations {
             };
             /** @description The node's runtime is unreachable or failed: the message says which */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    machine_metrics: {
+        parameters: {
+            query?: {
+                /**
+                 * @description How long to measure CPU over, in milliseconds (100 to 10000; default 500): the answer
+                 *     comes after it.
+                 */
+                windowMillis?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its use now */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MachineMetrics"];
+                };
+            };
+            /** @description windowMillis out of range */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The caller may not read that namespace */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such Machine */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not on a node, or no instance running yet */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -15,14 +15,14 @@ def _get_kwargs(
     name: str,
     *,
     path: str,
-    mode: str | Unset = UNSET,
+    recursive: bool | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
 
     params["path"] = path
 
-    params["mode"] = mode
+    params["recursive"] = recursive
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -113,15 +113,15 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
     path: str,
-    mode: str | Unset = UNSET,
+    recursive: bool | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
-    """Delete a file.
+    """Delete a file, an empty directory, or with `recursive=true` a directory and everything in it.
 
     Args:
         namespace (str):
         name (str):
         path (str):
-        mode (str | Unset):
+        recursive (bool | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,7 +135,7 @@ def sync_detailed(
         namespace=namespace,
         name=name,
         path=path,
-        mode=mode,
+        recursive=recursive,
     )
 
     response = client.get_httpx_client().request(
@@ -151,15 +151,15 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
     path: str,
-    mode: str | Unset = UNSET,
+    recursive: bool | Unset = UNSET,
 ) -> Any | ErrorBody | None:
-    """Delete a file.
+    """Delete a file, an empty directory, or with `recursive=true` a directory and everything in it.
 
     Args:
         namespace (str):
         name (str):
         path (str):
-        mode (str | Unset):
+        recursive (bool | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -174,7 +174,7 @@ def sync(
         name=name,
         client=client,
         path=path,
-        mode=mode,
+        recursive=recursive,
     ).parsed
 
 
@@ -184,15 +184,15 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
     path: str,
-    mode: str | Unset = UNSET,
+    recursive: bool | Unset = UNSET,
 ) -> Response[Any | ErrorBody]:
-    """Delete a file.
+    """Delete a file, an empty directory, or with `recursive=true` a directory and everything in it.
 
     Args:
         namespace (str):
         name (str):
         path (str):
-        mode (str | Unset):
+        recursive (bool | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -206,7 +206,7 @@ async def asyncio_detailed(
         namespace=namespace,
         name=name,
         path=path,
-        mode=mode,
+        recursive=recursive,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -220,15 +220,15 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
     path: str,
-    mode: str | Unset = UNSET,
+    recursive: bool | Unset = UNSET,
 ) -> Any | ErrorBody | None:
-    """Delete a file.
+    """Delete a file, an empty directory, or with `recursive=true` a directory and everything in it.
 
     Args:
         namespace (str):
         name (str):
         path (str):
-        mode (str | Unset):
+        recursive (bool | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -244,6 +244,6 @@ async def asyncio(
             name=name,
             client=client,
             path=path,
-            mode=mode,
+            recursive=recursive,
         )
     ).parsed

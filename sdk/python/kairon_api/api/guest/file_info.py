@@ -1,0 +1,240 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.file_entry import FileEntry
+from ...types import UNSET, Response
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    path: str,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["path"] = path
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machines/{namespace}/{name}/files/info".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | FileEntry | None:
+    if response.status_code == 200:
+        response_200 = FileEntry.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | FileEntry]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+) -> Response[ErrorBody | FileEntry]:
+    """What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+    itself, not followed).
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | FileEntry]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+) -> ErrorBody | FileEntry | None:
+    """What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+    itself, not followed).
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | FileEntry
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        path=path,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+) -> Response[ErrorBody | FileEntry]:
+    """What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+    itself, not followed).
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | FileEntry]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+) -> ErrorBody | FileEntry | None:
+    """What is at a path: its size, mode, kind, modified time and a symlink's target (the symlink
+    itself, not followed).
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | FileEntry
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            path=path,
+        )
+    ).parsed

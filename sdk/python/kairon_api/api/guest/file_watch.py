@@ -1,0 +1,267 @@
+from http import HTTPStatus
+from io import BytesIO
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import UNSET, File, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    name: str,
+    *,
+    path: str,
+    recursive: bool | Unset = UNSET,
+) -> dict[str, Any]:
+
+    params: dict[str, Any] = {}
+
+    params["path"] = path
+
+    params["recursive"] = recursive
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/api/v1/machines/{namespace}/{name}/files/watch".format(
+            namespace=quote(str(namespace), safe=""),
+            name=quote(str(name), safe=""),
+        ),
+        "params": params,
+    }
+
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | File | None:
+    if response.status_code == 200:
+        response_200 = File(payload=BytesIO(response.content))
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 502:
+        response_502 = ErrorBody.from_dict(response.json())
+
+        return response_502
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if response.status_code == 504:
+        response_504 = ErrorBody.from_dict(response.json())
+
+        return response_504
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | File]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    recursive: bool | Unset = UNSET,
+) -> Response[ErrorBody | File]:
+    """Watch a directory: the changes under it as they happen, one JSON object a line
+    (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+    kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+    (with `from`). It lasts until the client goes or the directory is removed; an open watch
+    counts as activity, as an open terminal does.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        recursive (bool | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | File]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+        recursive=recursive,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    recursive: bool | Unset = UNSET,
+) -> ErrorBody | File | None:
+    """Watch a directory: the changes under it as they happen, one JSON object a line
+    (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+    kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+    (with `from`). It lasts until the client goes or the directory is removed; an open watch
+    counts as activity, as an open terminal does.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        recursive (bool | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | File
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        name=name,
+        client=client,
+        path=path,
+        recursive=recursive,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    recursive: bool | Unset = UNSET,
+) -> Response[ErrorBody | File]:
+    """Watch a directory: the changes under it as they happen, one JSON object a line
+    (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+    kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+    (with `from`). It lasts until the client goes or the directory is removed; an open watch
+    counts as activity, as an open terminal does.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        recursive (bool | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | File]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        name=name,
+        path=path,
+        recursive=recursive,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    name: str,
+    *,
+    client: AuthenticatedClient | Client,
+    path: str,
+    recursive: bool | Unset = UNSET,
+) -> ErrorBody | File | None:
+    """Watch a directory: the changes under it as they happen, one JSON object a line
+    (`application/x-ndjson`), from inotify in the guest (sandboxes, and VMs whose image runs
+    kairon-agent): first `{"type":"ready"}`, then `create`, `modify`, `remove` and `rename`
+    (with `from`). It lasts until the client goes or the directory is removed; an open watch
+    counts as activity, as an open terminal does.
+
+    Args:
+        namespace (str):
+        name (str):
+        path (str):
+        recursive (bool | Unset):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | File
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            name=name,
+            client=client,
+            path=path,
+            recursive=recursive,
+        )
+    ).parsed
