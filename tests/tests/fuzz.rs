@@ -60,11 +60,12 @@ async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer()
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
         // Host files (snapshots) and image pulls from the internet are not fuzzed. Nor are the
         // long polls and relays, whose documented answers include 502 (nothing listens in the
-        // guest) and 504 (a timeout): tests/rest.rs covers those.
+        // guest) and 504 (a timeout): tests/rest.rs covers those. A file watch is a stream that
+        // lasts as long as its client (tests/sdk.rs and agent/tests/watch.rs drive it).
         .args(["--exclude-operation-id", "machine_snapshot"])
         .args(["--exclude-operation-id", "template_build"])
         .args(["--exclude-operation-id", "pool_create"])
-        .args(["--exclude-operation-id-regex", "^(sandbox_http_|.*_wait$|machine_console|machine_portforward)"])
+        .args(["--exclude-operation-id-regex", "^(sandbox_http_|.*_wait$|machine_console|machine_portforward|file_watch)"])
         .arg("--report-dir")
         .arg(&report)
         .env("SCHEMATHESIS_HOOKS", &hooks)

@@ -90,6 +90,8 @@ async function runLine(page, id, line, expected) {
       await page.waitForTimeout(100);
     }
   };
+  // xterm draws only while it is on screen (it pauses off it): look at it first, as a person would.
+  await page.getByTestId(id).scrollIntoViewIfNeeded();
   // A prompt (`/ # `) may share its row with what the shell says next ("can't access tty").
   await until("prompt", (rows) => rows.some((r) => /(^|\s)[#$](\s|$)/.test(r)));
   await page.getByTestId(id).click();
