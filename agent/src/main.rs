@@ -9,7 +9,8 @@
 //! tested against both).
 //!
 //! Not PID 1 (`kairon-agent [PORT]`), it only serves the protocol. `kairon-agent watch [--recursive]
-//! PATH` prints the changes under a directory as they happen (see `watch`).
+//! PATH` prints the changes under a directory as they happen (see `watch`); `kairon-agent context
+//! LANGUAGE` is a code context, an interpreter kept between runs (see `context`).
 //!
 //! In a runc sandbox (`kairon-agent sandbox`, the container's init) it serves the same protocol,
 //! plus the one-round-trip `kairon-exec`, on the Unix socket the runtime passes as its standard
@@ -25,6 +26,7 @@ macro_rules! warn {
     }};
 }
 
+mod context;
 mod exec;
 mod ga;
 mod init;
@@ -38,6 +40,10 @@ const PORT_NAME: &str = "org.qemu.guest_agent.0";
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("sandbox") {
         sandbox::serve();
+    }
+    if std::env::args().nth(1).as_deref() == Some("context") {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        std::process::exit(context::run(&args));
     }
     if std::env::args().nth(1).as_deref() == Some("watch") {
         let args: Vec<String> = std::env::args().skip(2).collect();

@@ -65,7 +65,10 @@ async fn fuzzing_the_document_finds_no_server_error_and_no_undocumented_answer()
         .args(["--exclude-operation-id", "machine_snapshot"])
         .args(["--exclude-operation-id", "template_build"])
         .args(["--exclude-operation-id", "pool_create"])
-        .args(["--exclude-operation-id-regex", "^(sandbox_http_|.*_wait$|machine_console|machine_portforward|file_watch)"])
+        .args([
+            "--exclude-operation-id-regex",
+            "^(sandbox_http_|.*_wait$|machine_console|machine_portforward|file_watch)",
+        ])
         .arg("--report-dir")
         .arg(&report)
         .env("SCHEMATHESIS_HOOKS", &hooks)

@@ -100,7 +100,7 @@ async fn python_spec_example_and_terminals_run_and_clean_up() {
     cmd.arg(repo().join("sdk/python/examples/from_e2b.py"));
     with_env(&mut cmd, &k);
     let out = run("examples/from_e2b.py", &mut cmd);
-    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 12, "every row ran: {out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 13, "every row ran: {out}");
     assert_clean(&k, "from-e2b").await;
 
     // `sb.pty()` on the python template (built above) and on a VM.
@@ -111,6 +111,15 @@ async fn python_spec_example_and_terminals_run_and_clean_up() {
     let out = run("scripts/terminal.py", &mut cmd);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok sandbox", "ok vm"], "{out}");
     assert_clean(&k, "terminals").await;
+
+    // Code contexts (`sb.code_context()`) on the python template.
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/code_context.py"));
+    with_env(&mut cmd, &k);
+    let out = run("scripts/code_context.py", &mut cmd);
+    let steps = ["ok state", "ok traceback", "ok separate", "ok pause", "ok refused", "ok async"];
+    assert_eq!(out.lines().collect::<Vec<_>>(), steps, "{out}");
+    assert_clean(&k, "contexts").await;
 }
 
 /// The default VM image, built once per machine (scripts/test runs `kairon image` first).
@@ -204,6 +213,18 @@ async fn typescript_example_and_tests_pass() {
     let out = run("examples/terminal.ts", &mut cmd);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok sandbox", "ok vm"], "{out}");
     assert_clean(&k, "terminals-ts").await;
+
+    // Code contexts (`sb.codeContext()`) on the python template.
+    let mut cmd = Command::new("node");
+    cmd.arg("dist/examples/code_context.js").current_dir(&ts);
+    with_env(&mut cmd, &k);
+    let out = run("examples/code_context.ts", &mut cmd);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["ok state", "ok traceback", "ok separate", "ok pause", "ok refused"],
+        "{out}"
+    );
+    assert_clean(&k, "contexts-ts").await;
 }
 
 /// The browser build (`src/browser.ts`, the package's `browser` export) as a web app gets it:

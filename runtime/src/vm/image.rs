@@ -51,8 +51,9 @@ const PACKAGES: &[&str] = &["python3-minimal", "dropbear-bin", "qemu-guest-agent
 /// that hands a running process's output over as it comes (`kairon-exec-output`) and keeps its stdin open
 /// (`kairon-keep-stdin`, `kairon-exec-input`). 6: an agent that runs a command on a terminal
 /// (`kairon-tty`, `kairon-exec-resize`: `exec -it` on a VM). 7: an agent that watches a directory
-/// (`kairon-agent watch`: `GET …/files/watch`).
-pub const IMAGE_VERSION: &str = "7";
+/// (`kairon-agent watch`: `GET …/files/watch`). 8: an agent that runs code contexts (`kairon-agent
+/// context`: `sb.code_context()`).
+pub const IMAGE_VERSION: &str = "8";
 /// Virtual size of the root disk (the qcow2 only holds what is used).
 const DISK_SIZE: &str = "2G";
 

@@ -470,6 +470,12 @@ fn guest_env(extra: &BTreeMap<String, String>) -> Vec<String> {
 }
 
 /// The program and arguments for a request: `cwd` through a shell, `user` through setpriv.
+/// `/bin/sh`'s arguments that send `signal` to `target` (a pid, or `-PGID` for a process group)
+/// with the shell's own `kill`: a minimal Debian has no kill program (procps ships it).
+fn kill_args(signal: &str, target: &str) -> Vec<String> {
+    ["-c", "kill -s \"$1\" -- \"$2\"", "sh", signal, target].map(String::from).to_vec()
+}
+
 fn guest_command(req: &ExecRequest) -> Result<(String, Vec<String>)> {
     if req.command.is_empty() {
         return Err(VmError::Invalid("command must not be empty".into()));
@@ -1477,8 +1483,9 @@ impl VmHost {
     }
 
     async fn signal(&self, id: &str, pid: i64, signal: &str) -> Result<()> {
-        let args = vec!["-s".to_string(), signal.to_string(), pid.to_string()];
-        let kill = self.exec_raw(id, "kill", &args, &guest_env(&BTreeMap::new()), None).await?;
+        let kill = self
+            .exec_raw(id, "/bin/sh", &kill_args(signal, &pid.to_string()), &guest_env(&BTreeMap::new()), None)
+            .await?;
         match self.collect(id, kill, Some(Instant::now() + Duration::from_secs(30))).await? {
             Some(st) if st.exit_code == Some(0) => Ok(()),
             Some(st) => Err(VmError::NotFound(format!(
@@ -1532,8 +1539,9 @@ impl VmHost {
     /// leads one of its own) or itself, then collects it so the guest agent forgets it.
     pub async fn detach(&self, id: &str, pid: i64, group: bool) {
         let target = if group { format!("-{pid}") } else { pid.to_string() };
-        let args = vec!["-s".to_string(), "KILL".to_string(), "--".to_string(), target];
-        if let Ok(kill) = self.exec_raw(id, "kill", &args, &guest_env(&BTreeMap::new()), None).await {
+        if let Ok(kill) =
+            self.exec_raw(id, "/bin/sh", &kill_args("KILL", &target), &guest_env(&BTreeMap::new()), None).await
+        {
             let _ = self.collect(id, kill, Some(Instant::now() + Duration::from_secs(10))).await;
         }
         let _ = self.collect(id, pid, Some(Instant::now() + Duration::from_secs(10))).await;

@@ -98,3 +98,9 @@ finally:
     # sbx.kill()
     sb.close()
 row("kill")
+
+# from e2b_code_interpreter import Sandbox; sbx.run_code("x = 21"); sbx.run_code("x * 2").text
+with k.sandbox.create(template="python", ready_timeout=900) as py, py.code_context("python") as ctx:
+    ctx.run("x = 21")
+    assert ctx.run("x * 2").text == "42"
+row("run_code")

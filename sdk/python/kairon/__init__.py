@@ -43,15 +43,17 @@ from .errors import (
 )
 from kairon_api.models.reason import Reason
 
+from .code import CodeContext, CodeError, CodeResult, CodeRunError
 from .files import Files, FileWatch, WatchEvent
 from .forward import PortForward
 from .pty import Pty
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec, secret_env
 from ._kairon import Kairon, Sandboxes
-from .aio import AsyncFiles, AsyncFileWatch, AsyncKairon, AsyncPty, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
+from .aio import AsyncCodeContext, AsyncFiles, AsyncFileWatch, AsyncKairon, AsyncPty, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
 
 __all__ = [
     "ApiError",
+    "AsyncCodeContext",
     "AsyncFiles",
     "AsyncFileWatch",
     "AsyncKairon",
@@ -61,6 +63,10 @@ __all__ = [
     "AsyncSandboxes",
     "BadRequestError",
     "Client",
+    "CodeContext",
+    "CodeError",
+    "CodeResult",
+    "CodeRunError",
     "CommandError",
     "Config",
     "ConfigError",

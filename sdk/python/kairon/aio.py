@@ -32,6 +32,7 @@ from kairon_api.models import FileEntry, Machine, MachineMetrics
 from ._http import DEFAULT_RETRIES
 from ._kairon import Kairon
 from .client import Client, UIClient
+from .code import CodeContext, CodeResult
 from .files import FileWatch, WatchEvent
 from .forward import PortForward
 from .pty import Pty
@@ -129,6 +130,43 @@ class AsyncSandboxProcess:
 
     def __repr__(self) -> str:
         return f"AsyncSandboxProcess({self.pid!r}, {self.command!r})"
+
+
+class AsyncCodeContext:
+    """A code context (`await sb.code_context("python")`): the sync `CodeContext`'s calls to
+    `await`."""
+
+    def __init__(self, sync: CodeContext) -> None:
+        """Wraps the sync handle (`AsyncSandbox.code_context` makes this for you)."""
+        self.sync = sync
+
+    @property
+    def id(self) -> str:
+        """The context's id (re-attach with `AsyncSandbox.code_context(id=...)`)."""
+        return self.sync.id
+
+    @property
+    def language(self) -> str:
+        """Its language."""
+        return self.sync.language
+
+    async def run(self, code: str, *, timeout: int = 300) -> CodeResult:
+        """`CodeContext.run`: runs `code` and returns its `CodeResult`."""
+        return await asyncio.to_thread(self.sync.run, code, timeout=timeout)
+
+    async def close(self) -> None:
+        """Ends the interpreter."""
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncCodeContext:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncCodeContext({self.id!r}, {self.language!r})"
 
 
 class AsyncPty:
@@ -368,6 +406,12 @@ class AsyncSandbox:
     async def events(self, reason: str | None = None) -> builtins.list[dict[str, Any]]:
         """`Sandbox.events`: the Machine's Events (`events("EgressDenied")`)."""
         return await asyncio.to_thread(self.sync.events, reason)
+
+    async def code_context(self, language: str = "python", *, id: str | None = None, cwd: str | None = None,
+                           env: dict[str, str] | None = None, user: str | None = None) -> AsyncCodeContext:
+        """`Sandbox.code_context`: an interpreter whose state outlives each `await ctx.run(code)`."""
+        return AsyncCodeContext(await asyncio.to_thread(self.sync.code_context, language, id=id, cwd=cwd, env=env,
+                                                        user=user))
 
     async def process(self, pid: str) -> AsyncSandboxProcess:
         """Re-attaches to the background process `pid`."""

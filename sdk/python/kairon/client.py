@@ -495,13 +495,13 @@ class UIClient:
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
         """Sends `signal` (default KILL) to a background process."""
-        sig: ProcessKillSignal | Unset = UNSET
-        if signal:
-            try:
-                sig = ProcessKillSignal(signal)
-            except ValueError:
-                names = ", ".join(s.value for s in ProcessKillSignal)
-                raise ValueError(f"signal {signal!r} is not one a process can be sent: use one of {names}") from None
+        # KILL unless told: the server's own default is TERM, which a process may ignore.
+        signal = signal or "KILL"
+        try:
+            sig = ProcessKillSignal(signal)
+        except ValueError:
+            names = ", ".join(s.value for s in ProcessKillSignal)
+            raise ValueError(f"signal {signal!r} is not one a process can be sent: use one of {names}") from None
         _done(process_kill.sync_detailed(self._ns(namespace), name, pid, client=self.api, signal=sig))
 
     def read_file(self, name: str, path: str, namespace: str | None = None) -> bytes:

@@ -38,6 +38,7 @@ from kairon_api.models import Machine, MachineMetrics, ProcessState
 
 from ._http import EXEC_DEFAULT_TIMEOUT
 from .client import Client, UIClient
+from .code import CONTEXT_SCRIPT, CodeContext
 from .errors import ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError
 from .files import Files
 from .forward import PortForward
@@ -505,6 +506,21 @@ class Sandbox:
         p = self.ui.start_process(self.name, argv, cwd=cwd, env=env, stdin=first, keep_stdin_open=stdin is not False,
                                   user=user, namespace=self.namespace)
         return SandboxProcess(self, p.id, argv)
+
+    def code_context(self, language: str = "python", *, id: str | None = None, cwd: str | None = None,
+                     env: dict[str, str] | None = None, user: str | None = None) -> CodeContext:
+        """A code context: an interpreter (`python`, or `javascript` where the template has Node)
+        whose variables outlive each `ctx.run(code)`; with `id`, the running one of that id
+        (from this or another client). A `KaironError` says so when the guest has no such
+        interpreter. `ctx.close()` (or `with`) ends it."""
+        if id is not None:
+            p = self.process(id)
+            return CodeContext(self, p, p.command[-1] if p.command else language)
+        p = self.start(["/bin/sh", "-c", CONTEXT_SCRIPT, "context", language], cwd=cwd, env=env, stdin=True,
+                       user=user)
+        ctx = CodeContext(self, p, language)
+        ctx.wait_ready()
+        return ctx
 
     def process(self, pid: str) -> SandboxProcess:
         """Re-attaches to the background process `pid` (one this or another client started; its

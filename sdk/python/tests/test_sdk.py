@@ -18,6 +18,7 @@ from kairon import (
     CommandError,
     ConflictError,
     GuestAgentDisabledError,
+    KaironError,
     KaironTimeoutError,
     MachineSuspendedError,
     NotFoundError,
@@ -584,3 +585,12 @@ def test_claim_from_a_paused_pool_and_close_releases_it(kube: Client, ui: UIClie
                 return True
 
         _eventually(f"pool {pool} and its members to be gone", pool_gone)
+
+
+def test_a_code_context_needs_its_interpreter_in_the_guest(sandbox: Sandbox) -> None:
+    # Busybox has no python3: the context says so, and what to use (scripts/code_context.py runs
+    # contexts on the python template).
+    with pytest.raises(KaironError, match="no python3 to run python in: use a template that has it"):
+        sandbox.code_context("python")
+    with pytest.raises(KaironError, match="use python or javascript"):
+        sandbox.code_context("cobol")

@@ -13,6 +13,7 @@ import { browserPlatform } from "./platform-browser.js";
 setPlatform(browserPlatform);
 
 export * from "./client.js";
+export * from "./code.js";
 export * from "./errors.js";
 export * from "./files.js";
 export * from "./kairon.js";

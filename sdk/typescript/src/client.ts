@@ -503,11 +503,12 @@ export class UIClient {
     if (res.status >= 400) throw errorFrom(res.status, decode(await drain(res.body)));
     yield* res.body;
   }
-  /** Sends `signal` to a background process. */
+  /** Sends `signal` (default KILL) to a background process. */
   async killProcess(name: string, pid: string, signal?: Signal, namespace?: string): Promise<void> {
     done(
       await this.api.POST("/api/v1/machines/{namespace}/{name}/processes/{pid}/kill", {
-        params: { path: { ...this.#p(name, namespace), pid }, query: { signal } },
+        // KILL unless told: the server's own default is TERM, which a process may ignore.
+        params: { path: { ...this.#p(name, namespace), pid }, query: { signal: signal ?? "KILL" } },
       }),
     );
   }

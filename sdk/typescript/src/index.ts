@@ -10,6 +10,7 @@ import { nodePlatform } from "./platform-node.js";
 setPlatform(nodePlatform);
 
 export * from "./client.js";
+export * from "./code.js";
 export * from "./config.js";
 export * from "./errors.js";
 export * from "./files.js";

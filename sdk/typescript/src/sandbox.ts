@@ -19,6 +19,7 @@
  * scheduled, a guest agent not yet up. A refusal such as `GuestAgentDisabledError` is thrown at once.
  */
 
+import { CONTEXT_SCRIPT, CodeContext } from "./code.js";
 import { Client, UIClient, type Json, type Machine, type MachineMetrics, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
@@ -504,6 +505,24 @@ export class Sandbox {
       namespace: this.namespace,
     });
     return new SandboxProcess(this, p.id, command);
+  }
+
+  /** A code context: an interpreter (`python`, or `javascript` where the template has Node) whose variables
+   * outlive each `ctx.run(code)`; with `opts.id`, the running one of that id (from this or another client). A
+   * `KaironError` says so when the guest has no such interpreter. `close()` it (or `await using`). */
+  async codeContext(
+    language = "python",
+    opts: { id?: string; cwd?: string; env?: Record<string, string>; user?: string } = {},
+  ): Promise<CodeContext> {
+    const { id, ...run } = opts;
+    if (id !== undefined) {
+      const p = await this.process(id);
+      return new CodeContext(p, p.command.at(-1) ?? language);
+    }
+    const p = await this.start(["/bin/sh", "-c", CONTEXT_SCRIPT, "context", language], { ...run, stdin: true });
+    const ctx = new CodeContext(p, language);
+    await ctx.waitReady();
+    return ctx;
   }
 
   /** Re-attaches to the background process `pid` (one this or another client started; the server keeps its

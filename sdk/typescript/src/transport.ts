@@ -288,10 +288,17 @@ export class Transport implements Wire {
           },
         }),
       );
-      ws.once("unexpected-response", (_req, res) => {
+      // A refusal instead of the upgrade: with this listener, ws leaves the request to us, and a request left
+      // open keeps its socket (and so the process) alive.
+      ws.once("unexpected-response", (req, res) => {
         const chunks: Buffer[] = [];
+        const conn = res.socket;
         res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("end", () => reject(errorFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8"))));
+        res.on("end", () => {
+          conn.destroy();
+          req.destroy();
+          reject(errorFrom(res.statusCode ?? 0, Buffer.concat(chunks).toString("utf8")));
+        });
       });
       ws.once("error", (e) => reject(new KaironConnectionError(`${url}: the server is unreachable: ${e.message}`)));
     });

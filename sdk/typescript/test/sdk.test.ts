@@ -366,6 +366,12 @@ describe("Sandbox", { timeout: 900_000 }, () => {
     await assert.rejects(sb.files.watch("/no/such/dir"), NotFoundError);
   });
 
+  it("a code context needs its interpreter in the guest", async () => {
+    // Busybox has no python3: the context says so and what to use (examples/code_context.ts runs contexts).
+    await assert.rejects(sb.codeContext("python"), /no python3 to run python in: use a template that has it/);
+    await assert.rejects(sb.codeContext("cobol"), /use python or javascript/);
+  });
+
   it("metrics follow a busy command", async () => {
     const busy = await sb.start("yes > /dev/null");
     try {
