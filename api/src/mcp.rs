@@ -268,6 +268,26 @@ pub struct StartArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct CodeArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
+    pub namespace: String,
+    pub name: String,
+    /// The code to run: its last expression's value comes back as text.
+    pub code: String,
+    /// `python` (default) or `javascript` (where the template has Node), for a new context.
+    pub language: Option<String>,
+    /// The context an earlier run_code answered, to run in its state (variables, imports);
+    /// left out, a new context is started.
+    pub context: Option<String>,
+    /// Interrupt the run after this many seconds (default 300, at most 3600).
+    pub timeout_seconds: Option<u64>,
+    /// Keep at most this many bytes of each of stdout and stderr, the latest (default 65536, at
+    /// most 1048576). The answer says when it cut.
+    pub max_output_bytes: Option<usize>,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct ProcessArgs {
     /// The namespace (default: the token's own when it names one namespace, else `default`).
     #[serde(default)]
@@ -337,6 +357,7 @@ in_namespace!(
     CloseArgs,
     NamespaceArgs,
     StartArgs,
+    CodeArgs,
     ProcessArgs,
     KillArgs,
     ForkArgs,
@@ -779,6 +800,47 @@ impl KaironMcp {
         };
         let p = machines.start_process(&id, &a.namespace, &a.name, request).await.map_err(failed)?;
         Ok(Self::pretty(&p))
+    }
+
+    /// Run Python (or JavaScript) code in a sandbox, keeping its state between runs: the
+    /// answer's `context` runs the next piece where this one left off (`x = 21`, then `x * 2`
+    /// is `42`). The answer has the last expression's value as `text`, the output, and `error`
+    /// (`name`, `value`, `traceback`) when the code raised. kill_process with the context ends it.
+    #[tool(annotations(
+        title = "Run code",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = true
+    ))]
+    async fn run_code(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(mut a): Parameters<CodeArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
+        let max = output_cap(a.max_output_bytes, "max_output_bytes")?;
+        let timeout = match a.timeout_seconds.unwrap_or(300) {
+            t @ 1..=3600 => std::time::Duration::from_secs(t),
+            t => return Err(format!("timeout_seconds={t} is out of range: give 1 to 3600")),
+        };
+        let language = a.language.as_deref().unwrap_or("python");
+        let run = machines
+            .run_code(&id, &a.namespace, &a.name, language, a.context.as_deref(), &a.code, timeout)
+            .await
+            .map_err(failed)?;
+        let mut answer = serde_json::to_value(&run).unwrap_or_default();
+        let (mut stdout, mut stderr) = (run.stdout, run.stderr);
+        let (out_cut, err_cut) = (cut_front(&mut stdout, max), cut_front(&mut stderr, max));
+        (answer["stdout"], answer["stderr"]) = (json!(stdout), json!(stderr));
+        if out_cut + err_cut > 0 {
+            answer["truncated"] = json!(true);
+            answer["note"] = json!(format!(
+                "only the last {max} bytes of each stream ({out_cut} earlier bytes of stdout and {err_cut} of stderr not shown): \
+                 raise max_output_bytes, or write the output to a file and read parts of it"
+            ));
+        }
+        Ok(Self::pretty(&answer))
     }
 
     /// A background process's state, exit code and output so far.

@@ -175,6 +175,14 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     c.kill_process(&vm.id, &busy.id, "TERM").await.unwrap();
     let killed = c.wait_process(&vm.id, &busy.id, Duration::from_secs(10)).await.unwrap();
     assert_eq!(killed.state, ProcessState::Exited);
+    // KILL reaches the command itself, not only what records its exit: nothing is left running.
+    let sleeper = c.start_process(&vm.id, &sh("exec sleep 4711")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.kill_process(&vm.id, &sleeper.id, "KILL").await.unwrap();
+    let killed = c.wait_process(&vm.id, &sleeper.id, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(killed.state, ProcessState::Exited);
+    let ps = c.exec(&vm.id, &sh("ps")).await.unwrap().stdout;
+    assert!(!ps.contains("sleep 4711"), "the killed command still runs:\n{ps}");
 
     // Power for a Machine generation: once generation 5 is applied, a request for 4 (a stale
     // reconcile racing a direct thaw) is refused and changes nothing; 5 again and 6 apply.

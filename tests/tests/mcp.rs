@@ -65,6 +65,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         "list_sandboxes",
         "sandbox_metrics",
         "start_process",
+        "run_code",
         "read_process",
         "kill_process",
         "fork_sandbox",
@@ -82,7 +83,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     for name in ["read_file", "describe_claim", "list_sandboxes", "read_process"] {
         assert_eq!(hints(name).0, Some(true), "{name} is read-only");
     }
-    for name in ["run_command", "write_file", "close_sandbox", "start_process", "kill_process"] {
+    for name in ["run_command", "write_file", "close_sandbox", "start_process", "run_code", "kill_process"] {
         assert_eq!(hints(name).0.zip(hints(name).1), Some((false, true)), "{name} is destructive");
     }
     for name in ["create_sandbox", "claim_sandbox", "pause", "resume", "fork_sandbox"] {
@@ -394,4 +395,45 @@ fn a_scripted_session_with_the_mcp_python_sdk() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// run_code: a context keeps its state between calls (`x = 21`, then `x * 2` is `42`), a
+/// raise comes back with its traceback, a new context shares nothing, a language the template
+/// lacks is refused saying so, and a context ended by kill_process says to start another.
+#[test]
+fn run_code_keeps_a_context_between_calls_in_a_python_sandbox() {
+    let k = Kairon::start().expect("kairon up");
+    let m = json!({"metadata": {"name": "coder", "labels": {"kairon.zyvor.dev/sandbox": "true"}},
+                   "spec": {"sandbox": {"templateName": "python"}, "guestAgent": {"enabled": true}}});
+    let made = rest(&k, "POST", "/api/v1/machines/mcp", &m);
+    assert_eq!(made["metadata"]["name"], "coder", "{made}");
+    let up = rest(&k, "GET", "/api/v1/machines/mcp/coder/wait?phase=Running&timeoutSeconds=900", &Value::Null);
+    assert_eq!(up["status"]["phase"], "Running", "{up}");
+    let mcp = Mcp::open(&k.url, &k.data_dir.path().join("tls/ca.crt"), Some(k.admin_token.clone()));
+    let run = |args: Value| -> Value {
+        let mut args = args;
+        args["namespace"] = json!("mcp");
+        args["name"] = json!("coder");
+        serde_json::from_str(&mcp.ok("run_code", args)).unwrap()
+    };
+
+    let first = run(json!({"code": "x = 21\nprint('hi')"}));
+    assert_eq!((first["stdout"].as_str(), &first["text"], &first["error"]), (Some("hi\n"), &Value::Null, &Value::Null));
+    let ctx = first["context"].as_str().expect("a context").to_string();
+    assert_eq!(run(json!({"context": ctx, "code": "x * 2"}))["text"], "42");
+    let raised = run(json!({"context": ctx, "code": "def f():\n    return x / 0\nf()"}));
+    assert_eq!(raised["error"]["name"], "ZeroDivisionError", "{raised}");
+    assert!(raised["error"]["traceback"].as_str().unwrap().contains("line 2, in f"), "{raised}");
+
+    let other = run(json!({"code": "x"}));
+    assert_eq!(other["error"]["name"], "NameError", "a new context shares nothing: {other}");
+    assert_ne!(other["context"], ctx);
+
+    let (err, text) =
+        mcp.tool("run_code", json!({"namespace": "mcp", "name": "coder", "language": "javascript", "code": "1"}));
+    assert!(err && text.contains("no node"), "{text}");
+
+    mcp.ok("kill_process", json!({"namespace": "mcp", "name": "coder", "pid": ctx}));
+    let (err, text) = mcp.tool("run_code", json!({"namespace": "mcp", "name": "coder", "context": ctx, "code": "x"}));
+    assert!(err && text.contains("start another"), "{text}");
 }

@@ -8,6 +8,7 @@
 //! server's own rights, so every operation checks the caller itself first, and it reaches node
 //! runtimes through `kairon-runtime-api`'s client only.
 
+pub mod code;
 pub mod error;
 pub mod guest;
 pub mod lifetime;

@@ -1003,7 +1003,16 @@ impl SandboxHost {
         if let Some(host) = self.host_pid(id, pid)
             && pid_alive(host)
         {
-            self.signal_in_sandbox(id, host, sig)?;
+            // The signal is the command's: the wrapper (see start_process) started it as its
+            // child. KILL on the wrapper alone would leave the command running, orphaned.
+            let children = std::fs::read_to_string(format!("/proc/{host}/task/{host}/children")).unwrap_or_default();
+            let commands: Vec<u32> = children.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+            if commands.is_empty() {
+                self.signal_in_sandbox(id, host, sig)?;
+            }
+            for command in commands {
+                self.signal_in_sandbox(id, command, sig)?;
+            }
         }
         Ok(())
     }
