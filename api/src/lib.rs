@@ -8,6 +8,7 @@ pub mod limits;
 pub mod loopback;
 pub mod machines;
 pub mod mcp;
+pub mod previews;
 pub mod rest;
 pub mod server;
 pub mod state;

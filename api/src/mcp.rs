@@ -133,6 +133,20 @@ pub struct MachineArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
+pub struct PreviewArgs {
+    /// The namespace (default: the token's own when it names one namespace, else `default`).
+    #[serde(default)]
+    pub namespace: String,
+    /// The sandbox's name.
+    pub name: String,
+    /// The port a server listens on in the sandbox (e.g. 8000 for `python3 -m http.server`).
+    pub port: u16,
+    /// How long the link lives, in seconds (default 3600, at most 604800).
+    #[serde(default)]
+    pub ttl_seconds: Option<u64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
 pub struct RunArgs {
     /// The namespace (default: the token's own when it names one namespace, else `default`).
     #[serde(default)]
@@ -351,6 +365,7 @@ in_namespace!(
     CreateArgs,
     ClaimArgs,
     MachineArgs,
+    PreviewArgs,
     RunArgs,
     ReadArgs,
     WriteArgs,
@@ -748,6 +763,37 @@ impl KaironMcp {
         let (id, machines) = self.caller_in(&parts, &mut a)?;
         let m = machines.metrics(&id, &a.namespace, &a.name, None).await.map_err(failed)?;
         Ok(Self::pretty(&m))
+    }
+
+    /// A link that opens a port of a sandbox in any browser with no header, to show a person what a server there
+    /// serves (a page, an app, a chart): an origin of its own, for ttl_seconds (default an hour). It dies with the
+    /// sandbox; a paused sandbox with wake-on-connect wakes when the link is opened.
+    #[tool(annotations(
+        title = "Preview link",
+        read_only_hint = false,
+        destructive_hint = false,
+        open_world_hint = true
+    ))]
+    async fn preview_url(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(mut a): Parameters<PreviewArgs>,
+    ) -> Result<String, String> {
+        let (id, machines) = self.caller_in(&parts, &mut a)?;
+        let m =
+            machines.authorize(&id, &a.namespace, &a.name, crate::machines::Needs::Instance).await.map_err(failed)?;
+        let uid = m.metadata.uid.unwrap_or_default();
+        let ttl = std::time::Duration::from_secs(a.ttl_seconds.unwrap_or(crate::previews::DEFAULT_TTL.as_secs()));
+        if a.port == 0 || ttl.is_zero() || ttl > crate::previews::MAX_TTL {
+            return Err("port must be from 1 to 65535 and ttl_seconds from 1 to 604800".into());
+        }
+        let made = self
+            .state
+            .previews
+            .create(&id, (&a.namespace, &a.name, &uid), a.port, ttl)
+            .await
+            .map_err(|e| failed(e.into()))?;
+        Ok(Self::pretty(&made))
     }
 
     /// The sandboxes of a namespace (Machines labelled kairon.zyvor.dev/sandbox=true): name, phase, power state, claim.

@@ -23,7 +23,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), limit_body_k8s));
-    rest_router(state.clone()).merge(k8s.with_state(state)).layer(middleware::from_fn(json_errors))
+    rest_router(state.clone())
+        .merge(k8s.with_state(state.clone()))
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn_with_state(state, crate::previews::serve))
 }
 
 /// The REST API alone, for a real cluster (`kairon api`): resources live in the cluster's own
@@ -32,7 +35,10 @@ pub fn cluster_router(state: AppState) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(metrics))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    rest_router(state.clone()).merge(metrics.with_state(state)).layer(middleware::from_fn(json_errors))
+    rest_router(state.clone())
+        .merge(metrics.with_state(state.clone()))
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn_with_state(state, crate::previews::serve))
 }
 
 /// The admission webhook alone, for a listener of its own (`kairon api --webhook-listen`): a

@@ -30,6 +30,8 @@ pub struct AppState {
     pub stopping: tokio_util::sync::CancellationToken,
     /// Single-use WebSocket tickets (`POST /api/v1/tickets`).
     pub tickets: Arc<crate::tickets::Tickets>,
+    /// Preview links (`POST …/previews`), and the domain they are served under, if any.
+    pub previews: Arc<crate::previews::Previews>,
     /// The admission webhook's quota judgements take turns per namespace.
     pub quota_turns: Arc<crate::webhook::quota::Turns>,
 }
@@ -38,6 +40,7 @@ impl AppState {
     pub fn new(store: Store, keys: TokenKeys, validation: ValidationOptions) -> Self {
         AppState {
             tickets: Arc::new(crate::tickets::Tickets::new(store.pool().clone())),
+            previews: Arc::new(crate::previews::Previews::new(store.pool().clone(), None)),
             store,
             registry: Arc::new(Registry::new()),
             keys,
@@ -50,6 +53,12 @@ impl AppState {
             stopping: tokio_util::sync::CancellationToken::new(),
             quota_turns: Arc::default(),
         }
+    }
+
+    /// Serves preview links under `domain`.
+    pub fn with_previews(mut self, domain: Option<crate::previews::PreviewDomain>) -> Self {
+        self.previews = Arc::new(crate::previews::Previews::new(self.store.pool().clone(), domain));
+        self
     }
 
     /// Sets the limits (and sizes the connection counter to them).

@@ -2555,6 +2555,35 @@ pub mod types {
             value.parse()
         }
     }
+    #[doc = "A preview link as the API shows it."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct Preview {
+        #[serde(rename = "createdAt")]
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[doc = "Who made it; requests through the link act as them."]
+        #[serde(rename = "createdBy")]
+        pub created_by: ::std::string::String,
+        #[doc = "After this the link answers 404."]
+        #[serde(rename = "expiresAt")]
+        pub expires_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[doc = "Names the link to revoke it; not the capability (which only the creator's answer holds)."]
+        pub id: ::std::string::String,
+        #[doc = "The guest port the link opens."]
+        pub port: i32,
+        #[doc = "The link, to open in a browser with no header: given once, in the answer that made it."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub url: ::std::option::Option<::std::string::String>,
+    }
+    #[doc = "`PreviewRequest`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    #[serde(deny_unknown_fields)]
+    pub struct PreviewRequest {
+        #[doc = "The guest port a browser reaches through the link."]
+        pub port: i32,
+        #[doc = "How long the link lives, in seconds (default 3600, at most 604800); it dies sooner with\nits Machine or when revoked."]
+        #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
+        pub ttl_seconds: ::std::option::Option<i64>,
+    }
     #[doc = "A background process started in an instance."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct Process {
@@ -2706,6 +2735,7 @@ pub mod types {
         Timeout,
         WakeTimeout,
         NotSupported,
+        PreviewsUnavailable,
         RuntimeError,
         RuntimeUnreachable,
         MigrationFailed,
@@ -2751,6 +2781,7 @@ pub mod types {
                 Self::Timeout => f.write_str("Timeout"),
                 Self::WakeTimeout => f.write_str("WakeTimeout"),
                 Self::NotSupported => f.write_str("NotSupported"),
+                Self::PreviewsUnavailable => f.write_str("PreviewsUnavailable"),
                 Self::RuntimeError => f.write_str("RuntimeError"),
                 Self::RuntimeUnreachable => f.write_str("RuntimeUnreachable"),
                 Self::MigrationFailed => f.write_str("MigrationFailed"),
@@ -2799,6 +2830,7 @@ pub mod types {
                 "Timeout" => Ok(Self::Timeout),
                 "WakeTimeout" => Ok(Self::WakeTimeout),
                 "NotSupported" => Ok(Self::NotSupported),
+                "PreviewsUnavailable" => Ok(Self::PreviewsUnavailable),
                 "RuntimeError" => Ok(Self::RuntimeError),
                 "RuntimeUnreachable" => Ok(Self::RuntimeUnreachable),
                 "MigrationFailed" => Ok(Self::MigrationFailed),
@@ -5750,6 +5782,142 @@ impl Client {
             409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "The Machine's live preview links (their URLs are not shown again)\n\nSends a `GET` request to `/api/v1/machines/{namespace}/{name}/previews`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n"]
+    pub async fn preview_list<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> Result<ResponseValue<::std::vec::Vec<types::Preview>>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/previews",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "preview_list" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Make a preview link: a URL a browser opens with no header, on a host of its own, that reaches\nthe guest's server on `port` as the caller (waking a Machine with wake-on-connect)\n\nSends a `POST` request to `/api/v1/machines/{namespace}/{name}/previews`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `body`\n"]
+    pub async fn preview_create<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        body: &'a types::PreviewRequest,
+    ) -> Result<ResponseValue<types::Preview>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/previews",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "preview_create" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            201u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            501u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Revoke a preview link: it answers 404 from now on\n\nSends a `DELETE` request to `/api/v1/machines/{namespace}/{name}/previews/{id}`\n\nArguments:\n- `namespace`\n- `name`\n- `id`: The link's id (not its capability).\n"]
+    pub async fn preview_revoke<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        id: &'a str,
+    ) -> Result<ResponseValue<()>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/machines/{}/{}/previews/{}",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+            encode_path(&id.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .delete(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "preview_revoke" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            204u16 => Ok(ResponseValue::empty(response)),
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             502u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),

@@ -180,6 +180,25 @@ enum Cmd {
         #[command(flatten)]
         dry: DryRun,
     },
+    /// Open a port of a Machine to any browser with no header: print a new preview link (an origin
+    /// of its own, for --ttl), or list or revoke the Machine's links.
+    #[command(after_help = concat!("Examples:\n  kaironctl preview web-1 8000\n  kaironctl preview web-1 3000 --ttl 24h\n  kaironctl preview web-1 --list\n  kaironctl preview web-1 --revoke 3f9c2a1b7d4e", exit_codes!()))]
+    Preview {
+        #[arg(add = complete::machines())]
+        name: String,
+        /// The guest port the link opens.
+        #[arg(required_unless_present_any = ["list", "revoke"], value_parser = clap::value_parser!(u16).range(1..))]
+        port: Option<u16>,
+        /// How long the link lives, e.g. 30m, 24h (default: the server's hour; at most 7 days).
+        #[arg(long, value_parser = duration::parse)]
+        ttl: Option<Duration>,
+        /// List the Machine's live links instead (their URLs are shown only when made).
+        #[arg(long, conflicts_with_all = ["port", "ttl", "revoke"])]
+        list: bool,
+        /// Revoke the link with this id instead.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["port", "ttl"])]
+        revoke: Option<String>,
+    },
     /// Move a Machine's end (max lifetime, ttlSeconds, its claim's TTL) later by DURATION.
     #[command(after_help = concat!("Examples:\n  kaironctl extend agent-42 1h\n  kaironctl extend agent-42 90s --dry-run", exit_codes!()))]
     Extend {
@@ -791,6 +810,36 @@ async fn run(cli: Cli) -> Result<()> {
                 return output::print(fmt, &v);
             }
             output::migration(&v, &name, dry.dry_run);
+            Ok(())
+        }
+        Cmd::Preview { name, port, ttl, list, revoke } => {
+            if list {
+                let links = c.preview_list(&ns, &name).await.map_err(fail)?.into_inner();
+                if !fmt.is_table() {
+                    return output::print(fmt, &to_value(&links));
+                }
+                println!("{:<14} {:>5}  {:<25}  CREATED BY", "ID", "PORT", "EXPIRES");
+                for l in &links {
+                    println!("{:<14} {:>5}  {:<25}  {}", l.id, l.port, l.expires_at.to_rfc3339(), l.created_by);
+                }
+                return Ok(());
+            }
+            if let Some(id) = revoke {
+                c.preview_revoke(&ns, &name, &id).await.map_err(fail)?;
+                return output::done(fmt, &serde_json::json!({ "revoked": id }), &format!("preview {id} revoked"));
+            }
+            let port = port.expect("clap requires a port without --list or --revoke");
+            let body = types::PreviewRequest { port: port.into(), ttl_seconds: ttl.map(|t| t.as_secs() as i64) };
+            let made = c.preview_create(&ns, &name, &body).await.map_err(fail)?.into_inner();
+            if !fmt.is_table() {
+                return output::print(fmt, &to_value(&made));
+            }
+            println!("{}", made.url.as_deref().unwrap_or_default());
+            eprintln!(
+                "preview {} of {name}:{port}, until {} (kaironctl preview {name} --revoke {0})",
+                made.id,
+                made.expires_at.to_rfc3339()
+            );
             Ok(())
         }
         Cmd::Extend { name, by, dry } => {

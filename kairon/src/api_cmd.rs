@@ -16,6 +16,7 @@ use tower::ServiceExt;
 use kairon_api::AppState;
 use kairon_api::auth::TokenKeys;
 use kairon_api::k8s::status::ApiError;
+use kairon_api::previews::PreviewDomain;
 use kairon_db::Store;
 use kairon_runtime_api::Credential;
 use kairon_runtime_api::grant::GrantSigner;
@@ -47,6 +48,15 @@ pub struct ApiArgs {
     /// --runtime-api-key` with the public key).
     #[arg(long, env = "KAIRON_RUNTIME_SIGNING_KEY")]
     runtime_signing_key: Option<PathBuf>,
+    /// Serve preview links at `https://<capability>-<port>.DOMAIN/`: every subdomain of DOMAIN
+    /// must resolve to this api (wildcard DNS). Each link's host gets a certificate of its own
+    /// from this api's CA, which browsers must trust (or terminate TLS for *.DOMAIN in front of
+    /// the api with a wildcard certificate). Without it previews answer 501: never a shared origin.
+    #[arg(long, env = "KAIRON_PREVIEW_DOMAIN")]
+    preview_domain: Option<String>,
+    /// The port preview links' URLs name (where *.DOMAIN reaches this api).
+    #[arg(long, env = "KAIRON_PREVIEW_PORT", default_value_t = 443)]
+    preview_port: u16,
     #[command(flatten)]
     rest: crate::up::RestArgs,
     #[command(flatten)]
@@ -74,6 +84,10 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let tls = crate::tls::prepare(&data_dir, addr, &args.tls_names)?;
+    let previews = match &args.preview_domain {
+        Some(d) => Some(PreviewDomain::new(d, Some(args.preview_port)).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     let host =
         if addr.ip().is_unspecified() || addr.ip().is_loopback() { "127.0.0.1".into() } else { addr.ip().to_string() };
     let url = format!("https://{host}:{}", addr.port());
@@ -82,7 +96,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     // Served at once, so a pod that starts before its database is alive rather than crash-looping:
     // /livez answers, /readyz and every other route say what is awaited, until the store is open.
     let starting = Starting::default();
-    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
+    let config = crate::tls::server_config(&tls, previews.as_ref()).await?;
     let handle = axum_server::Handle::new();
     let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
     let mut server = tokio::spawn(server.serve(starting.router().into_make_service()));
@@ -95,7 +109,9 @@ pub async fn run(args: ApiArgs) -> Result<()> {
         r = &mut server => return Ok(r??),
     };
 
-    let mut state = AppState::new(store.clone(), keys, Default::default()).with_limits(args.limits.limits());
+    let mut state = AppState::new(store.clone(), keys, Default::default())
+        .with_limits(args.limits.limits())
+        .with_previews(previews);
     state.machines = Some(std::sync::Arc::new(args.rest.machines(kube, credential)?));
     args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();

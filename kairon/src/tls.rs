@@ -8,13 +8,24 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use anyhow::{Context, Result};
+use axum_server::tls_rustls::RustlsConfig;
+use kairon_api::previews::{PreviewDomain, PreviewHost};
 use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 
 pub struct TlsFiles {
     pub ca_pem: String,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// The CA's key (PEM), which mints preview links' certificates.
+    ca_key_pem: String,
 }
 
 fn ca_params() -> Result<CertificateParams> {
@@ -43,7 +54,8 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr, names: &[String]) -> Result<Tl
         std::fs::write(&ca_crt, cert.pem())?;
     }
     let ca_pem = std::fs::read_to_string(&ca_crt).context("reading the CA certificate")?;
-    let ca_key = KeyPair::from_pem(&std::fs::read_to_string(&ca_key)?).context("reading the CA key")?;
+    let ca_key_pem = std::fs::read_to_string(&ca_key)?;
+    let ca_key = KeyPair::from_pem(&ca_key_pem).context("reading the CA key")?;
     let issuer = Issuer::new(ca_params()?, ca_key);
 
     let extra = names;
@@ -64,7 +76,109 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr, names: &[String]) -> Result<Tl
     let (cert_path, key_path) = (dir.join("server.crt"), dir.join("server.key"));
     std::fs::write(&cert_path, cert.pem())?;
     crate::up::write_private(&key_path, key.serialize_pem().as_bytes())?;
-    Ok(TlsFiles { ca_pem, cert: cert_path, key: key_path })
+    Ok(TlsFiles { ca_pem, cert: cert_path, key: key_path, ca_key_pem })
+}
+
+/// The API's TLS configuration: its own certificate, and with a preview domain, for each preview
+/// link's host a certificate for that one name, minted from the CA at its first handshake.
+pub async fn server_config(tls: &TlsFiles, previews: Option<&PreviewDomain>) -> Result<RustlsConfig> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert)
+        .with_context(|| format!("reading {}", tls.cert.display()))?
+        .collect::<Result<_, _>>()?;
+    let key = PrivateKeyDer::from_pem_file(&tls.key).with_context(|| format!("reading {}", tls.key.display()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    let api = Arc::new(CertifiedKey::from_der(certs, key, &provider)?);
+    let previews = match previews {
+        Some(domain) => Some(PreviewCertificates::new(domain.clone(), &tls.ca_pem, &tls.ca_key_pem)?),
+        None => None,
+    };
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(ServerCertificates { api, previews }));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(RustlsConfig::from_config(Arc::new(config)))
+}
+
+/// Picks the certificate for a handshake's server name.
+#[derive(Debug)]
+struct ServerCertificates {
+    api: Arc<CertifiedKey>,
+    previews: Option<PreviewCertificates>,
+}
+
+impl ResolvesServerCert for ServerCertificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let minted = match (&self.previews, hello.server_name()) {
+            (Some(p), Some(name)) => p.for_name(name),
+            _ => None,
+        };
+        Some(minted.unwrap_or_else(|| self.api.clone()))
+    }
+}
+
+/// Certificates for preview links' hosts: one name each (no wildcard, so a browser never reuses
+/// one link's connection for another), all with one key, signed by the CA.
+struct PreviewCertificates {
+    domain: PreviewDomain,
+    issuer: Issuer<'static, KeyPair>,
+    key: KeyPair,
+    signing: Arc<dyn rustls::sign::SigningKey>,
+    ca: CertificateDer<'static>,
+    minted: Mutex<HashMap<String, Arc<CertifiedKey>>>,
+}
+
+/// Minted certificates kept at once (a name's is minted again after the cache is cleared).
+const MINTED_KEPT: usize = 4096;
+
+impl std::fmt::Debug for PreviewCertificates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreviewCertificates").field("domain", &self.domain).finish_non_exhaustive()
+    }
+}
+
+impl PreviewCertificates {
+    fn new(domain: PreviewDomain, ca_pem: &str, ca_key_pem: &str) -> Result<Self> {
+        let issuer = Issuer::new(ca_params()?, KeyPair::from_pem(ca_key_pem).context("reading the CA key")?);
+        let key = KeyPair::generate()?;
+        let der = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| anyhow::anyhow!("the preview key: {e}"))?;
+        let signing = rustls::crypto::ring::sign::any_supported_type(&der)?;
+        let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).context("reading the CA certificate")?;
+        Ok(PreviewCertificates { domain, issuer, key, signing, ca, minted: Mutex::default() })
+    }
+
+    /// The certificate for `name` when it is a preview link's host.
+    fn for_name(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        if !matches!(self.domain.parse(name), PreviewHost::Link { .. }) {
+            return None;
+        }
+        let name = name.to_ascii_lowercase();
+        let mut minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = minted.get(&name) {
+            return Some(found.clone());
+        }
+        let made = match self.mint(&name) {
+            Ok(made) => Arc::new(made),
+            Err(e) => {
+                tracing::warn!(%name, "minting a preview certificate: {e:#}");
+                return None;
+            }
+        };
+        if minted.len() >= MINTED_KEPT {
+            minted.clear();
+        }
+        minted.insert(name, made.clone());
+        Some(made)
+    }
+
+    fn mint(&self, name: &str) -> Result<CertifiedKey> {
+        let mut params = CertificateParams::new(vec![name.to_string()])?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.not_before = rcgen::date_time_ymd(2025, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2045, 1, 1);
+        let cert = params.signed_by(&self.key, &self.issuer)?;
+        Ok(CertifiedKey::new(vec![cert.der().clone(), self.ca.clone()], self.signing.clone()))
+    }
 }
 
 /// A node runtime's own certificate and key, in `dir`: made on first use (self-signed, for

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use kairon_api::AppState;
 use kairon_api::auth::{Role, TokenKeys};
 use kairon_api::loopback::RouterSlot;
+use kairon_api::previews::PreviewDomain;
 use kairon_db::Store;
 use kairon_model::validate::ValidationOptions;
 
@@ -43,6 +44,11 @@ pub struct UpArgs {
     /// Machine narrows it with spec.network.egress.
     #[arg(long, env = "KAIRON_NO_GUEST_NETWORK")]
     no_guest_network: bool,
+    /// Preview links are served at `https://<capability>-<port>.DOMAIN:<listen port>/`, each
+    /// with a certificate of its own from the CA. Under `localhost` browsers resolve every
+    /// name to loopback by themselves; another domain needs its subdomains to resolve here.
+    #[arg(long, env = "KAIRON_PREVIEW_DOMAIN", default_value = "localhost")]
+    preview_domain: String,
     #[command(flatten)]
     node: crate::node_cmd::NodeTuning,
     #[command(flatten)]
@@ -226,6 +232,8 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
     let tls = crate::tls::prepare(data_dir, addr, &[])?;
+    let previews = PreviewDomain::new(&args.preview_domain, Some(addr.port())).map_err(anyhow::Error::msg)?;
+    let mut state = state.with_previews(Some(previews.clone()));
     let host = if addr.ip().is_unspecified() || addr.ip().is_loopback() {
         "127.0.0.1".to_string()
     } else {
@@ -296,10 +304,14 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     if let Some(w) = &webhook {
         println!("  webhook:     {}", w.url);
     }
+    println!(
+        "  previews:    {}   (sb.preview_url(port); trust the CA in your browser)",
+        previews.url("<link>", 0).replace("-0.", "-<port>.")
+    );
     println!("  admin token: {token}");
     println!("Press Ctrl-C to stop.");
 
-    let config = axum_server::tls_rustls::RustlsConfig::from_pem_file(&tls.cert, &tls.key).await?;
+    let config = crate::tls::server_config(&tls, Some(&previews)).await?;
     let handle = axum_server::Handle::new();
     let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
     let mut server = tokio::spawn(server.serve(app.into_make_service()));

@@ -250,6 +250,7 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         .replace("{node}", "local")
         .replace("{item}", item)
         .replace("{pid}", "999999")
+        .replace("{id}", "none")
         .replace("{port}", "8080")
         .replace("{path}", "authz")
         .replace("{uid}", "00000000-0000-0000-0000-000000000000");
@@ -294,6 +295,8 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         "file_info" => query.push("path=/etc/hostname".into()),
         // Nothing to move: past authorization a 404, and nothing changes.
         "file_rename" => body = json_body(json!({"from": "/tmp/authz-none", "to": "/tmp/authz-none-2"})),
+        // A link made for a port nothing listens on: it opens nothing until something does.
+        "preview_create" => body = json_body(json!({"port": 8080, "ttlSeconds": 60})),
         "machine_freeze" => query.push("unfreezeTimeout=1s".into()),
         "usage_report" => query.push(format!("namespace={ns}")),
         _ => {}
@@ -467,6 +470,7 @@ async fn mcp_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str, n:
         "describe_claim" => json!({"namespace": ns, "name": "claim"}),
         "list_sandboxes" => json!({"namespace": ns}),
         "sandbox_metrics" => json!({"namespace": ns, "name": "labelled"}),
+        "preview_url" => json!({"namespace": ns, "name": target, "port": 8080, "ttl_seconds": 60}),
         "start_process" => json!({"namespace": ns, "name": target, "command": "true"}),
         // Past authorization busybox has no python3: a 400 that says so.
         "run_code" => json!({"namespace": ns, "name": target, "code": "1"}),

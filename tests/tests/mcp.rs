@@ -64,6 +64,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
         "describe_claim",
         "list_sandboxes",
         "sandbox_metrics",
+        "preview_url",
         "start_process",
         "run_code",
         "read_process",
@@ -86,7 +87,7 @@ fn an_mcp_session_works_in_a_claimed_sandbox_and_reads_its_usage() {
     for name in ["run_command", "write_file", "close_sandbox", "start_process", "run_code", "kill_process"] {
         assert_eq!(hints(name).0.zip(hints(name).1), Some((false, true)), "{name} is destructive");
     }
-    for name in ["create_sandbox", "claim_sandbox", "pause", "resume", "fork_sandbox"] {
+    for name in ["create_sandbox", "claim_sandbox", "pause", "resume", "fork_sandbox", "preview_url"] {
         assert_eq!(hints(name).0.zip(hints(name).1), Some((false, false)), "{name} only adds or changes state");
     }
     assert_eq!(hints("pause").2, Some(true), "pausing twice is pausing once");

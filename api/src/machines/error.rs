@@ -88,6 +88,8 @@ pub enum Reason {
     // What is below the API.
     /// The node's runtime does not support this.
     NotSupported,
+    /// This server serves no preview links (its api has no `--preview-domain`).
+    PreviewsUnavailable,
     /// The node's runtime failed.
     RuntimeError,
     /// The node's runtime could not be reached.
@@ -142,6 +144,7 @@ impl Reason {
             NotSupported | RuntimeError | RuntimeUnreachable | MigrationFailed | GuestUnreachable | GuestClosed => {
                 StatusCode::BAD_GATEWAY
             }
+            PreviewsUnavailable => StatusCode::NOT_IMPLEMENTED,
             ServiceUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             InternalError => StatusCode::INTERNAL_SERVER_ERROR,
         }

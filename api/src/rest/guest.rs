@@ -496,6 +496,23 @@ async fn sandbox_http(c: Caller, params: HashMap<String, String>, req: Request) 
     let path = GuestPath::new(params.get("path").map(String::as_str).unwrap_or_default())?;
     let p = ObjectPath { namespace: ns, name };
     let s = c.open(&p, Needs::Instance).await?;
+    relay_http(s, port, &path, req, Origin::Api).await
+}
+
+/// Which origin a relayed guest response is served from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The API's own (`…/sandbox-http/`): the guest's content must not act as the API's page.
+    Api,
+    /// A preview link's host, an origin of its own (`crate::previews`): the guest's page runs as
+    /// any site does, with its own cookies.
+    Preview,
+}
+
+/// Relays `req` to the guest's server on `port` at `path` (its query kept) through the session's
+/// runtime, streaming both ways; the session stays open (activity stamped) until the response's
+/// body is done.
+pub async fn relay_http(s: Session, port: u16, path: &GuestPath, req: Request, origin: Origin) -> Result<Response> {
     let (parts, body) = req.into_parts();
     let mut headers = reqwest::header::HeaderMap::new();
     for (k, v) in parts.headers.iter().filter(|(k, _)| forwardable(k)) {
@@ -503,17 +520,20 @@ async fn sandbox_http(c: Caller, params: HashMap<String, String>, req: Request) 
     }
     let request = s
         .runtime
-        .guest_http(parts.method.clone(), &s.id, port, &path, parts.uri.query())
+        .guest_http(parts.method.clone(), &s.id, port, path, parts.uri.query())
         .headers(headers)
         .body(reqwest::Body::wrap_stream(body.into_data_stream()));
     let upstream = s.runtime.send_guest_http(request).await?;
     let mut out = HeaderMap::new();
-    for (k, v) in upstream.headers().iter().filter(|(k, _)| forwardable(k) && *k != header::SET_COOKIE) {
+    let keeps = |k: &HeaderName| forwardable(k) && (origin == Origin::Preview || *k != header::SET_COOKIE);
+    for (k, v) in upstream.headers().iter().filter(|(k, _)| keeps(k)) {
         out.append(k.clone(), v.clone());
     }
-    // Guest content is served from the API's own origin: a browser must treat it as a unique,
-    // script-less origin so it cannot act with the API's cookies or storage.
-    out.insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("sandbox"));
+    if origin == Origin::Api {
+        // Guest content is served from the API's own origin: a browser must treat it as a unique,
+        // script-less origin so it cannot act with the API's cookies or storage.
+        out.insert(header::CONTENT_SECURITY_POLICY, header::HeaderValue::from_static("sandbox"));
+    }
     let status = upstream.status();
     // The session moves into the body so activity is stamped until the response is done.
     let stream = upstream.bytes_stream().map(move |chunk| {

@@ -11,6 +11,7 @@ pub mod guest;
 mod nodes;
 mod objects;
 mod power;
+mod previews;
 pub mod schema;
 pub(crate) mod usage;
 
@@ -114,6 +115,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(nodes::routes())
         .merge(usage::routes())
         .merge(dashboard::routes())
+        .merge(previews::routes())
 }
 
 /// Adds the operations whose axum routes are not made from the route list (the sandbox proxy's

@@ -66,8 +66,8 @@ try:
     assert sb.set_timeout(600).timestamp() > time.time() + 500
     row("set_timeout")
 
-    # sbx.get_host(8000): a server in the sandbox, reached through Kairon's authenticated proxy
-    # (sb.url) or a local port (sb.port_forward)
+    # sbx.get_host(8000): a server in the sandbox, reached through a preview link
+    # (sb.preview_url), Kairon's authenticated proxy (sb.url) or a local port (sb.port_forward)
     sb.run("mkdir -p /www && echo served > /www/index.html", check=True)
     httpd = sb.start(["httpd", "-f", "-p", "8000", "-h", "/www"])
     with sb.port_forward(8000) as fwd:
@@ -80,6 +80,8 @@ try:
             time.sleep(0.2)
         else:
             raise AssertionError("the server in the sandbox did not answer through the forward")
+    # A link any browser opens with no header, on an origin of its own (scripts/preview.py opens one).
+    assert sb.preview_url(8000).startswith("https://")
     httpd.kill()
     row("get_host")
 

@@ -41,6 +41,7 @@ from .errors import (
     UnauthorizedError,
     WakeTimeoutError,
 )
+from kairon_api.models.preview import Preview
 from kairon_api.models.reason import Reason
 
 from .code import CodeContext, CodeError, CodeResult, CodeRunError
@@ -87,6 +88,7 @@ __all__ = [
     "Reason",
     "Output",
     "PortForward",
+    "Preview",
     "Pty",
     "RunResult",
     "Sandbox",

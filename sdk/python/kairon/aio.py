@@ -27,7 +27,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
-from kairon_api.models import FileEntry, Machine, MachineMetrics
+from kairon_api.models import FileEntry, Machine, MachineMetrics, Preview
 
 from ._http import DEFAULT_RETRIES
 from ._kairon import Kairon
@@ -462,6 +462,22 @@ class AsyncSandbox:
     def url(self, port: int, path: str = "/") -> str:
         """The sandbox-http URL of `port` (no request is sent)."""
         return self.sync.url(port, path)
+
+    async def preview(self, port: int, *, ttl: float | None = None) -> Preview:
+        """`Sandbox.preview`: a preview link to `port`, opened in a browser with no header."""
+        return await asyncio.to_thread(lambda: self.sync.preview(port, ttl=ttl))
+
+    async def preview_url(self, port: int, *, ttl: float | None = None) -> str:
+        """`Sandbox.preview_url`: the URL of a new preview link to `port`."""
+        return await asyncio.to_thread(lambda: self.sync.preview_url(port, ttl=ttl))
+
+    async def previews(self) -> builtins.list[Preview]:
+        """`Sandbox.previews`: the live preview links."""
+        return await asyncio.to_thread(self.sync.previews)
+
+    async def revoke_preview(self, preview: Preview | str) -> None:
+        """`Sandbox.revoke_preview`: the link answers 404 from now on."""
+        await asyncio.to_thread(self.sync.revoke_preview, preview)
 
     async def extend(self, seconds: int) -> datetime.datetime:
         """Moves the sandbox's end `seconds` later; the new end."""

@@ -30,6 +30,9 @@ from kairon_api.api.guest import (
     process_logs,
     process_start,
     process_wait,
+    preview_create,
+    preview_list,
+    preview_revoke,
 )
 from kairon_api.api.machine_claims import machineclaim_get, machineclaim_wait
 from kairon_api.api.machines import machine_delete, machine_get, machine_wait
@@ -58,6 +61,8 @@ from kairon_api.models import (
     FileEntry,
     Machine,
     MachineClaim,
+    Preview,
+    PreviewRequest,
     Process,
     ProcessKillSignal,
     ProcessLogs,
@@ -557,6 +562,21 @@ class UIClient:
         """Moves the guest's `src` to `dst` (absolute paths; a file at `dst` is replaced)."""
         body = RenameRequest(from_=src, to=dst)
         _done(file_rename.sync_detailed(self._ns(namespace), name, client=self.api, body=body))
+
+    def preview_create(self, name: str, port: int, *, ttl: float | None = None, namespace: str | None = None) -> Preview:
+        """A preview link to the guest's `port`: its `url` opens in a browser with no header, for
+        `ttl` seconds (the server's hour when None)."""
+        body = PreviewRequest(port=port, ttl_seconds=round(ttl) if ttl is not None else UNSET)
+        return _ok(preview_create.sync_detailed(self._ns(namespace), name, client=self.api, body=body), Preview)
+
+    def previews(self, name: str, namespace: str | None = None) -> list[Preview]:
+        """The Machine's live preview links, newest first (without their URLs)."""
+        resp = preview_list.sync_detailed(self._ns(namespace), name, client=self.api)
+        return cast(list[Preview], _ok(resp, list))
+
+    def preview_revoke(self, name: str, preview_id: str, namespace: str | None = None) -> None:
+        """Revokes a preview link: it answers 404 from now on."""
+        _done(preview_revoke.sync_detailed(self._ns(namespace), name, preview_id, client=self.api))
 
     def close(self) -> None:
         """Closes the connections."""

@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from kairon_api.models import Machine, MachineMetrics, ProcessState
+from kairon_api.models import Machine, MachineMetrics, Preview, ProcessState
 
 from ._http import EXEC_DEFAULT_TIMEOUT
 from .client import Client, UIClient
@@ -633,6 +633,30 @@ class Sandbox:
             raise ValueError(f"port {port} is not from 1 to 65535")
         ns, name = quote(self.namespace, safe=""), quote(self.name, safe="")
         return f"{self.ui.url}/api/v1/machines/{ns}/{name}/sandbox-http/{port}/{path.lstrip('/')}"
+
+    def preview(self, port: int, *, ttl: float | None = None) -> Preview:
+        """A preview link to the server listening on `port` in the sandbox: `.url` opens in any
+        browser with no header (send it to a person), on a host of its own, for `ttl` seconds
+        (an hour when None, at most 7 days); revoke it with `revoke_preview`. It dies with the
+        sandbox; a paused sandbox with wake-on-connect wakes when it is opened."""
+        if not 1 <= port <= 65535:
+            raise ValueError(f"port {port} is not from 1 to 65535")
+        return self.ui.preview_create(self.name, port, ttl=ttl, namespace=self.namespace)
+
+    def preview_url(self, port: int, *, ttl: float | None = None) -> str:
+        """The URL of a new preview link to `port` (see `preview`)."""
+        url = self.preview(port, ttl=ttl).url
+        if not isinstance(url, str):
+            raise ApiError(500, "UnexpectedResponse", "the server made a preview link without its URL")
+        return url
+
+    def previews(self) -> builtins.list[Preview]:
+        """The sandbox's live preview links, newest first (their URLs are given only when made)."""
+        return self.ui.previews(self.name, namespace=self.namespace)
+
+    def revoke_preview(self, preview: Preview | str) -> None:
+        """Revokes a preview link (a `Preview` or its `id`): it answers 404 from now on."""
+        self.ui.preview_revoke(self.name, preview if isinstance(preview, str) else preview.id, namespace=self.namespace)
 
     def extend(self, seconds: int) -> datetime.datetime:
         """Moves the sandbox's end `seconds` later and returns the new end: each deadline that

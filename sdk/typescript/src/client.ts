@@ -39,6 +39,8 @@ export type Signal = NonNullable<NonNullable<operations["process_kill"]["paramet
 export type ClaimUsageHistory = Schemas["ClaimUsageHistory"];
 /** What a Machine uses now (`UIClient.metrics`, `Sandbox.metrics`). */
 export type MachineMetrics = Schemas["MachineMetrics"];
+/** A preview link of a Machine: `url` (given only when it is made) opens in a browser with no header. */
+export type Preview = Schemas["Preview"];
 /** One entry of a guest directory: name, type, size, mode. */
 export type FileEntry = Schemas["FileEntry"];
 
@@ -376,6 +378,30 @@ export class UIClient {
     return ok(
       await this.api.GET("/api/v1/machines/{namespace}/{name}/metrics", {
         params: { path: this.#p(name, opts.namespace), query: { windowMillis } },
+      }),
+    );
+  }
+
+  /** A preview link to the guest's `port`: its `url` opens in a browser with no header, on a host of its own,
+   * for `ttl` seconds (the server's hour when unset). */
+  async createPreview(name: string, port: number, opts: { ttl?: number; namespace?: string } = {}): Promise<Preview> {
+    const ttlSeconds = opts.ttl === undefined ? undefined : Math.round(opts.ttl);
+    return ok(
+      await this.api.POST("/api/v1/machines/{namespace}/{name}/previews", {
+        params: { path: this.#p(name, opts.namespace) },
+        body: { port, ttlSeconds },
+      }),
+    );
+  }
+  /** The Machine's live preview links, newest first (without their URLs). */
+  async previews(name: string, namespace?: string): Promise<Preview[]> {
+    return ok(await this.api.GET("/api/v1/machines/{namespace}/{name}/previews", { params: { path: this.#p(name, namespace) } }));
+  }
+  /** Revokes a preview link: it answers 404 from now on. */
+  async revokePreview(name: string, id: string, namespace?: string): Promise<void> {
+    done(
+      await this.api.DELETE("/api/v1/machines/{namespace}/{name}/previews/{id}", {
+        params: { path: { ...this.#p(name, namespace), id } },
       }),
     );
   }

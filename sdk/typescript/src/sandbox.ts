@@ -20,7 +20,7 @@
  */
 
 import { CONTEXT_SCRIPT, CodeContext } from "./code.js";
-import { Client, UIClient, type Json, type Machine, type MachineMetrics, type Signal } from "./client.js";
+import { Client, UIClient, type Json, type Machine, type MachineMetrics, type Preview, type Signal } from "./client.js";
 import { ApiError, CommandError, KaironConnectionError, KaironError, KaironTimeoutError, NotFoundError } from "./errors.js";
 import { Files } from "./files.js";
 import { EXEC_DEFAULT_TIMEOUT } from "./retry.js";
@@ -605,6 +605,31 @@ export class Sandbox {
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port} is not from 1 to 65535`);
     const [ns, name] = [encodeURIComponent(this.namespace), encodeURIComponent(this.name)];
     return `${this.ui.url}/api/v1/machines/${ns}/${name}/sandbox-http/${port}/${path.replace(/^\/+/, "")}`;
+  }
+
+  /** A preview link to the server listening on `port` in the sandbox: `.url` opens in any browser with no header
+   * (send it to a person), on a host of its own, for `ttl` seconds (an hour when unset, at most 7 days); revoke it
+   * with `revokePreview`. It dies with the sandbox; a paused sandbox with wake-on-connect wakes when it is opened. */
+  async preview(port: number, opts: { ttl?: number } = {}): Promise<Preview> {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new RangeError(`port ${port} is not from 1 to 65535`);
+    return this.ui.createPreview(this.name, port, { ttl: opts.ttl, namespace: this.namespace });
+  }
+
+  /** The URL of a new preview link to `port` (see `preview`). */
+  async previewUrl(port: number, opts: { ttl?: number } = {}): Promise<string> {
+    const made = await this.preview(port, opts);
+    if (!made.url) throw new Error("the server made a preview link without its URL");
+    return made.url;
+  }
+
+  /** The sandbox's live preview links, newest first (their URLs are given only when made). */
+  previews(): Promise<Preview[]> {
+    return this.ui.previews(this.name, this.namespace);
+  }
+
+  /** Revokes a preview link (a `Preview` or its `id`): it answers 404 from now on. */
+  revokePreview(preview: Preview | string): Promise<void> {
+    return this.ui.revokePreview(this.name, typeof preview === "string" ? preview : preview.id, this.namespace);
   }
 
   /** Moves the sandbox's end `seconds` later and returns the new end: each deadline that would end it

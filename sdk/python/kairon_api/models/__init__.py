@@ -113,6 +113,8 @@ from .pool_claim_result import PoolClaimResult
 from .pool_member import PoolMember
 from .pool_member_state import PoolMemberState
 from .power_state import PowerState
+from .preview import Preview
+from .preview_request import PreviewRequest
 from .process import Process
 from .process_event_type_0 import ProcessEventType0
 from .process_event_type_0_type import ProcessEventType0Type
@@ -272,6 +274,8 @@ __all__ = (
     "PoolMember",
     "PoolMemberState",
     "PowerState",
+    "Preview",
+    "PreviewRequest",
     "Process",
     "ProcessEventType0",
     "ProcessEventType0Type",

@@ -28,6 +28,7 @@ class Reason(StrEnum):
     NOTSUPPORTED = "NotSupported"
     PAYLOADTOOLARGE = "PayloadTooLarge"
     POWERSTATEUNSUPPORTED = "PowerStateUnsupported"
+    PREVIEWSUNAVAILABLE = "PreviewsUnavailable"
     QUOTAEXCEEDED = "QuotaExceeded"
     REQUESTENTITYTOOLARGE = "RequestEntityTooLarge"
     RUNTIMEERROR = "RuntimeError"

@@ -577,6 +577,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/machines/{namespace}/{name}/previews": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The Machine's live preview links (their URLs are not shown again). */
+        get: operations["preview_list"];
+        put?: never;
+        /**
+         * Make a preview link: a URL a browser opens with no header, on a host of its own, that reaches
+         *     the guest's server on `port` as the caller (waking a Machine with wake-on-connect).
+         */
+        post: operations["preview_create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/machines/{namespace}/{name}/previews/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a preview link: it answers 404 from now on. */
+        delete: operations["preview_revoke"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/machines/{namespace}/{name}/processes": {
         parameters: {
             query?: never;
@@ -2031,6 +2069,40 @@ export interface components {
          * @enum {string}
          */
         PowerState: "Running" | "Paused" | "Hibernated" | "Halted" | "Stopped";
+        /** @description A preview link as the API shows it. */
+        Preview: {
+            /** Format: date-time */
+            createdAt: string;
+            /** @description Who made it; requests through the link act as them. */
+            createdBy: string;
+            /**
+             * Format: date-time
+             * @description After this the link answers 404.
+             */
+            expiresAt: string;
+            /** @description Names the link to revoke it; not the capability (which only the creator's answer holds). */
+            id: string;
+            /**
+             * Format: int32
+             * @description The guest port the link opens.
+             */
+            port: number;
+            /** @description The link, to open in a browser with no header: given once, in the answer that made it. */
+            url?: string | null;
+        };
+        PreviewRequest: {
+            /**
+             * Format: int32
+             * @description The guest port a browser reaches through the link.
+             */
+            port: number;
+            /**
+             * Format: int64
+             * @description How long the link lives, in seconds (default 3600, at most 604800); it dies sooner with
+             *     its Machine or when revoked.
+             */
+            ttlSeconds?: number | null;
+        };
         /** @description A background process started in an instance. */
         Process: {
             command: string[];
@@ -2117,7 +2189,7 @@ export interface components {
          *     generated clients and the SDKs' typed errors switch on it.
          * @enum {string}
          */
-        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "MigrationInProgress" | "NoDeadline" | "StdinClosed" | "Timeout" | "WakeTimeout" | "NotSupported" | "RuntimeError" | "RuntimeUnreachable" | "MigrationFailed" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
+        Reason: "BadRequest" | "Unauthorized" | "Forbidden" | "QuotaExceeded" | "NotFound" | "MethodNotAllowed" | "PayloadTooLarge" | "RequestEntityTooLarge" | "UnsupportedMediaType" | "Invalid" | "TooManyRequests" | "TooManyConnections" | "Conflict" | "AlreadyExists" | "Gone" | "Stale" | "Terminating" | "NotScheduled" | "NotProvisioned" | "InvalidTransition" | "PowerStateUnsupported" | "MachineSuspended" | "GuestAgentDisabled" | "FreezeUnsupported" | "ExecStreamUnsupported" | "VncUnsupported" | "NoTargetNode" | "MigrationUnsupported" | "MigrationInProgress" | "NoDeadline" | "StdinClosed" | "Timeout" | "WakeTimeout" | "NotSupported" | "PreviewsUnavailable" | "RuntimeError" | "RuntimeUnreachable" | "MigrationFailed" | "GuestUnreachable" | "GuestClosed" | "ServiceUnavailable" | "InternalError";
         /** @description A sandbox outside the caller's namespaces (or owned by no Machine): what it is, not whose. */
         RedactedSandbox: {
             backend: string;
@@ -6471,6 +6543,353 @@ export interface operations {
             };
             /** @description The caller holds as many long-lived connections as it may: close one, or retry later */
             429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_list: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live links, newest first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Preview"][];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed to use this guest */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object (or node, process, file): the message names it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine (or runtime object) is not in a state that allows this: the message says what to do */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_create: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The namespace. */
+                namespace: string;
+                /** @description The object's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PreviewRequest"];
+            };
+        };
+        responses: {
+            /** @description The link; its `url` is given here only */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Preview"];
+                };
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed to use this guest */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object (or node, process, file): the message names it */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine holds the most live links it may */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is larger than this route takes: the message says the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is not JSON: send Content-Type: application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The port or ttl is out of range */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This server serves no preview links (no --preview-domain) */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime is unreachable or failed: the message says which */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A dependency (the Kubernetes API, the usage database) is unreachable: retry shortly */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                namespace: string;
+                name: string;
+                /** @description The link's id (not its capability). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A parameter or the body is invalid: the message says which and how */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No bearer token, or one that is expired, not yet valid or not this server's */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not allowed to use this guest */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No live link of this Machine has that id */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The Machine (or runtime object) is not in a state that allows this: the message says what to do */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The node's runtime refused the request as invalid: the message says why */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
