@@ -20,10 +20,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use utoipa::ToSchema;
 
 use crate::auth::Identity;
-use crate::machines::Needs;
+use crate::machines::{Error, Needs, Reason, Result, Session};
 use crate::state::AppState;
 
 /// How long a link lives when its request names no ttl.
@@ -292,12 +293,9 @@ fn gone() -> Response {
     resp
 }
 
-async fn relay(st: &AppState, capability: &str, port: u16, req: Request) -> crate::machines::Result<Response> {
+async fn relay(st: &AppState, capability: &str, port: u16, req: Request) -> Result<Response> {
     let Some(opened) = st.previews.open(capability, port).await? else { return Ok(gone()) };
-    let machines = st
-        .machines
-        .as_ref()
-        .ok_or_else(|| crate::machines::Error::unavailable("this server has no Machines service"))?;
+    let machines = st.machines.as_ref().ok_or_else(|| Error::unavailable("this server has no Machines service"))?;
     let (ns, name) = (&opened.namespace, &opened.machine);
     // As the link's maker, checked again now: a link is never more than its maker may do.
     let m = match machines.authorize(&opened.identity, ns, name, Needs::Instance).await {
@@ -308,11 +306,118 @@ async fn relay(st: &AppState, capability: &str, port: u16, req: Request) -> crat
     if m.metadata.uid.as_deref() != Some(opened.machine_uid.as_str()) {
         return Ok(gone());
     }
+    let slot = st
+        .connections
+        .acquire_for(&opened.identity)
+        .map_err(|e| Error::new(Reason::TooManyConnections, e.message()))?;
     let session = machines.connect(&opened.identity, ns, name, m).await?;
+    if req.headers().contains_key(header::UPGRADE) {
+        return upgrade(session, port, req, slot).await;
+    }
     let path = percent_decoded(req.uri().path());
     let path =
         kairon_runtime_api::GuestPath::new(&path).map_err(|e| crate::machines::Error::bad_request(e.to_string()))?;
     crate::rest::guest::relay_http(session, port, &path, req, crate::rest::guest::Origin::Preview).await
+}
+
+/// The most a guest's answer to an upgrade may put before its body.
+const MAX_UPGRADE_HEAD: usize = 64 * 1024;
+
+/// An upgrade request to a link (a dev server's live-reload WebSocket): the guest's own server
+/// answers the handshake. The request goes to it as HTTP/1.1 bytes through a tunnel to its port;
+/// once it switches protocols, bytes flow both ways until either side closes.
+async fn upgrade(
+    session: Session,
+    port: u16,
+    mut req: Request,
+    slot: Option<crate::limits::ConnectionGuard>,
+) -> Result<Response> {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let client = hyper::upgrade::on(&mut req);
+    let mut tunnel = session.runtime.relay(&session.id, &kairon_runtime_api::Relay::Tunnel(port)).await?;
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let mut head = format!("{} {target} HTTP/1.1\r\n", req.method()).into_bytes();
+    if req.uri().authority().is_some() && !req.headers().contains_key(header::HOST) {
+        head.extend_from_slice(format!("host: {}\r\n", req.uri().authority().map_or("", |a| a.as_str())).as_bytes());
+    }
+    for (k, v) in req.headers().iter().filter(|(k, _)| *k != header::AUTHORIZATION) {
+        head.extend_from_slice(k.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    let closed = |e: &dyn std::fmt::Display| {
+        Error::new(Reason::GuestClosed, format!("the server on port {port} closed the connection: {e}"))
+    };
+    tunnel.send(Message::Binary(head.into())).await.map_err(|e| closed(&e))?;
+
+    // The guest's answer, up to the end of its head.
+    let mut answer = Vec::new();
+    let end = loop {
+        if let Some(at) = answer.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        if answer.len() > MAX_UPGRADE_HEAD {
+            return Err(Error::new(Reason::GuestUnreachable, format!("the server on port {port} sent no HTTP answer")));
+        }
+        match tunnel.next().await {
+            Some(Ok(Message::Binary(b))) => answer.extend_from_slice(&b),
+            Some(Ok(Message::Close(_))) | None => return Err(closed(&"before it answered")),
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(closed(&e)),
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let bad = || Error::new(Reason::GuestUnreachable, format!("the server on port {port} did not answer in HTTP/1.1"));
+    parsed.parse(&answer[..end]).map_err(|_| bad())?;
+    let status = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()).ok_or_else(bad)?;
+    let mut resp = Response::builder().status(status);
+    for h in parsed.headers.iter() {
+        resp = resp.header(h.name, h.value);
+    }
+    let rest = answer[end..].to_vec();
+    if status != StatusCode::SWITCHING_PROTOCOLS {
+        // Refused (no such route, a wrong key): its answer, as far as it was read, and no upgrade.
+        let mut refused = resp.body(axum::body::Body::from(rest)).map_err(|_| bad())?;
+        refused.headers_mut().remove(header::TRANSFER_ENCODING);
+        refused.headers_mut().remove(header::CONTENT_LENGTH);
+        return Ok(refused);
+    }
+    tokio::spawn(async move {
+        let _held = (session, slot);
+        let Ok(client) = client.await else { return };
+        let mut client = hyper_util::rt::TokioIo::new(client);
+        if client.write_all(&rest).await.is_err() {
+            return;
+        }
+        let (mut from_client, mut to_client) = tokio::io::split(client);
+        let (mut to_guest, mut from_guest) = tunnel.split();
+        let up = async {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = from_client.read(&mut buf).await {
+                if to_guest.send(Message::Binary(buf[..n].to_vec().into())).await.is_err() {
+                    break;
+                }
+            }
+            let _ = to_guest.close().await;
+        };
+        let down = async {
+            while let Some(Ok(m)) = from_guest.next().await {
+                match m {
+                    Message::Binary(b) if to_client.write_all(&b).await.is_ok() => {}
+                    Message::Binary(_) | Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            let _ = to_client.shutdown().await;
+        };
+        tokio::select! { _ = up => {}, _ = down => {} }
+    });
+    resp.body(axum::body::Body::empty()).map_err(|_| bad())
 }
 
 /// A request path as the guest's server should see it (the relay encodes each segment again).
@@ -336,9 +441,8 @@ fn percent_decoded(path: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-impl From<CreateError> for crate::machines::Error {
+impl From<CreateError> for Error {
     fn from(e: CreateError) -> Self {
-        use crate::machines::{Error, Reason};
         match e {
             CreateError::Disabled => Error::new(
                 Reason::PreviewsUnavailable,

@@ -134,6 +134,11 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     assert_eq!((fork.status, fork.reason()), (403, "QuotaExceeded"), "{fork:?}");
     assert!(fork.message().contains("exceeded quota: limits"), "{fork:?}");
 
+    // This api has no --preview-domain: a preview link is refused, never served on a shared origin.
+    let preview = rest.post(&format!("/api/v1/machines/{ns}/base/previews"), json!({"port": 8000})).await;
+    assert_eq!((preview.status, preview.reason()), (501, "PreviewsUnavailable"), "{preview:?}");
+    assert!(preview.message().contains("--preview-domain"), "{preview:?}");
+
     // One place freed: the quota says so, and a dry run takes nothing of it.
     let freed = admitted[0];
     assert_eq!(rest.delete(&format!("/api/v1/machines/{ns}/{freed}")).await.status, 200);

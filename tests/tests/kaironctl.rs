@@ -157,6 +157,17 @@ fn kaironctl_drives_machines_with_every_verb() {
     );
     assert!(ctl.fails(2, &["extend", "agent-42", "soon"]).contains("soon"));
 
+    // preview: a link's URL (its own host under localhost), listed without it, revoked by id.
+    let url = ctl.ok(&["preview", "agent-42", "8000", "--ttl", "1h"]);
+    assert!(url.trim().starts_with("https://") && url.trim().contains("-8000.localhost:"), "{url}");
+    let listed = ctl.json(&["preview", "agent-42", "--list"]);
+    let id = listed[0]["id"].as_str().expect("a listed link").to_string();
+    assert!(listed[0].get("url").is_none(), "the URL is shown once: {listed}");
+    assert!(ctl.ok(&["preview", "agent-42", "--list"]).lines().any(|l| l.starts_with(&id)));
+    assert_eq!(ctl.ok(&["preview", "agent-42", "--revoke", &id]).trim(), format!("preview {id} revoked"));
+    assert!(ctl.fails(1, &["preview", "agent-42", "--revoke", &id]).contains("NotFound"));
+    assert!(ctl.fails(2, &["preview", "agent-42"]).contains("<PORT>"));
+
     // exec passes output and the exit code through.
     let out = ctl.run(&["exec", "agent-42", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3"]);
     assert_eq!(out.status.code(), Some(3));

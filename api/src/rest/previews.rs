@@ -60,6 +60,10 @@ async fn preview_create(
     Path(p): Path<ObjectPath>,
     body: JsonBody<PreviewRequest>,
 ) -> Result<(StatusCode, Json<Preview>)> {
+    // What this server can do comes first: without a preview domain no link is ever made.
+    if st.previews.domain().is_none() {
+        return Err(crate::previews::CreateError::Disabled.into());
+    }
     let req = body.parse()?;
     if req.port == 0 {
         return Err(Error::new(Reason::Invalid, "port must be from 1 to 65535"));

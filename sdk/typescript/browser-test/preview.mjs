@@ -32,6 +32,43 @@ self.addEventListener("fetch", (e) => {
   if (new URL(e.request.url).pathname === "/hijack") e.respondWith(new Response("from A's worker"));
 });`;
 
+// A dev server's live reload, in miniature: a page whose script opens a WebSocket to its own origin, and the echo
+// that answers it (Python's standard library only).
+const LIVE = String.raw`import base64, hashlib, socket, threading
+PAGE = b'<!doctype html><title>waiting</title><script>const ws = new WebSocket("wss://" + location.host + "/live"); ws.onopen = () => ws.send("ping"); ws.onmessage = (e) => { document.title = e.data; };</script>'
+CRLF = b"\r\n"
+def exactly(c, n):
+    got = b""
+    while len(got) < n:
+        more = c.recv(n - len(got))
+        if not more: raise EOFError
+        got += more
+    return got
+def serve(c):
+    head = b""
+    while CRLF + CRLF not in head: head += c.recv(4096)
+    key = [l.split(b":", 1)[1].strip() for l in head.split(CRLF) if l.lower().startswith(b"sec-websocket-key:")]
+    if not key:
+        c.sendall(CRLF.join([b"HTTP/1.1 200 OK", b"Content-Type: text/html", b"Content-Length: %d" % len(PAGE), b"Connection: close", b"", PAGE]))
+        return c.close()
+    accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    c.sendall(CRLF.join([b"HTTP/1.1 101 Switching Protocols", b"Upgrade: websocket", b"Connection: Upgrade", b"Sec-WebSocket-Accept: " + accept, b"", b""]))
+    while True:
+        op, n = exactly(c, 2)
+        mask = exactly(c, 4)
+        data = bytes(b ^ mask[i % 4] for i, b in enumerate(exactly(c, n & 127)))
+        if op & 15 == 8: return c.close()
+        out = b"echo: " + data
+        c.sendall(bytes([0x81, len(out)]) + out)
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8002))
+s.listen()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+`;
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
   headless: true,
@@ -52,7 +89,9 @@ try {
   await sb.files.write("/srv/b/index.html", "<!doctype html><title>B</title><p>the secret of B");
   await sb.start(["/bin/sh", "-c", "cd /srv/a && exec python3 -m http.server 8000"]);
   await sb.start(["/bin/sh", "-c", "cd /srv/b && exec python3 -m http.server 8001"]);
-  const up = "for p in 8000 8001; do for i in $(seq 100); do python3 -c \"import socket; socket.create_connection(('127.0.0.1', $p))\" 2>/dev/null && break; sleep 0.1; done; done";
+  await sb.files.write("/srv/live.py", LIVE);
+  await sb.start(["python3", "/srv/live.py"]);
+  const up = "for p in 8000 8001 8002; do for i in $(seq 100); do python3 -c \"import socket; socket.create_connection(('127.0.0.1', $p))\" 2>/dev/null && break; sleep 0.1; done; done";
   await sb.run(up, { check: true });
 
   const a = await sb.previewUrl(8000, { ttl: 600 });
@@ -113,12 +152,20 @@ try {
   expect((await pageB.textContent("p")) === "the secret of B", "B's own page");
   console.log("ok worker");
 
+  // A dev server's WebSocket on its own origin, through the link.
+  const live = await browser.newContext().then((c) => c.newPage());
+  await live.goto(await sb.previewUrl(8002));
+  await live.waitForFunction(() => document.title === "echo: ping", null, { timeout: 30_000 }).catch(async () => {
+    fail(`the page's WebSocket got no echo: title ${await live.title()}`);
+  });
+  console.log("ok websocket");
+
   // Refused: the capability on another port, a revoked link, one past its ttl.
   const status = async (url) => (await (await browser.newContext()).newPage().then((p) => p.goto(url)))?.status();
   const swapped = a.replace(/-8000\./, "-8001.");
   expect((await status(swapped)) === 404, `A's capability opened port 8001`);
   const listed = await sb.previews();
-  expect(listed.length === 2 && listed.every((p) => p.url === undefined), `listed: ${JSON.stringify(listed)}`);
+  expect(listed.length === 3 && listed.every((p) => p.url === undefined), `listed: ${JSON.stringify(listed)}`);
   await sb.revokePreview(listed.find((p) => p.port === 8001));
   expect((await status(b)) === 404, "a revoked link opened");
   const short = await sb.previewUrl(8000, { ttl: 2 });
