@@ -2579,10 +2579,10 @@ pub mod types {
     #[serde(deny_unknown_fields)]
     pub struct PreviewRequest {
         #[doc = "The guest port a browser reaches through the link."]
-        pub port: i32,
+        pub port: ::std::num::NonZeroU32,
         #[doc = "How long the link lives, in seconds (default 3600, at most 604800); it dies sooner with\nits Machine or when revoked."]
         #[serde(rename = "ttlSeconds", skip_serializing_if = "::std::option::Option::is_none")]
-        pub ttl_seconds: ::std::option::Option<i64>,
+        pub ttl_seconds: ::std::option::Option<::std::num::NonZeroU64>,
     }
     #[doc = "A background process started in an instance."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]

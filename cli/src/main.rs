@@ -187,8 +187,8 @@ enum Cmd {
         #[arg(add = complete::machines())]
         name: String,
         /// The guest port the link opens.
-        #[arg(required_unless_present_any = ["list", "revoke"], value_parser = clap::value_parser!(u16).range(1..))]
-        port: Option<u16>,
+        #[arg(required_unless_present_any = ["list", "revoke"])]
+        port: Option<std::num::NonZeroU16>,
         /// How long the link lives, e.g. 30m, 24h (default: the server's hour; at most 7 days).
         #[arg(long, value_parser = duration::parse)]
         ttl: Option<Duration>,
@@ -829,7 +829,14 @@ async fn run(cli: Cli) -> Result<()> {
                 return output::done(fmt, &serde_json::json!({ "revoked": id }), &format!("preview {id} revoked"));
             }
             let port = port.expect("clap requires a port without --list or --revoke");
-            let body = types::PreviewRequest { port: port.into(), ttl_seconds: ttl.map(|t| t.as_secs() as i64) };
+            let ttl_seconds = match ttl {
+                Some(t) => Some(
+                    std::num::NonZeroU64::new(t.as_secs())
+                        .ok_or_else(|| anyhow::Error::new(Failure::Refused("--ttl must be at least 1s".into())))?,
+                ),
+                None => None,
+            };
+            let body = types::PreviewRequest { port: port.into(), ttl_seconds };
             let made = c.preview_create(&ns, &name, &body).await.map_err(fail)?.into_inner();
             if !fmt.is_table() {
                 return output::print(fmt, &to_value(&made));

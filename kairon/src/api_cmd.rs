@@ -54,6 +54,13 @@ pub struct ApiArgs {
     /// the api with a wildcard certificate). Without it previews answer 501: never a shared origin.
     #[arg(long, env = "KAIRON_PREVIEW_DOMAIN")]
     preview_domain: Option<String>,
+    /// A certificate for *.DOMAIN (PEM, the leaf first) to serve preview links with, e.g. one a
+    /// public CA issued, instead of one minted per link from this api's CA.
+    #[arg(long, env = "KAIRON_PREVIEW_TLS_CERT", requires_all = ["preview_tls_key", "preview_domain"])]
+    preview_tls_cert: Option<PathBuf>,
+    /// The key of --preview-tls-cert (PEM).
+    #[arg(long, env = "KAIRON_PREVIEW_TLS_KEY", requires = "preview_tls_cert")]
+    preview_tls_key: Option<PathBuf>,
     /// The port preview links' URLs name (where *.DOMAIN reaches this api).
     #[arg(long, env = "KAIRON_PREVIEW_PORT", default_value_t = 443)]
     preview_port: u16,
@@ -96,7 +103,9 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     // Served at once, so a pod that starts before its database is alive rather than crash-looping:
     // /livez answers, /readyz and every other route say what is awaited, until the store is open.
     let starting = Starting::default();
-    let config = crate::tls::server_config(&tls, previews.as_ref()).await?;
+    let wildcard = args.preview_tls_cert.as_deref().zip(args.preview_tls_key.as_deref());
+    let preview_tls = previews.as_ref().map(|domain| crate::tls::PreviewTls { domain, wildcard });
+    let config = crate::tls::server_config(&tls, preview_tls).await?;
     let handle = axum_server::Handle::new();
     let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
     let mut server = tokio::spawn(server.serve(starting.router().into_make_service()));

@@ -79,17 +79,28 @@ pub fn prepare(data_dir: &Path, addr: SocketAddr, names: &[String]) -> Result<Tl
     Ok(TlsFiles { ca_pem, cert: cert_path, key: key_path, ca_key_pem })
 }
 
-/// The API's TLS configuration: its own certificate, and with a preview domain, for each preview
-/// link's host a certificate for that one name, minted from the CA at its first handshake.
-pub async fn server_config(tls: &TlsFiles, previews: Option<&PreviewDomain>) -> Result<RustlsConfig> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&tls.cert)
-        .with_context(|| format!("reading {}", tls.cert.display()))?
-        .collect::<Result<_, _>>()?;
-    let key = PrivateKeyDer::from_pem_file(&tls.key).with_context(|| format!("reading {}", tls.key.display()))?;
+/// How preview links' hosts get their certificates.
+pub struct PreviewTls<'a> {
+    pub domain: &'a PreviewDomain,
+    /// A certificate for `*.DOMAIN` and its key (PEM files), e.g. one a public CA issued; else
+    /// each link's host gets one for its name alone, minted from the CA.
+    pub wildcard: Option<(&'a Path, &'a Path)>,
+}
+
+/// The API's TLS configuration: its own certificate, and with previews, each preview link's host
+/// gets the wildcard certificate given or one for that name, minted from the CA at its first
+/// handshake.
+pub async fn server_config(tls: &TlsFiles, previews: Option<PreviewTls<'_>>) -> Result<RustlsConfig> {
     let provider = rustls::crypto::ring::default_provider();
-    let api = Arc::new(CertifiedKey::from_der(certs, key, &provider)?);
+    let api = Arc::new(certified(&tls.cert, &tls.key, &provider)?);
     let previews = match previews {
-        Some(domain) => Some(PreviewCertificates::new(domain.clone(), &tls.ca_pem, &tls.ca_key_pem)?),
+        Some(p) => {
+            let mut certs = PreviewCertificates::new(p.domain.clone(), &tls.ca_pem, &tls.ca_key_pem)?;
+            if let Some((cert, key)) = p.wildcard {
+                certs.wildcard = Some(Arc::new(certified(cert, key, &provider)?));
+            }
+            Some(certs)
+        }
         None => None,
     };
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
@@ -100,6 +111,16 @@ pub async fn server_config(tls: &TlsFiles, previews: Option<&PreviewDomain>) -> 
     Ok(RustlsConfig::from_config(Arc::new(config)))
 }
 
+/// A certificate chain and its key, from PEM files.
+fn certified(cert: &Path, key: &Path, provider: &rustls::crypto::CryptoProvider) -> Result<CertifiedKey> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("reading {}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
+    CertifiedKey::from_der(certs, key, provider).with_context(|| format!("{} and its key", cert.display()))
+}
+
 /// Picks the certificate for a handshake's server name.
 #[derive(Debug)]
 struct ServerCertificates {
@@ -107,20 +128,28 @@ struct ServerCertificates {
     previews: Option<PreviewCertificates>,
 }
 
-impl ResolvesServerCert for ServerCertificates {
-    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let minted = match (&self.previews, hello.server_name()) {
+impl ServerCertificates {
+    fn for_name(&self, name: Option<&str>) -> Arc<CertifiedKey> {
+        let preview = match (&self.previews, name) {
             (Some(p), Some(name)) => p.for_name(name),
             _ => None,
         };
-        Some(minted.unwrap_or_else(|| self.api.clone()))
+        preview.unwrap_or_else(|| self.api.clone())
     }
 }
 
-/// Certificates for preview links' hosts: one name each (no wildcard, so a browser never reuses
-/// one link's connection for another), all with one key, signed by the CA.
+impl ResolvesServerCert for ServerCertificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.for_name(hello.server_name()))
+    }
+}
+
+/// Certificates for preview links' hosts: the wildcard one given, else one name each (so a
+/// browser never reuses one link's connection for another; with a wildcard it may, and each
+/// request is still routed by its own host), all with one key, signed by the CA.
 struct PreviewCertificates {
     domain: PreviewDomain,
+    wildcard: Option<Arc<CertifiedKey>>,
     issuer: Issuer<'static, KeyPair>,
     key: KeyPair,
     signing: Arc<dyn rustls::sign::SigningKey>,
@@ -144,13 +173,16 @@ impl PreviewCertificates {
         let der = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| anyhow::anyhow!("the preview key: {e}"))?;
         let signing = rustls::crypto::ring::sign::any_supported_type(&der)?;
         let ca = CertificateDer::from_pem_slice(ca_pem.as_bytes()).context("reading the CA certificate")?;
-        Ok(PreviewCertificates { domain, issuer, key, signing, ca, minted: Mutex::default() })
+        Ok(PreviewCertificates { domain, wildcard: None, issuer, key, signing, ca, minted: Mutex::default() })
     }
 
     /// The certificate for `name` when it is a preview link's host.
     fn for_name(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         if !matches!(self.domain.parse(name), PreviewHost::Link { .. }) {
             return None;
+        }
+        if let Some(wildcard) = &self.wildcard {
+            return Some(wildcard.clone());
         }
         let name = name.to_ascii_lowercase();
         let mut minted = self.minted.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,4 +232,40 @@ pub fn runtime_certificate(dir: &Path, names: &[String]) -> Result<(PathBuf, Pat
     crate::up::write_private(&key_path, key.serialize_pem().as_bytes())?;
     std::fs::write(&cert_path, cert.pem()).with_context(|| format!("writing {}", cert_path.display()))?;
     Ok((cert_path, key_path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINK: &str = "0123456789abcdef0123456789abcdef-8000.localhost";
+
+    /// Whether the leaf's DER holds `name` (its one subject alternative name, for a minted one).
+    fn names(key: &CertifiedKey, name: &str) -> bool {
+        key.cert[0].as_ref().windows(name.len()).any(|w| w == name.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn each_link_host_gets_a_certificate_for_its_name_or_the_wildcard_given() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().unwrap();
+        let tls = prepare(dir.path(), "127.0.0.1:7443".parse().unwrap(), &[]).unwrap();
+        let provider = rustls::crypto::ring::default_provider();
+        let api = Arc::new(certified(&tls.cert, &tls.key, &provider).unwrap());
+        let domain = PreviewDomain::new("localhost", Some(7443)).unwrap();
+        let previews = PreviewCertificates::new(domain.clone(), &tls.ca_pem, &tls.ca_key_pem).unwrap();
+        let certs = ServerCertificates { api: api.clone(), previews: Some(previews) };
+        let minted = certs.for_name(Some(LINK));
+        assert!(names(&minted, LINK) && !names(&api, LINK));
+        assert_eq!(minted.cert.len(), 2, "the leaf, then the CA");
+        assert!(Arc::ptr_eq(&minted, &certs.for_name(Some(LINK))), "minted once per name");
+        for other in [Some("localhost"), Some("api.localhost"), None] {
+            assert!(Arc::ptr_eq(&certs.for_name(other), &api), "{other:?} gets the API's own");
+        }
+
+        let mut previews = PreviewCertificates::new(domain, &tls.ca_pem, &tls.ca_key_pem).unwrap();
+        previews.wildcard = Some(api.clone());
+        let given = ServerCertificates { api: api.clone(), previews: Some(previews) };
+        assert!(Arc::ptr_eq(&given.for_name(Some(LINK)), &api), "the wildcard given");
+    }
 }

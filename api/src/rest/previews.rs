@@ -21,10 +21,12 @@ use crate::state::AppState;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PreviewRequest {
     /// The guest port a browser reaches through the link.
+    #[schema(minimum = 1, maximum = 65535)]
     pub port: u16,
     /// How long the link lives, in seconds (default 3600, at most 604800); it dies sooner with
     /// its Machine or when revoked.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 604800)]
     pub ttl_seconds: Option<u64>,
 }
 

@@ -6,7 +6,7 @@
 // set a cookie sent to B or to the API's host, and its service worker (which does control A) does not control B;
 // the capability on another port, a revoked link, one past its ttl, and one whose sandbox is deleted are refused.
 // Prints `ok <step>` for each; exits non-zero with the reason on the first failure.
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 import { createHash, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Client, Sandbox, UIClient } from "../dist/src/index.js";
@@ -69,17 +69,7 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 `;
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-dev-shm-usage",
-    `--ignore-certificate-errors-spki-list=${spki}`,
-  ],
-});
+const browser = await launchChromium([`--ignore-certificate-errors-spki-list=${spki}`]);
 let sb;
 try {
   sb = await Sandbox.create(kube, ui, { template: "python", readyTimeout: 900 });

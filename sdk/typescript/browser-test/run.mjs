@@ -3,7 +3,7 @@
 // with KAIRON_URL, KAIRON_TOKEN and KAIRON_NAMESPACE. The page and the bundle are served under
 // KAIRON_URL/__kairon-sdk/ by the browser's request interception, so the SDK talks to its own
 // origin as a web app served by the same host would. Exits non-zero with the reason on failure.
-import { chromium } from "playwright-core";
+import { launchChromium } from "./chromium.mjs";
 import { readFileSync } from "node:fs";
 
 const { KAIRON_URL, KAIRON_TOKEN, KAIRON_NAMESPACE } = process.env;
@@ -15,20 +15,12 @@ const served = {
   "scenario.js": ["text/javascript", file("./scenario.js")],
 };
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-dev-shm-usage",
-    // A page fulfilled by interception has no address of its own, so Chromium counts it as public
-    // and blocks its WebSockets to loopback (net::ERR_BLOCKED_BY_LOCAL_NETWORK_ACCESS_CHECKS); a
-    // page the server itself served, as the dashboard is, is loopback's own and never is.
-    "--disable-features=LocalNetworkAccessChecks",
-  ],
-});
+const browser = await launchChromium([
+  // A page fulfilled by interception has no address of its own, so Chromium counts it as public
+  // and blocks its WebSockets to loopback (net::ERR_BLOCKED_BY_LOCAL_NETWORK_ACCESS_CHECKS); a
+  // page the server itself served, as the dashboard is, is loopback's own and never is.
+  "--disable-features=LocalNetworkAccessChecks",
+]);
 try {
   const context = await browser.newContext({ ignoreHTTPSErrors: true });
   const origin = new URL(KAIRON_URL).origin;
