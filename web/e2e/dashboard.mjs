@@ -169,6 +169,20 @@ const firstPoints = (await points()).split(" ").length;
 await page.waitForTimeout(2500);
 if ((await points()).split(" ").length <= firstPoints) fail(`the CPU sparkline does not grow: ${await points()}`);
 log("metrics", await metricsLine.innerText());
+// A preview link: a URL on an origin of its own that opens in a new tab. Nothing listens on port 8000
+// of this busybox sandbox, so the link's relay says so (502), not the dashboard; revoked, it is gone.
+await page.getByTestId("preview").getByRole("button", { name: "preview link" }).click();
+const previewLink = page.getByTestId("preview-link");
+await previewLink.waitFor({ timeout: T });
+const href = (await previewLink.getAttribute("href")) ?? "";
+if (!/^https:\/\/[0-9a-f]{32}-8000\.localhost:\d+\/$/.test(href)) fail(`preview link: ${href}`);
+const previewTab = await page.context().newPage();
+const previewAnswer = await previewTab.goto(href);
+if (previewAnswer?.status() !== 502) fail(`the preview of a closed port answered ${previewAnswer?.status()}`);
+await previewTab.close();
+await page.getByTestId("preview").getByRole("button", { name: "revoke" }).click();
+await previewLink.waitFor({ state: "detached", timeout: T });
+log("preview", href);
 await shot(page, "machines");
 await accessible(page, "a Machine's details");
 

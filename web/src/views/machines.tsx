@@ -7,6 +7,7 @@ import { Badge, Msg } from "./common";
 import { Terminal } from "./terminal";
 import { Files } from "./files";
 import { MachineMetrics } from "./metrics";
+import { Preview } from "./preview";
 
 const ROW = 34;
 const HEIGHT = 420;
@@ -201,6 +202,7 @@ function Detail({ who, m, now }: { who: Whoami; m: Machine; now: number }) {
       )}
       <Msg kind="ok" text={ok} />
       <Msg kind="error" text={err} />
+      {guest && <Preview m={m} />}
       <div role="tablist" aria-label="Machine details">
         <button type="button" role="tab" aria-selected={tab === "events"} onClick={() => setTab("events")}>
           Events
