@@ -4,27 +4,14 @@
 //! suites (pytest, node's test runner) cover run/check, files, processes, pause/resume, fork and
 //! typed errors. `sdk-gen/setup` (run by scripts/test) installs the tools these use.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use kairon_e2e::{Kairon, eventually};
-use kairon_model::{Machine, MachineClaim};
-use kube::api::{Api, ListParams};
+use kairon_e2e::Kairon;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The venv `sdk-gen/setup` made (pytest, mypy, the SDK installed editable).
-fn venv_bin(tool: &str) -> PathBuf {
-    let tools = std::env::var_os("KAIRON_SDK_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/kairon-sdk-tools"));
-    let bin = tools.join("venv/bin").join(tool);
-    assert!(bin.exists(), "{} is missing: run sdk-gen/setup (scripts/test does)", bin.display());
-    bin
-}
+mod support;
+use support::{assert_clean, built_typescript, repo, run, venv_bin, with_env};
 
 /// What the examples run on: the template `python` (the spec's example runs `python3`), or with
 /// KAIRON_SDK_EXAMPLE_IMAGE=/var/lib/fluxvm/images/kairon-hw.qcow2 the spec's VM image.
@@ -33,53 +20,6 @@ fn example_source(cmd: &mut Command) {
         Ok(image) => cmd.env("KAIRON_IMAGE", image),
         Err(_) => cmd.env("KAIRON_TEMPLATE", "python"),
     };
-}
-
-fn with_env(cmd: &mut Command, k: &Kairon) {
-    let ca = k.data_dir.path().join("tls/ca.crt");
-    cmd.env("KAIRON_URL", &k.url)
-        .env("KAIRON_TOKEN", &k.admin_token)
-        .env("KAIRON_CA_FILE", &ca)
-        .env("NODE_EXTRA_CA_CERTS", &ca)
-        .env_remove("KAIRON_IMAGE")
-        .env_remove("KAIRON_TEMPLATE");
-}
-
-fn run(what: &str, cmd: &mut Command) -> String {
-    let out: Output = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// Nothing of the example is left: no Machine or claim in its namespace, no runtime instance.
-async fn assert_clean(k: &Kairon, namespace: &str) {
-    let client = k.client().await.expect("client");
-    let machines: Api<Machine> = Api::namespaced(client.clone(), namespace);
-    let claims: Api<MachineClaim> = Api::namespaced(client, namespace);
-    let left: Vec<String> = machines
-        .list(&ListParams::default())
-        .await
-        .expect("list machines")
-        .items
-        .into_iter()
-        .filter_map(|m| m.metadata.name)
-        .collect();
-    assert!(left.is_empty(), "Machines left behind: {left:?}");
-    assert!(claims.list(&ListParams::default()).await.expect("list claims").items.is_empty(), "claims left behind");
-    let runtime = k.runtime().expect("runtime");
-    // The Machine is gone once the node agent deleted its instance; allow for a slow host.
-    let instances = eventually("the runtime to hold no instance", Duration::from_secs(120), || async {
-        let all = runtime.list().await.ok()?;
-        all.is_empty().then_some(all)
-    })
-    .await;
-    assert!(instances.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -153,18 +93,6 @@ async fn python_sdk_is_typed_and_its_tests_pass() {
     let out = run("scripts/stream_rss.py", &mut cmd);
     assert!(out.contains("streamed 100 MiB in and out"), "{out}");
     println!("python: {}", out.trim());
-}
-
-/// `sdk/typescript` after `npm run build`: the ESM build (dist/src, with the tests and examples)
-/// and the CommonJS one (dist/cjs), made once for the tests that use them rather than by each
-/// (two tsc runs writing dist/ at once would race).
-fn built_typescript() -> PathBuf {
-    static BUILD: std::sync::Once = std::sync::Once::new();
-    let ts = repo().join("sdk/typescript");
-    BUILD.call_once(|| {
-        run("npm run build", Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ts));
-    });
-    ts
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -257,35 +185,6 @@ async fn typescript_sdk_works_in_a_browser() {
     assert!(out.contains("checks passed"), "{out}");
     println!("{}\n{}", bundled.trim(), out.trim());
     assert_clean(&k, "sdk-browser").await;
-}
-
-/// Preview links (`sb.preview_url` / `sb.previewUrl`) on `kairon up`: fetched by the Python SDK's
-/// script as a client with no header (`sdk/python/scripts/preview.py`), then opened in Chromium
-/// (`browser-test/preview.mjs`): a page's own script runs, links are origins of their own (no
-/// reads, cookies or service workers across them or onto the API's host), and a link on another
-/// port, revoked, past its ttl or outliving its sandbox is refused.
-#[tokio::test(flavor = "multi_thread")]
-async fn preview_links_open_in_a_browser_on_origins_of_their_own() {
-    let ts = built_typescript();
-    let k = Kairon::start().expect("kairon up");
-    let mut cmd = Command::new(venv_bin("python"));
-    cmd.arg(repo().join("sdk/python/scripts/preview.py"));
-    with_env(&mut cmd, &k);
-    let out = run("scripts/preview.py", &mut cmd);
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        ["ok page", "ok port", "ok revoked", "ok sandbox", "ok deleted"],
-        "{out}"
-    );
-    assert_clean(&k, "previews-py").await;
-
-    let mut cmd = Command::new("node");
-    cmd.arg("browser-test/preview.mjs").current_dir(&ts);
-    with_env(&mut cmd, &k);
-    let out = run("browser-test/preview.mjs", &mut cmd);
-    assert!(out.contains("checks passed"), "{out}");
-    println!("{}", out.trim());
-    assert_clean(&k, "previews-ts").await;
 }
 
 /// The Python SDK's `network=` on `kairon up`'s default guest network, whose node side lives in
