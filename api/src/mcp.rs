@@ -780,19 +780,8 @@ impl KaironMcp {
         Parameters(mut a): Parameters<PreviewArgs>,
     ) -> Result<String, String> {
         let (id, machines) = self.caller_in(&parts, &mut a)?;
-        let m =
-            machines.authorize(&id, &a.namespace, &a.name, crate::machines::Needs::Instance).await.map_err(failed)?;
-        let uid = m.metadata.uid.unwrap_or_default();
-        let ttl = std::time::Duration::from_secs(a.ttl_seconds.unwrap_or(crate::previews::DEFAULT_TTL.as_secs()));
-        if a.port == 0 || ttl.is_zero() || ttl > crate::previews::MAX_TTL {
-            return Err("port must be from 1 to 65535 and ttl_seconds from 1 to 604800".into());
-        }
-        let made = self
-            .state
-            .previews
-            .create(&id, (&a.namespace, &a.name, &uid), a.port, ttl)
-            .await
-            .map_err(|e| failed(e.into()))?;
+        let target = (a.namespace.as_str(), a.name.as_str());
+        let made = self.state.previews.make(machines, &id, target, a.port, a.ttl_seconds).await.map_err(failed)?;
         Ok(Self::pretty(&made))
     }
 

@@ -171,6 +171,37 @@ impl Previews {
         self.domain.as_ref()
     }
 
+    /// A link for `id` to `port` of the Machine `ns/name`, as every surface makes one (REST, MCP):
+    /// the port and ttl checked, then the caller's right to use that guest, then the link.
+    pub async fn make(
+        &self,
+        machines: &crate::machines::Machines,
+        id: &Identity,
+        (ns, name): (&str, &str),
+        port: u16,
+        ttl_seconds: Option<u64>,
+    ) -> Result<Preview> {
+        if self.domain.is_none() {
+            return Err(CreateError::Disabled.into());
+        }
+        if port == 0 {
+            return Err(Error::new(Reason::Invalid, "port must be from 1 to 65535"));
+        }
+        let ttl = ttl_seconds.map_or(DEFAULT_TTL, Duration::from_secs);
+        if ttl.is_zero() || ttl > MAX_TTL {
+            return Err(Error::new(
+                Reason::Invalid,
+                format!(
+                    "ttlSeconds must be from 1 to {} (7 days): ask for a new link when one ends",
+                    MAX_TTL.as_secs()
+                ),
+            ));
+        }
+        let m = machines.authorize(id, ns, name, Needs::Instance).await?;
+        let uid = m.metadata.uid.ok_or_else(|| Error::internal(format!("Machine {ns}/{name} has no uid")))?;
+        Ok(self.create(id, (ns, name, &uid), port, ttl).await?)
+    }
+
     /// A new link for `id` to port `port` of the Machine `ns/name` with UID `uid`.
     pub async fn create(
         &self,

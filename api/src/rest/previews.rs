@@ -1,8 +1,6 @@
 //! Preview links of a Machine (`crate::previews`): made, listed and revoked by whoever may use
 //! its guest; opened by anyone holding the link, in a browser, with no header.
 
-use std::time::Duration;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -13,8 +11,8 @@ use utoipa_axum::routes;
 
 use super::objects::ObjectPath;
 use super::{Caller, ErrorBody, JsonBody};
-use crate::machines::{Error, Needs, Reason, Result};
-use crate::previews::{DEFAULT_TTL, MAX_TTL, Preview};
+use crate::machines::{Error, Needs, Result};
+use crate::previews::Preview;
 use crate::state::AppState;
 
 #[derive(Deserialize, Serialize, ToSchema)]
@@ -67,18 +65,8 @@ async fn preview_create(
         return Err(crate::previews::CreateError::Disabled.into());
     }
     let req = body.parse()?;
-    if req.port == 0 {
-        return Err(Error::new(Reason::Invalid, "port must be from 1 to 65535"));
-    }
-    let ttl = req.ttl_seconds.map_or(DEFAULT_TTL, Duration::from_secs);
-    if ttl.is_zero() || ttl > MAX_TTL {
-        return Err(Error::new(
-            Reason::Invalid,
-            format!("ttlSeconds must be from 1 to {} (7 days): ask for a new link when one ends", MAX_TTL.as_secs()),
-        ));
-    }
-    let uid = c.machine_uid(&p.namespace, &p.name).await?;
-    let made = st.previews.create(&c.id, (&p.namespace, &p.name, &uid), req.port, ttl).await?;
+    let machines = &c.machines;
+    let made = st.previews.make(machines, &c.id, (&p.namespace, &p.name), req.port, req.ttl_seconds).await?;
     Ok((StatusCode::CREATED, Json(made)))
 }
 
