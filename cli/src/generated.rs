@@ -258,6 +258,9 @@ pub mod types {
         #[serde(rename = "imageRef")]
         pub image_ref: ::std::string::String,
         pub name: ::std::string::String,
+        #[doc = "Shell commands (`/bin/sh -c`) run in order, as root, in a sandbox of the pulled image\nwith the node's guest network and egress policy; what they change becomes the\ntemplate's top layer. A step that exits non-zero fails the build with its output."]
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub steps: ::std::vec::Vec<::std::string::String>,
     }
     #[doc = "What to run: the runtime fields of a Machine spec. Pools take it as their template."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -3321,6 +3324,12 @@ pub mod types {
         pub message: ::std::option::Option<::std::string::String>,
         pub name: ::std::string::String,
         pub state: TemplateState,
+        #[doc = "The build steps, run in order over the image (as the build request gave them)."]
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub steps: ::std::vec::Vec<::std::string::String>,
+        #[doc = "How many steps have finished: progress while Building, and on a Failed build the step\nthat failed is the next one."]
+        #[serde(rename = "stepsDone", skip_serializing_if = "::std::option::Option::is_none")]
+        pub steps_done: ::std::option::Option<i32>,
     }
     #[doc = "Labels and annotations copied onto every member."]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]

@@ -524,9 +524,19 @@ impl RuntimeClient {
         self.json(self.get_req(self.url(["v1", "templates", name.as_str()]))).await
     }
 
+    /// Starts building a template from an image alone.
     pub async fn create_template(&self, name: &TemplateName, image_ref: &str) -> Result<Template> {
-        let req = CreateTemplateRequest { name: name.to_string(), image_ref: image_ref.into() };
-        self.json(self.post_req(self.url(["v1", "templates"])).json(&req)).await
+        self.build_template(&CreateTemplateRequest {
+            name: name.to_string(),
+            image_ref: image_ref.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Starts building a template (an image, then its steps); answers at once with progress.
+    pub async fn build_template(&self, req: &CreateTemplateRequest) -> Result<Template> {
+        self.json(self.post_req(self.url(["v1", "templates"])).json(req)).await
     }
 
     pub async fn create_pool(&self, req: &CreatePoolRequest) -> Result<Pool> {

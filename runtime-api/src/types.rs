@@ -414,13 +414,36 @@ pub struct Template {
     #[serde(default)]
     pub config: ImageConfig,
     pub created_at: String,
+    /// The build steps, run in order over the image (as the build request gave them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    /// How many steps have finished: progress while Building, and on a Failed build the step
+    /// that failed is the next one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps_done: u32,
 }
 
-#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Serialize, Deserialize, ToSchema, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateTemplateRequest {
     pub name: String,
     pub image_ref: String,
+    /// Shell commands (`/bin/sh -c`) run in order, as root, in a sandbox of the pulled image
+    /// with the node's guest network and egress policy; what they change becomes the
+    /// template's top layer. A step that exits non-zero fails the build with its output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 64)]
+    pub steps: Vec<String>,
+    /// The image reference was written by a tenant: unless its registry is one the node's config
+    /// names, every connection of the pull obeys the node's egress policy (its deny set first).
+    /// Set by the node agent only: the api's route is the admin's, whose pulls are trusted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schema(ignore)]
+    pub tenant_source: bool,
 }
 
 #[derive(Serialize, Deserialize, ToSchema, Clone, Debug, PartialEq)]

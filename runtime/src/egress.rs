@@ -246,6 +246,7 @@ impl RegistrySettings {
         crate::oci::RegistryConfig {
             insecure_hosts,
             auth: self.auth.iter().map(|(h, l)| (h.clone(), (l.username.clone(), l.password.clone()))).collect(),
+            proxy: None,
         }
     }
 }

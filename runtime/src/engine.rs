@@ -2,6 +2,7 @@
 //! over this; everything a node asks for happens here.
 
 use std::collections::BTreeMap;
+use std::io::Seek as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,8 +12,8 @@ use kairon_model::egress::GuestEgress;
 use tokio::sync::Mutex;
 
 use crate::api::{
-    CreateVmRequest, ExecRequest, ExecResult, FileEntry, ImageConfig, PowerAction, Process, Stats, Template,
-    TemplateState, Vm, VmState,
+    CreateTemplateRequest, CreateVmRequest, ExecRequest, ExecResult, FileEntry, ImageConfig, PowerAction, Process,
+    Stats, Template, TemplateState, Vm, VmState,
 };
 use crate::backend::BackendKind;
 use crate::files::{ByteStream, FileRead};
@@ -29,6 +30,13 @@ pub const BUILTIN_BUSYBOX: &str = "builtin:busybox";
 /// A minimal Debian with python3 (agents expect Python), built on first use and cached.
 pub const PYTHON_TEMPLATE: &str = "python";
 pub const BUILTIN_PYTHON: &str = "builtin:python";
+/// The label on the throwaway sandbox a template's build steps run in (its value: the template).
+pub const TEMPLATE_BUILD_LABEL: &str = "kairon.zyvor.dev/template-build";
+const MAX_BUILD_STEPS: usize = 64;
+/// One build step's limit (a `pip install` of a data stack takes minutes, not hours).
+const BUILD_STEP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// What is kept of a step's output, for the message of a failed build.
+const BUILD_STEP_OUTPUT: u64 = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -339,7 +347,11 @@ impl Runtime {
             }
         });
         if rt.template(BUSYBOX_TEMPLATE).is_err() {
-            rt.create_template(BUSYBOX_TEMPLATE, BUILTIN_BUSYBOX)?;
+            rt.create_template(CreateTemplateRequest {
+                name: BUSYBOX_TEMPLATE.into(),
+                image_ref: BUILTIN_BUSYBOX.into(),
+                ..Default::default()
+            })?;
         }
         Ok(rt)
     }
@@ -394,17 +406,27 @@ impl Runtime {
     }
 
     /// Starts building a template in the background; the returned record shows progress.
-    pub fn create_template(&self, name: &str, image_ref: &str) -> Result<Template> {
-        if !valid_name(name) {
+    pub fn create_template(&self, req: CreateTemplateRequest) -> Result<Template> {
+        let name = req.name.clone();
+        if !valid_name(&name) {
             return Err(RuntimeError::Invalid(format!("template name {name:?} must be a lowercase DNS name")));
         }
-        if image_ref.trim().is_empty() {
+        if req.image_ref.trim().is_empty() {
             return Err(RuntimeError::Invalid("imageRef is required, e.g. docker.io/library/alpine:3.19".into()));
+        }
+        if req.steps.len() > MAX_BUILD_STEPS {
+            return Err(RuntimeError::Invalid(format!(
+                "{} build steps: at most {MAX_BUILD_STEPS} (join commands with && in one step)",
+                req.steps.len()
+            )));
+        }
+        if let Some(i) = req.steps.iter().position(|s| s.trim().is_empty()) {
+            return Err(RuntimeError::Invalid(format!("build step {} is empty: give a shell command", i + 1)));
         }
         let progress = Arc::new(oci::Progress::default());
         let meta = {
             let mut map = lock(&self.inner.templates);
-            if let Some(existing) = map.get(name)
+            if let Some(existing) = map.get(&name)
                 && existing.meta.state != TemplateState::Failed
             {
                 return Err(RuntimeError::Conflict(format!(
@@ -413,8 +435,8 @@ impl Runtime {
                 )));
             }
             let meta = Template {
-                name: name.to_string(),
-                image_ref: image_ref.to_string(),
+                name: name.clone(),
+                image_ref: req.image_ref.clone(),
                 state: TemplateState::Building,
                 bytes_done: 0,
                 bytes_total: None,
@@ -422,21 +444,25 @@ impl Runtime {
                 message: None,
                 config: ImageConfig::default(),
                 created_at: now(),
+                steps: req.steps.clone(),
+                steps_done: 0,
             };
-            map.insert(name.to_string(), TemplateEntry { meta: meta.clone(), progress: progress.clone() });
+            map.insert(name.clone(), TemplateEntry { meta: meta.clone(), progress: progress.clone() });
             meta
         };
         let rt = self.clone();
-        let name = name.to_string();
-        let image_ref = meta.image_ref.clone();
         tokio::spawn(async move {
             let dir = rt.templates_dir().join(&name);
-            let result = rt.build_template(&dir, &image_ref, &progress).await;
-            // Owned by the template's own id range before any sandbox runs on it.
-            let result = match result {
-                Ok(v) => rt.template_idmap(&name).await.map(|_| v),
-                Err(e) => Err(e),
-            };
+            let result = async {
+                let (digest, config) = rt.build_template(&dir, &req, &progress).await?;
+                // Owned by the template's own id range before any sandbox runs on it.
+                rt.template_idmap(&name).await?;
+                if !req.steps.is_empty() {
+                    rt.run_build_steps(&name, &config, &req.steps).await?;
+                }
+                Ok::<_, RuntimeError>((digest, config))
+            }
+            .await;
             let mut map = lock(&rt.inner.templates);
             if let Some(entry) = map.get_mut(&name) {
                 match result {
@@ -465,9 +491,10 @@ impl Runtime {
     async fn build_template(
         &self,
         dir: &Path,
-        image_ref: &str,
+        req: &CreateTemplateRequest,
         progress: &oci::Progress,
     ) -> Result<(Option<String>, ImageConfig)> {
+        let image_ref = req.image_ref.as_str();
         let rootfs = dir.join("rootfs");
         if dir.exists() {
             std::fs::remove_dir_all(dir)?;
@@ -487,10 +514,103 @@ impl Runtime {
                 .map_err(|e| RuntimeError::Internal(format!("building the python template: {e}")))?;
             return Ok((None, config));
         }
-        let pulled = oci::pull(image_ref, &rootfs, &self.inner.cfg.registry, progress)
-            .await
-            .map_err(|e| RuntimeError::Invalid(format!("pulling {image_ref}: {e}")))?;
+        let mut registry = self.inner.cfg.registry.clone();
+        // A tenant's reference to a registry the node's admin did not configure: every
+        // connection the pull makes is checked against the node's egress policy.
+        let guard = match req.tenant_source && !registry.names_registry_of(image_ref) {
+            true => {
+                let guard = oci::PullGuard::start(Arc::new(self.inner.cfg.egress.clone())).await?;
+                registry.proxy = Some(guard.url());
+                Some(guard)
+            }
+            false => None,
+        };
+        let pulled = oci::pull(image_ref, &rootfs, &registry, progress).await.map_err(|e| {
+            let refused = guard.as_ref().map(|g| g.refusals()).unwrap_or_default();
+            match refused.first() {
+                // The client's own error only says the proxy answered 403: say why.
+                Some(why) => RuntimeError::Invalid(format!("pulling {image_ref}: {why}")),
+                None => RuntimeError::Invalid(format!("pulling {image_ref}: {e}")),
+            }
+        })?;
         Ok((Some(pulled.digest), pulled.config))
+    }
+
+    /// Runs a build's steps in a throwaway sandbox of the template's rootfs, then applies what
+    /// they changed (the sandbox's upper directory, as a layer: whiteouts remove, opaque
+    /// directories replace) onto the rootfs. The template is not Ready meanwhile, so no other
+    /// sandbox sees the rootfs change under it.
+    async fn run_build_steps(&self, name: &str, config: &ImageConfig, steps: &[String]) -> Result<()> {
+        let template = Template { state: TemplateState::Ready, config: config.clone(), ..self.template(name)? };
+        let req = CreateVmRequest {
+            name: format!("build-{}", &kairon_runtime_api::InstanceId::random().as_str()[..12]),
+            sandbox: Some(kairon_model::SandboxSpec { template_name: Some(name.to_string()) }),
+            labels: [(TEMPLATE_BUILD_LABEL.to_string(), name.to_string())].into(),
+            ..Default::default()
+        };
+        let vm = self.create_on(&template, req, None).await?;
+        let ran = self.run_steps(&vm.id, name, steps).await;
+        let committed = match ran {
+            Ok(()) => self.commit_upper(&vm.id, name).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = self.delete(vm.id.as_str()).await {
+            tracing::warn!(template = %name, error = %e, "removing a template's build sandbox");
+        }
+        committed
+    }
+
+    async fn run_steps(&self, id: &kairon_runtime_api::InstanceId, name: &str, steps: &[String]) -> Result<()> {
+        for (i, step) in steps.iter().enumerate() {
+            let req = ExecRequest {
+                command: vec!["/bin/sh".into(), "-c".into(), step.clone()],
+                timeout_seconds: Some(BUILD_STEP_TIMEOUT.as_secs()),
+                ..Default::default()
+            };
+            let out = self.exec_bounded(id.as_str(), &req, BUILD_STEP_OUTPUT).await?;
+            if out.exit_code != 0 {
+                let tail = |s: &str| {
+                    let s = s.trim_end();
+                    let start = s.char_indices().rev().nth(2000).map_or(0, |(i, _)| i);
+                    s[start..].to_string()
+                };
+                return Err(RuntimeError::Invalid(format!(
+                    "build step {} of {} ({step:?}) exited with code {}{}: {}{}",
+                    i + 1,
+                    steps.len(),
+                    out.exit_code,
+                    if out.timed_out { " (timed out)" } else { "" },
+                    tail(&out.stderr),
+                    if out.stdout.is_empty() { String::new() } else { format!("\nstdout: {}", tail(&out.stdout)) },
+                )));
+            }
+            if let Some(entry) = lock(&self.inner.templates).get_mut(name) {
+                entry.meta.steps_done = (i + 1) as u32;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops the build sandbox and applies its upper directory onto the template's rootfs.
+    async fn commit_upper(&self, id: &kairon_runtime_api::InstanceId, name: &str) -> Result<()> {
+        self.inner.host.stop(id.as_str()).await?;
+        self.inner.host.unmount_root(id.as_str()).await?;
+        let map = self.template_idmap(name).await?;
+        let upper = self.inner.host.upper_dir(id.as_str());
+        let rootfs = self.templates_dir().join(name).join("rootfs");
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            // The layer as an OCI tar (guest owners, whiteouts as .wh. names), applied with the
+            // pull's own rules, then its files moved into the template's id range.
+            let mut tar = tempfile::tempfile_in(rootfs.parent().unwrap_or(&rootfs))?;
+            crate::sandbox::layer::write_layer(&upper, &mut tar, &map)?;
+            tar.seek(std::io::SeekFrom::Start(0))?;
+            oci::apply_layer(std::io::BufReader::new(tar), oci::LAYER_TAR, &rootfs)
+                .map_err(|e| RuntimeError::Internal(format!("applying the build steps' layer: {e}")))?;
+            crate::sandbox::idmap::shift_rootfs(&rootfs, &map)?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| RuntimeError::Internal(e.to_string()))?
     }
 
     /// The host id range of a template's sandboxes (see `sandbox::idmap`): read from beside its
@@ -661,7 +781,7 @@ impl Runtime {
 
     /// Creates an instance; with `seed`, a sandbox whose root starts with another sandbox's
     /// changes.
-    pub(crate) async fn create_seeded(&self, mut req: CreateVmRequest, seed: Option<Seed>) -> Result<Vm> {
+    pub(crate) async fn create_seeded(&self, req: CreateVmRequest, seed: Option<Seed>) -> Result<Vm> {
         if !valid_name(&req.name) {
             return Err(RuntimeError::Invalid(format!("name {:?} must be a lowercase DNS name", req.name)));
         }
@@ -680,7 +800,11 @@ impl Runtime {
         };
         let template = match self.template(&template_name) {
             Err(RuntimeError::NotFound(_)) if template_name == PYTHON_TEMPLATE => {
-                self.create_template(PYTHON_TEMPLATE, BUILTIN_PYTHON)?;
+                self.create_template(CreateTemplateRequest {
+                    name: PYTHON_TEMPLATE.into(),
+                    image_ref: BUILTIN_PYTHON.into(),
+                    ..Default::default()
+                })?;
                 return Err(RuntimeError::Conflict(format!(
                     "template {PYTHON_TEMPLATE:?} is being built on first use (about a minute): follow GET /v1/templates/{PYTHON_TEMPLATE} and retry when it is Ready"
                 )));
@@ -693,6 +817,13 @@ impl Runtime {
                 template.state
             )));
         }
+        self.create_on(&template, req, seed).await
+    }
+
+    /// Creates a sandbox of `template` (whatever its state: a build's own sandbox runs on a
+    /// template that is not Ready yet).
+    async fn create_on(&self, template: &Template, mut req: CreateVmRequest, seed: Option<Seed>) -> Result<Vm> {
+        let template_name = template.name.clone();
         let id = kairon_runtime_api::InstanceId::random();
         let vm = Vm {
             id: id.clone(),
@@ -737,7 +868,7 @@ impl Runtime {
                 return Err(e);
             }
         }
-        match self.boot(&mut guard, &template).await {
+        match self.boot(&mut guard, template).await {
             Ok(()) => {
                 if let Some(ttl) = guard.spec.ttl_seconds {
                     let at = expiry(ttl);

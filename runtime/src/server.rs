@@ -518,7 +518,7 @@ async fn get_template(State(st): State<AppState>, Path(name): Path<String>) -> R
 }
 
 async fn create_template(State(st): State<AppState>, Json(req): Json<CreateTemplateRequest>) -> R<Response> {
-    Ok((StatusCode::ACCEPTED, Json(st.rt.create_template(&req.name, &req.image_ref)?)).into_response())
+    Ok((StatusCode::ACCEPTED, Json(st.rt.create_template(req)?)).into_response())
 }
 
 async fn list_pools(State(st): State<AppState>) -> Response {

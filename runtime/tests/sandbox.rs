@@ -4,8 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use kairon_model::SandboxSpec;
-use kairon_runtime::api::{CreateVmRequest, ExecRequest, PowerAction, ProcessState, TemplateState, VmState};
-use kairon_runtime::engine::Runtime;
+use kairon_runtime::api::{
+    CreateTemplateRequest, CreateVmRequest, ExecRequest, PowerAction, ProcessState, TemplateState, VmState,
+};
+use kairon_runtime::engine::{Runtime, TEMPLATE_BUILD_LABEL};
 use kairon_runtime_api::{ClientError, RuntimeClient};
 
 mod common;
@@ -252,6 +254,103 @@ async fn a_sandbox_lives_and_leaves_nothing_behind() {
     assert!(!mounts.contains(vm.id.as_str()), "no mount left");
     assert!(!Path::new(&format!("/sys/fs/cgroup/memory/kairon-life/{}", vm.id)).exists(), "no cgroup left");
     assert!(!dir.path().join("runc").join(vm.id.as_str()).exists(), "no runc state left");
+}
+
+/// Follows a template build to its end.
+async fn built(c: &RuntimeClient, name: &str) -> kairon_runtime::api::Template {
+    let name = name.try_into().unwrap();
+    for _ in 0..1200 {
+        let t = c.template(&name).await.unwrap();
+        if t.state != TemplateState::Building {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("template build did not finish");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn build_steps_become_the_templates_top_layer() {
+    let registry = common::Registry::start();
+    seed_registry(&registry).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (rt, c) = serve_with(dir.path(), "steps", registry.insecure()).await;
+    let image_ref = format!("{}/agents/busybox:1.35", registry.host);
+
+    // A tenant's reference to the registry the node's config names is pulled as the admin's.
+    let req = CreateTemplateRequest {
+        name: "with-steps".into(),
+        image_ref: image_ref.clone(),
+        steps: vec![
+            "mkdir -p /opt/app && echo built > /opt/app/built.txt && chown 1000:1000 /opt/app/built.txt".into(),
+            "rm /etc/group && chmod 0750 /root && test -n \"$PATH\"".into(),
+        ],
+        tenant_source: true,
+    };
+    let building = c.build_template(&req).await.unwrap();
+    assert_eq!((building.state, building.steps.len()), (TemplateState::Building, 2));
+    let template = built(&c, "with-steps").await;
+    assert_eq!((template.state, template.steps_done), (TemplateState::Ready, 2), "{template:?}");
+    assert_eq!(template.config.working_dir.as_deref(), Some("/root"), "the image's config is kept");
+    assert!(
+        c.list().await.unwrap().iter().all(|vm| !vm.spec.labels.contains_key(TEMPLATE_BUILD_LABEL)),
+        "the build's sandbox is gone"
+    );
+
+    // Every sandbox of it has the steps' changes: a new file with its owner, a removed file (a
+    // whiteout in the layer), a changed mode.
+    let req = CreateVmRequest {
+        sandbox: Some(SandboxSpec { template_name: Some("with-steps".into()) }),
+        ..sandbox("kairon-default-stepped")
+    };
+    let vm = c.create(&req).await.unwrap();
+    let seen = c
+        .exec(&vm.id, &sh("cat /opt/app/built.txt; stat -c %u /opt/app/built.txt; stat -c %a /root; test -e /etc/group || echo no-group; cat /etc/passwd | head -1"))
+        .await
+        .unwrap();
+    assert_eq!(seen.stdout, "built\n1000\n750\nno-group\nroot:x:0:0:root:/root:/bin/sh\n", "{seen:?}");
+    c.delete(&vm.id).await.unwrap();
+
+    // A failing step fails the build with its output, and says which step it was.
+    let req = CreateTemplateRequest {
+        name: "broken".into(),
+        image_ref: image_ref.clone(),
+        steps: vec!["echo first".into(), "echo the-reason >&2; exit 7".into(), "echo never".into()],
+        tenant_source: false,
+    };
+    c.build_template(&req).await.unwrap();
+    let failed = built(&c, "broken").await;
+    assert_eq!((failed.state, failed.steps_done), (TemplateState::Failed, 1), "{failed:?}");
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.contains("build step 2 of 3") && message.contains("code 7") && message.contains("the-reason"),
+        "{message}"
+    );
+    let (code, message) = api_status(
+        c.build_template(&CreateTemplateRequest { steps: vec![" ".into()], ..req.clone() }).await.unwrap_err(),
+    );
+    assert_eq!(code, 422, "{message}");
+    assert!(message.contains("build step 1 is empty"), "{message}");
+
+    // The same registry by a name the node's config does not give: a tenant's pull goes through
+    // the egress guard, and loopback is in the deny set whatever the name.
+    let port = registry.host.rsplit_once(':').unwrap().1;
+    let req = CreateTemplateRequest {
+        name: "sneaky".into(),
+        image_ref: format!("localhost:{port}/agents/busybox:1.35"),
+        steps: vec![],
+        tenant_source: true,
+    };
+    c.build_template(&req).await.unwrap();
+    let refused = built(&c, "sneaky").await;
+    assert_eq!(refused.state, TemplateState::Failed);
+    let message = refused.message.unwrap_or_default();
+    assert!(message.contains("resolves to 127.0.0.1") && message.contains("egress_deny_cidrs"), "{message}");
+    assert!(
+        std::fs::read_dir(dir.path().join("instances")).map(|d| d.count()).unwrap_or(0) == 0,
+        "no instance left behind"
+    );
+    drop(rt);
 }
 
 #[tokio::test(flavor = "multi_thread")]

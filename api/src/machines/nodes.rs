@@ -121,7 +121,9 @@ impl Machines {
             return Err(Error::bad_request("imageRef must name an OCI image, e.g. docker.io/library/alpine:3.19"));
         }
         let rt = self.runtime(node).await?;
-        Ok(rt.create_template(&TemplateName::new(req.name.as_str())?, &req.image_ref).await?)
+        TemplateName::new(req.name.as_str())?;
+        // The admin's own reference: pulled as the node's config says, never as a tenant's.
+        Ok(rt.build_template(&CreateTemplateRequest { tenant_source: false, ..req }).await?)
     }
 
     /// Every sandbox on a node as its runtime sees it (including ones made outside Kairon).

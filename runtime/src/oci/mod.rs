@@ -7,6 +7,7 @@
 
 mod busybox;
 pub mod debian;
+mod guard;
 mod layer;
 pub mod layout;
 
@@ -31,7 +32,11 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use crate::api::ImageConfig;
 
 pub use busybox::{HOST_BUSYBOX, build_busybox_rootfs};
+pub use guard::PullGuard;
 pub use layer::apply_layer;
+
+/// The media type of an uncompressed layer tar.
+pub const LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";
 
 /// The platform pulled out of an image index: the only one sandboxes run on.
 const PLATFORM_OS: &str = "linux";
@@ -49,6 +54,19 @@ pub struct RegistryConfig {
     /// Basic auth per registry host (`ghcr.io`, `127.0.0.1:5000`; `docker.io` or
     /// `index.docker.io` for Docker Hub).
     pub auth: BTreeMap<String, (String, String)>,
+    /// Every connection of a pull goes through this proxy (a tenant's pull: see [`PullGuard`]).
+    pub proxy: Option<String>,
+}
+
+impl RegistryConfig {
+    /// Whether `reference` names a registry this config names (an insecure host or one with
+    /// credentials): the node admin's own, trusted as the admin is.
+    pub fn names_registry_of(&self, reference: &str) -> bool {
+        let Ok(image) = reference.parse::<Reference>() else { return false };
+        let (written, resolved) = (image.registry(), image.resolve_registry());
+        let named = |host: &str| host == written || host == resolved;
+        self.insecure_hosts.iter().any(|h| named(h)) || self.auth.keys().any(|h| named(h))
+    }
 }
 
 impl fmt::Debug for RegistryConfig {
@@ -58,6 +76,7 @@ impl fmt::Debug for RegistryConfig {
         f.debug_struct("RegistryConfig")
             .field("insecure_hosts", &self.insecure_hosts)
             .field("auth_users", &users)
+            .field("proxy", &self.proxy)
             .finish()
     }
 }
@@ -153,6 +172,8 @@ impl Session {
             protocol: ClientProtocol::HttpsExcept(cfg.insecure_hosts.clone()),
             // Index resolution is done here, to name the platforms on offer when amd64 is missing.
             platform_resolver: None,
+            https_proxy: cfg.proxy.clone(),
+            http_proxy: cfg.proxy.clone(),
             ..ClientConfig::default()
         })
         .map_err(|e| OciError::Registry {

@@ -656,14 +656,8 @@ impl SandboxHost {
         let dir = self.instance_dir(id);
         let merged = self.rootfs(id);
         // The root first (it sits on the disk), then the disk (its loop device goes with it).
-        for m in [&merged, &self.disk_dir(id)] {
-            if is_mountpoint(m) {
-                let out = Command::new("umount").arg(m).output().await?;
-                if !out.status.success() {
-                    let _ = Command::new("umount").arg("-l").arg(m).output().await;
-                }
-            }
-        }
+        self.unmount_root(id).await?;
+        unmount(&self.disk_dir(id)).await?;
         if merged.starts_with(ROOTS_DIR) {
             let _ = std::fs::remove_dir(&merged);
         }
@@ -671,6 +665,12 @@ impl SandboxHost {
             std::fs::remove_dir_all(&dir)?;
         }
         Ok(())
+    }
+
+    /// Unmounts the sandbox's root (the overlay) of a stopped sandbox, leaving its disk and
+    /// upper directory in place.
+    pub async fn unmount_root(&self, id: &str) -> Result<()> {
+        unmount(&self.rootfs(id)).await
     }
 
     fn exec_command(&self, id: &str, req: &ExecRequest, detach_pid_file: Option<&Path>) -> Command {
@@ -1145,6 +1145,17 @@ pub struct AttachedCommand {
 
 /// Collects a container init that was re-parented to this process (the runtime is a child
 /// subreaper, since the host's PID 1 may not reap). Harmless when it is not our child.
+/// Unmounts `m` if something is mounted there (lazily when it is busy).
+async fn unmount(m: &Path) -> Result<()> {
+    if is_mountpoint(m) {
+        let out = Command::new("umount").arg(m).output().await?;
+        if !out.status.success() {
+            let _ = Command::new("umount").arg("-l").arg(m).output().await;
+        }
+    }
+    Ok(())
+}
+
 pub fn reap(pid: u32) {
     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
         for _ in 0..50 {

@@ -106,7 +106,7 @@ impl Registry {
     }
 
     pub fn insecure(&self) -> RegistryConfig {
-        RegistryConfig { insecure_hosts: vec![self.host.clone()], auth: BTreeMap::new() }
+        RegistryConfig { insecure_hosts: vec![self.host.clone()], ..Default::default() }
     }
 }
 

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="CreateTemplateRequest")
 
@@ -15,16 +17,24 @@ class CreateTemplateRequest:
     Attributes:
         image_ref (str):
         name (str):
+        steps (list[str] | Unset): Shell commands (`/bin/sh -c`) run in order, as root, in a sandbox of the pulled image
+            with the node's guest network and egress policy; what they change becomes the
+            template's top layer. A step that exits non-zero fails the build with its output.
     """
 
     image_ref: str
     name: str
+    steps: list[str] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         image_ref = self.image_ref
 
         name = self.name
+
+        steps: list[str] | Unset = UNSET
+        if not isinstance(self.steps, Unset):
+            steps = self.steps
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -34,6 +44,8 @@ class CreateTemplateRequest:
                 "name": name,
             }
         )
+        if steps is not UNSET:
+            field_dict["steps"] = steps
 
         return field_dict
 
@@ -44,9 +56,12 @@ class CreateTemplateRequest:
 
         name = d.pop("name")
 
+        steps = cast(list[str], d.pop("steps", UNSET))
+
         create_template_request = cls(
             image_ref=image_ref,
             name=name,
+            steps=steps,
         )
 
         create_template_request.additional_properties = d

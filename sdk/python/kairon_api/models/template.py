@@ -29,6 +29,9 @@ class Template:
         config (ImageConfig | Unset): The image config a template keeps (entrypoint, env, working dir).
         digest (None | str | Unset):
         message (None | str | Unset):
+        steps (list[str] | Unset): The build steps, run in order over the image (as the build request gave them).
+        steps_done (int | Unset): How many steps have finished: progress while Building, and on a Failed build the step
+            that failed is the next one.
     """
 
     bytes_done: int
@@ -40,6 +43,8 @@ class Template:
     config: ImageConfig | Unset = UNSET
     digest: None | str | Unset = UNSET
     message: None | str | Unset = UNSET
+    steps: list[str] | Unset = UNSET
+    steps_done: int | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,6 +80,12 @@ class Template:
         else:
             message = self.message
 
+        steps: list[str] | Unset = UNSET
+        if not isinstance(self.steps, Unset):
+            steps = self.steps
+
+        steps_done = self.steps_done
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -94,6 +105,10 @@ class Template:
             field_dict["digest"] = digest
         if message is not UNSET:
             field_dict["message"] = message
+        if steps is not UNSET:
+            field_dict["steps"] = steps
+        if steps_done is not UNSET:
+            field_dict["stepsDone"] = steps_done
 
         return field_dict
 
@@ -146,6 +161,10 @@ class Template:
 
         message = _parse_message(d.pop("message", UNSET))
 
+        steps = cast(list[str], d.pop("steps", UNSET))
+
+        steps_done = d.pop("stepsDone", UNSET)
+
         template = cls(
             bytes_done=bytes_done,
             created_at=created_at,
@@ -156,6 +175,8 @@ class Template:
             config=config,
             digest=digest,
             message=message,
+            steps=steps,
+            steps_done=steps_done,
         )
 
         template.additional_properties = d

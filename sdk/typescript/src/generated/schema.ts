@@ -1294,6 +1294,12 @@ export interface components {
         CreateTemplateRequest: {
             imageRef: string;
             name: string;
+            /**
+             * @description Shell commands (`/bin/sh -c`) run in order, as root, in a sandbox of the pulled image
+             *     with the node's guest network and egress policy; what they change becomes the
+             *     template's top layer. A step that exits non-zero fails the build with its output.
+             */
+            steps?: string[];
         };
         /** @description What to run: the runtime fields of a Machine spec. Pools take it as their template. */
         CreateVmRequest: {
@@ -2258,6 +2264,14 @@ export interface components {
             message?: string | null;
             name: string;
             state: components["schemas"]["TemplateState"];
+            /** @description The build steps, run in order over the image (as the build request gave them). */
+            steps?: string[];
+            /**
+             * Format: int32
+             * @description How many steps have finished: progress while Building, and on a Failed build the step
+             *     that failed is the next one.
+             */
+            stepsDone?: number;
         };
         /** @description Labels and annotations copied onto every member. */
         TemplateMeta: {
