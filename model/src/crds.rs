@@ -6,7 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 
-use crate::{KaironNode, KaironQuota, Machine, MachineClaim, MachinePool, STORAGE_VERSION, VERSIONS};
+use crate::{KaironNode, KaironQuota, KaironTemplate, Machine, MachineClaim, MachinePool, STORAGE_VERSION, VERSIONS};
 
 /// Every Kairon CRD, each carrying all served versions and the validation rules.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -16,6 +16,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         with_versions(MachineClaim::crd()),
         with_versions(KaironNode::crd()),
         with_versions(KaironQuota::crd()),
+        with_versions(KaironTemplate::crd()),
     ];
     // The rules a cluster's API server enforces by itself (`rules.rs`).
     crds.iter_mut().for_each(crate::rules::apply);
@@ -60,7 +61,7 @@ mod tests {
     #[test]
     fn both_versions_and_the_spec_columns() {
         let crds = all();
-        assert_eq!(crds.len(), 5);
+        assert_eq!(crds.len(), 6);
         for crd in &crds {
             let names: Vec<_> = crd.spec.versions.iter().map(|v| (v.name.as_str(), v.storage)).collect();
             assert_eq!(names, [("v1", true), ("v1alpha1", false)]);

@@ -22,6 +22,7 @@ pub mod power;
 pub mod quantity;
 pub mod quota;
 pub mod rules;
+pub mod template;
 pub mod validate;
 pub mod warm;
 
@@ -36,6 +37,7 @@ pub use node::{KaironNode, KaironNodeSpec, KaironNodeStatus, NodeBackend};
 pub use pool::{MachinePool, MachinePoolSpec, MachinePoolStatus, MachineTemplate, WarmPowerState};
 pub use quantity::Quantity;
 pub use quota::{KaironQuota, KaironQuotaSpec, KaironQuotaStatus, QuotaAmounts};
+pub use template::{KaironTemplate, KaironTemplateSpec, KaironTemplateStatus, TemplatePhase};
 
 /// The API group of every Kairon kind.
 pub const GROUP: &str = "kairon.zyvor.dev";

@@ -75,6 +75,10 @@ pub struct QuotaAmounts {
     #[schema(value_type = Option<String>)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<Quantity>,
+    /// The namespace's own templates (KaironTemplates): each costs its nodes a pull, a build
+    /// and the disk of its rootfs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub templates: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
@@ -357,8 +361,22 @@ impl Charge {
             memory: Some(Quantity(amount("memory", self.memory_bytes))),
             warm_members: Some(self.warm_members),
             storage: Some(Quantity(amount("storage", self.storage_bytes))),
+            // Counted by whoever counts templates (see `template_refusal`), not by a Charge.
+            templates: None,
         }
     }
+}
+
+/// Why quota `name` refuses one more template in a namespace that has `existing`: None when
+/// its `templates` limit (if any) still has room.
+pub fn template_refusal(name: &str, hard: &QuotaAmounts, existing: i64) -> Option<String> {
+    let limit = hard.templates?;
+    (existing + 1 > limit).then(|| {
+        format!(
+            "{REFUSAL_PREFIX}{name}, requested: templates=1, used: templates={existing}, limited: templates={limit}: \
+             delete a KaironTemplate in this namespace, or ask an admin to raise the KaironQuota"
+        )
+    })
 }
 
 /// Use against the limits in one line, limited amounts only: `machines: 3/10, cpu: 3/8`.
@@ -481,6 +499,7 @@ mod tests {
             memory: None,
             warm_members: Some(0),
             storage: None,
+            templates: None,
         };
         let limits = Limits::of(&hard);
         let one = Charge { machines: 1, cpu_millis: 1000, memory_bytes: 512 << 20, warm_members: 0, storage_bytes: 0 };
@@ -560,6 +579,7 @@ mod tests {
             memory: Some("4Gi".into()),
             warm_members: None,
             storage: None,
+            templates: None,
         };
         assert_eq!(summary(&Limits::of(&hard), used), "machines: 3/10, cpu: 1500m/8, memory: 1536Mi/4Gi");
         assert_eq!(summary(&Limits::default(), used), "no limits");

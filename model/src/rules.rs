@@ -112,6 +112,20 @@ pub const CLAIM_SPEC_CHANGES: &[CelRule] = &[CelRule {
     transition: true,
 }];
 
+/// A KaironTemplate's spec: an image, and no change once nodes may have built it.
+pub const TEMPLATE_SPEC: &[CelRule] = &[rule(
+    "size(self.image) > 0 && !self.image.contains(' ')",
+    ".image",
+    "spec.image must name an OCI image, e.g. docker.io/library/python:3.12-slim",
+)];
+
+pub const TEMPLATE_SPEC_CHANGES: &[CelRule] = &[CelRule {
+    rule: "self == oldSelf",
+    message: "a template's spec cannot change (nodes build it once): create a template of another name, or delete this one and create it again",
+    field: "",
+    transition: true,
+}];
+
 /// Every rule, where it sits.
 pub const PLACED: &[Placed] = &[
     Placed { plural: "machines", at: &["spec"], rules: MACHINE_SPEC },
@@ -122,6 +136,8 @@ pub const PLACED: &[Placed] = &[
     Placed { plural: "machinepools", at: &["spec", "template", "spec", "lifecycle"], rules: LIFECYCLE },
     Placed { plural: "machinepools", at: &["spec", "template", "spec", "network"], rules: NETWORK },
     Placed { plural: "machineclaims", at: &["spec"], rules: CLAIM_SPEC_CHANGES },
+    Placed { plural: "kairontemplates", at: &["spec"], rules: TEMPLATE_SPEC },
+    Placed { plural: "kairontemplates", at: &["spec"], rules: TEMPLATE_SPEC_CHANGES },
 ];
 
 /// An OpenAPI bound on one field.
@@ -146,6 +162,8 @@ pub const BOUNDS: &[(&str, &[&str], Bound)] = &[
     ("machine-spec", &["image", "path"], Bound::MaxLength(4096)),
     ("machine-spec", &["lifecycle", "idleTimeoutSeconds"], Bound::Minimum(60.0)),
     ("claim-spec", &["poolName"], Bound::MaxLength(253)),
+    ("template-spec", &["image"], Bound::MaxLength(crate::template::MAX_IMAGE_LEN as i64)),
+    ("template-spec", &["steps"], Bound::MaxItems(crate::template::MAX_BUILD_STEPS as i64)),
 ];
 
 /// Where a Machine's spec sits in each kind that holds one.
@@ -178,9 +196,11 @@ pub fn apply(crd: &mut CustomResourceDefinition) {
                 bounded.push((spec.iter().chain(path.iter()).copied().collect(), *bound));
             }
         }
-        if plural == "machineclaims" {
-            for (_, path, bound) in BOUNDS.iter().filter(|(k, _, _)| *k == "claim-spec") {
-                bounded.push((["spec"].iter().chain(path.iter()).copied().collect(), *bound));
+        for (kind, of) in [("claim-spec", "machineclaims"), ("template-spec", "kairontemplates")] {
+            if plural == of {
+                for (_, path, bound) in BOUNDS.iter().filter(|(k, _, _)| *k == kind) {
+                    bounded.push((["spec"].iter().chain(path.iter()).copied().collect(), *bound));
+                }
             }
         }
         for (path, bound) in bounded {
@@ -235,8 +255,10 @@ pub struct Example {
 impl Example {
     /// What Kairon's own validation (the embedded API's admission) says of this example.
     pub fn kairon_errors(&self) -> Vec<crate::validate::FieldError> {
-        use crate::validate::{ValidationOptions, validate_claim_spec, validate_machine_spec, validate_pool_spec};
-        use crate::{MachineClaimSpec, MachinePoolSpec, MachineSpec};
+        use crate::validate::{
+            ValidationOptions, validate_claim_spec, validate_machine_spec, validate_pool_spec, validate_template,
+        };
+        use crate::{KaironTemplateSpec, MachineClaimSpec, MachinePoolSpec, MachineSpec};
         fn spec<T: serde::de::DeserializeOwned>(v: &Value) -> T {
             serde_json::from_value(v["spec"].clone()).expect("an example's spec reads as its type")
         }
@@ -246,6 +268,9 @@ impl Example {
             "machines" => validate_machine_spec("spec", &spec::<MachineSpec>(&self.new), old.map(spec).as_ref(), opts),
             "machinepools" => validate_pool_spec(&spec::<MachinePoolSpec>(&self.new), opts),
             "machineclaims" => validate_claim_spec(&spec::<MachineClaimSpec>(&self.new), old.map(spec).as_ref()),
+            "kairontemplates" => {
+                validate_template("py312", &spec::<KaironTemplateSpec>(&self.new), old.map(spec).as_ref())
+            }
             other => panic!("no validation for {other}"),
         }
     }
@@ -257,6 +282,7 @@ pub fn examples() -> Vec<Example> {
     let sandbox = json!({"sandbox": {"templateName": "busybox"}});
     let device = json!({"deviceClaims": [{"name": "gpu", "resourceName": "nvidia.com/gpu"}]});
     let m = |base: &Value, extra: Value| machine(with(base, extra));
+    let template = json!({"spec": {"image": "docker.io/library/python:3.12-slim", "steps": ["pip install pandas"]}});
     let cases: Vec<(&str, &str, Option<Value>, Value, bool)> = vec![
         ("a VM", "machines", None, machine(vm.clone()), true),
         ("a template sandbox", "machines", None, machine(sandbox.clone()), true),
@@ -354,6 +380,24 @@ pub fn examples() -> Vec<Example> {
             Some(json!({"spec": {"poolName": "agents"}})),
             json!({"spec": {"poolName": "agents", "ttlSeconds": 60}}),
             true,
+        ),
+        ("a template", "kairontemplates", None, template.clone(), true),
+        ("a template with no image", "kairontemplates", None, json!({"spec": {"image": ""}}), false),
+        ("a template image with a space", "kairontemplates", None, json!({"spec": {"image": "a b"}}), false),
+        (
+            "65 build steps",
+            "kairontemplates",
+            None,
+            json!({"spec": {"image": "alpine", "steps": vec!["true"; 65]}}),
+            false,
+        ),
+        ("a template kept as it is", "kairontemplates", Some(template.clone()), template.clone(), true),
+        (
+            "a template's steps changed",
+            "kairontemplates",
+            Some(template.clone()),
+            json!({"spec": {"image": "docker.io/library/python:3.12-slim", "steps": ["true"]}}),
+            false,
         ),
     ];
     cases

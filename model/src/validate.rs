@@ -11,6 +11,7 @@ use crate::pool::MachinePoolSpec;
 use crate::power::{self, Refusal, Track};
 use crate::quantity::Quantity;
 use crate::quota::KaironQuotaSpec;
+use crate::template::KaironTemplateSpec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorType {
@@ -575,7 +576,11 @@ pub fn validate_node_spec(spec: &KaironNodeSpec) -> Vec<FieldError> {
 pub fn validate_quota_spec(spec: &KaironQuotaSpec) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
     let h = &spec.hard;
-    for (field, v) in [("spec.hard.machines", h.machines), ("spec.hard.warmMembers", h.warm_members)] {
+    for (field, v) in [
+        ("spec.hard.machines", h.machines),
+        ("spec.hard.warmMembers", h.warm_members),
+        ("spec.hard.templates", h.templates),
+    ] {
         if let Some(v) = v
             && v < 0
         {
@@ -587,6 +592,56 @@ pub fn validate_quota_spec(spec: &KaironQuotaSpec) -> Vec<FieldError> {
             && let Err(e) = q.to_f64()
         {
             errs.invalid(field, format!("{:?}", q.0), e.to_string());
+        }
+    }
+    errs.0
+}
+
+/// A namespace's template: an image reference and build steps, each non-blank and bounded; the
+/// name a DNS label (its node-side name joins it to the namespace with a dot); the spec fixed
+/// once created (`old`: the stored spec on update).
+pub fn validate_template(name: &str, spec: &KaironTemplateSpec, old: Option<&KaironTemplateSpec>) -> Vec<FieldError> {
+    use crate::template::{MAX_BUILD_STEPS, MAX_IMAGE_LEN, MAX_STEP_LEN};
+    let mut errs = Errors(Vec::new());
+    if old.is_some_and(|old| old != spec) {
+        errs.forbidden(
+            "spec",
+            "a template's spec cannot change (nodes build it once): create a template of another name, or delete this one and create it again",
+        );
+    }
+    if !is_dns_label(name) {
+        errs.invalid(
+            "metadata.name",
+            format!("{name:?}"),
+            "a template's name must be a DNS label (lowercase letters, digits and '-', at most 63, no dots)",
+        );
+    }
+    let image = spec.image.trim();
+    if image.is_empty() {
+        errs.required("spec.image", "give the OCI image to start from, e.g. docker.io/library/python:3.12-slim");
+    } else if spec.image.len() > MAX_IMAGE_LEN {
+        errs.push("spec.image", ErrorType::TooLong, None, format!("may have at most {MAX_IMAGE_LEN} characters"));
+    } else if image != spec.image || spec.image.contains(char::is_whitespace) {
+        errs.invalid("spec.image", format!("{:?}", spec.image), "an image reference holds no whitespace");
+    }
+    if spec.steps.len() > MAX_BUILD_STEPS {
+        errs.push(
+            "spec.steps",
+            ErrorType::TooMany,
+            None,
+            format!("must have at most {MAX_BUILD_STEPS} items (join commands with && in one step)"),
+        );
+    }
+    for (i, step) in spec.steps.iter().enumerate() {
+        if step.trim().is_empty() {
+            errs.required(format!("spec.steps[{i}]"), "a build step is a shell command: remove the empty one");
+        } else if step.len() > MAX_STEP_LEN {
+            errs.push(
+                format!("spec.steps[{i}]"),
+                ErrorType::TooLong,
+                None,
+                format!("may have at most {MAX_STEP_LEN} bytes (put a long script in the image)"),
+            );
         }
     }
     errs.0

@@ -54,17 +54,26 @@ fn cel_verdict(plural: &str, old: Option<&Value>, new: &Value) -> Vec<String> {
         "machinepools" => &[&["spec", "template", "spec"]],
         _ => &[],
     };
-    for spec in specs {
-        for (_, path, bound) in BOUNDS.iter().filter(|(k, _, _)| *k == "machine-spec") {
-            let full: Vec<&str> = spec.iter().chain(path.iter()).copied().collect();
-            let Some(v) = at(new, &full) else { continue };
-            let fits = match bound {
-                Bound::MaxLength(n) => v.as_str().is_none_or(|s| s.chars().count() as i64 <= *n),
-                Bound::MaxItems(n) => v.as_array().is_none_or(|a| a.len() as i64 <= *n),
-                Bound::Minimum(n) => v.as_f64().is_none_or(|x| x >= *n),
-            };
-            if !fits {
-                broken.push(format!("{} breaks {bound:?}", full.join(".")));
+    // The bounds of the kind's own spec.
+    let own: &[&[&str]] = &[&["spec"]];
+    let placed = match plural {
+        "machineclaims" => Some(("claim-spec", own)),
+        "kairontemplates" => Some(("template-spec", own)),
+        _ => None,
+    };
+    for (kind, at_specs) in [("machine-spec", specs)].into_iter().chain(placed) {
+        for spec in at_specs {
+            for (_, path, bound) in BOUNDS.iter().filter(|(k, _, _)| *k == kind) {
+                let full: Vec<&str> = spec.iter().chain(path.iter()).copied().collect();
+                let Some(v) = at(new, &full) else { continue };
+                let fits = match bound {
+                    Bound::MaxLength(n) => v.as_str().is_none_or(|s| s.chars().count() as i64 <= *n),
+                    Bound::MaxItems(n) => v.as_array().is_none_or(|a| a.len() as i64 <= *n),
+                    Bound::Minimum(n) => v.as_f64().is_none_or(|x| x >= *n),
+                };
+                if !fits {
+                    broken.push(format!("{} breaks {bound:?}", full.join(".")));
+                }
             }
         }
     }

@@ -105,6 +105,7 @@ fn kube_resources() -> Vec<(&'static str, &'static str, bool)> {
         ("machineclaims", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/machineclaims", true),
         ("kaironnodes", "/apis/kairon.zyvor.dev/v1/kaironnodes", true),
         ("kaironquotas", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas", true),
+        ("kairontemplates", "/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kairontemplates", true),
         ("leases", "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", false),
         ("events", "/api/v1/namespaces/{ns}/events", false),
         ("secrets", "/api/v1/namespaces/{ns}/secrets", false),
@@ -347,6 +348,7 @@ fn kube_object_name(res: &str, ns: &str) -> String {
         "machineclaims" => "claim".into(),
         "kaironnodes" => "local".into(),
         "kaironquotas" => "quota".into(),
+        "kairontemplates" => "template".into(),
         "leases" => "authz-lease".into(),
         "events" => "authz-event".into(),
         "secrets" => "authz-secret".into(),
@@ -372,10 +374,16 @@ fn kube_new(res: &str, ns: &str) -> Value {
             json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": {"holderIdentity": "authz"}})
         }
         "kaironquotas" => quota(meta),
+        "kairontemplates" => template(meta),
         "events" => event("authz-new", ns),
         "secrets" => json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": {"k": "v"}}),
         _ => json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta}),
     }
+}
+
+fn template(meta: Value) -> Value {
+    json!({"apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironTemplate", "metadata": meta,
+        "spec": {"image": "docker.io/library/python:3.12-slim", "steps": ["pip install pandas"]}})
 }
 
 fn quota(meta: Value) -> Value {
@@ -396,6 +404,7 @@ fn status_change(res: &str) -> Value {
         "machinepools" => json!({"status": {"replicas": 42}}),
         "machineclaims" => json!({"status": {"machineName": "authz"}}),
         "kaironquotas" => json!({"status": {"summary": "authz"}}),
+        "kairontemplates" => json!({"status": {"phase": "Failed", "message": "authz"}}),
         _ => json!({"status": {"heartbeatTime": "2020-01-01T00:00:00Z"}}),
     }
 }
@@ -517,6 +526,13 @@ async fn setup(k: &Kairon) {
             .post(&format!("/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kaironquotas"), quota(json!({"name": "quota"})))
             .await;
         assert!(q.status < 300, "{q:?}");
+        let t = admin
+            .post(
+                &format!("/apis/kairon.zyvor.dev/v1/namespaces/{ns}/kairontemplates"),
+                template(json!({"name": "template"})),
+            )
+            .await;
+        assert!(t.status < 300, "{t:?}");
     }
     for ns in [OWN, FOREIGN] {
         for name in ["labelled", "plain"] {

@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use kairon_e2e::{Flags, Kairon, MINUTE, eventually, kairon_bin, wait_for_object};
-use kairon_model::{ClaimPhase, KaironQuota, LaunchType, Machine, MachineClaim, MachinePool};
+use kairon_model::{ClaimPhase, KaironQuota, KaironTemplate, LaunchType, Machine, MachineClaim, MachinePool};
 
 const IMAGE: &str = "/var/lib/fluxvm/images/kairon-hw.qcow2";
 /// Where the VMs here are pinned: no such node, so they stay Pending and never boot (what quota
@@ -364,4 +364,71 @@ async fn new_volumes_count_against_a_storage_quota() {
         table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["disks", "storage", "10Gi", "10Gi"]),
         "{table}"
     );
+}
+
+fn template(name: &str, steps: &[&str]) -> KaironTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironTemplate", "metadata": {"name": name},
+        "spec": {"image": "docker.io/library/python:3.12-slim", "steps": steps},
+    }))
+    .unwrap()
+}
+
+/// A namespace's own templates count against its quota's `templates` (racing creates included),
+/// are its own (another namespace's operator neither sees nor touches them) and are fixed once
+/// created.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_makes_no_more_templates_than_its_quota_allows_and_keeps_them_to_itself() {
+    let (ns, other) = ("tmpl-a", "tmpl-b");
+    let k = Kairon::start().unwrap();
+    let admin = k.client().await.unwrap();
+    Api::<KaironQuota>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &quota(ns, "limits", json!({"templates": 2})))
+        .await
+        .unwrap();
+    let alice = k.client_with_token(Some(&k.token("alice", "operator", &[ns]).unwrap())).await.unwrap();
+    let templates: Api<KaironTemplate> = Api::namespaced(alice.clone(), ns);
+    let pp = PostParams::default();
+    templates.create(&pp, &template("py312", &["pip install pandas"])).await.unwrap();
+
+    // Two racing creates for the last place: one is stored, the other refused naming the limit.
+    let (one, two) = (template("one", &[]), template("two", &[]));
+    let (a, b) = tokio::join!(templates.create(&pp, &one), templates.create(&pp, &two));
+    let refused = match (&a, &b) {
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) => e,
+        _ => panic!("exactly one racing create wins: {a:?} {b:?}"),
+    };
+    assert!(
+        matches!(refused, kube::Error::Api(s) if s.code == 403 && s.message.contains("exceeded quota: limits") && s.message.contains("limited: templates=2")),
+        "{refused:?}"
+    );
+    assert_eq!(templates.list(&ListParams::default()).await.unwrap().items.len(), 2);
+
+    // Fixed once created: a node may have built it from this spec.
+    let change = Patch::Merge(json!({"spec": {"steps": ["true"]}}));
+    let e = templates.patch("py312", &PatchParams::default(), &change).await.unwrap_err();
+    assert!(matches!(&e, kube::Error::Api(s) if s.code == 422 && s.message.contains("cannot change")), "{e:?}");
+    let blank = template("blank", &[" "]);
+    let e = templates.create(&pp, &blank).await.unwrap_err();
+    assert!(matches!(&e, kube::Error::Api(s) if s.code == 422 && s.message.contains("spec.steps[0]")), "{e:?}");
+
+    // Another namespace's operator neither lists, reads nor deletes them.
+    let bob = k.client_with_token(Some(&k.token("bob", "operator", &[other]).unwrap())).await.unwrap();
+    let theirs: Api<KaironTemplate> = Api::namespaced(bob.clone(), ns);
+    for e in [
+        theirs.get("py312").await.unwrap_err(),
+        theirs.list(&ListParams::default()).await.unwrap_err(),
+        theirs.delete("py312", &Default::default()).await.unwrap_err(),
+    ] {
+        assert!(matches!(&e, kube::Error::Api(s) if s.code == 403), "{e:?}");
+    }
+    let everywhere: Api<KaironTemplate> = Api::all(bob.clone());
+    let seen = everywhere.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    assert!(seen.iter().all(|t| t.namespace().as_deref() != Some(ns)), "a list across namespaces shows only its own");
+    let own: Api<KaironTemplate> = Api::namespaced(bob, other);
+    assert!(own.list(&ListParams::default()).await.unwrap().items.is_empty(), "its own namespace has none");
+
+    // A deleted template frees its place.
+    templates.delete("py312", &Default::default()).await.unwrap();
+    templates.create(&pp, &template("py313", &[])).await.unwrap();
 }

@@ -11,7 +11,7 @@ use k8s_openapi::api::events::v1::Event;
 use kairon_model::binding;
 use kairon_model::keys::finalizers;
 use kairon_model::validate::{self, ErrorType, FieldError, ValidationOptions};
-use kairon_model::{KaironNode, KaironQuota, Machine, MachineClaim, MachinePool};
+use kairon_model::{KaironNode, KaironQuota, KaironTemplate, Machine, MachineClaim, MachinePool};
 
 /// How strictly unknown fields are treated (`fieldValidation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,6 +148,13 @@ pub fn node(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec
 pub fn quota(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
     let (q, warnings) = round_trip::<KaironQuota>(obj, ctx)?;
     check(validate::validate_quota_spec(&q.spec), warnings)
+}
+
+pub fn template(obj: &mut Value, old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {
+    let (t, warnings) = round_trip::<KaironTemplate>(obj, ctx)?;
+    let old: Option<KaironTemplate> = old_typed(old);
+    let name = t.metadata.name.as_deref().unwrap_or_default();
+    check(validate::validate_template(name, &t.spec, old.as_ref().map(|o| &o.spec)), warnings)
 }
 
 pub fn event(obj: &mut Value, _old: Option<&Value>, ctx: &AdmitCtx) -> Result<Vec<String>, AdmitError> {

@@ -1022,9 +1022,11 @@ pub(super) async fn write(c: &Ctx<'_>, name: &str, change: Change) -> ApiResult<
     let q = c.rt.qualified();
     for attempt in 0..MAX_RETRIES {
         let Planned { stored, new, precondition, warnings } = plan_at(c, name, &change, attempt > 0).await?;
-        let guard = (c.rt.group == kairon_model::GROUP && c.rt.plural == "machines" && !c.status_sub)
-            .then(|| super::quota::guard(&c.ns, name, stored.as_ref(), &new))
-            .flatten();
+        let guard = match (c.rt.group == kairon_model::GROUP && !c.status_sub, c.rt.plural) {
+            (true, "machines") => super::quota::guard(&c.ns, name, stored.as_ref(), &new),
+            (true, "kairontemplates") if stored.is_none() => Some(super::quota::template_guard(&c.ns)),
+            _ => None,
+        };
         if c.params.dry_run {
             // A dry run answers what the write would: a quota's refusal too.
             if let Some(guard) = guard {

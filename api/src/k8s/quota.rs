@@ -15,6 +15,23 @@ fn charge_of(v: &Value) -> Option<Charge> {
     Machine::deserialize(v).ok().map(|m| quota::charge(&m))
 }
 
+/// The guard for creating a KaironTemplate in `namespace`: one more template than the namespace
+/// has must fit every KaironQuota's `templates`.
+pub(super) fn template_guard(namespace: &str) -> Guard<'_> {
+    Guard {
+        namespace,
+        limits: (GROUP, "kaironquotas"),
+        counted: (GROUP, "kairontemplates"),
+        replaces: None,
+        judge: Box::new(move |quotas, templates| {
+            quotas
+                .iter()
+                .filter_map(|q| KaironQuota::deserialize(q).ok())
+                .find_map(|q| quota::template_refusal(&q.name_any(), &q.spec.hard, templates.len() as i64))
+        }),
+    }
+}
+
 /// The guard for writing Machine `new` over `stored` (None: a create) in `namespace`, or None
 /// when the write makes the namespace hold no more of anything.
 pub(super) fn guard<'a>(namespace: &'a str, name: &'a str, stored: Option<&Value>, new: &Value) -> Option<Guard<'a>> {

@@ -150,7 +150,9 @@ pub struct Registry {
 impl Registry {
     pub fn new() -> Self {
         let crds = kairon_model::crds::all();
-        let admits: [Admit; 5] = [admit::machine, admit::pool, admit::claim, admit::node, admit::quota];
+        // In the order of `kairon_model::crds::all()`.
+        let admits: [Admit; 6] =
+            [admit::machine, admit::pool, admit::claim, admit::node, admit::quota, admit::template];
         let mut types: Vec<ResourceType> =
             crds.into_iter().zip(admits).map(|(crd, admit)| ResourceType::from_crd(crd, admit)).collect();
 

@@ -122,6 +122,7 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
         (KAIRON_GROUP, "machineclaims") => admit::claim,
         (KAIRON_GROUP, "kaironnodes") => admit::node,
         (KAIRON_GROUP, "kaironquotas") => admit::quota,
+        (KAIRON_GROUP, "kairontemplates") => admit::template,
         (group, plural) => {
             return Err((400, "BadRequest", format!("this webhook reviews Kairon's kinds, not {plural}.{group}")));
         }

@@ -1,0 +1,103 @@
+//! KaironTemplate: a sandbox template a namespace builds for itself from an OCI image and build
+//! steps, beside the admin's shared templates that are built per node
+//! (`POST /api/v1/nodes/{node}/templates`). A Machine of the namespace that names it in
+//! `spec.sandbox.templateName` gets it, shadowing a shared template of the same name in that
+//! namespace only; no other namespace sees or uses it. Nodes build it on demand (the pull obeys
+//! the node's egress policy) under a node-side name of its own ([`node_template_name`]).
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::meta::Condition;
+
+/// The most build steps one template takes (the runtime's own limit).
+pub const MAX_BUILD_STEPS: usize = 64;
+/// The longest image reference and build step accepted.
+pub const MAX_IMAGE_LEN: usize = 1024;
+pub const MAX_STEP_LEN: usize = 16 << 10;
+/// The prefix of node-side names of namespaced templates: an admin's shared template may not
+/// start with it.
+pub const NODE_NAME_PREFIX: &str = "tenant.";
+
+/// A namespace's own sandbox template: an image plus build steps.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[kube(
+    group = "kairon.zyvor.dev",
+    version = "v1",
+    kind = "KaironTemplate",
+    namespaced,
+    status = "KaironTemplateStatus",
+    shortname = "ktemplate",
+    category = "kairon",
+    doc = "A sandbox template of one namespace, built from an OCI image and build steps on the nodes that run its Machines.",
+    printcolumn(name = "Image", type_ = "string", json_path = ".spec.image"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironTemplateSpec {
+    /// The OCI image to start from, e.g. `docker.io/library/python:3.12-slim`. A registry the
+    /// node's config does not name is reached under the node's egress policy: never at a private
+    /// address.
+    pub image: String,
+    /// Shell commands (`/bin/sh -c`) run in order as root over the image, with the node's guest
+    /// network; what they change becomes the template's top layer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+}
+
+/// Where a template's builds stand.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema, ToSchema)]
+pub enum TemplatePhase {
+    /// No node has built it yet.
+    #[default]
+    Pending,
+    Building,
+    /// Built on at least one node.
+    Ready,
+    /// Its last build failed (see `message`): fix the spec, or delete and create it again.
+    Failed,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KaironTemplateStatus {
+    #[serde(default)]
+    pub phase: TemplatePhase,
+    /// What the last build said: its progress, or why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Each node's build.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<TemplateNodeBuild>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A template's build on one node.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateNodeBuild {
+    pub node: String,
+    pub phase: TemplatePhase,
+    #[serde(default)]
+    pub bytes_done: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_total: Option<u64>,
+    #[serde(default)]
+    pub steps_done: u32,
+    /// The image's digest, once pulled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The runtime's name of namespace `ns`'s template `name` on a node: apart from every shared
+/// template (whose names may not start with [`NODE_NAME_PREFIX`]) and from every other
+/// namespace's (namespaces and template names are DNS labels, without dots).
+pub fn node_template_name(ns: &str, name: &str) -> String {
+    format!("{NODE_NAME_PREFIX}{ns}.{name}")
+}
