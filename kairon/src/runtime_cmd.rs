@@ -76,10 +76,8 @@ pub async fn open(args: &RuntimeArgs) -> Result<Runtime> {
         network,
         state_dir: args.state_dir.clone(),
         node_name: args.node_name.clone(),
-        registry: kairon_runtime::oci::RegistryConfig {
-            insecure_hosts: args.insecure_registries.clone(),
-            ..Default::default()
-        },
+        // The config file's `[registry]`, plus `--insecure-registry`.
+        registry: node_config.registry.to_config(&args.insecure_registries),
     };
     let rt = Runtime::open(cfg)
         .await

@@ -95,9 +95,26 @@ pub struct TemplateNodeBuild {
     pub message: Option<String>,
 }
 
-/// The runtime's name of namespace `ns`'s template `name` on a node: apart from every shared
-/// template (whose names may not start with [`NODE_NAME_PREFIX`]) and from every other
-/// namespace's (namespaces and template names are DNS labels, without dots).
-pub fn node_template_name(ns: &str, name: &str) -> String {
-    format!("{NODE_NAME_PREFIX}{ns}.{name}")
+/// The runtime's name of a namespace's template on a node: apart from every shared template
+/// (whose names may not start with [`NODE_NAME_PREFIX`]) and from every other namespace's
+/// (namespaces and template names are DNS labels, without dots). The UID's first 8 characters
+/// tell a template from one of the same name deleted before it: a node never starts a Machine
+/// from what an older spec built.
+pub fn node_template_name(ns: &str, name: &str, uid: &str) -> String {
+    let uid: String = uid.chars().filter(char::is_ascii_alphanumeric).take(8).collect::<String>().to_lowercase();
+    format!("{NODE_NAME_PREFIX}{ns}.{name}.{uid}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_names_are_dns_subdomains_apart_from_shared_ones() {
+        let n = node_template_name("team-a", "py312", "0b4fd7c2-9a1e-4c1a-8f7e-2d5b6c7a8e9f");
+        assert_eq!(n, "tenant.team-a.py312.0b4fd7c2");
+        assert!(crate::validate::is_dns_subdomain(&n));
+        let longest = node_template_name(&"a".repeat(63), &"b".repeat(63), "C0FFEE11-2222");
+        assert!(crate::validate::is_dns_subdomain(&longest), "{longest}");
+    }
 }

@@ -23,8 +23,10 @@ pub use tokio_util::sync::CancellationToken;
 use kairon_model::keys::{annotations, finalizers};
 use kairon_model::node::{Acceleration, NodeCapacity};
 use kairon_model::power;
+use kairon_model::template::node_template_name;
 use kairon_model::{
-    Condition, KaironNode, KaironNodeSpec, Machine, MachinePhase, MachineStatus, NodeBackend, PowerState, Quantity,
+    Condition, KaironNode, KaironNodeSpec, KaironTemplate, Machine, MachinePhase, MachineStatus, NodeBackend,
+    PowerState, Quantity,
 };
 use kairon_runtime_api::types::{CreateVmRequest, PowerAction, Vm, VmState};
 use kairon_runtime_api::{CertificatePin, ClientError, InstanceId, RuntimeClient};
@@ -326,8 +328,14 @@ async fn find(m: &Machine, ctx: &Ctx) -> Result<Found, NodeError> {
     })
 }
 
-fn create_request(m: &Machine) -> CreateVmRequest {
+/// The runtime's request for `m`'s instance; `template`: the node-side name of its namespace's
+/// own template, in place of the name its spec gives.
+fn create_request(m: &Machine, template: Option<String>) -> CreateVmRequest {
     let s = &m.spec;
+    let sandbox = match template {
+        Some(name) => Some(kairon_model::SandboxSpec { template_name: Some(name) }),
+        None => s.sandbox.clone(),
+    };
     CreateVmRequest {
         name: m.runtime_name(),
         image: s.image.clone(),
@@ -336,7 +344,7 @@ fn create_request(m: &Machine) -> CreateVmRequest {
         network: s.network.clone(),
         volumes: s.volumes.clone(),
         guest_agent: s.guest_agent.clone(),
-        sandbox: s.sandbox.clone(),
+        sandbox,
         // The controller enforces lifetimes on the Machine; the instance lives as long as it.
         ttl_seconds: None,
         start_paused: s.desired_power_state() == PowerState::Paused,
@@ -347,6 +355,79 @@ fn create_request(m: &Machine) -> CreateVmRequest {
         )]
         .into(),
         owner_uid: m.uid(),
+    }
+}
+
+/// Where a Machine's sandbox template stands on this node.
+enum TemplateOnNode {
+    /// Create the instance: with the namespace's own template (its node-side name), or, for
+    /// `None`, with what the spec names (a shared template, or no template at all).
+    Use(Option<String>),
+    /// The namespace's template is being built here: its progress.
+    Building(String),
+    /// Its build here failed: why, and what to do.
+    Failed(String),
+}
+
+/// A Machine naming a template its namespace has (a KaironTemplate, which shadows a shared
+/// template of the same name in that namespace only) gets it built on this node first: pulled
+/// under the node's egress policy, its steps run, then Ready under its node-side name.
+async fn namespaced_template(m: &Machine, ctx: &Ctx) -> Result<TemplateOnNode, NodeError> {
+    use kairon_runtime_api::types::{CreateTemplateRequest, TemplateState};
+    let Some(name) = m.spec.sandbox.as_ref().and_then(|s| s.template_name.as_deref()) else {
+        return Ok(TemplateOnNode::Use(None));
+    };
+    let ns = m.namespace().unwrap_or_default();
+    let api: Api<KaironTemplate> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(t) = api.get_opt(name).await? else { return Ok(TemplateOnNode::Use(None)) };
+    let on_node = node_template_name(&ns, name, &t.uid().unwrap_or_default());
+    let id = kairon_runtime_api::TemplateName::new(on_node.as_str())
+        .map_err(|e| NodeError::Runtime(ClientError::Decode(e.to_string())))?;
+    let built = match ctx.runtime.template(&id).await {
+        Ok(built) => built,
+        Err(e) if e.is_not_found() => {
+            let req = CreateTemplateRequest {
+                name: on_node.clone(),
+                image_ref: t.spec.image.clone(),
+                steps: t.spec.steps.clone(),
+                tenant_source: true,
+            };
+            match ctx.runtime.build_template(&req).await {
+                Ok(started) => {
+                    tracing::info!(template = %on_node, machine = %m.name_any(), "building a namespace's template");
+                    started
+                }
+                // Another Machine of it started the build first.
+                Err(ClientError::Api { status: 409, .. }) => ctx.runtime.template(&id).await?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let node = &ctx.cfg.node_name;
+    Ok(match built.state {
+        TemplateState::Ready => TemplateOnNode::Use(Some(on_node)),
+        TemplateState::Failed => TemplateOnNode::Failed(format!(
+            "template {name:?} (KaironTemplate {ns}/{name}) failed to build on node {node}: {}; fix its image or steps, then delete the KaironTemplate and create it again",
+            built.message.unwrap_or_default()
+        )),
+        TemplateState::Pending | TemplateState::Building => {
+            TemplateOnNode::Building(format!("building template {name:?} on node {node}: {}", build_progress(&built)))
+        }
+    })
+}
+
+/// A build's progress in words: the pull's bytes, then the step that runs.
+fn build_progress(t: &kairon_runtime_api::types::Template) -> String {
+    let pulled = t.bytes_total.is_some_and(|total| t.bytes_done >= total);
+    if pulled && !t.steps.is_empty() {
+        let step = (t.steps_done as usize + 1).min(t.steps.len());
+        return format!("running build step {step} of {}: {}", t.steps.len(), t.steps[step - 1]);
+    }
+    let mb = |b: u64| b as f64 / 1e6;
+    match t.bytes_total {
+        Some(total) if !pulled => format!("pulling {}: {:.1} of {:.1} MB", t.image_ref, mb(t.bytes_done), mb(total)),
+        _ => format!("pulling {}", t.image_ref),
     }
 }
 
@@ -431,24 +512,41 @@ async fn apply(m: &Machine, ctx: &Ctx) -> Result<Action, NodeError> {
             requeue = Duration::from_secs(15);
             None
         }
-        Found::Nothing => match ctx.runtime.create(&create_request(m)).await {
-            Ok(vm) => Some(vm),
-            Err(ClientError::Api { status: code, reason, message }) if code < 500 => {
-                // The user must act (build the template, pick another backend): say so.
-                let why = match reason.as_str() {
-                    "NotFound" => "TemplateNotFound",
-                    "NotSupported" => "BackendUnsupported",
-                    _ => "CreateFailed",
-                };
-                if old.conditions.iter().all(|c| c.reason != why) {
-                    warn(ctx, m, why, message.clone()).await;
+        Found::Nothing => match namespaced_template(m, ctx).await? {
+            TemplateOnNode::Building(why) => {
+                conditions.push(condition("Ready", false, "TemplateBuilding", &why));
+                status.phase = Some(MachinePhase::Provisioning);
+                requeue = Duration::from_secs(1);
+                None
+            }
+            TemplateOnNode::Failed(why) => {
+                if old.conditions.iter().all(|c| c.reason != "TemplateBuildFailed") {
+                    warn(ctx, m, "TemplateBuildFailed", why.clone()).await;
                 }
-                conditions.push(condition("Ready", false, why, &message));
+                conditions.push(condition("Ready", false, "TemplateBuildFailed", &why));
                 status.phase = Some(MachinePhase::Failed);
                 requeue = Duration::from_secs(30);
                 None
             }
-            Err(e) => return Err(e.into()),
+            TemplateOnNode::Use(template) => match ctx.runtime.create(&create_request(m, template)).await {
+                Ok(vm) => Some(vm),
+                Err(ClientError::Api { status: code, reason, message }) if code < 500 => {
+                    // The user must act (build the template, pick another backend): say so.
+                    let why = match reason.as_str() {
+                        "NotFound" => "TemplateNotFound",
+                        "NotSupported" => "BackendUnsupported",
+                        _ => "CreateFailed",
+                    };
+                    if old.conditions.iter().all(|c| c.reason != why) {
+                        warn(ctx, m, why, message.clone()).await;
+                    }
+                    conditions.push(condition("Ready", false, why, &message));
+                    status.phase = Some(MachinePhase::Failed);
+                    requeue = Duration::from_secs(30);
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
         },
     };
 

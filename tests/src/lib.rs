@@ -12,6 +12,7 @@ pub mod day_of_work;
 pub mod flags;
 pub mod mcp;
 pub mod objects;
+pub mod registry;
 pub mod rest;
 pub mod testbed;
 pub mod wait;

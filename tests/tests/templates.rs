@@ -1,0 +1,96 @@
+//! A namespace's own templates (KaironTemplate) end to end: an operator declares one from an
+//! image in a real registry plus a build step; a Machine of the namespace that names it, placed
+//! on a node that never had it, gets it built there (the step's file is in the sandbox); another
+//! namespace naming it gets no such template; an image at a private address a tenant names is
+//! refused by the node's egress policy.
+
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+use kairon_e2e::registry::Registry;
+use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually};
+use kairon_model::{KaironTemplate, Machine};
+
+const NODE: &str = "builder";
+
+fn template(name: &str, image: &str, steps: &[&str]) -> KaironTemplate {
+    serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironTemplate", "metadata": {"name": name},
+        "spec": {"image": image, "steps": steps},
+    }))
+    .unwrap()
+}
+
+/// A sandbox Machine naming `template`, on the node (the sandbox track is an admin's to create,
+/// directly or as a pool's members, in the tenant's namespace).
+fn sandbox(name: &str, template: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": template}, "nodeName": NODE, "guestAgent": {"console": true}}})
+}
+
+/// The Machine's Ready condition once it says `reason`.
+async fn ready_reason(machines: &Api<Machine>, name: &str, reason: &str) -> Value {
+    eventually(&format!("{name} to say {reason}"), 3 * MINUTE, || async {
+        let m = machines.get(name).await.ok()?;
+        let ready = m.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+        (ready.reason == reason).then(|| json!({"message": ready.message}))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_namespaces_alone() {
+    let registry = Registry::start().unwrap();
+    let image = registry.push_busybox("agents/busybox:1.35").await.unwrap();
+    let k = Kairon::start_with(&["--no-runtime"]).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let node = SeparateNode::start(&k, NODE, state.path(), &["--insecure-registry", &registry.host]).unwrap();
+    let runtime = node.runtime_client().unwrap();
+
+    let (a, b) = ("tmpl-own", "tmpl-other");
+    let alice = k.client_with_token(Some(&k.token("alice", "operator", &[a]).unwrap())).await.unwrap();
+    let pp = PostParams::default();
+    let templates: Api<KaironTemplate> = Api::namespaced(alice.clone(), a);
+    let made = templates
+        .create(&pp, &template("agent", &image, &["echo from-the-step > /built.txt && chown 1000 /built.txt"]))
+        .await
+        .unwrap();
+    let on_node = kairon_model::template::node_template_name(a, "agent", &made.uid().unwrap());
+    assert!(
+        runtime.templates().await.unwrap().iter().all(|t| t.name != on_node),
+        "the node has no such template before a Machine needs it"
+    );
+
+    // A sandbox of namespace a naming it: the node pulls the image, runs the step, then starts it.
+    let machines: Api<Machine> = Api::namespaced(alice.clone(), a);
+    let rest = k.rest().unwrap();
+    rest.post(&format!("/api/v1/machines/{a}"), sandbox("uses-it", "agent")).await.ok();
+    rest.wait_phase(a, "uses-it", "Running", 180).await.ok();
+    let seen = rest
+        .post(
+            &format!("/api/v1/machines/{a}/uses-it/exec"),
+            json!({"command": ["sh", "-c", "cat /built.txt; stat -c %u /built.txt"]}),
+        )
+        .await
+        .ok();
+    assert_eq!(seen["stdout"], "from-the-step\n1000\n", "{seen}");
+    let built = runtime.templates().await.unwrap().into_iter().find(|t| t.name == on_node).expect("built on the node");
+    assert_eq!((built.steps_done, built.image_ref.as_str()), (1, image.as_str()), "{built:?}");
+
+    // Namespace b names the same template: it is not b's, and no shared template has the name.
+    let bob = k.token("bob", "operator", &[b]).unwrap();
+    let theirs: Api<Machine> = Api::namespaced(k.client_with_token(Some(&bob)).await.unwrap(), b);
+    rest.post(&format!("/api/v1/machines/{b}"), sandbox("borrows-it", "agent")).await.ok();
+    let refused = ready_reason(&theirs, "borrows-it", "TemplateNotFound").await;
+    assert!(refused["message"].as_str().unwrap().contains("\"agent\" does not exist"), "{refused}");
+
+    // An image a tenant names at a private address (the registry again, by a name the node's
+    // config does not give): the node's egress policy refuses the pull, and the Machine says so.
+    let port = registry.host.rsplit_once(':').unwrap().1;
+    templates.create(&pp, &template("sneaky", &format!("localhost:{port}/agents/busybox:1.35"), &[])).await.unwrap();
+    rest.post(&format!("/api/v1/machines/{a}"), sandbox("sneaks", "sneaky")).await.ok();
+    let failed = ready_reason(&machines, "sneaks", "TemplateBuildFailed").await;
+    let message = failed["message"].as_str().unwrap();
+    assert!(message.contains("resolves to 127.0.0.1") && message.contains("egress_deny_cidrs"), "{message}");
+    drop(node);
+}
