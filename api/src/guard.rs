@@ -95,7 +95,11 @@ pub fn may_request(id: &Identity, kind: Kind<'_>, namespace: Option<&str>, op: O
                     who(id)
                 ));
             }
-            if kind.is(KAIRON_GROUP, "machines") || kind.is(KAIRON_GROUP, "kaironnodes") || kind.is_event() {
+            if kind.is(KAIRON_GROUP, "machines")
+                || kind.is(KAIRON_GROUP, "kaironnodes")
+                || kind.is(KAIRON_GROUP, "kairontemplates")
+                || kind.is_event()
+            {
                 return Ok(());
             }
             let hint = if kind.is_lease() {
@@ -286,6 +290,48 @@ fn controller_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Va
     Ok(())
 }
 
+/// A node agent reports its own build of a KaironTemplate: its entry of `status.nodes`, with the
+/// phase and message that all the entries give (`kairon_model::template::summarize`). Nothing
+/// else: not the spec, not another node's build, not a phase of its own making.
+fn node_template_write(id: &Identity, old: Option<&Value>, new: &Value) -> Result<(), String> {
+    use kairon_model::template::{KaironTemplateStatus, summarize};
+    let Some(old) = old else {
+        return Err(format!("{}: a node agent creates no KaironTemplates", who(id)));
+    };
+    if without_status(old) != without_status(new) {
+        return Err(format!("{}: a node agent writes only a KaironTemplate's status (its build)", who(id)));
+    }
+    let status = |o: &Value| -> Option<KaironTemplateStatus> {
+        match o.get("status") {
+            None | Some(Value::Null) => Some(KaironTemplateStatus::default()),
+            Some(s) => serde_json::from_value(s.clone()).ok(),
+        }
+    };
+    let before = status(old).unwrap_or_default();
+    let Some(after) = status(new) else {
+        return Err(format!("{}: a KaironTemplate's status must read as one", who(id)));
+    };
+    let others = |s: &KaironTemplateStatus| {
+        let mut v: Vec<_> = s.nodes.iter().filter(|n| n.node != id.sub).cloned().collect();
+        v.sort_by(|a, b| a.node.cmp(&b.node));
+        serde_json::to_value(v).unwrap_or_default()
+    };
+    if others(&before) != others(&after) {
+        return Err(format!("{}: a node agent reports its own build of a template, not another node's", who(id)));
+    }
+    if after.nodes.iter().filter(|n| n.node == id.sub).count() > 1 {
+        return Err(format!("{}: one entry of status.nodes per node", who(id)));
+    }
+    if (after.phase, after.message.clone()) != summarize(&after.nodes) {
+        return Err(format!(
+            "{}: a template's status.phase and status.message follow from its nodes' builds \
+             (kairon_model::template::summarize), not from one node",
+            who(id)
+        ));
+    }
+    Ok(())
+}
+
 /// Server-owned metadata that every write path sets itself.
 const SERVER_METADATA: [&str; 8] = [
     "managedFields",
@@ -359,6 +405,9 @@ fn node_write(id: &Identity, kind: Kind<'_>, old: Option<&Value>, new: &Value) -
     }
     if kind.is_event() {
         return Ok(());
+    }
+    if kind.is(KAIRON_GROUP, "kairontemplates") {
+        return node_template_write(id, old, new);
     }
     if !kind.is(KAIRON_GROUP, "machines") {
         return Err(format!("{}: a node agent does not write {}", who(id), kind.plural));
@@ -614,6 +663,38 @@ mod tests {
         assert!(check_write(&op, MACHINES, None, &created).is_ok());
         created["spec"]["sandbox"] = json!({});
         assert!(check_write(&op, MACHINES, None, &created).unwrap_err().contains("admin-only"));
+    }
+
+    #[test]
+    fn a_node_reports_its_own_build_of_a_template_and_nothing_else() {
+        const TEMPLATES: Kind<'static> = Kind { group: KAIRON_GROUP, plural: "kairontemplates", namespaced: true };
+        let node = id(Role::Node, "n1", &["*"]);
+        let other = json!({"node": "n2", "phase": "Failed", "message": "step 1 failed"});
+        let old = json!({"metadata": {"name": "py", "namespace": "a"}, "spec": {"image": "alpine"},
+                         "status": {"phase": "Failed", "message": "step 1 failed", "nodes": [other]}});
+        let mine = json!({"node": "n1", "phase": "Building", "message": "pulling alpine"});
+        let mut new = old.clone();
+        new["status"] = json!({"phase": "Building", "message": "pulling alpine", "nodes": [other, mine]});
+        assert_eq!(check_write(&node, TEMPLATES, Some(&old), &new), Ok(()));
+        let refused = |new: &Value| check_write(&node, TEMPLATES, Some(&old), new).unwrap_err();
+        // A phase that does not follow from the builds.
+        let mut lie = new.clone();
+        lie["status"]["phase"] = json!("Ready");
+        assert!(refused(&lie).contains("follow from its nodes' builds"));
+        // Another node's build.
+        let mut theirs = new.clone();
+        theirs["status"]["nodes"][0]["phase"] = json!("Ready");
+        theirs["status"]["phase"] = json!("Ready");
+        theirs["status"]["message"] = json!("built on n2");
+        assert!(refused(&theirs).contains("not another node's"));
+        // The spec, or a new template.
+        let mut spec = new.clone();
+        spec["spec"]["image"] = json!("evil");
+        assert!(refused(&spec).contains("only a KaironTemplate's status"));
+        assert!(check_write(&node, TEMPLATES, None, &new).unwrap_err().contains("creates no"));
+        let mut garbage = new.clone();
+        garbage["status"]["nodes"] = json!("all of them");
+        assert!(refused(&garbage).contains("must read as one"));
     }
 
     #[test]

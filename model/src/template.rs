@@ -105,9 +105,64 @@ pub fn node_template_name(ns: &str, name: &str, uid: &str) -> String {
     format!("{NODE_NAME_PREFIX}{ns}.{name}.{uid}")
 }
 
+/// A template's phase and message from its nodes' builds: Ready once built anywhere, else the
+/// build under way, else the failure; Pending with none. Whoever writes `status.nodes` writes
+/// these with it (and the api checks a node agent's write agrees).
+pub fn summarize(nodes: &[TemplateNodeBuild]) -> (TemplatePhase, Option<String>) {
+    let ready: Vec<&str> = nodes.iter().filter(|n| n.phase == TemplatePhase::Ready).map(|n| n.node.as_str()).collect();
+    if !ready.is_empty() {
+        return (TemplatePhase::Ready, Some(format!("built on {}", ready.join(", "))));
+    }
+    for phase in [TemplatePhase::Building, TemplatePhase::Failed] {
+        if let Some(n) = nodes.iter().find(|n| n.phase == phase) {
+            return (phase, n.message.clone());
+        }
+    }
+    (TemplatePhase::Pending, None)
+}
+
+/// Which of `nodes` builds a new template as soon as it exists (others build it when a Machine
+/// of it lands on them): the highest of a hash of the template's UID and each node's name, so
+/// every node agent agrees without asking, and templates spread over the nodes.
+pub fn first_builder<'a>(uid: &str, nodes: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    // FNV-1a: stable across builds and versions, unlike std's hasher.
+    let score = |node: &str| {
+        uid.bytes()
+            .chain([0])
+            .chain(node.bytes())
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    };
+    nodes.into_iter().max_by_key(|n| (score(n), *n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_first_builder_whatever_the_order_and_the_phase_follows_the_builds() {
+        let nodes = ["a", "b", "c"];
+        let first = first_builder("uid-1", nodes).unwrap();
+        assert_eq!(first_builder("uid-1", nodes.iter().rev().copied()), Some(first));
+        let spread: std::collections::BTreeSet<_> =
+            (0..32).filter_map(|i| first_builder(&format!("uid-{i}"), nodes)).collect();
+        assert_eq!(spread.len(), 3, "templates spread over the nodes");
+        assert_eq!(first_builder("uid-1", []), None);
+
+        let build = |node: &str, phase, message: &str| TemplateNodeBuild {
+            node: node.into(),
+            phase,
+            message: Some(message.into()),
+            ..Default::default()
+        };
+        assert_eq!(summarize(&[]), (TemplatePhase::Pending, None));
+        let failed = build("a", TemplatePhase::Failed, "step 1 exited with code 2");
+        let building = build("b", TemplatePhase::Building, "pulling");
+        assert_eq!(summarize(std::slice::from_ref(&failed)).0, TemplatePhase::Failed);
+        assert_eq!(summarize(&[failed.clone(), building.clone()]), (TemplatePhase::Building, Some("pulling".into())));
+        let ready = build("c", TemplatePhase::Ready, "");
+        assert_eq!(summarize(&[failed, building, ready]), (TemplatePhase::Ready, Some("built on c".into())));
+    }
 
     #[test]
     fn node_names_are_dns_subdomains_apart_from_shared_ones() {

@@ -3,6 +3,7 @@
 //! `spec.powerState`, reports status, and samples activity for lifecycle Machines.
 
 pub mod activity;
+mod templates;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -244,6 +245,7 @@ pub async fn run(client: kube::Client, cfg: NodeConfig, shutdown: CancellationTo
         machines: Mutex::new(HashMap::new()),
     });
     tokio::spawn(follow_egress_denials(ctx.clone(), shutdown.child_token()));
+    tokio::spawn(templates::run(client.clone(), ctx.runtime.clone(), cfg.node_name.clone(), shutdown.child_token()));
     let machines: Api<Machine> = Api::all(client);
     let mine = watcher::Config::default().fields(&format!("status.nodeName={}", cfg.node_name));
     Controller::new(machines, mine)
@@ -418,7 +420,7 @@ async fn namespaced_template(m: &Machine, ctx: &Ctx) -> Result<TemplateOnNode, N
 }
 
 /// A build's progress in words: the pull's bytes, then the step that runs.
-fn build_progress(t: &kairon_runtime_api::types::Template) -> String {
+pub(crate) fn build_progress(t: &kairon_runtime_api::types::Template) -> String {
     let pulled = t.bytes_total.is_some_and(|total| t.bytes_done >= total);
     if pulled && !t.steps.is_empty() {
         let step = (t.steps_done as usize + 1).min(t.steps.len());

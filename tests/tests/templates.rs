@@ -1,6 +1,7 @@
 //! A namespace's own templates (KaironTemplate) end to end: an operator declares one from an
 //! image in a real registry plus a build step; a Machine of the namespace that names it, placed
-//! on a node that never had it, gets it built there (the step's file is in the sandbox); another
+//! on a node that never had it, gets it built there (one node builds a new template at once,
+//! and its status follows that build) (the step's file is in the sandbox); another
 //! namespace naming it gets no such template; an image at a private address a tenant names is
 //! refused by the node's egress policy.
 
@@ -10,9 +11,7 @@ use serde_json::{Value, json};
 
 use kairon_e2e::registry::Registry;
 use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually};
-use kairon_model::{KaironTemplate, Machine};
-
-const NODE: &str = "builder";
+use kairon_model::{KaironNode, KaironTemplate, Machine, TemplatePhase};
 
 fn template(name: &str, image: &str, steps: &[&str]) -> KaironTemplate {
     serde_json::from_value(json!({
@@ -24,8 +23,8 @@ fn template(name: &str, image: &str, steps: &[&str]) -> KaironTemplate {
 
 /// A sandbox Machine naming `template`, on the node (the sandbox track is an admin's to create,
 /// directly or as a pool's members, in the tenant's namespace).
-fn sandbox(name: &str, template: &str) -> Value {
-    json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": template}, "nodeName": NODE, "guestAgent": {"console": true}}})
+fn sandbox(name: &str, template: &str, node: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"sandbox": {"templateName": template}, "nodeName": node, "guestAgent": {"console": true}}})
 }
 
 /// The Machine's Ready condition once it says `reason`.
@@ -43,10 +42,21 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
     let registry = Registry::start().unwrap();
     let image = registry.push_busybox("agents/busybox:1.35").await.unwrap();
     let k = Kairon::start_with(&["--no-runtime"]).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let node = SeparateNode::start(&k, NODE, state.path(), &["--insecure-registry", &registry.host]).unwrap();
-    let runtime = node.runtime_client().unwrap();
+    let insecure = ["--insecure-registry", registry.host.as_str()];
+    let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let nodes = [
+        SeparateNode::start(&k, "builder-a", state_a.path(), &insecure).unwrap(),
+        SeparateNode::start(&k, "builder-b", state_b.path(), &insecure).unwrap(),
+    ];
+    let admin = k.client().await.unwrap();
+    eventually("both nodes to report", MINUTE, || async {
+        let listed = Api::<KaironNode>::all(admin.clone()).list(&Default::default()).await.ok()?;
+        (listed.items.iter().filter(|n| n.status.as_ref().is_some_and(|s| s.heartbeat_time.is_some())).count() == 2)
+            .then_some(())
+    })
+    .await;
 
+    // An operator declares it; one node builds it at once, and its status follows the build.
     let (a, b) = ("tmpl-own", "tmpl-other");
     let alice = k.client_with_token(Some(&k.token("alice", "operator", &[a]).unwrap())).await.unwrap();
     let pp = PostParams::default();
@@ -55,16 +65,23 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
         .create(&pp, &template("agent", &image, &["echo from-the-step > /built.txt && chown 1000 /built.txt"]))
         .await
         .unwrap();
-    let on_node = kairon_model::template::node_template_name(a, "agent", &made.uid().unwrap());
-    assert!(
-        runtime.templates().await.unwrap().iter().all(|t| t.name != on_node),
-        "the node has no such template before a Machine needs it"
-    );
+    let ready = eventually("the template to be built", 3 * MINUTE, || async {
+        let t = templates.get("agent").await.ok()?;
+        t.status.filter(|s| s.phase == TemplatePhase::Ready)
+    })
+    .await;
+    assert_eq!(ready.nodes.len(), 1, "built on one node first: {ready:?}");
+    let first = &ready.nodes[0];
+    assert_eq!((first.steps_done, first.digest.is_some()), (1, true), "{ready:?}");
+    assert_eq!(ready.message.as_deref(), Some(format!("built on {}", first.node).as_str()));
 
-    // A sandbox of namespace a naming it: the node pulls the image, runs the step, then starts it.
-    let machines: Api<Machine> = Api::namespaced(alice.clone(), a);
+    // A sandbox of namespace a naming it, on the other node: built there too, then started.
+    let other = nodes.iter().find(|n| n.name != first.node).unwrap();
+    let on_node = kairon_model::template::node_template_name(a, "agent", &made.uid().unwrap());
+    let runtime = other.runtime_client().unwrap();
+    assert!(runtime.templates().await.unwrap().iter().all(|t| t.name != on_node), "the other node does not have it");
     let rest = k.rest().unwrap();
-    rest.post(&format!("/api/v1/machines/{a}"), sandbox("uses-it", "agent")).await.ok();
+    rest.post(&format!("/api/v1/machines/{a}"), sandbox("uses-it", "agent", &other.name)).await.ok();
     rest.wait_phase(a, "uses-it", "Running", 180).await.ok();
     let seen = rest
         .post(
@@ -74,23 +91,31 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
         .await
         .ok();
     assert_eq!(seen["stdout"], "from-the-step\n1000\n", "{seen}");
-    let built = runtime.templates().await.unwrap().into_iter().find(|t| t.name == on_node).expect("built on the node");
+    let built = runtime.templates().await.unwrap().into_iter().find(|t| t.name == on_node).expect("built there");
     assert_eq!((built.steps_done, built.image_ref.as_str()), (1, image.as_str()), "{built:?}");
 
     // Namespace b names the same template: it is not b's, and no shared template has the name.
+    rest.post(&format!("/api/v1/machines/{b}"), sandbox("borrows-it", "agent", &other.name)).await.ok();
     let bob = k.token("bob", "operator", &[b]).unwrap();
     let theirs: Api<Machine> = Api::namespaced(k.client_with_token(Some(&bob)).await.unwrap(), b);
-    rest.post(&format!("/api/v1/machines/{b}"), sandbox("borrows-it", "agent")).await.ok();
     let refused = ready_reason(&theirs, "borrows-it", "TemplateNotFound").await;
     assert!(refused["message"].as_str().unwrap().contains("\"agent\" does not exist"), "{refused}");
 
     // An image a tenant names at a private address (the registry again, by a name the node's
-    // config does not give): the node's egress policy refuses the pull, and the Machine says so.
+    // config does not give): the node's egress policy refuses the pull, and both the template
+    // and a Machine naming it say so.
     let port = registry.host.rsplit_once(':').unwrap().1;
     templates.create(&pp, &template("sneaky", &format!("localhost:{port}/agents/busybox:1.35"), &[])).await.unwrap();
-    rest.post(&format!("/api/v1/machines/{a}"), sandbox("sneaks", "sneaky")).await.ok();
-    let failed = ready_reason(&machines, "sneaks", "TemplateBuildFailed").await;
-    let message = failed["message"].as_str().unwrap();
+    let failed = eventually("the sneaky template to fail", 3 * MINUTE, || async {
+        let t = templates.get("sneaky").await.ok()?;
+        t.status.filter(|s| s.phase == TemplatePhase::Failed)
+    })
+    .await;
+    let message = failed.message.unwrap_or_default();
     assert!(message.contains("resolves to 127.0.0.1") && message.contains("egress_deny_cidrs"), "{message}");
-    drop(node);
+    rest.post(&format!("/api/v1/machines/{a}"), sandbox("sneaks", "sneaky", &other.name)).await.ok();
+    let machines: Api<Machine> = Api::namespaced(alice, a);
+    let failed = ready_reason(&machines, "sneaks", "TemplateBuildFailed").await;
+    assert!(failed["message"].as_str().unwrap().contains("egress_deny_cidrs"), "{failed}");
+    drop(nodes);
 }
