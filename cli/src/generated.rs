@@ -889,6 +889,54 @@ pub mod types {
         #[serde(rename = "type")]
         pub type_: WatchEventType,
     }
+    #[doc = "`KaironTemplate`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KaironTemplate {
+        #[doc = "`kairon.zyvor.dev/v1` (filled in when omitted)."]
+        #[serde(rename = "apiVersion", skip_serializing_if = "::std::option::Option::is_none")]
+        pub api_version: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub kind: ::std::option::Option<::std::string::String>,
+        pub metadata: ObjectMeta,
+        pub spec: KaironTemplateSpec,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub status: ::std::option::Option<KaironTemplateStatus>,
+    }
+    #[doc = "`KaironTemplateList`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KaironTemplateList {
+        pub items: ::std::vec::Vec<KaironTemplate>,
+    }
+    #[doc = "A namespace's own sandbox template: an image plus build steps."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KaironTemplateSpec {
+        #[doc = "The OCI image to start from, e.g. `docker.io/library/python:3.12-slim`. A registry the\nnode's config does not name is reached under the node's egress policy: never at a private\naddress."]
+        pub image: ::std::string::String,
+        #[doc = "Shell commands (`/bin/sh -c`) run in order as root over the image, with the node's guest\nnetwork; what they change becomes the template's top layer."]
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub steps: ::std::vec::Vec<::std::string::String>,
+    }
+    #[doc = "`KaironTemplateStatus`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
+    pub struct KaironTemplateStatus {
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub conditions: ::std::vec::Vec<Condition>,
+        #[doc = "What the last build said: its progress, or why it failed."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        #[doc = "Each node's build."]
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub nodes: ::std::vec::Vec<TemplateNodeBuild>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub phase: ::std::option::Option<TemplatePhase>,
+    }
+    #[doc = "`KaironTemplateWatchEvent`"]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct KaironTemplateWatchEvent {
+        pub object: KaironTemplate,
+        #[serde(rename = "type")]
+        pub type_: WatchEventType,
+    }
     #[doc = "`KernelSpec`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct KernelSpec {
@@ -2679,6 +2727,9 @@ pub mod types {
         #[doc = "The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node\nallocates for them as they fill."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub storage: ::std::option::Option<::std::string::String>,
+        #[doc = "The namespace's own templates (KaironTemplates): each costs its nodes a pull, a build\nand the disk of its rootfs."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub templates: ::std::option::Option<i64>,
         #[doc = "Pool members not claimed: the warm (or warming) members pools hold for claims, Paused in\na Paused pool, which hold node memory while nobody uses them."]
         #[serde(rename = "warmMembers", skip_serializing_if = "::std::option::Option::is_none")]
         pub warm_members: ::std::option::Option<i64>,
@@ -3338,6 +3389,67 @@ pub mod types {
         pub annotations: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
         #[serde(default, skip_serializing_if = ":: std :: collections :: HashMap::is_empty")]
         pub labels: ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+    }
+    #[doc = "A template's build on one node."]
+    #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
+    pub struct TemplateNodeBuild {
+        #[serde(rename = "bytesDone", skip_serializing_if = "::std::option::Option::is_none")]
+        pub bytes_done: ::std::option::Option<i64>,
+        #[serde(rename = "bytesTotal", skip_serializing_if = "::std::option::Option::is_none")]
+        pub bytes_total: ::std::option::Option<i64>,
+        #[doc = "The image's digest, once pulled."]
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub digest: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message: ::std::option::Option<::std::string::String>,
+        pub node: ::std::string::String,
+        pub phase: TemplatePhase,
+        #[serde(rename = "stepsDone", skip_serializing_if = "::std::option::Option::is_none")]
+        pub steps_done: ::std::option::Option<i32>,
+    }
+    #[doc = "Where a template's builds stand."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum TemplatePhase {
+        Pending,
+        Building,
+        Ready,
+        Failed,
+    }
+    impl ::std::fmt::Display for TemplatePhase {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Pending => f.write_str("Pending"),
+                Self::Building => f.write_str("Building"),
+                Self::Ready => f.write_str("Ready"),
+                Self::Failed => f.write_str("Failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for TemplatePhase {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "Pending" => Ok(Self::Pending),
+                "Building" => Ok(Self::Building),
+                "Ready" => Ok(Self::Ready),
+                "Failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TemplatePhase {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TemplatePhase {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "`TemplateState`"]
     #[derive(
@@ -7527,6 +7639,335 @@ impl Client {
             403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `GET` request to `/api/v1/templates`\n\nArguments:\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n- `resource_version`: With `watch=true`: send only the changes after this version.\n- `watch`: `true`: answer a stream of watch events (`application/x-ndjson`, one JSON object a line)\ninstead of a list: every object as `ADDED` (unless `resourceVersion` is given), then each\nchange as it happens, in the caller's namespaces only. The stream ends after about five\nminutes; resume with the last `metadata.resourceVersion` seen. An `ERROR` line carrying\ncode 410 means that version is too old: watch again without one.\n"]
+    pub async fn kairontemplate_list_all<'a>(
+        &'a self,
+        label_selector: Option<&'a str>,
+        resource_version: Option<&'a str>,
+        watch: Option<bool>,
+    ) -> Result<ResponseValue<types::KaironTemplateList>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/templates", self.baseurl,);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("labelSelector", &label_selector))
+            .query(&progenitor_client::QueryParam::new("resourceVersion", &resource_version))
+            .query(&progenitor_client::QueryParam::new("watch", &watch))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_list_all" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `GET` request to `/api/v1/templates/{namespace}`\n\nArguments:\n- `namespace`: The namespace.\n- `label_selector`: A Kubernetes label selector, e.g. `kairon.zyvor.dev/pool=agents`.\n"]
+    pub async fn kairontemplate_list<'a>(
+        &'a self,
+        namespace: &'a str,
+        label_selector: Option<&'a str>,
+    ) -> Result<ResponseValue<types::KaironTemplateList>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/templates/{}", self.baseurl, encode_path(&namespace.to_string()),);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("labelSelector", &label_selector))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_list" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `POST` request to `/api/v1/templates/{namespace}`\n\nArguments:\n- `namespace`: The namespace.\n- `dry_run`: `All`: validate and answer with the result without storing it.\n- `body`\n"]
+    pub async fn kairontemplate_create<'a>(
+        &'a self,
+        namespace: &'a str,
+        dry_run: Option<&'a str>,
+        body: &'a types::KaironTemplate,
+    ) -> Result<ResponseValue<types::KaironTemplate>, Error<types::ErrorBody>> {
+        let url = format!("{}/api/v1/templates/{}", self.baseurl, encode_path(&namespace.to_string()),);
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .post(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .query(&progenitor_client::QueryParam::new("dryRun", &dry_run))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_create" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            201u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `GET` request to `/api/v1/templates/{namespace}/{name}`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n"]
+    pub async fn kairontemplate_get<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> Result<ResponseValue<types::KaironTemplate>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/templates/{}/{}",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_get" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `PUT` request to `/api/v1/templates/{namespace}/{name}`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: validate and answer with the result without storing it.\n- `body`\n"]
+    pub async fn kairontemplate_replace<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        dry_run: Option<&'a str>,
+        body: &'a types::KaironTemplate,
+    ) -> Result<ResponseValue<types::KaironTemplate>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/templates/{}/{}",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .put(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .json(&body)
+            .query(&progenitor_client::QueryParam::new("dryRun", &dry_run))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_replace" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            409u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            413u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            415u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            422u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `DELETE` request to `/api/v1/templates/{namespace}/{name}`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `dry_run`: `All`: validate and answer with the result without storing it.\n"]
+    pub async fn kairontemplate_delete<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        dry_run: Option<&'a str>,
+    ) -> Result<ResponseValue<types::KaironTemplate>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/templates/{}/{}",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .delete(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("dryRun", &dry_run))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_delete" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `GET` request to `/api/v1/templates/{namespace}/{name}/events`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n"]
+    pub async fn kairontemplate_events<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> Result<ResponseValue<types::EventList>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/templates/{}/{}/events",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_events" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            _ => Err(Error::UnexpectedResponse(response)),
+        }
+    }
+    #[doc = "Sends a `GET` request to `/api/v1/templates/{namespace}/{name}/wait`\n\nArguments:\n- `namespace`: The namespace.\n- `name`: The object's name.\n- `condition`: Wait until the condition of this type has status `True` (e.g. `Ready`).\n- `deleted`: Wait until the object is gone.\n- `phase`: Wait until `status.phase` is this (e.g. `Running`, `Bound`).\n- `timeout_seconds`: How long to wait before answering 504 (default 60, at most 600).\n"]
+    pub async fn kairontemplate_wait<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        condition: Option<&'a str>,
+        deleted: Option<bool>,
+        phase: Option<&'a str>,
+        timeout_seconds: Option<u64>,
+    ) -> Result<ResponseValue<types::KaironTemplate>, Error<types::ErrorBody>> {
+        let url = format!(
+            "{}/api/v1/templates/{}/{}/wait",
+            self.baseurl,
+            encode_path(&namespace.to_string()),
+            encode_path(&name.to_string()),
+        );
+        let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+        header_map.append(
+            ::reqwest::header::HeaderName::from_static("api-version"),
+            ::reqwest::header::HeaderValue::from_static(Self::api_version()),
+        );
+        #[allow(unused_mut)]
+        let mut request = self
+            .client
+            .get(url)
+            .header(::reqwest::header::ACCEPT, ::reqwest::header::HeaderValue::from_static("application/json"))
+            .query(&progenitor_client::QueryParam::new("condition", &condition))
+            .query(&progenitor_client::QueryParam::new("deleted", &deleted))
+            .query(&progenitor_client::QueryParam::new("phase", &phase))
+            .query(&progenitor_client::QueryParam::new("timeoutSeconds", &timeout_seconds))
+            .headers(header_map)
+            .build()?;
+        let info = OperationInfo { operation_id: "kairontemplate_wait" };
+        self.pre(&mut request, &info).await?;
+        let result = self.exec(request, &info).await;
+        self.post(&result, &info).await?;
+        let response = result?;
+        match response.status().as_u16() {
+            200u16 => ResponseValue::from_response(response).await,
+            400u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            401u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            403u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            404u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            429u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            503u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
+            504u16 => Err(Error::ErrorResponse(ResponseValue::from_response(response).await?)),
             _ => Err(Error::UnexpectedResponse(response)),
         }
     }

@@ -242,6 +242,7 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
         ("machines", _) if op == "machine_snapshot" => "labelled".into(),
         ("machines", _) => "vm".into(),
         ("machinepools", _) => "pool".into(),
+        ("templates", _) => "template".into(),
         _ => "claim".into(),
     };
     let item = if op == "template_get" { "busybox" } else { "none" };
@@ -269,10 +270,15 @@ async fn rest_request(k: &Kairon, row: &Row, token: &Option<String>, ns: &str) -
                 json!({"metadata": {"name": "authz-new"}, "spec": {"replicas": 0, "template": {"spec": vm["spec"]}}}),
             )
         }
+        "kairontemplate_create" => {
+            body = json_body(
+                json!({"metadata": {"name": "authz-new"}, "spec": {"image": "docker.io/library/alpine:3.19"}}),
+            )
+        }
         "machineclaim_create" => {
             body = json_body(json!({"metadata": {"name": "authz-new"}, "spec": {"poolName": "pool"}}))
         }
-        "machine_replace" | "machinepool_replace" | "machineclaim_replace" => {
+        "machine_replace" | "machinepool_replace" | "machineclaim_replace" | "kairontemplate_replace" => {
             let mut stored = admin_get(k, &format!("/api/v1/{kind}/{ns}/{name}")).await;
             if let Some(o) = stored.as_object_mut() {
                 o.remove("status");

@@ -5,13 +5,18 @@
 //! namespace naming it gets no such template; an image at a private address a tenant names is
 //! refused by the node's egress policy.
 
+use std::process::Command;
+
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use kairon_e2e::registry::Registry;
 use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually};
-use kairon_model::{KaironNode, KaironTemplate, Machine, TemplatePhase};
+use kairon_model::{KaironNode, KaironQuota, KaironTemplate, Machine, TemplatePhase};
+
+mod support;
+use support::{repo, run, venv_bin, with_env};
 
 fn template(name: &str, image: &str, steps: &[&str]) -> KaironTemplate {
     serde_json::from_value(json!({
@@ -117,5 +122,25 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
     let machines: Api<Machine> = Api::namespaced(alice, a);
     let failed = ready_reason(&machines, "sneaks", "TemplateBuildFailed").await;
     assert!(failed["message"].as_str().unwrap().contains("egress_deny_cidrs"), "{failed}");
+
+    // The Python SDK, as alice: a template built with its progress, a failing step, the quota
+    // (4 templates: agent, sneaky, py-sdk and broken fit; a fifth does not), and bob refused.
+    Api::<KaironQuota>::namespaced(admin, a)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "limits"}, "spec": {"hard": {"templates": 4}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("sdk/python/scripts/template_build.py"));
+    with_env(&mut cmd, &k);
+    cmd.env("KAIRON_TOKEN", k.token("alice", "operator", &[a]).unwrap())
+        .env("KAIRON_NAMESPACE", a)
+        .env("TEMPLATE_IMAGE", &image)
+        .env("OTHER_TOKEN", &bob);
+    let out = run("scripts/template_build.py", &mut cmd);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["ok build", "ok failed", "ok quota", "ok isolation"], "{out}");
     drop(nodes);
 }

@@ -115,6 +115,7 @@ pub trait Mirrored:
 impl Mirrored for Machine {}
 impl Mirrored for MachinePool {}
 impl Mirrored for MachineClaim {}
+impl Mirrored for kairon_model::KaironTemplate {}
 
 /// A list answer: `{items: [...]}`.
 #[derive(Serialize, Deserialize, Debug, Clone)]

@@ -85,6 +85,7 @@ impl Caller {
         (name = "Machines", description = "Machines as Kubernetes objects"),
         (name = "MachinePools", description = "Pools of warm Machines"),
         (name = "MachineClaims", description = "Claims on warm pool members, with usage"),
+        (name = "Templates", description = "A namespace's own sandbox templates: an image and build steps, built on the nodes that run them"),
         (name = "Power", description = "Power operations on a Machine"),
         (name = "Guest", description = "Exec, processes, files and relays into a Machine's guest"),
         (name = "Nodes", description = "Nodes and their runtime: templates, sandboxes, pools, egress"),

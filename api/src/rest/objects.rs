@@ -286,6 +286,23 @@ kind_routes!(
     machineclaim_events = "/api/v1/machineclaims/{namespace}/{name}/events"
 );
 
+kind_routes!(
+    kairon_model::KaironTemplate,
+    schema::KaironTemplate,
+    schema::KaironTemplateList,
+    schema::KaironTemplateWatchEvent,
+    "Templates",
+    "KaironTemplate",
+    kairontemplate_list_all = "/api/v1/templates",
+    kairontemplate_list,
+    kairontemplate_create = "/api/v1/templates/{namespace}",
+    kairontemplate_get,
+    kairontemplate_replace,
+    kairontemplate_delete = "/api/v1/templates/{namespace}/{name}",
+    kairontemplate_wait = "/api/v1/templates/{namespace}/{name}/wait",
+    kairontemplate_events = "/api/v1/templates/{namespace}/{name}/events"
+);
+
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(machine_list_all))
@@ -303,4 +320,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(machineclaim_get, machineclaim_replace, machineclaim_delete))
         .routes(routes!(machineclaim_wait))
         .routes(routes!(machineclaim_events))
+        .routes(routes!(kairontemplate_list_all))
+        .routes(routes!(kairontemplate_list, kairontemplate_create))
+        .routes(routes!(kairontemplate_get, kairontemplate_replace, kairontemplate_delete))
+        .routes(routes!(kairontemplate_wait))
+        .routes(routes!(kairontemplate_events))
 }

@@ -8,8 +8,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use kairon_model::{
-    KaironNodeSpec, KaironNodeStatus, MachineClaimSpec, MachineClaimStatus, MachinePoolSpec, MachinePoolStatus,
-    MachineSpec, MachineStatus,
+    KaironNodeSpec, KaironNodeStatus, KaironTemplateSpec, KaironTemplateStatus, MachineClaimSpec, MachineClaimStatus,
+    MachinePoolSpec, MachinePoolStatus, MachineSpec, MachineStatus,
 };
 
 /// Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
@@ -70,6 +70,9 @@ macro_rules! paste_watch {
     (MachineClaim, $name:literal) => {
         watch_event_schema!(MachineClaimWatchEvent, MachineClaim, $name);
     };
+    (KaironTemplate, $name:literal) => {
+        watch_event_schema!(KaironTemplateWatchEvent, KaironTemplate, $name);
+    };
     (KaironNode, $name:literal) => {
         watch_event_schema!(KaironNodeWatchEvent, KaironNode, $name);
     };
@@ -110,6 +113,14 @@ object_schema!(
     MachineClaimStatus,
     MachineClaimList,
     "MachineClaimList"
+);
+object_schema!(
+    KaironTemplate,
+    "KaironTemplate",
+    KaironTemplateSpec,
+    KaironTemplateStatus,
+    KaironTemplateList,
+    "KaironTemplateList"
 );
 object_schema!(KaironNode, "KaironNode", KaironNodeSpec, KaironNodeStatus, KaironNodeList, "KaironNodeList");
 

@@ -41,6 +41,7 @@ from .errors import (
     UnauthorizedError,
     WakeTimeoutError,
 )
+from kairon_api.models.kairon_template import KaironTemplate
 from kairon_api.models.preview import Preview
 from kairon_api.models.reason import Reason
 
@@ -49,8 +50,19 @@ from .files import Files, FileWatch, WatchEvent
 from .forward import PortForward
 from .pty import Pty
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, machine_source, network_spec, secret_env
+from .templates import TemplateBuildError, Templates
 from ._kairon import Kairon, Sandboxes
-from .aio import AsyncCodeContext, AsyncFiles, AsyncFileWatch, AsyncKairon, AsyncPty, AsyncSandbox, AsyncSandboxes, AsyncSandboxProcess
+from .aio import (
+    AsyncCodeContext,
+    AsyncFiles,
+    AsyncFileWatch,
+    AsyncKairon,
+    AsyncPty,
+    AsyncSandbox,
+    AsyncSandboxes,
+    AsyncSandboxProcess,
+    AsyncTemplates,
+)
 
 __all__ = [
     "ApiError",
@@ -62,6 +74,7 @@ __all__ = [
     "AsyncSandbox",
     "AsyncSandboxProcess",
     "AsyncSandboxes",
+    "AsyncTemplates",
     "BadRequestError",
     "Client",
     "CodeContext",
@@ -79,6 +92,7 @@ __all__ = [
     "GuestAgentDisabledError",
     "PowerStateUnsupportedError",
     "Kairon",
+    "KaironTemplate",
     "KaironConnectionError",
     "KaironError",
     "KaironTimeoutError",
@@ -95,6 +109,8 @@ __all__ = [
     "SandboxProcess",
     "Sandboxes",
     "ServerError",
+    "TemplateBuildError",
+    "Templates",
     "UIClient",
     "UnauthorizedError",
     "WatchEvent",

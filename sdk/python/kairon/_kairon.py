@@ -7,7 +7,8 @@
         print(sb.run("uname -a", check=True).stdout)
 
 `k.kube` and `k.ui` are the two clients (`Client`, `UIClient`) the spec's two-client form uses;
-`k.sandbox` makes, claims, attaches to and lists sandboxes with them.
+`k.sandbox` makes, claims, attaches to and lists sandboxes with them; `k.templates` builds the
+namespace's own templates (`k.templates.build("py312", image=..., steps=[...])`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ._http import DEFAULT_RETRIES
 from .client import Client, UIClient
 from .config import Config, resolve
 from .sandbox import Sandbox
+from .templates import Templates
 
 
 class Sandboxes:
@@ -77,6 +79,7 @@ class Kairon:
         self.kube = Client(c.url, c.token, c.namespace, ca_file=c.ca_file, ca_data=c.ca_data, retries=retries)
         self.ui = UIClient(c.url, c.token, c.namespace, ca_file=c.ca_file, ca_data=c.ca_data, retries=retries)
         self.sandbox = Sandboxes(self.kube, self.ui)
+        self.templates = Templates(self.ui)
 
     @property
     def url(self) -> str:

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
-from kairon_api.models import FileEntry, Machine, MachineMetrics, Preview
+from kairon_api.models import FileEntry, KaironTemplate, Machine, MachineMetrics, Preview
 
 from ._http import DEFAULT_RETRIES
 from ._kairon import Kairon
@@ -37,6 +37,7 @@ from .files import FileWatch, WatchEvent
 from .forward import PortForward
 from .pty import Pty
 from .sandbox import Output, RunResult, Sandbox, SandboxProcess, _Default
+from .templates import Templates
 
 T = TypeVar("T")
 _END = object()
@@ -589,6 +590,33 @@ class AsyncSandboxes:
         return await AsyncSandbox.list(self.kube, self.ui, labels=labels, namespace=namespace)
 
 
+class AsyncTemplates:
+    """`k.templates` of an `AsyncKairon`: the sync `Templates`' calls to `await`."""
+
+    def __init__(self, sync: Templates) -> None:
+        """Wraps `sync`; `AsyncKairon` makes this for you."""
+        self.sync = sync
+
+    async def build(self, name: str, *, image: str, steps: Sequence[str] = (), wait: bool = True,
+                    timeout: float = 1800.0, on_progress: Callable[[str], None] | None = None,
+                    namespace: str | None = None) -> KaironTemplate:
+        """`Templates.build`: declares the template and, with `wait`, returns once it is built."""
+        return await asyncio.to_thread(self.sync.build, name, image=image, steps=steps, wait=wait, timeout=timeout,
+                                       on_progress=on_progress, namespace=namespace)
+
+    async def get(self, name: str, *, namespace: str | None = None) -> KaironTemplate:
+        """`Templates.get`."""
+        return await asyncio.to_thread(self.sync.get, name, namespace=namespace)
+
+    async def list(self, *, namespace: str | None = None) -> builtins.list[KaironTemplate]:
+        """`Templates.list`."""
+        return await asyncio.to_thread(self.sync.list, namespace=namespace)
+
+    async def delete(self, name: str, *, namespace: str | None = None) -> None:
+        """`Templates.delete`."""
+        await asyncio.to_thread(self.sync.delete, name, namespace=namespace)
+
+
 class AsyncKairon:
     """`kairon.Kairon`, for asyncio: the same configuration (arguments, else `KAIRON_*`, else
     the kubeconfig `kairon up` writes); `k.sandbox` makes `AsyncSandbox`es; `async with` closes
@@ -602,6 +630,7 @@ class AsyncKairon:
         self.config = self.sync.config
         self.kube, self.ui = self.sync.kube, self.sync.ui
         self.sandbox = AsyncSandboxes(self.kube, self.ui)
+        self.templates = AsyncTemplates(self.sync.templates)
 
     @property
     def url(self) -> str:

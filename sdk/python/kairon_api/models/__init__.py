@@ -40,6 +40,14 @@ from .kairon_node_list import KaironNodeList
 from .kairon_node_spec import KaironNodeSpec
 from .kairon_node_status import KaironNodeStatus
 from .kairon_node_watch_event import KaironNodeWatchEvent
+from .kairon_template import KaironTemplate
+from .kairon_template_list import KaironTemplateList
+from .kairon_template_spec import KaironTemplateSpec
+from .kairon_template_status import KaironTemplateStatus
+from .kairon_template_watch_event import KaironTemplateWatchEvent
+from .kairontemplate_create_dry_run import KairontemplateCreateDryRun
+from .kairontemplate_delete_dry_run import KairontemplateDeleteDryRun
+from .kairontemplate_replace_dry_run import KairontemplateReplaceDryRun
 from .kernel_spec import KernelSpec
 from .kind_object_meta import KindObjectMeta
 from .launch_type import LaunchType
@@ -143,6 +151,8 @@ from .template import Template
 from .template_meta import TemplateMeta
 from .template_meta_annotations import TemplateMetaAnnotations
 from .template_meta_labels import TemplateMetaLabels
+from .template_node_build import TemplateNodeBuild
+from .template_phase import TemplatePhase
 from .template_state import TemplateState
 from .ticket import Ticket
 from .ticket_request import TicketRequest
@@ -201,6 +211,14 @@ __all__ = (
     "KaironNodeSpec",
     "KaironNodeStatus",
     "KaironNodeWatchEvent",
+    "KaironTemplate",
+    "KaironTemplateList",
+    "KaironTemplateSpec",
+    "KaironTemplateStatus",
+    "KaironTemplateWatchEvent",
+    "KairontemplateCreateDryRun",
+    "KairontemplateDeleteDryRun",
+    "KairontemplateReplaceDryRun",
     "KernelSpec",
     "KindObjectMeta",
     "LaunchType",
@@ -304,6 +322,8 @@ __all__ = (
     "TemplateMeta",
     "TemplateMetaAnnotations",
     "TemplateMetaLabels",
+    "TemplateNodeBuild",
+    "TemplatePhase",
     "TemplateState",
     "Ticket",
     "TicketRequest",

@@ -22,6 +22,9 @@ class QuotaAmounts:
             memory (None | str | Unset): The sum of the Machines' `resources.memory` (a template sandbox counts 512Mi).
             storage (None | str | Unset): The sum of the Machines' new empty volumes (`spec.volumes[].size`): disk the node
                 allocates for them as they fill.
+            templates (int | None | Unset): The namespace's own templates (KaironTemplates): each costs its nodes a pull, a
+                build
+                and the disk of its rootfs.
             warm_members (int | None | Unset): Pool members not claimed: the warm (or warming) members pools hold for
                 claims, Paused in
                 a Paused pool, which hold node memory while nobody uses them.
@@ -31,6 +34,7 @@ class QuotaAmounts:
     machines: int | None | Unset = UNSET
     memory: None | str | Unset = UNSET
     storage: None | str | Unset = UNSET
+    templates: int | None | Unset = UNSET
     warm_members: int | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -59,6 +63,12 @@ class QuotaAmounts:
         else:
             storage = self.storage
 
+        templates: int | None | Unset
+        if isinstance(self.templates, Unset):
+            templates = UNSET
+        else:
+            templates = self.templates
+
         warm_members: int | None | Unset
         if isinstance(self.warm_members, Unset):
             warm_members = UNSET
@@ -76,6 +86,8 @@ class QuotaAmounts:
             field_dict["memory"] = memory
         if storage is not UNSET:
             field_dict["storage"] = storage
+        if templates is not UNSET:
+            field_dict["templates"] = templates
         if warm_members is not UNSET:
             field_dict["warmMembers"] = warm_members
 
@@ -121,6 +133,15 @@ class QuotaAmounts:
 
         storage = _parse_storage(d.pop("storage", UNSET))
 
+        def _parse_templates(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        templates = _parse_templates(d.pop("templates", UNSET))
+
         def _parse_warm_members(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -135,6 +156,7 @@ class QuotaAmounts:
             machines=machines,
             memory=memory,
             storage=storage,
+            templates=templates,
             warm_members=warm_members,
         )
 

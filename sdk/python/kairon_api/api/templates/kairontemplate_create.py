@@ -1,0 +1,242 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.kairon_template import KaironTemplate
+from ...models.kairontemplate_create_dry_run import KairontemplateCreateDryRun
+from ...types import UNSET, Response, Unset
+
+
+def _get_kwargs(
+    namespace: str,
+    *,
+    body: KaironTemplate,
+    dry_run: KairontemplateCreateDryRun | Unset = UNSET,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    params: dict[str, Any] = {}
+
+    json_dry_run: str | Unset = UNSET
+    if not isinstance(dry_run, Unset):
+        json_dry_run = dry_run.value
+
+    params["dryRun"] = json_dry_run
+
+    params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/templates/{namespace}".format(
+            namespace=quote(str(namespace), safe=""),
+        ),
+        "params": params,
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | KaironTemplate | None:
+    if response.status_code == 201:
+        response_201 = KaironTemplate.from_dict(response.json())
+
+        return response_201
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = ErrorBody.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = ErrorBody.from_dict(response.json())
+
+        return response_422
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | KaironTemplate]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: KaironTemplate,
+    dry_run: KairontemplateCreateDryRun | Unset = UNSET,
+) -> Response[ErrorBody | KaironTemplate]:
+    """
+    Args:
+        namespace (str):
+        dry_run (KairontemplateCreateDryRun | Unset):
+        body (KaironTemplate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | KaironTemplate]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        body=body,
+        dry_run=dry_run,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: KaironTemplate,
+    dry_run: KairontemplateCreateDryRun | Unset = UNSET,
+) -> ErrorBody | KaironTemplate | None:
+    """
+    Args:
+        namespace (str):
+        dry_run (KairontemplateCreateDryRun | Unset):
+        body (KaironTemplate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | KaironTemplate
+    """
+
+    return sync_detailed(
+        namespace=namespace,
+        client=client,
+        body=body,
+        dry_run=dry_run,
+    ).parsed
+
+
+async def asyncio_detailed(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: KaironTemplate,
+    dry_run: KairontemplateCreateDryRun | Unset = UNSET,
+) -> Response[ErrorBody | KaironTemplate]:
+    """
+    Args:
+        namespace (str):
+        dry_run (KairontemplateCreateDryRun | Unset):
+        body (KaironTemplate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | KaironTemplate]
+    """
+
+    kwargs = _get_kwargs(
+        namespace=namespace,
+        body=body,
+        dry_run=dry_run,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    namespace: str,
+    *,
+    client: AuthenticatedClient | Client,
+    body: KaironTemplate,
+    dry_run: KairontemplateCreateDryRun | Unset = UNSET,
+) -> ErrorBody | KaironTemplate | None:
+    """
+    Args:
+        namespace (str):
+        dry_run (KairontemplateCreateDryRun | Unset):
+        body (KaironTemplate):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | KaironTemplate
+    """
+
+    return (
+        await asyncio_detailed(
+            namespace=namespace,
+            client=client,
+            body=body,
+            dry_run=dry_run,
+        )
+    ).parsed

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class KairontemplateReplaceDryRun(StrEnum):
+    ALL = "All"
+    VALUE_1 = ""
+
+    def __str__(self) -> str:
+        return str(self.value)
