@@ -16,7 +16,7 @@ use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually};
 use kairon_model::{KaironNode, KaironQuota, KaironTemplate, Machine, TemplatePhase};
 
 mod support;
-use support::{repo, run, venv_bin, with_env};
+use support::{built_typescript, repo, run, venv_bin, with_env};
 
 fn template(name: &str, image: &str, steps: &[&str]) -> KaironTemplate {
     serde_json::from_value(json!({
@@ -142,5 +142,18 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
         .env("OTHER_TOKEN", &bob);
     let out = run("scripts/template_build.py", &mut cmd);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok build", "ok failed", "ok quota", "ok isolation"], "{out}");
+
+    // The TypeScript SDK, the same way (room made in the quota for its two).
+    templates.delete("sneaky", &Default::default()).await.unwrap();
+    let ts = built_typescript();
+    let mut cmd = Command::new("node");
+    cmd.arg("dist/examples/template_build.js").current_dir(&ts);
+    with_env(&mut cmd, &k);
+    cmd.env("KAIRON_TOKEN", k.token("alice", "operator", &[a]).unwrap())
+        .env("KAIRON_NAMESPACE", a)
+        .env("TEMPLATE_IMAGE", &image)
+        .env("OTHER_TOKEN", &bob);
+    let out = run("examples/template_build.ts", &mut cmd);
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["ok build", "ok failed", "ok isolation"], "{out}");
     drop(nodes);
 }

@@ -19,6 +19,7 @@ export * from "./files.js";
 export * from "./kairon.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
+export * from "./templates.js";
 export {
   ConfigError,
   type Answer,

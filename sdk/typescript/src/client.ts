@@ -43,6 +43,8 @@ export type MachineMetrics = Schemas["MachineMetrics"];
 export type Preview = Schemas["Preview"];
 /** One entry of a guest directory: name, type, size, mode. */
 export type FileEntry = Schemas["FileEntry"];
+/** A namespace's own sandbox template (`spec.image`, `spec.steps`) with its builds (`status`). */
+export type KaironTemplate = Schemas["KaironTemplate"];
 
 const GROUP = "kairon.zyvor.dev/v1";
 /** A JSON object as the API sends it. */
@@ -404,6 +406,29 @@ export class UIClient {
         params: { path: { ...this.#p(name, namespace), id } },
       }),
     );
+  }
+
+  /** Declares the namespace's own template `name`: `image` plus build steps (shell commands run as root over it). */
+  async createTemplate(name: string, image: string, steps: string[] = [], namespace?: string): Promise<KaironTemplate> {
+    return ok(
+      await this.api.POST("/api/v1/templates/{namespace}", {
+        params: { path: { namespace: namespace ?? this.namespace } },
+        body: { metadata: { name }, spec: { image, steps } },
+      }),
+    );
+  }
+  /** The template `name`, with its builds (`status.nodes`). */
+  async getTemplate(name: string, namespace?: string): Promise<KaironTemplate> {
+    return ok(await this.api.GET("/api/v1/templates/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
+  }
+  /** The namespace's templates. */
+  async templates(namespace?: string): Promise<KaironTemplate[]> {
+    const path = { namespace: namespace ?? this.namespace };
+    return ok(await this.api.GET("/api/v1/templates/{namespace}", { params: { path } })).items;
+  }
+  /** Deletes the template `name` (sandboxes running from it keep running). */
+  async deleteTemplate(name: string, namespace?: string): Promise<void> {
+    done(await this.api.DELETE("/api/v1/templates/{namespace}/{name}", { params: { path: this.#p(name, namespace) } }));
   }
 
   /** Runs `command` (argv) in the guest to completion; `timeout` in seconds (the server's

@@ -140,3 +140,17 @@ export function errorFrom(status: number, body: unknown): ApiError {
     : ApiError;
   return new cls(status, reason, message, body);
 }
+
+/** A template's build failed: `message` says which step (with its output) or why the pull was
+ * refused; fix the image or steps, delete the template and build it again. */
+export class TemplateBuildError extends KaironError {
+  override name = "TemplateBuildError";
+  constructor(
+    /** The template. */
+    readonly template: string,
+    /** What the node said. */
+    readonly reason: string,
+  ) {
+    super(`template ${JSON.stringify(template)} failed to build: ${reason}`);
+  }
+}

@@ -18,6 +18,7 @@ export * from "./forward.js";
 export * from "./kairon.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
+export * from "./templates.js";
 export type { Answer, LocalForward, Relay, Streamed, Wire } from "./platform.js";
 export { DEFAULT_RETRIES, Transport, USER_AGENT, type TransportOptions } from "./transport.js";
 export { FetchTransport } from "./transport-fetch.js";

@@ -6,12 +6,14 @@
  *     console.log((await sb.run("uname -a", { check: true })).stdout);
  *
  * `k.kube` and `k.ui` are the two clients (`Client`, `UIClient`) the spec's two-client form uses;
- * `k.sandbox` makes, claims, attaches to and lists sandboxes with them.
+ * `k.sandbox` makes, claims, attaches to and lists sandboxes with them; `k.templates` builds the
+ * namespace's own templates (`await k.templates.build("py312", { image, steps })`).
  */
 
 import { Client, UIClient } from "./client.js";
 import { platform, type Config, type ConfigOptions } from "./platform.js";
 import { Sandbox, type CreateOptions } from "./sandbox.js";
+import { Templates } from "./templates.js";
 
 /** `Sandbox`'s constructors bound to a `Kairon`'s clients: `k.sandbox.create(opts)` is `Sandbox.create(k.kube, k.ui, opts)`, and so on. */
 export class Sandboxes {
@@ -63,6 +65,8 @@ export class Kairon {
   readonly ui: UIClient;
   /** Sandboxes on this connection. */
   readonly sandbox: Sandboxes;
+  /** The namespace's own templates. */
+  readonly templates: Templates;
 
   /** Resolves the configuration and makes the clients (no request is sent yet). */
   constructor(opts: KaironOptions = {}) {
@@ -72,6 +76,7 @@ export class Kairon {
     this.kube = new Client(c.url, c.token, client);
     this.ui = new UIClient(c.url, c.token, client);
     this.sandbox = new Sandboxes(this.kube, this.ui);
+    this.templates = new Templates(this.ui);
   }
 
   /** The server's URL. */
