@@ -892,15 +892,87 @@ pub mod types {
     #[doc = "`KaironTemplate`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct KaironTemplate {
-        #[doc = "`kairon.zyvor.dev/v1` (filled in when omitted)."]
+        #[doc = "Filled in when omitted."]
         #[serde(rename = "apiVersion", skip_serializing_if = "::std::option::Option::is_none")]
-        pub api_version: ::std::option::Option<::std::string::String>,
+        pub api_version: ::std::option::Option<KaironTemplateApiVersion>,
+        #[doc = "`KaironTemplate` (filled in when omitted)."]
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub kind: ::std::option::Option<::std::string::String>,
-        pub metadata: ObjectMeta,
+        pub kind: ::std::option::Option<KaironTemplateKind>,
+        pub metadata: KindObjectMeta,
         pub spec: KaironTemplateSpec,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub status: ::std::option::Option<KaironTemplateStatus>,
+    }
+    #[doc = "Filled in when omitted."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum KaironTemplateApiVersion {
+        #[serde(rename = "kairon.zyvor.dev/v1")]
+        KaironZyvorDevV1,
+    }
+    impl ::std::fmt::Display for KaironTemplateApiVersion {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::KaironZyvorDevV1 => f.write_str("kairon.zyvor.dev/v1"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KaironTemplateApiVersion {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "kairon.zyvor.dev/v1" => Ok(Self::KaironZyvorDevV1),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KaironTemplateApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KaironTemplateApiVersion {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    #[doc = "`KaironTemplate` (filled in when omitted)."]
+    #[derive(
+        :: serde :: Deserialize, :: serde :: Serialize, Clone, Copy, Debug, Eq, Hash, Ord, PartialEq, PartialOrd,
+    )]
+    pub enum KaironTemplateKind {
+        KaironTemplate,
+    }
+    impl ::std::fmt::Display for KaironTemplateKind {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::KaironTemplate => f.write_str("KaironTemplate"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for KaironTemplateKind {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "KaironTemplate" => Ok(Self::KaironTemplate),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KaironTemplateKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KaironTemplateKind {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
     }
     #[doc = "`KaironTemplateList`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
@@ -911,10 +983,112 @@ pub mod types {
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct KaironTemplateSpec {
         #[doc = "The OCI image to start from, e.g. `docker.io/library/python:3.12-slim`. A registry the\nnode's config does not name is reached under the node's egress policy: never at a private\naddress."]
-        pub image: ::std::string::String,
+        pub image: KaironTemplateSpecImage,
         #[doc = "Shell commands (`/bin/sh -c`) run in order as root over the image, with the node's guest\nnetwork; what they change becomes the template's top layer."]
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
-        pub steps: ::std::vec::Vec<::std::string::String>,
+        pub steps: ::std::vec::Vec<KaironTemplateSpecStepsItem>,
+    }
+    #[doc = "The OCI image to start from, e.g. `docker.io/library/python:3.12-slim`. A registry the\nnode's config does not name is reached under the node's egress policy: never at a private\naddress."]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KaironTemplateSpecImage(::std::string::String);
+    impl ::std::ops::Deref for KaironTemplateSpecImage {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KaironTemplateSpecImage> for ::std::string::String {
+        fn from(value: KaironTemplateSpecImage) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KaironTemplateSpecImage {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1024usize {
+                return Err("longer than 1024 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("^\\S+$").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^\\S+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KaironTemplateSpecImage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KaironTemplateSpecImage {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KaironTemplateSpecImage {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
+    }
+    #[doc = "`KaironTemplateSpecStepsItem`"]
+    #[derive(:: serde :: Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KaironTemplateSpecStepsItem(::std::string::String);
+    impl ::std::ops::Deref for KaironTemplateSpecStepsItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KaironTemplateSpecStepsItem> for ::std::string::String {
+        fn from(value: KaironTemplateSpecStepsItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KaironTemplateSpecStepsItem {
+        type Err = self::error::ConversionError;
+        fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16384usize {
+                return Err("longer than 16384 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> =
+                ::std::sync::LazyLock::new(|| ::regress::Regex::new("\\S").unwrap());
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"\\S\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KaironTemplateSpecStepsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KaironTemplateSpecStepsItem {
+        type Error = self::error::ConversionError;
+        fn try_from(value: ::std::string::String) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KaironTemplateSpecStepsItem {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
+        }
     }
     #[doc = "`KaironTemplateStatus`"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug, Default)]
@@ -995,7 +1169,7 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| <D::Error as ::serde::de::Error>::custom(e.to_string()))
         }
     }
-    #[doc = "The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required"]
+    #[doc = "The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a DNS label, and required"]
     #[derive(:: serde :: Deserialize, :: serde :: Serialize, Clone, Debug)]
     pub struct KindObjectMeta {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

@@ -345,16 +345,22 @@ enum Cmd {
         #[arg(long, value_name = "MS")]
         window_ms: Option<u64>,
     },
-    /// Build a sandbox template on a node from an OCI image.
-    #[command(after_help = concat!("Examples:\n  kaironctl build template python --node local --image docker.io/library/python:3.12-slim", exit_codes!()))]
+    /// Build a sandbox template from an OCI image and build steps: the namespace's own (a
+    /// KaironTemplate, built by the nodes that run it), or with --node an admin's shared
+    /// template on that node.
+    #[command(after_help = concat!("Examples:\n  kaironctl build template py312 --image docker.io/library/python:3.12-slim --step 'pip install pandas' --wait\n  kaironctl build template python --node local --image docker.io/library/python:3.12-slim", exit_codes!()))]
     Build {
         #[arg(value_parser = ["template"])]
         kind: String,
         name: String,
+        /// Build a shared template on this node (admin only) rather than the namespace's own.
         #[arg(long)]
-        node: String,
+        node: Option<String>,
         #[arg(long)]
         image: String,
+        /// A shell command run as root over the image (repeat for several, run in order).
+        #[arg(long = "step")]
+        steps: Vec<String>,
         /// Return once it is built, showing how much of the image is in (on a terminal).
         #[arg(long)]
         wait: bool,
@@ -996,8 +1002,25 @@ async fn run(cli: Cli) -> Result<()> {
             };
             top(&c, fmt, &targets, window_ms, all_namespaces).await
         }
-        Cmd::Build { name, node, image, wait, timeout, .. } => {
-            let req: types::CreateTemplateRequest = manifest(json!({ "name": name, "imageRef": image }))?;
+        Cmd::Build { name, node: None, image, steps, wait, timeout, .. } => {
+            let body: types::KaironTemplate =
+                manifest(json!({ "metadata": {"name": name}, "spec": {"image": image, "steps": steps} }))?;
+            let t = c.kairontemplate_create(&ns, None, &body).await.map_err(fail)?.into_inner();
+            if !wait {
+                return output::done(
+                    fmt,
+                    &to_value(&t),
+                    &format!(
+                        "template {name} declared in {ns}: a node builds it now (kaironctl build template {name} ... --wait follows it)"
+                    ),
+                );
+            }
+            let t = wait_own_template(&c, &ns, &name, timeout).await?;
+            output::done(fmt, &t, &format!("template {name} built ({})", t["status"]["message"].as_str().unwrap_or("")))
+        }
+        Cmd::Build { name, node: Some(node), image, steps, wait, timeout, .. } => {
+            let req: types::CreateTemplateRequest =
+                manifest(json!({ "name": name, "imageRef": image, "steps": steps }))?;
             let t = c.template_build(&node, &req).await.map_err(fail)?.into_inner();
             if !wait {
                 return output::done(
@@ -1699,6 +1722,34 @@ async fn wait_pool_warm(c: &Client, ns: &str, name: &str, want: i64, timeout: Du
 
 /// Waits until template `name` on `node` is built, showing how much of its image is in; the
 /// template then.
+/// Follows the namespace's template `name` until a node has built it, showing the build's
+/// progress (the template's status message).
+async fn wait_own_template(c: &Client, ns: &str, name: &str, timeout: Duration) -> Result<Value> {
+    let spinner = progress::Spinner::start(format!("building template {name}"));
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let t = to_value(&c.kairontemplate_get(ns, name).await.map_err(fail)?.into_inner());
+        let message = t["status"]["message"].as_str().unwrap_or("waiting for a node to build it").to_string();
+        match t["status"]["phase"].as_str() {
+            Some("Ready") => return Ok(t),
+            Some("Failed") => {
+                return Err(anyhow::Error::new(Failure::Refused(format!(
+                    "template {name} failed to build: {message}"
+                ))));
+            }
+            _ => {}
+        }
+        spinner.set(format!("template {name}: {message}"));
+        if std::time::Instant::now() >= deadline {
+            return Err(anyhow::Error::new(Failure::Refused(format!(
+                "template {name} is still building after {}: {message}",
+                duration::human(timeout.as_secs() as i64)
+            ))));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn wait_template(c: &Client, node: &str, name: &str, timeout: Duration) -> Result<Value> {
     let spinner = progress::Spinner::start(format!("building template {name} on {node}"));
     let deadline = std::time::Instant::now() + timeout;

@@ -92,6 +92,10 @@ def before_call(ctx, case, kwargs):
     elif path == "/api/v1/machineclaims/{namespace}":
         body["metadata"] = {"name": _fresh_name("claim")}
         body["spec"] = {"poolName": "stateful-pool"}
+    elif path == "/api/v1/templates/{namespace}":
+        # An image no node can pull (the .invalid name never resolves): its build fails at once.
+        body["metadata"] = {"name": _fresh_name("template")}
+        body["spec"] = {"image": "registry.invalid/none:1"}
 
 
 @schemathesis.hook

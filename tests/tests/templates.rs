@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use kairon_e2e::registry::Registry;
-use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually};
+use kairon_e2e::{Kairon, MINUTE, SeparateNode, eventually, kairon_bin};
 use kairon_model::{KaironNode, KaironQuota, KaironTemplate, Machine, TemplatePhase};
 
 mod support;
@@ -155,5 +155,25 @@ async fn a_namespace_template_is_built_on_the_node_that_runs_it_and_is_that_name
         .env("OTHER_TOKEN", &bob);
     let out = run("examples/template_build.ts", &mut cmd);
     assert_eq!(out.lines().collect::<Vec<_>>(), ["ok build", "ok failed", "ok isolation"], "{out}");
+
+    // kaironctl, the same way: declared, followed to its end, or the failing step's output.
+    let kaironctl = |args: &[&str]| {
+        Command::new(kairon_bin().with_file_name("kaironctl"))
+            .env("KUBECONFIG", &k.kubeconfig)
+            .env("KAIRON_TOKEN", k.token("alice", "operator", &[a]).unwrap())
+            .args(["-n", a])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = kaironctl(&["build", "template", "kctl", "--image", &image, "--step", "echo kctl > /k.txt", "--wait"]);
+    let said = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.contains("template kctl built (built on builder-"), "{said}");
+    assert_eq!(templates.get("kctl").await.unwrap().spec.steps, ["echo kctl > /k.txt"]);
+    templates.delete("kctl", &Default::default()).await.unwrap();
+    let out = kaironctl(&["build", "template", "kctl-bad", "--image", &image, "--step", "exit 9", "--wait"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("template kctl-bad failed to build") && said.contains("code 9"), "{said}");
     drop(nodes);
 }

@@ -146,7 +146,7 @@ fn label_selector_pattern() -> String {
 /// What the server checks in the objects and bodies it reads, beyond their Rust types.
 fn refine_schemas(schemas: &mut Map<String, Value>) {
     // machines/objects.rs `decode`: the route names the kind, and the group is the one version served.
-    for kind in ["Machine", "MachinePool", "MachineClaim"] {
+    for kind in ["Machine", "MachinePool", "MachineClaim", "KaironTemplate"] {
         if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
             // The status is the controllers' and node agents': an object write keeps the stored one.
             props["status"]["readOnly"] = json!(true);
@@ -175,7 +175,7 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
     schemas.insert(
         "KindObjectMeta".into(),
         json!({
-            "description": "The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required",
+            "description": "The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a DNS label, and required",
             "allOf": [{"$ref": "#/components/schemas/ObjectMeta"}, {
                 "type": "object",
                 "required": ["name"],
@@ -183,10 +183,19 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
             }]
         }),
     );
-    for kind in ["Machine", "MachinePool", "MachineClaim"] {
+    for kind in ["Machine", "MachinePool", "MachineClaim", "KaironTemplate"] {
         if let Some(props) = schemas.get_mut(kind).and_then(|s| s.get_mut("properties")) {
             props["metadata"] = json!({"$ref": "#/components/schemas/KindObjectMeta"});
         }
+    }
+    // model/src/validate.rs `validate_template`: an image reference without whitespace, and
+    // bounded steps that are not blank.
+    if let Some(spec) = schemas.get_mut("KaironTemplateSpec").and_then(|s| s.get_mut("properties")) {
+        use kairon_model::template::{MAX_BUILD_STEPS, MAX_IMAGE_LEN, MAX_STEP_LEN};
+        spec["image"]["pattern"] = json!("^\\S+$");
+        spec["image"]["maxLength"] = json!(MAX_IMAGE_LEN);
+        spec["steps"]["maxItems"] = json!(MAX_BUILD_STEPS);
+        spec["steps"]["items"] = json!({"type": "string", "pattern": "\\S", "maxLength": MAX_STEP_LEN});
     }
     // model/src/validate.rs: a claim names its pool.
     if let Some(pool) = schemas.get_mut("MachineClaimSpec").and_then(|s| s.pointer_mut("/properties/poolName")) {
@@ -213,7 +222,7 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
     // What is stored holds no NUL character (PostgreSQL's jsonb: db `StoreError::Invalid`, a
     // 400), nor does a command line (guest.rs `check_command`): every string of what requests
     // send says so. Answers may carry one (a command's output), so only request schemas.
-    let mut requests: Vec<String> = ["Machine", "MachinePool", "MachineClaim", "KindObjectMeta", "ExecRequest"]
+    let mut requests: Vec<String> = ["Machine", "MachinePool", "MachineClaim", "KaironTemplate", "KindObjectMeta", "ExecRequest"]
         .iter()
         .map(|s| s.to_string())
         .collect();

@@ -41,6 +41,8 @@ from .kairon_node_spec import KaironNodeSpec
 from .kairon_node_status import KaironNodeStatus
 from .kairon_node_watch_event import KaironNodeWatchEvent
 from .kairon_template import KaironTemplate
+from .kairon_template_api_version import KaironTemplateApiVersion
+from .kairon_template_kind import KaironTemplateKind
 from .kairon_template_list import KaironTemplateList
 from .kairon_template_spec import KaironTemplateSpec
 from .kairon_template_status import KaironTemplateStatus
@@ -212,6 +214,8 @@ __all__ = (
     "KaironNodeStatus",
     "KaironNodeWatchEvent",
     "KaironTemplate",
+    "KaironTemplateApiVersion",
+    "KaironTemplateKind",
     "KaironTemplateList",
     "KaironTemplateSpec",
     "KaironTemplateStatus",

@@ -6,12 +6,14 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.kairon_template_api_version import KaironTemplateApiVersion
+from ..models.kairon_template_kind import KaironTemplateKind
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.kairon_template_spec import KaironTemplateSpec
     from ..models.kairon_template_status import KaironTemplateStatus
-    from ..models.object_meta import ObjectMeta
+    from ..models.kind_object_meta import KindObjectMeta
 
 
 T = TypeVar("T", bound="KaironTemplate")
@@ -21,18 +23,18 @@ T = TypeVar("T", bound="KaironTemplate")
 class KaironTemplate:
     """
     Attributes:
-        metadata (ObjectMeta): Kubernetes object metadata: `name`, `namespace`, `labels`, `annotations`, `uid`,
-            `resourceVersion`, `creationTimestamp`, `deletionTimestamp`, `ownerReferences`, `finalizers`.
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a
+            DNS label, and required
         spec (KaironTemplateSpec): A namespace's own sandbox template: an image plus build steps.
-        api_version (None | str | Unset): `kairon.zyvor.dev/v1` (filled in when omitted).
-        kind (None | str | Unset):
+        api_version (KaironTemplateApiVersion | Unset): Filled in when omitted.
+        kind (KaironTemplateKind | Unset): `KaironTemplate` (filled in when omitted).
         status (KaironTemplateStatus | None | Unset):
     """
 
-    metadata: ObjectMeta
+    metadata: KindObjectMeta
     spec: KaironTemplateSpec
-    api_version: None | str | Unset = UNSET
-    kind: None | str | Unset = UNSET
+    api_version: KaironTemplateApiVersion | Unset = UNSET
+    kind: KaironTemplateKind | Unset = UNSET
     status: KaironTemplateStatus | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -43,17 +45,13 @@ class KaironTemplate:
 
         spec = self.spec.to_dict()
 
-        api_version: None | str | Unset
-        if isinstance(self.api_version, Unset):
-            api_version = UNSET
-        else:
-            api_version = self.api_version
+        api_version: str | Unset = UNSET
+        if not isinstance(self.api_version, Unset):
+            api_version = self.api_version.value
 
-        kind: None | str | Unset
-        if isinstance(self.kind, Unset):
-            kind = UNSET
-        else:
-            kind = self.kind
+        kind: str | Unset = UNSET
+        if not isinstance(self.kind, Unset):
+            kind = self.kind.value
 
         status: dict[str, Any] | None | Unset
         if isinstance(self.status, Unset):
@@ -84,30 +82,26 @@ class KaironTemplate:
     def from_dict(cls, src_dict: Mapping[str, Any]) -> Self:
         from ..models.kairon_template_spec import KaironTemplateSpec
         from ..models.kairon_template_status import KaironTemplateStatus
-        from ..models.object_meta import ObjectMeta
+        from ..models.kind_object_meta import KindObjectMeta
 
         d = dict(src_dict)
-        metadata = ObjectMeta.from_dict(d.pop("metadata"))
+        metadata = KindObjectMeta.from_dict(d.pop("metadata"))
 
         spec = KaironTemplateSpec.from_dict(d.pop("spec"))
 
-        def _parse_api_version(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
+        _api_version = d.pop("apiVersion", UNSET)
+        api_version: KaironTemplateApiVersion | Unset
+        if isinstance(_api_version, Unset):
+            api_version = UNSET
+        else:
+            api_version = KaironTemplateApiVersion(_api_version)
 
-        api_version = _parse_api_version(d.pop("apiVersion", UNSET))
-
-        def _parse_kind(data: object) -> None | str | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            return cast(None | str | Unset, data)
-
-        kind = _parse_kind(d.pop("kind", UNSET))
+        _kind = d.pop("kind", UNSET)
+        kind: KaironTemplateKind | Unset
+        if isinstance(_kind, Unset):
+            kind = UNSET
+        else:
+            kind = KaironTemplateKind(_kind)
 
         def _parse_status(data: object) -> KaironTemplateStatus | None | Unset:
             if data is None:

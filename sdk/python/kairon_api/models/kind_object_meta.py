@@ -22,7 +22,7 @@ T = TypeVar("T", bound="KindObjectMeta")
 
 @_attrs_define
 class KindObjectMeta:
-    """The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required
+    """The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a DNS label, and required
 
     Attributes:
         name (str):

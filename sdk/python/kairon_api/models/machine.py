@@ -23,8 +23,8 @@ T = TypeVar("T", bound="Machine")
 class Machine:
     """
     Attributes:
-        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
-            required
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a
+            DNS label, and required
         spec (MachineSpec): A Machine: a VM (`spec.image`) or a sandbox (`spec.sandbox`).
         api_version (MachineApiVersion | Unset): Filled in when omitted.
         kind (MachineKind | Unset): `Machine` (filled in when omitted).

@@ -23,8 +23,8 @@ T = TypeVar("T", bound="MachineClaim")
 class MachineClaim:
     """
     Attributes:
-        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
-            required
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a
+            DNS label, and required
         spec (MachineClaimSpec): Binds one warm member of a MachinePool; its usage accrues while bound.
         api_version (MachineClaimApiVersion | Unset): Filled in when omitted.
         kind (MachineClaimKind | Unset): `MachineClaim` (filled in when omitted).

@@ -23,8 +23,8 @@ T = TypeVar("T", bound="MachinePool")
 class MachinePool:
     """
     Attributes:
-        metadata (KindObjectMeta): The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and
-            required
+        metadata (KindObjectMeta): The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a
+            DNS label, and required
         spec (MachinePoolSpec): Keeps `replicas` warm members, Running or Paused, for MachineClaims to take.
         api_version (MachinePoolApiVersion | Unset): Filled in when omitted.
         kind (MachinePoolKind | Unset): `MachinePool` (filled in when omitted).

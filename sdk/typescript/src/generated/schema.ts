@@ -1625,12 +1625,19 @@ export interface components {
             type: components["schemas"]["WatchEventType"];
         };
         KaironTemplate: {
-            /** @description `kairon.zyvor.dev/v1` (filled in when omitted). */
-            apiVersion?: string | null;
-            kind?: string | null;
-            metadata: components["schemas"]["ObjectMeta"];
+            /**
+             * @description Filled in when omitted.
+             * @enum {string}
+             */
+            apiVersion?: "kairon.zyvor.dev/v1";
+            /**
+             * @description `KaironTemplate` (filled in when omitted).
+             * @enum {string}
+             */
+            kind?: "KaironTemplate";
+            metadata: components["schemas"]["KindObjectMeta"];
             spec: components["schemas"]["KaironTemplateSpec"];
-            status?: components["schemas"]["KaironTemplateStatus"] | null;
+            readonly status?: components["schemas"]["KaironTemplateStatus"] | null;
         };
         KaironTemplateList: {
             items: components["schemas"]["KaironTemplate"][];
@@ -1667,7 +1674,7 @@ export interface components {
             /** @description Kernel image path on the node. */
             path: string;
         };
-        /** @description The metadata of a Machine, MachinePool or MachineClaim: its name is a DNS label, and required */
+        /** @description The metadata of a Machine, MachinePool, MachineClaim or KaironTemplate: its name is a DNS label, and required */
         KindObjectMeta: components["schemas"]["ObjectMeta"] & {
             name: string;
         };
