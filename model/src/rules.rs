@@ -164,6 +164,8 @@ pub const BOUNDS: &[(&str, &[&str], Bound)] = &[
     ("claim-spec", &["poolName"], Bound::MaxLength(253)),
     ("template-spec", &["image"], Bound::MaxLength(crate::template::MAX_IMAGE_LEN as i64)),
     ("template-spec", &["steps"], Bound::MaxItems(crate::template::MAX_BUILD_STEPS as i64)),
+    // Bounded, so the API server can price `self == oldSelf` on the spec.
+    ("template-spec", &["steps", "[]"], Bound::MaxLength(crate::template::MAX_STEP_LEN as i64)),
 ];
 
 /// Where a Machine's spec sits in each kind that holds one.
@@ -215,10 +217,17 @@ pub fn apply(crd: &mut CustomResourceDefinition) {
     }
 }
 
-/// The schema at a path of properties.
+/// The schema at a path of properties (`[]`: an array's items).
 fn find<'a>(mut schema: &'a mut JSONSchemaProps, path: &[&str]) -> Option<&'a mut JSONSchemaProps> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray;
     for p in path {
-        schema = schema.properties.as_mut()?.get_mut(*p)?;
+        schema = match *p {
+            "[]" => match schema.items.as_mut()? {
+                JSONSchemaPropsOrArray::Schema(items) => items.as_mut(),
+                JSONSchemaPropsOrArray::Schemas(_) => return None,
+            },
+            p => schema.properties.as_mut()?.get_mut(p)?,
+        };
     }
     Some(schema)
 }

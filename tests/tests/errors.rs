@@ -186,6 +186,11 @@ async fn the_specs_curl_lines_work_verbatim() {
     })
     .await;
     assert!(t["message"].as_str().unwrap_or_default().contains("127.0.0.1:9"), "the failure names the registry: {t}");
+    // The nodes' names of namespaces' own templates are not an admin's to take.
+    let taken = json!({"name": "tenant.team.py312.abcdef12", "imageRef": "127.0.0.1:9/library/alpine:3.19"});
+    let r = admin.post("/api/v1/nodes/local/templates", taken).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.message().contains("namespaces' own templates"), "{r:?}");
 
     // The guest HTTP proxy (sandbox-track.md, "Guest HTTP"): a webhook into a server the guest runs.
     let m = json!({

@@ -117,6 +117,12 @@ impl Machines {
         check_name("node", node)?;
         let req = req()?;
         check_name("template", &req.name)?;
+        if req.name.starts_with(kairon_model::template::NODE_NAME_PREFIX) {
+            return Err(Error::bad_request(format!(
+                "template names beginning with {:?} are the nodes' names of namespaces' own templates (KaironTemplate): choose another name",
+                kairon_model::template::NODE_NAME_PREFIX
+            )));
+        }
         if req.image_ref.trim().is_empty() {
             return Err(Error::bad_request("imageRef must name an OCI image, e.g. docker.io/library/alpine:3.19"));
         }

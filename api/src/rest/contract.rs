@@ -222,10 +222,11 @@ fn refine_schemas(schemas: &mut Map<String, Value>) {
     // What is stored holds no NUL character (PostgreSQL's jsonb: db `StoreError::Invalid`, a
     // 400), nor does a command line (guest.rs `check_command`): every string of what requests
     // send says so. Answers may carry one (a command's output), so only request schemas.
-    let mut requests: Vec<String> = ["Machine", "MachinePool", "MachineClaim", "KaironTemplate", "KindObjectMeta", "ExecRequest"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut requests: Vec<String> =
+        ["Machine", "MachinePool", "MachineClaim", "KaironTemplate", "KindObjectMeta", "ExecRequest"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     let mut seen = std::collections::BTreeSet::new();
     while let Some(name) = requests.pop() {
         if !seen.insert(name.clone()) {
