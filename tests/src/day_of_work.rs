@@ -21,6 +21,7 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
     };
     // A quota the controllers report on (made by a user's admin token, not recorded).
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(admin.clone(), ns);
+    let templates: kube::Api<kairon_model::KaironTemplate> = kube::Api::namespaced(admin.clone(), ns);
     let quotas: kube::Api<kairon_model::KaironQuota> = kube::Api::namespaced(admin, ns);
     let quota: kairon_model::KaironQuota = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota", "metadata": {"name": "q", "namespace": ns},
@@ -28,6 +29,26 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
     }))
     .unwrap();
     quotas.create(&Default::default(), &quota).await.unwrap();
+
+    // The namespace's own template: a node builds it and reports the build in its status (the
+    // node's own busybox, so no registry is needed), then a sandbox of it runs with the step's file.
+    let template: kairon_model::KaironTemplate = serde_json::from_value(json!({
+        "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironTemplate", "metadata": {"name": "own", "namespace": ns},
+        "spec": {"image": "builtin:busybox", "steps": ["echo built-here > /built.txt"]}
+    }))
+    .unwrap();
+    templates.create(&Default::default(), &template).await.unwrap();
+    eventually("the namespace's template to be built", Duration::from_secs(180), || async {
+        let t = templates.get("own").await.ok()?;
+        t.status.filter(|s| s.phase == kairon_model::TemplatePhase::Ready)
+    })
+    .await;
+    let own = json!({"metadata": {"name": "own"},
+                     "spec": {"sandbox": {"templateName": "own"}, "guestAgent": {"enabled": true}}});
+    ok(rest.post(&base, own).await, "create own");
+    ok(rest.get(&format!("{base}/own/wait?phase=Running&timeoutSeconds=120")).await, "wait own");
+    let seen = ok(rest.post(&format!("{base}/own/exec"), json!({"command": ["cat", "/built.txt"]})).await, "exec own");
+    assert_eq!(seen["stdout"], "built-here\n", "{seen}");
 
     // Machines: create, read, update, power, copies, a plan, Events, and deletes.
     let sandbox = move |name: &str, idle: bool| {
@@ -154,11 +175,12 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
         format!("{base}/m"),
         format!("{base}/idle"),
         format!("{base}/broken"),
+        format!("{base}/own"),
     ] {
         ok(rest.delete(&path).await, "delete");
     }
     ok(pool_gone.await.unwrap(), "pool gone");
-    for name in ["m", "m-fork", "idle", "broken"] {
+    for name in ["m", "m-fork", "idle", "broken", "own"] {
         rest.wait_deleted(ns, name, 120).await;
     }
 }

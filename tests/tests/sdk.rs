@@ -40,7 +40,7 @@ async fn python_spec_example_and_terminals_run_and_clean_up() {
     cmd.arg(repo().join("sdk/python/examples/from_e2b.py"));
     with_env(&mut cmd, &k);
     let out = run("examples/from_e2b.py", &mut cmd);
-    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 13, "every row ran: {out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 14, "every row ran: {out}");
     assert_clean(&k, "from-e2b").await;
 
     // `sb.pty()` on the python template (built above) and on a VM.

@@ -106,3 +106,11 @@ with k.sandbox.create(template="python", ready_timeout=900) as py, py.code_conte
     ctx.run("x = 21")
     assert ctx.run("x * 2").text == "42"
 row("run_code")
+
+# Template.build(Template().from_image(...).run_cmd("echo built > /built.txt"), alias="from-e2b")
+# (an image from a registry, e.g. image="docker.io/library/python:3.12-slim"; here the node's own busybox)
+k.templates.build("from-e2b", image="builtin:busybox", steps=["echo built > /built.txt"])
+with k.sandbox.create(template="from-e2b") as built:
+    assert built.run("cat /built.txt").stdout == "built\n"
+k.templates.delete("from-e2b")
+row("Template.build")

@@ -9,7 +9,7 @@ What boots is one of two things, by one rule shared with the TypeScript SDK and 
 (`spec.sandbox.templateName`, a runc sandbox), and `image="/var/lib/..."` is the path, on the node,
 of a VM disk image (`spec.image.path`), so it starts with `/`. Anything else given as `image`
 (`"python"`, `"ghcr.io/org/app:1"`) is refused before any request, saying which to use: an OCI
-image is built into a template first (`kaironctl build template NAME --node N --image REF`).
+image is built into a template first (`k.templates.build(NAME, image=REF, steps=[...])`).
 
 With `k = Kairon()` the same reads `k.sandbox.create(template=...)`, `k.sandbox.claim_from(pool)`,
 `k.sandbox.connect(name)` and `k.sandbox.list()`.
@@ -87,8 +87,8 @@ def machine_source(image: str | None = None, template: str | None = None) -> dic
                          "disk image on the node, such as /var/lib/fluxvm/images/kairon-hw.qcow2)")
     if not image.startswith("/"):
         hint = (f"for the sandbox template {image!r} pass template={image!r}" if "/" not in image and ":" not in image
-                else "an OCI image is built into a template first (kaironctl build template NAME --node NODE "
-                     f"--image {image}), then passed as template='NAME'")
+                else "an OCI image is built into a template first (k.templates.build('NAME', "
+                     f"image={image!r}, steps=[...])), then passed as template='NAME'")
         raise ValueError(f"image={image!r} is not a path on the node: image= takes the path of a VM disk image, "
                          f"such as /var/lib/fluxvm/images/kairon-hw.qcow2; {hint}")
     return {"image": {"path": image}}

@@ -24,7 +24,7 @@ from kairon_api.models import (
     KaironTemplateList,
     KaironTemplateSpec,
     KaironTemplateStatus,
-    ObjectMeta,
+    KindObjectMeta,
     TemplatePhase,
 )
 
@@ -68,7 +68,7 @@ class Templates:
         ...: 3.1 of 40.2 MB", "running build step 1 of 2: pip install pandas"). Raises
         `TemplateBuildError` when the build fails, `KaironTimeoutError` after `timeout` seconds,
         `QuotaExceededError` past the namespace's `templates`."""
-        body = KaironTemplate(metadata=ObjectMeta(name=name), spec=KaironTemplateSpec(image=image, steps=list(steps)))
+        body = KaironTemplate(metadata=KindObjectMeta(name=name), spec=KaironTemplateSpec(image=image, steps=list(steps)))
         made = _ok(kairontemplate_create.sync_detailed(self.ui._ns(namespace), client=self.ui.api, body=body),
                    KaironTemplate)
         return self.wait(name, timeout=timeout, on_progress=on_progress, namespace=namespace) if wait else made
