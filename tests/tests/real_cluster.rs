@@ -22,6 +22,7 @@ fn api(client: &kube::Client, ns: &str, plural: &str) -> Api<DynamicObject> {
         "machines" => "Machine",
         "machinepools" => "MachinePool",
         "machineclaims" => "MachineClaim",
+        "kairontemplates" => "KaironTemplate",
         other => panic!("no kind for {other}"),
     };
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kairon.zyvor.dev", "v1", kind), plural);
@@ -32,6 +33,7 @@ fn object(plural: &str, name: &str, body: &Value) -> DynamicObject {
     let kind = match plural {
         "machines" => "Machine",
         "machinepools" => "MachinePool",
+        "kairontemplates" => "KaironTemplate",
         _ => "MachineClaim",
     };
     serde_json::from_value(json!({
