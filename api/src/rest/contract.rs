@@ -588,9 +588,12 @@ pub fn complete(doc: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
 /// stateful phase) can follow one object through its life.
 fn link_object_routes(paths: &mut Map<String, Value>) {
     const REST: &str = "/api/v1";
-    for (plural, prefix) in
-        [("machines", "machine"), ("machinepools", "machinepool"), ("machineclaims", "machineclaim")]
-    {
+    for (plural, prefix) in [
+        ("machines", "machine"),
+        ("machinepools", "machinepool"),
+        ("machineclaims", "machineclaim"),
+        ("templates", "kairontemplate"),
+    ] {
         let the_object = json!({"namespace": "$request.path.namespace", "name": "$response.body#/metadata/name"});
         let link = |op: &str, description: &str| json!({"operationId": format!("{prefix}_{op}"), "parameters": the_object, "description": description});
         let mut from_create = Map::new();
@@ -598,8 +601,9 @@ fn link_object_routes(paths: &mut Map<String, Value>) {
         from_create.insert("Replace".into(), link("replace", "Replace the object created"));
         // A pool's delete waits on its members' finalizers and a claim's on its member's release,
         // so a delete in the middle of a chain leaves an object that a later step of the same
-        // chain finds half gone: only Machines are chained to their delete.
-        if prefix == "machine" {
+        // chain finds half gone: only Machines (and templates, which have no finalizer) are
+        // chained to their delete.
+        if prefix == "machine" || prefix == "kairontemplate" {
             from_create.insert("Delete".into(), link("delete", "Delete the object created"));
         }
         let mut from_get = Map::new();
