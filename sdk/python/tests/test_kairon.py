@@ -140,7 +140,7 @@ def test_one_rule_says_what_boots_a_template_or_a_vm_image() -> None:
     assert kairon.machine_source(image=vm) == {"image": {"path": vm}}
     refusals = {
         ("python", None): "pass template='python'",
-        ("ghcr.io/org/app:1", None): "kaironctl build template NAME --node NODE --image ghcr.io/org/app:1",
+        ("ghcr.io/org/app:1", None): "k.templates.build('NAME', image='ghcr.io/org/app:1'",
         ("images/vm.qcow2", None): "is not a path on the node",
         (vm, "python"): "not both",
         (None, None): "pass template=",
