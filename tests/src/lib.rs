@@ -469,6 +469,8 @@ pub struct SeparateNode {
     /// The runtime's URL and token.
     pub endpoint: String,
     pub token: String,
+    /// How the runtime was started, listening on the address it got the first time.
+    runtime_args: Vec<String>,
     agent_args: Vec<String>,
     _cleanup: SandboxCleanup,
 }
@@ -510,6 +512,10 @@ impl SeparateNode {
         // "Kairon runtime is up at URL", then "(certificate sha256:PIN)" over TLS.
         let after = runtime.ready_line.split("is up at").nth(1).unwrap_or_default();
         let endpoint = after.split_whitespace().next().context("the runtime's URL")?.to_string();
+        // A restart listens where the node agent and the KaironNode say it does.
+        let address = endpoint.split("://").nth(1).context("the runtime's address")?.to_string();
+        let runtime_args: Vec<String> =
+            args.iter().map(|a| if *a == "127.0.0.1:0" { address.clone() } else { a.to_string() }).collect();
         let pin = after.split("sha256:").nth(1).map(|p| p.trim_end_matches(')').to_string());
         let mut agent_args: Vec<String> = [
             "node",
@@ -541,6 +547,7 @@ impl SeparateNode {
             agent: None,
             endpoint,
             token,
+            runtime_args,
             agent_args,
             _cleanup: cleanup,
         };
@@ -560,6 +567,15 @@ impl SeparateNode {
         if let Some(mut a) = self.agent.take() {
             a.kill9();
         }
+    }
+
+    /// kill -9 of the runtime, then the same runtime again on its state dir and address.
+    pub fn restart_runtime(&mut self, after: Duration) -> Result<()> {
+        self.runtime.kill9();
+        std::thread::sleep(after);
+        let args: Vec<&str> = self.runtime_args.iter().map(String::as_str).collect();
+        self.runtime = Process::start(&args, "is up at")?;
+        Ok(())
     }
 
     /// A client of its runtime.

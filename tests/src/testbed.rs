@@ -219,14 +219,17 @@ pub const SYSTEM: &str = "kairon-system";
 pub struct Install {
     pub testbed: &'static Testbed,
     pub api: crate::Process,
-    /// How the api was started (another replica starts the same way).
+    /// How the api was started, but where it listens (another replica starts the same way).
     api_args: Vec<String>,
+    /// Where it listens (API, webhook): a restart listens there again.
+    api_listen: [String; 2],
     pub api_url: String,
     /// The api's CA (its data dir's).
     pub api_ca: Vec<u8>,
     /// An admin token of the api (`kairon token`).
     pub admin_token: String,
     pub controllers: Vec<crate::Process>,
+    controller_args: Vec<Vec<String>>,
     pub nodes: Vec<crate::SeparateNode>,
     pub database: Database,
     pub dir: tempfile::TempDir,
@@ -253,20 +256,19 @@ impl Install {
             api_kubeconfig.to_str().unwrap(),
             "--data-dir",
             api_dir.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
             "--database-url",
             &database.url,
             "--runtime-token",
             &runtime_token,
-            "--webhook-listen",
-            "127.0.0.1:0",
             "--webhook-client-ca",
             client_ca.to_str().unwrap(),
         ]
         .map(String::from)
         .to_vec();
-        let (api, api_url) = start_api(&api_args)?;
+        // Fixed ports, so the api killed and started again is where the webhook configuration,
+        // the clients and the tests look for it.
+        let api_listen = [free_address()?, free_address()?];
+        let (api, api_url) = start_api(&api_args, &api_listen)?;
         let webhook_url = api.line_with("webhook:")?.trim().trim_start_matches("webhook:").trim().to_string();
         let api_ca = std::fs::read(api_dir.join("tls/ca.crt"))?;
         let out = Command::new(crate::kairon_bin())
@@ -285,10 +287,9 @@ impl Install {
         tb.kubectl(&["patch", "validatingwebhookconfiguration", "kairon", "--type", "json", "-p", &patch.to_string()])?;
 
         let controller_kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-controller", None)?;
-        let mut controllers = Vec::new();
-        for identity in ["controller-0", "controller-1"] {
-            controllers.push(crate::Process::start(
-                &[
+        let controller_args: Vec<Vec<String>> = ["controller-0", "controller-1"]
+            .map(|identity| {
+                [
                     "controller",
                     "--kubeconfig",
                     controller_kubeconfig.to_str().unwrap(),
@@ -302,10 +303,12 @@ impl Install {
                     "2s",
                     "--test-lease-duration",
                     "5s",
-                ],
-                "is up",
-            )?);
-        }
+                ]
+                .map(String::from)
+                .to_vec()
+            })
+            .to_vec();
+        let controllers = controller_args.iter().map(|args| start_controller(args)).collect::<Result<Vec<_>>>()?;
         let mut separate = Vec::new();
         for node in nodes {
             let kubeconfig = tb.service_account_kubeconfig(dir.path(), "kairon-node", Some(node))?;
@@ -316,10 +319,12 @@ impl Install {
             testbed: tb,
             api,
             api_args,
+            api_listen,
             api_url,
             api_ca,
             admin_token,
             controllers,
+            controller_args,
             nodes: separate,
             database,
             dir,
@@ -328,19 +333,63 @@ impl Install {
     }
 }
 
-/// `kairon api` with `args`: the process and the URL it serves.
-fn start_api(args: &[String]) -> Result<(crate::Process, String)> {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+/// `kairon api` with `args`, listening on `listen` (API, webhook): the process and the URL it
+/// serves.
+fn start_api(args: &[String], [api, webhook]: &[String; 2]) -> Result<(crate::Process, String)> {
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--listen", api, "--webhook-listen", webhook]);
     let api = crate::Process::start(&args, "Kairon API is up at ")?;
     let url = api.ready_line.trim().trim_start_matches("Kairon API is up at ").to_string();
     Ok((api, url))
+}
+
+fn start_controller(args: &[String]) -> Result<crate::Process> {
+    crate::Process::start(&args.iter().map(String::as_str).collect::<Vec<_>>(), "is up")
+}
+
+/// A loopback address no one listens on now.
+fn free_address() -> Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.to_string())
 }
 
 impl Install {
     /// Another replica of the api, as the chart's Deployment runs them: the same identity,
     /// database and keys (its data dir), listening on ports of its own.
     pub fn another_api(&self) -> Result<(crate::Process, String)> {
-        start_api(&self.api_args)
+        start_api(&self.api_args, &["127.0.0.1:0".into(), "127.0.0.1:0".into()])
+    }
+
+    /// kill -9 of the api; `after` that, the same api again, where it listened.
+    pub fn restart_api(&mut self, after: Duration) -> Result<()> {
+        self.api.kill9();
+        std::thread::sleep(after);
+        self.api = start_api(&self.api_args, &self.api_listen)?.0;
+        Ok(())
+    }
+
+    /// The index in `controllers` of the one holding the Lease now.
+    pub fn leading_controller(&self) -> Result<usize> {
+        let leader = self.testbed.kubectl(&[
+            "get",
+            "lease",
+            "kairon-controller",
+            "-n",
+            SYSTEM,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])?;
+        self.controller_args
+            .iter()
+            .position(|args| args.contains(&leader))
+            .with_context(|| format!("no controller of this install leads ({leader:?})"))
+    }
+
+    /// kill -9 of controller `index`; `after` that, the same controller again.
+    pub fn restart_controller(&mut self, index: usize, after: Duration) -> Result<()> {
+        self.controllers[index].kill9();
+        std::thread::sleep(after);
+        self.controllers[index] = start_controller(&self.controller_args[index])?;
+        Ok(())
     }
 
     /// The kubeconfig of node `node`'s agent (a token bound to a Pod on that node).
