@@ -9,6 +9,7 @@ pub mod loopback;
 pub mod machines;
 pub mod mcp;
 pub mod previews;
+pub mod requester;
 pub mod rest;
 pub mod server;
 pub mod state;

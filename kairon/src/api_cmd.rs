@@ -121,7 +121,10 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let mut state = AppState::new(store.clone(), keys, Default::default())
         .with_limits(args.limits.limits())
         .with_previews(previews);
-    state.machines = Some(std::sync::Arc::new(args.rest.machines(kube, credential)?));
+    let mut machines = args.rest.machines(kube, credential)?;
+    // Writes made for a caller carry who it is (kairon_api::requester).
+    machines.own_user = kairon_api::requester::own_user(&machines.kube).await;
+    state.machines = Some(std::sync::Arc::new(machines));
     args.rest.install_image_dirs(None);
     state.legacy_token = args.rest.legacy_token.clone();
     // The claims this API binds in their create requests are counted here.

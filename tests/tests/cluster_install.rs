@@ -30,6 +30,7 @@ async fn kairon_on_a_real_cluster() {
     a_namespace_deleted_takes_its_machines_and_sandboxes(&install).await;
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
     a_quota_holds_against_racing_creates_on_every_path(&install).await;
+    the_api_names_the_caller_of_each_write_and_the_webhook_holds_it_to_that_callers_rules(&install).await;
     a_websocket_ticket_minted_on_one_api_replica_opens_on_another(&install).await;
     each_components_calls_are_exactly_its_role(&install).await;
     it_was_suspended_and_wakes_on_connect(&install, sleepy).await;
@@ -156,6 +157,68 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     let refused = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && refused.contains("exceeded quota: limits"), "a dry run past it: {refused}");
     tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
+}
+
+/// A write the api makes for a REST caller impersonates the api's own ServiceAccount with the
+/// caller as the `kairon.zyvor.dev/requester` extra: the audit log names the caller, and the
+/// webhook holds the write to the caller's rules (believing the extra from the api alone, which
+/// RBAC lets impersonate only itself and only that extra).
+async fn the_api_names_the_caller_of_each_write_and_the_webhook_holds_it_to_that_callers_rules(install: &Install) {
+    let tb = install.testbed;
+    let ns = "requesters";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    let vm = |ns: &str, name: &str| {
+        machine(ns, name, "  image: {path: /var/lib/fluxvm/images/kairon-hw.qcow2}\n  powerState: Stopped\n")
+    };
+    let carol = kairon_e2e::Rest::new(
+        &install.api_url,
+        &install.token("carol", "operator", &[ns]).unwrap(),
+        install.api_ca.clone(),
+    )
+    .unwrap();
+    let made = carol.post(&format!("/api/v1/machines/{ns}"), serde_yaml::from_str(&vm(ns, "by-carol")).unwrap()).await;
+    assert_eq!(made.status, 201, "{made:?}");
+    let api_user = format!("system:serviceaccount:{}:kairon-api", kairon_e2e::testbed::SYSTEM);
+    let named = wait_for_sync("the audit log to name carol", MINUTE, std::time::Duration::from_millis(300), || {
+        let audit = tb.audit();
+        let create = audit.iter().find(|e| {
+            e["verb"] == "create" && e["objectRef"]["resource"] == "machines" && e["objectRef"]["namespace"] == ns
+        });
+        match create {
+            Some(e) => Ok(e["impersonatedUser"].clone()),
+            None => Err("no create of a Machine in the audit log yet"),
+        }
+    });
+    assert_eq!(named["username"], api_user.as_str(), "the api impersonates itself: {named}");
+    let requester = named["extra"]["kairon.zyvor.dev/requester"][0].as_str().unwrap_or_default();
+    assert!(requester.contains("\"sub\":\"carol\"") && requester.contains("\"operator\""), "{named}");
+
+    // The same extra from anyone else: RBAC refuses the impersonation itself.
+    let dave = tb.user("dave", None).unwrap();
+    tb.kubectl(&["create", "rolebinding", "dave-edit", "--clusterrole=edit", "--user=dave", "-n", ns]).unwrap();
+    let extra = format!("--as-user-extra=kairon.zyvor.dev/requester={requester}");
+    let as_api = format!("--as={api_user}");
+    let create = ["create", "--validate=false", "-f", "-", &as_api, &extra];
+    let forged = tb.kubectl_as(&dave, &create, Some(&vm(ns, "forged")));
+    let refused = String::from_utf8_lossy(&forged.stderr);
+    assert!(!forged.status.success() && refused.contains("cannot impersonate"), "{refused}");
+
+    // The api's own credential naming carol: carol's rules, not the api's.
+    let api = install.dir.path().join("kairon-api-all.kubeconfig");
+    let elsewhere = "requesters-other";
+    tb.kubectl(&["create", "namespace", elsewhere]).unwrap();
+    let dry = ["create", "--dry-run=server", "-f", "-"];
+    let for_carol = ["create", "--dry-run=server", "-f", "-", &as_api, &extra];
+    let out = tb.kubectl_as(&api, &for_carol, Some(&vm(elsewhere, "outside")));
+    kubectl_denied_by_kairon(&out, "carol");
+    let sandbox = machine(ns, "sandbox", "  sandbox: {templateName: busybox}\n");
+    let out = tb.kubectl_as(&api, &for_carol, Some(&sandbox));
+    kubectl_denied_by_kairon(&out, "sandbox");
+    let own = tb.kubectl_as(&api, &dry, Some(&sandbox));
+    assert!(own.status.success(), "the api's own write: {}", String::from_utf8_lossy(&own.stderr));
+    for n in [ns, elsewhere] {
+        tb.kubectl(&["delete", "namespace", n, "--wait=false"]).unwrap();
+    }
 }
 
 /// Behind the chart's api replicas a browser's WebSocket ticket is minted on one replica and
@@ -550,7 +613,7 @@ async fn each_components_calls_are_exactly_its_role(install: &Install) {
 
     let account = |name: &str| format!("system:serviceaccount:{}:{name}", kairon_e2e::testbed::SYSTEM);
     let components = [
-        ("kairon-api", &["kairon-api"][..]),
+        ("kairon-api", &["kairon-api", "kairon-api-impersonate"][..]),
         ("kairon-node", &["kairon-node"][..]),
         ("kairon-controller", &["kairon-controller", "kairon-controller-lease"][..]),
     ];
@@ -566,7 +629,17 @@ async fn each_components_calls_are_exactly_its_role(install: &Install) {
                 .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
                 .collect();
             let mut used = BTreeSet::<Permission>::new();
-            for e in mine.iter().filter(|e| e["objectRef"]["resource"].is_string()) {
+            // Whom a request impersonated was authorized as an impersonate of that user and of
+            // each extra.
+            for impersonated in mine.iter().map(|e| &e["impersonatedUser"]).filter(|u| u.is_object()) {
+                used.insert((String::new(), "serviceaccounts".into(), "impersonate".into()));
+                for key in impersonated["extra"].as_object().into_iter().flatten().map(|(k, _)| k) {
+                    used.insert(("authentication.k8s.io".into(), format!("userextras/{key}"), "impersonate".into()));
+                }
+            }
+            // Asking who one is needs no grant (system:basic-user).
+            let asked = |e: &&&Value| e["objectRef"]["resource"] != "selfsubjectreviews";
+            for e in mine.iter().filter(|e| e["objectRef"]["resource"].is_string()).filter(asked) {
                 let r = &e["objectRef"];
                 let resource = match r["subresource"].as_str() {
                     Some(sub) => format!("{}/{sub}", r["resource"].as_str().unwrap()),

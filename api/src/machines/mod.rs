@@ -38,6 +38,9 @@ pub struct Machines {
     /// The Kubernetes API (the embedded one, or a real cluster), with the server's own rights:
     /// every operation checks the caller itself before using it.
     pub kube: kube::Client,
+    /// On a cluster, the api's own ServiceAccount user: writes made for a caller impersonate it
+    /// with the caller as `kairon.zyvor.dev/requester` (`crate::requester`).
+    pub own_user: Option<String>,
     /// How the api proves itself to the nodes' runtimes: the one runtime token, or a grant per
     /// node (`kairon api --runtime-signing-key`).
     pub runtime_credential: Credential,
@@ -89,6 +92,7 @@ impl Machines {
     pub fn new(kube: kube::Client, runtime_credential: Credential) -> Self {
         Machines {
             kube,
+            own_user: None,
             runtime_credential,
             runtime_ca: None,
             sandbox_operator_exec: false,

@@ -266,6 +266,17 @@ impl Machines {
         Api::namespaced(self.kube.clone(), ns)
     }
 
+    /// The requests of `K` in `ns`, for writes made by hand ([`for_caller`](Self::for_caller)).
+    fn request<K: Mirrored>(ns: &str) -> kube::core::Request {
+        kube::core::Request::new(K::url_path(&(), Some(ns)))
+    }
+
+    /// A write made for `id`: on a cluster, naming it (`crate::requester`), so the cluster's
+    /// audit log and Kairon's webhook see the caller, not only the api.
+    fn for_caller(&self, req: http::Request<Vec<u8>>, id: &Identity) -> http::Request<Vec<u8>> {
+        crate::requester::name(req, self.own_user.as_deref(), id)
+    }
+
     /// An object the caller may read (404 with the kind and name when it is not there).
     pub async fn get<K: Mirrored>(&self, id: &Identity, ns: &str, name: &str) -> Result<K> {
         check_name("namespace", ns)?;
@@ -343,7 +354,9 @@ impl Machines {
         may_request::<K>(id, ns, guard::Op::Write)?;
         let obj: K = decode(body()?, ns, None)?;
         check_write(id, None, &obj)?;
-        Ok(self.api::<K>(ns).create(&post_params(dry_run), &obj).await?)
+        let body = serde_json::to_vec(&obj).map_err(kube::Error::SerdeError)?;
+        let req = Self::request::<K>(ns).create(&post_params(dry_run), body).map_err(kube::Error::BuildRequest)?;
+        Ok(self.kube.request(self.for_caller(req, id)).await?)
     }
 
     /// Replaces an object with `body` (read as in [`create`](Self::create)).
@@ -362,7 +375,10 @@ impl Machines {
         let obj: K = decode(body()?, ns, Some(name))?;
         let current = self.api::<K>(ns).get_opt(name).await?;
         check_write(id, current.as_ref(), &obj)?;
-        Ok(self.api::<K>(ns).replace(name, &post_params(dry_run), &obj).await?)
+        let body = serde_json::to_vec(&obj).map_err(kube::Error::SerdeError)?;
+        let req =
+            Self::request::<K>(ns).replace(name, &post_params(dry_run), body).map_err(kube::Error::BuildRequest)?;
+        Ok(self.kube.request(self.for_caller(req, id)).await?)
     }
 
     /// Deletes an object; answers it as it goes (finalizers run first).
@@ -371,7 +387,9 @@ impl Machines {
         allowed(auth::may_access(id, Verb::Write, Some(ns), false))?;
         may_request::<K>(id, ns, guard::Op::Delete)?;
         let dp = DeleteParams { dry_run, ..Default::default() };
-        Ok(self.api::<K>(ns).delete(name, &dp).await?.left().unwrap_or(current))
+        let req = Self::request::<K>(ns).delete(name, &dp).map_err(kube::Error::BuildRequest)?;
+        let deleted = self.kube.request_status::<K>(self.for_caller(req, id)).await?;
+        Ok(deleted.left().unwrap_or(current))
     }
 
     /// Waits until the object reaches `what` (clients need no polling loops), for at most

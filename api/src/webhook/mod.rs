@@ -10,8 +10,10 @@
 //!   the node its pod runs on, as the API server says in a bound token's
 //!   `authentication.kubernetes.io/node-name` (a DaemonSet's pods share one ServiceAccount; the
 //!   token names each pod's node); `kairon-node-<node>` is that node's agent (an identity made
-//!   per node); `kairon-controller` the controllers; `kairon-api` the api itself (admin). The
-//!   same names in any other namespace are nobody special.
+//!   per node); `kairon-controller` the controllers; `kairon-api` the api itself (admin), or,
+//!   for a write it makes for a caller, that caller as its `kairon.zyvor.dev/requester` extra
+//!   names (`crate::requester`; believed from this ServiceAccount alone). The same names in any
+//!   other namespace are nobody special.
 //! - Members of [`ADMIN_GROUPS`] are admins.
 //! - Anyone else is a tenant in the request's namespace (the cluster's RBAC already let them
 //!   write there): tenants' rules apply, e.g. no sandbox-track Machines, no status.
@@ -136,6 +138,14 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
     let new =
         req.object.clone().ok_or((400, "BadRequest", "a CREATE or UPDATE review needs its object".to_string()))?;
     let old = req.old_object.as_ref();
+    if names_a_requester(&req.user_info) {
+        // The api wrote for a caller: only where that caller may write (a tenant's own
+        // namespaces), as the REST path already checked.
+        let ns = req.namespace.as_deref();
+        crate::auth::may_access(&id, crate::auth::Verb::Write, ns, !kind.namespaced)
+            .and_then(|()| guard::may_request(&id, kind, ns, guard::Op::Write))
+            .map_err(|m| (403, "Forbidden", m))?;
+    }
     if req.sub_resource.as_deref() == Some("status") {
         guard::may_write_status(&id, kind).map_err(|m| (403, "Forbidden", m))?;
     }
@@ -193,6 +203,18 @@ async fn node_event(st: &AppState, req: &Request) -> Verdict {
     Ok(Vec::new())
 }
 
+/// Whether a request is the api's write for a caller (see [`identity`]).
+fn names_a_requester(user: &UserInfo) -> bool {
+    user.extra.contains_key(crate::requester::EXTRA)
+        && user.username == format!("system:serviceaccount:{SYSTEM_NAMESPACE}:kairon-api")
+}
+
+/// No one: a tenant of no namespace (what a requester the api could not have sent is).
+fn nobody(why: String, user: &str) -> Identity {
+    tracing::warn!(%user, %why, "webhook: a request whose requester cannot be read is no one's");
+    Identity { sub: format!("{user} (unreadable requester)"), role: Role::Operator, namespaces: vec![], legacy: false }
+}
+
 /// The Kairon identity of a Kubernetes user (see the module's comment).
 fn identity(user: &UserInfo, namespace: Option<&str>) -> Identity {
     let who = |role: Role, sub: &str| Identity { sub: sub.into(), role, namespaces: vec!["*".into()], legacy: false };
@@ -209,7 +231,14 @@ fn identity(user: &UserInfo, namespace: Option<&str>) -> Identity {
         }
         match name {
             "kairon-controller" => return who(Role::Controller, name),
-            "kairon-api" => return who(Role::Admin, name),
+            // The api's writes made for a caller name it (crate::requester); its own are admin.
+            "kairon-api" => {
+                return match user.extra.get(crate::requester::EXTRA).map(Vec::as_slice) {
+                    None => who(Role::Admin, name),
+                    Some([value]) => crate::requester::decode(value).unwrap_or_else(|e| nobody(e, name)),
+                    Some(_) => nobody(format!("several values of {}", crate::requester::EXTRA), name),
+                };
+            }
             _ => {}
         }
     }
@@ -251,5 +280,32 @@ mod tests {
         assert_eq!(admin.role, Role::Admin);
         let tenant = identity(&user("bob", &["system:authenticated"]), Some("team"));
         assert_eq!((tenant.role, tenant.namespaces), (Role::Operator, vec!["team".to_string()]));
+    }
+
+    #[test]
+    fn the_requester_of_a_write_is_believed_from_the_api_alone() {
+        let bob = Identity { sub: "bob".into(), role: Role::Operator, namespaces: vec!["team".into()], legacy: false };
+        let extra = |u: &mut UserInfo, values: Vec<String>| {
+            u.extra.insert(crate::requester::EXTRA.into(), values);
+        };
+        let mut api = user("system:serviceaccount:kairon-system:kairon-api", &[]);
+        assert_eq!(identity(&api, Some("team")).role, Role::Admin, "the api's own writes");
+        extra(&mut api, vec![crate::requester::encode(&bob)]);
+        let held = identity(&api, Some("other"));
+        assert_eq!((held.role, held.sub.as_str(), held.namespaces), (Role::Operator, "bob", vec!["team".to_string()]));
+        // Unreadable or doubled: no one, never the api's admin.
+        extra(&mut api, vec!["admin".into()]);
+        assert!(identity(&api, None).namespaces.is_empty());
+        extra(&mut api, vec![crate::requester::encode(&bob), crate::requester::encode(&bob)]);
+        assert!(identity(&api, None).namespaces.is_empty());
+        // Anyone else's extra changes nothing: a tenant stays a tenant of the request's namespace.
+        let mut mallory = user("mallory", &[]);
+        let admin = Identity { sub: "x".into(), role: Role::Admin, namespaces: vec!["*".into()], legacy: false };
+        extra(&mut mallory, vec![crate::requester::encode(&admin)]);
+        let tenant = identity(&mallory, Some("team"));
+        assert_eq!((tenant.role, tenant.namespaces), (Role::Operator, vec!["team".to_string()]));
+        let mut elsewhere = user("system:serviceaccount:team:kairon-api", &[]);
+        extra(&mut elsewhere, vec![crate::requester::encode(&admin)]);
+        assert_eq!(identity(&elsewhere, Some("team")).role, Role::Operator);
     }
 }
