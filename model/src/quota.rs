@@ -3,7 +3,7 @@
 //! quota controller, the pool controller and the REST API share. No I/O: callers bring the
 //! Machines.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::{Add, Sub};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -127,11 +127,32 @@ pub struct Reservation {
 pub const RESERVATION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Reservation {
+    /// A reservation of one KaironTemplate's place (`amounts.templates`), made for a template's
+    /// create; the others are Machines'.
+    pub fn template(uid: &str, name: &str, now: &Time) -> Reservation {
+        Reservation {
+            uid: uid.into(),
+            name: name.into(),
+            replaces: None,
+            amounts: QuotaAmounts { templates: Some(1), ..Default::default() },
+            expires: Time(now.0 + RESERVATION_LIFETIME),
+        }
+    }
+
+    /// Whether this holds a KaironTemplate's place rather than a Machine's.
+    pub fn is_template(&self) -> bool {
+        self.amounts.templates.is_some()
+    }
+
     /// Whether the quota no longer needs to hold this: it lapsed, or the Machine now shows
-    /// its write (or another one since; a write that lost its race is admitted again).
-    pub fn spent(&self, machines: &[Machine], now: &Time) -> bool {
+    /// its write (or another one since; a write that lost its race is admitted again), or the
+    /// template is stored (`templates`: the UIDs of the namespace's KaironTemplates).
+    pub fn spent(&self, machines: &[Machine], templates: &BTreeSet<String>, now: &Time) -> bool {
         if self.expires.0 <= now.0 {
             return true;
+        }
+        if self.is_template() {
+            return templates.contains(&self.uid);
         }
         let stored = machines.iter().find(|m| m.metadata.uid.as_deref() == Some(self.uid.as_str()));
         match (&self.replaces, stored) {
@@ -149,7 +170,8 @@ impl Reservation {
 pub fn held_by_uid(machines: &[Machine], reservations: &[Reservation], now: &Time) -> HashMap<String, Charge> {
     let mut held: HashMap<String, Charge> =
         machines.iter().map(|m| (m.metadata.uid.clone().unwrap_or_else(|| m.name_any()), charge(m))).collect();
-    for r in reservations.iter().filter(|r| !r.spent(machines, now)) {
+    let of_machines = reservations.iter().filter(|r| !r.is_template());
+    for r in of_machines.filter(|r| !r.spent(machines, &BTreeSet::new(), now)) {
         let c = Charge::of(&r.amounts);
         held.entry(r.uid.clone()).and_modify(|h| *h = h.max(c)).or_insert(c);
     }
@@ -367,6 +389,18 @@ impl Charge {
     }
 }
 
+/// How many templates a namespace holds for quota judgement: those stored (`templates`, their
+/// UIDs) and those admitted but not stored yet (the live template reservations of `ledger`),
+/// each once, leaving out the template `judged` (the create under review).
+pub fn templates_held(templates: &BTreeSet<String>, ledger: &[Reservation], judged: &str, now: &Time) -> i64 {
+    let in_flight: BTreeSet<&str> = ledger
+        .iter()
+        .filter(|r| r.is_template() && r.uid != judged && !r.spent(&[], templates, now))
+        .map(|r| r.uid.as_str())
+        .collect();
+    templates.iter().filter(|uid| *uid != judged).count() as i64 + in_flight.len() as i64
+}
+
 /// Why quota `name` refuses one more template in a namespace that has `existing`: None when
 /// its `templates` limit (if any) still has room.
 pub fn template_refusal(name: &str, hard: &QuotaAmounts, existing: i64) -> Option<String> {
@@ -549,14 +583,15 @@ mod tests {
             expires: later.clone(),
         };
         let machines = [stored("a", "5", "1")];
+        let none = BTreeSet::new();
         // A create: held until the Machine exists; an update: until the Machine has another
         // resourceVersion, or is gone; either lapses at its time.
-        assert!(!reserved("new", None).spent(&machines, &now));
-        assert!(reserved("a", None).spent(&machines, &now));
-        assert!(!reserved("a", Some("5")).spent(&machines, &now));
-        assert!(reserved("a", Some("4")).spent(&machines, &now));
-        assert!(reserved("gone", Some("1")).spent(&machines, &now));
-        assert!(reserved("new", None).spent(&machines, &later));
+        assert!(!reserved("new", None).spent(&machines, &none, &now));
+        assert!(reserved("a", None).spent(&machines, &none, &now));
+        assert!(!reserved("a", Some("5")).spent(&machines, &none, &now));
+        assert!(reserved("a", Some("4")).spent(&machines, &none, &now));
+        assert!(reserved("gone", Some("1")).spent(&machines, &none, &now));
+        assert!(reserved("new", None).spent(&machines, &none, &later));
 
         // What each holds: the larger of the Machine and its update in flight, and the Machine
         // not stored yet.
@@ -564,7 +599,29 @@ mod tests {
         assert_eq!((held["a"], held["new"]), (two, two));
         let held = held_by_uid(&machines, &[reserved("a", Some("4"))], &now);
         assert_eq!((held["a"].cpu_millis, held.len()), (1000, 1), "a spent reservation holds nothing");
+        // A template's reservation holds no Machine's share.
+        let held = held_by_uid(&machines, &[Reservation::template("t", "t", &now)], &now);
+        assert_eq!(held.len(), 1);
         assert_eq!(Charge::of(&two.amounts()), two);
+    }
+
+    #[test]
+    fn templates_in_flight_count_until_stored_and_each_counts_once() {
+        let now = Time("2026-01-01T00:00:00Z".parse().unwrap());
+        let lapsed = Time("2026-01-01T00:01:00Z".parse().unwrap());
+        let stored: BTreeSet<String> = ["a".to_string(), "b".to_string()].into();
+        let ledger = [
+            Reservation::template("b", "b", &now),
+            Reservation::template("c", "c", &now),
+            Reservation::template("c", "c", &now),
+            Reservation::template("judged", "judged", &now),
+        ];
+        assert!(ledger[0].is_template() && ledger[0].spent(&[], &stored, &now), "b is stored");
+        assert!(!ledger[1].spent(&[], &stored, &now) && ledger[1].spent(&[], &stored, &lapsed));
+        // a, b stored; c in flight (twice in the ledger, one template); the one judged left out.
+        assert_eq!(templates_held(&stored, &ledger, "judged", &now), 3);
+        assert_eq!(templates_held(&stored, &ledger, "judged", &lapsed), 2, "a lapsed reservation holds nothing");
+        assert!(template_refusal("q", &QuotaAmounts { templates: Some(3), ..Default::default() }, 3).is_some());
     }
 
     #[test]

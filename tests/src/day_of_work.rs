@@ -21,7 +21,6 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
     };
     // A quota the controllers report on (made by a user's admin token, not recorded).
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(admin.clone(), ns);
-    let templates: kube::Api<kairon_model::KaironTemplate> = kube::Api::namespaced(admin.clone(), ns);
     let quotas: kube::Api<kairon_model::KaironQuota> = kube::Api::namespaced(admin, ns);
     let quota: kairon_model::KaironQuota = serde_json::from_value(json!({
         "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironQuota", "metadata": {"name": "q", "namespace": ns},
@@ -32,17 +31,17 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
 
     // The namespace's own template: a node builds it and reports the build in its status (the
     // node's own busybox, so no registry is needed), then a sandbox of it runs with the step's file.
-    let template: kairon_model::KaironTemplate = serde_json::from_value(json!({
-        "apiVersion": "kairon.zyvor.dev/v1", "kind": "KaironTemplate", "metadata": {"name": "own", "namespace": ns},
-        "spec": {"image": "builtin:busybox", "steps": ["echo built-here > /built.txt"]}
-    }))
-    .unwrap();
-    templates.create(&Default::default(), &template).await.unwrap();
-    eventually("the namespace's template to be built", Duration::from_secs(180), || async {
-        let t = templates.get("own").await.ok()?;
-        t.status.filter(|s| s.phase == kairon_model::TemplatePhase::Ready)
-    })
-    .await;
+    // Through every template route: create, wait, list, read, update (a label), and (later) delete.
+    let tbase = format!("/api/v1/templates/{ns}");
+    let template = json!({"metadata": {"name": "own"},
+                          "spec": {"image": "builtin:busybox", "steps": ["echo built-here > /built.txt"]}});
+    ok(rest.post(&tbase, template).await, "create template own");
+    ok(rest.get(&format!("{tbase}/own/wait?phase=Ready&timeoutSeconds=180")).await, "wait template own");
+    let listed = ok(rest.get(&tbase).await, "list templates");
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
+    let mut template = ok(rest.get(&format!("{tbase}/own")).await, "get template own");
+    template["metadata"]["labels"] = json!({"team": "a"});
+    ok(rest.put(&format!("{tbase}/own"), template).await, "label template own");
     let own = json!({"metadata": {"name": "own"},
                      "spec": {"sandbox": {"templateName": "own"}, "guestAgent": {"enabled": true}}});
     ok(rest.post(&base, own).await, "create own");
@@ -183,6 +182,7 @@ pub async fn day_of_work(rest: &Rest, admin: kube::Client, ns: &str, node: &str,
     for name in ["m", "m-fork", "idle", "broken", "own"] {
         rest.wait_deleted(ns, name, 120).await;
     }
+    ok(rest.delete(&format!("{tbase}/own")).await, "delete template own");
 }
 
 trait OkOr409 {

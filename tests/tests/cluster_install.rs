@@ -31,6 +31,7 @@ async fn kairon_on_a_real_cluster() {
     the_standby_controller_leads_when_the_leader_is_killed(&mut install).await;
     a_quota_holds_against_racing_creates_on_every_path(&install).await;
     the_api_names_the_caller_of_each_write_and_the_webhook_holds_it_to_that_callers_rules(&install).await;
+    a_quota_holds_templates_against_racing_creates(&install).await;
     a_websocket_ticket_minted_on_one_api_replica_opens_on_another(&install).await;
     each_components_calls_are_exactly_its_role(&install).await;
     it_was_suspended_and_wakes_on_connect(&install, sleepy).await;
@@ -156,6 +157,71 @@ async fn a_quota_holds_against_racing_creates_on_every_path(install: &Install) {
     let out = tb.kubectl_as(&bob, &["create", "--dry-run=server", "-f", "-"], Some(&vm("over")));
     let refused = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && refused.contains("exceeded quota: limits"), "a dry run past it: {refused}");
+    tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
+}
+
+/// A namespace's KaironQuota limits its templates on a real cluster too: 6 creates racing from a
+/// tenant's kubectl and REST token for a quota of 2 make exactly 2 templates; the quota reports
+/// them; a template deleted frees its place.
+async fn a_quota_holds_templates_against_racing_creates(install: &Install) {
+    let tb = install.testbed;
+    let ns = "template-quota";
+    tb.kubectl(&["create", "namespace", ns]).unwrap();
+    tb.apply(&format!(
+        "apiVersion: kairon.zyvor.dev/v1\nkind: KaironQuota\nmetadata: {{name: limits, namespace: {ns}}}\n\
+         spec: {{hard: {{templates: 2}}}}\n"
+    ))
+    .unwrap();
+    let erin = tb.user("erin", None).unwrap();
+    tb.kubectl(&["create", "rolebinding", "erin-edit", "--clusterrole=edit", "--user=erin", "-n", ns]).unwrap();
+    let template = |name: &str| {
+        format!(
+            "apiVersion: kairon.zyvor.dev/v1\nkind: KaironTemplate\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             spec: {{image: \"builtin:busybox\"}}\n"
+        )
+    };
+    wait_for_sync("erin may create templates", MINUTE / 2, std::time::Duration::from_millis(300), || {
+        let out = tb.kubectl_as(&erin, &["create", "--dry-run=server", "-f", "-"], Some(&template("probe")));
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+    let erin_rest = kairon_e2e::Rest::new(
+        &install.api_url,
+        &install.token("erin", "operator", &[ns]).unwrap(),
+        install.api_ca.clone(),
+    )
+    .unwrap();
+    let mut racing = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let (name, yaml, erin, erin_rest) =
+            (format!("t{i}"), template(&format!("t{i}")), erin.clone(), erin_rest.clone());
+        racing.spawn(async move {
+            if i % 2 == 0 {
+                let out =
+                    tokio::task::spawn_blocking(move || tb.kubectl_as(&erin, &["create", "-f", "-"], Some(&yaml)))
+                        .await
+                        .unwrap();
+                (name, out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+            } else {
+                let body = serde_yaml::from_str::<Value>(&yaml).unwrap();
+                let a = erin_rest.post(&format!("/api/v1/templates/{ns}"), body).await;
+                (name, a.status == 201, format!("{} {} {}", a.status, a.reason(), a.message()))
+            }
+        });
+    }
+    let outcomes = racing.join_all().await;
+    let admitted: Vec<&String> = outcomes.iter().filter(|o| o.1).map(|o| &o.0).collect();
+    assert_eq!(admitted.len(), 2, "exactly the quota's 2 templates: {outcomes:#?}");
+    for (name, _, why) in outcomes.iter().filter(|o| !o.1) {
+        assert!(why.contains("exceeded quota: limits") && why.contains("templates=2"), "{name}: {why}");
+        assert!(!why.starts_with("4") || why.starts_with("403 QuotaExceeded"), "{name}: {why}");
+    }
+    let quota = ["get", "kaironquota", "limits", "-n", ns];
+    wait_field(install, "the quota to count 2 templates", &quota, ".status.summary", |s| s == "templates: 2/2");
+    wait_field(install, "the spent reservations pruned", &quota, ".status.reservations", str::is_empty);
+    tb.kubectl(&["delete", "kairontemplate", admitted[0], "-n", ns]).unwrap();
+    wait_field(install, "the quota to count 1", &quota, ".status.used.templates", |u| u == "1");
+    let out = tb.kubectl_as(&erin, &["create", "-f", "-"], Some(&template("freed")));
+    assert!(out.status.success(), "the freed place: {}", String::from_utf8_lossy(&out.stderr));
     tb.kubectl(&["delete", "namespace", ns, "--wait=false"]).unwrap();
 }
 

@@ -173,6 +173,10 @@ async fn decide(st: &AppState, req: &Request) -> Verdict {
     if kind.plural == "machines" && req.sub_resource.is_none() {
         quota::charge(kube()?, &st.quota_turns, ns, old, &new, req.dry_run).await?;
     }
+    // A template's spec never changes: only its create takes a place.
+    if kind.plural == "kairontemplates" && req.sub_resource.is_none() && req.operation == "CREATE" {
+        quota::charge_template(kube()?, &st.quota_turns, ns, &new, req.dry_run).await?;
+    }
     Ok(warnings)
 }
 

@@ -7,9 +7,10 @@
 //! is judged again, seeing it. Use is recounted from what exists, so deleting a Machine frees
 //! its share whatever the path; the quota controller prunes the spent reservations
 //! (`reconciler/src/quota.rs`). Who writes makes no difference: REST, kubectl, MCP and the pool
-//! controller are held to the same limits.
+//! controller are held to the same limits. A namespace's KaironTemplates are counted against
+//! `templates` the same way ([`charge_template`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -19,7 +20,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use kairon_model::quota::{self, Charge, Limits, RESERVATION_LIFETIME, Reservation};
-use kairon_model::{KaironQuota, Machine};
+use kairon_model::{KaironQuota, KaironTemplate, Machine};
 
 use super::Refusal;
 
@@ -74,6 +75,8 @@ pub(super) async fn charge(
         }
         found.sort_by_key(|q| q.name_any());
         let stored = machines.list(&ListParams::default()).await.map_err(unavailable)?.items;
+        // Templates' reservations are judged by template creates (`charge_template`).
+        let none = BTreeSet::new();
         let now = Time(Timestamp::now());
         let reservation = Reservation {
             uid: uid.clone(),
@@ -84,8 +87,13 @@ pub(super) async fn charge(
         };
         let mut ledgers = Vec::with_capacity(found.len());
         for q in &found {
-            let kept: Vec<Reservation> =
-                q.status.iter().flat_map(|s| &s.reservations).filter(|r| !r.spent(&stored, &now)).cloned().collect();
+            let kept: Vec<Reservation> = q
+                .status
+                .iter()
+                .flat_map(|s| &s.reservations)
+                .filter(|r| !r.spent(&stored, &none, &now))
+                .cloned()
+                .collect();
             let mut held = quota::held_by_uid(&stored, &kept, &now);
             let mine = held.remove(&uid).unwrap_or_default();
             let others: Charge = held.into_values().sum();
@@ -98,6 +106,75 @@ pub(super) async fn charge(
             return Ok(());
         }
         match reserve(&quotas, &found, ledgers, &reservation).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => continue,
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
+    Err((
+        409,
+        "Conflict",
+        format!("the quotas of namespace {namespace} changed {ATTEMPTS} times while this write was judged: try again"),
+    ))
+}
+
+/// The create of KaironTemplate `new` in `namespace`: allowed once reserved on every quota there
+/// that limits `templates`, or refused naming the quota it would pass (the same ledger and
+/// compare-and-swap as Machines', counting the templates stored plus those admitted and not
+/// stored yet). A dry run is judged the same and reserves nothing.
+pub(super) async fn charge_template(
+    kube: &kube::Client,
+    turns: &Turns,
+    namespace: &str,
+    new: &Value,
+    dry_run: bool,
+) -> Result<(), Refusal> {
+    let Some(uid) = new.pointer("/metadata/uid").and_then(Value::as_str) else {
+        return Err((400, "BadRequest", "the KaironTemplate under review has no metadata.uid".into()));
+    };
+    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let turn = turns.of(namespace);
+    let _turn = turn.lock().await;
+    let quotas: Api<KaironQuota> = Api::namespaced(kube.clone(), namespace);
+    let templates: Api<KaironTemplate> = Api::namespaced(kube.clone(), namespace);
+    for _ in 0..ATTEMPTS {
+        // The quotas first, then the templates (as for Machines).
+        let listed = quotas.list(&ListParams::default()).await.map_err(unavailable)?.items;
+        let mut found: Vec<KaironQuota> = listed.into_iter().filter(|q| q.spec.hard.templates.is_some()).collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        found.sort_by_key(|q| q.name_any());
+        let stored: BTreeSet<String> = templates
+            .list(&ListParams::default())
+            .await
+            .map_err(unavailable)?
+            .items
+            .iter()
+            .filter_map(|t| t.metadata.uid.clone())
+            .collect();
+        let now = Time(Timestamp::now());
+        let mut ledgers = Vec::with_capacity(found.len());
+        for q in &found {
+            // A template's reservation goes once its template is stored; Machines' stay for
+            // their own judgement and the quota controller.
+            let kept: Vec<Reservation> = q
+                .status
+                .iter()
+                .flat_map(|s| &s.reservations)
+                .filter(|r| !(r.is_template() && r.spent(&[], &stored, &now)))
+                .cloned()
+                .collect();
+            let held = quota::templates_held(&stored, &kept, uid, &now);
+            if let Some(why) = quota::template_refusal(&q.name_any(), &q.spec.hard, held) {
+                return Err((403, "Forbidden", why));
+            }
+            ledgers.push(kept);
+        }
+        if dry_run {
+            return Ok(());
+        }
+        match reserve(&quotas, &found, ledgers, &Reservation::template(uid, name, &now)).await {
             Ok(true) => return Ok(()),
             Ok(false) => continue,
             Err(e) => return Err(unavailable(e)),
