@@ -102,20 +102,11 @@ pub(super) async fn charge(
             }
             ledgers.push(kept);
         }
-        if dry_run {
+        if settled(&quotas, found, ledgers, &reservation, dry_run).await? {
             return Ok(());
         }
-        match reserve(&quotas, &found, ledgers, &reservation).await {
-            Ok(true) => return Ok(()),
-            Ok(false) => continue,
-            Err(e) => return Err(unavailable(e)),
-        }
     }
-    Err((
-        409,
-        "Conflict",
-        format!("the quotas of namespace {namespace} changed {ATTEMPTS} times while this write was judged: try again"),
-    ))
+    Err(changed_meanwhile(namespace))
 }
 
 /// The create of KaironTemplate `new` in `namespace`: allowed once reserved on every quota there
@@ -171,20 +162,36 @@ pub(super) async fn charge_template(
             }
             ledgers.push(kept);
         }
-        if dry_run {
+        let reservation = Reservation::template(uid, name, &now);
+        if settled(&quotas, found, ledgers, &reservation, dry_run).await? {
             return Ok(());
         }
-        match reserve(&quotas, &found, ledgers, &Reservation::template(uid, name, &now)).await {
-            Ok(true) => return Ok(()),
-            Ok(false) => continue,
-            Err(e) => return Err(unavailable(e)),
-        }
     }
-    Err((
+    Err(changed_meanwhile(namespace))
+}
+
+/// A write judged to fit: true once its reservation is on every quota `found` (each ledger
+/// `ledgers` as kept, plus it) or for a dry run; false when a quota changed meanwhile and the
+/// write must be judged again.
+async fn settled(
+    quotas: &Api<KaironQuota>,
+    found: Vec<KaironQuota>,
+    ledgers: Vec<Vec<Reservation>>,
+    reservation: &Reservation,
+    dry_run: bool,
+) -> Result<bool, Refusal> {
+    if dry_run {
+        return Ok(true);
+    }
+    reserve(quotas, &found, ledgers, reservation).await.map_err(unavailable)
+}
+
+fn changed_meanwhile(namespace: &str) -> Refusal {
+    (
         409,
         "Conflict",
         format!("the quotas of namespace {namespace} changed {ATTEMPTS} times while this write was judged: try again"),
-    ))
+    )
 }
 
 /// Adds `reservation` to each quota's ledger, each only if the quota is still the one read;
