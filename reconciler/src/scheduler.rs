@@ -71,9 +71,18 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, SchedulerEr
                 .filter(|c| c.type_ != "Scheduled")
                 .collect();
             conditions.push(cond);
-            let patch =
-                json!({"status": {"nodeName": node, "phase": MachinePhase::Provisioning, "conditions": conditions}});
-            api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            // Only over the Machine as read: a reconcile from a cache that had not yet seen an
+            // earlier placement would otherwise place it again, on another node, while the first
+            // node already runs its sandbox.
+            let patch = json!({
+                "metadata": {"resourceVersion": m.resource_version()},
+                "status": {"nodeName": node, "phase": MachinePhase::Provisioning, "conditions": conditions},
+            });
+            match api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+                // Changed since it was read: the newer version comes through the watch.
+                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::await_change()),
+                r => r.map(|_| ())?,
+            }
             ctx.assumed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -102,8 +111,14 @@ async fn reconcile(m: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action, SchedulerEr
                     .map(|s| s.conditions.iter().filter(|c| c.type_ != "Scheduled").map(|c| json!(c)).collect())
                     .unwrap_or_default();
                 conditions.push(cond);
-                let patch = json!({"status": {"phase": MachinePhase::Pending, "conditions": conditions}});
-                api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                let patch = json!({
+                    "metadata": {"resourceVersion": m.resource_version()},
+                    "status": {"phase": MachinePhase::Pending, "conditions": conditions},
+                });
+                match api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::await_change()),
+                    r => r.map(|_| ())?,
+                }
                 let ev = Event {
                     type_: EventType::Warning,
                     reason: reasons::FAILED_SCHEDULING.into(),

@@ -14,7 +14,7 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 use kairon_e2e::testbed::Install;
-use kairon_e2e::wait::{MINUTE, eventually};
+use kairon_e2e::wait::{MINUTE, eventually, wait_for};
 use kairon_model::machine::runtime_name;
 use kairon_model::{ClaimPhase, Machine, MachineClaim, MachinePool};
 
@@ -134,8 +134,8 @@ async fn round(install: &mut Install, admin: &kube::Client, victim: Victim) {
     .await;
 
     // Each node runs exactly the sandboxes of the Machines placed on it: none orphaned, none twice.
-    let settled = eventually("each node's sandboxes those of its Machines", MINUTE, || async {
-        let ms = machines.list(&ListParams::default()).await.ok()?.items;
+    let settled = wait_for("each node's sandboxes those of its Machines", MINUTE, || async {
+        let ms = machines.list(&ListParams::default()).await.map_err(|e| e.to_string())?.items;
         let mut all = Vec::new();
         for node in &install.nodes {
             let want: BTreeSet<(String, String)> = ms
@@ -144,18 +144,37 @@ async fn round(install: &mut Install, admin: &kube::Client, victim: Victim) {
                 .map(|m| (runtime_name(ns, &m.name_any()), runtime_id(m)))
                 .collect();
             let prefix = format!("kairon-{ns}-");
-            let sandboxes = node.runtime_client().ok()?.list_sandboxes().await.ok()?;
+            let client = node.runtime_client().map_err(|e| e.to_string())?;
+            let sandboxes = client.list_sandboxes().await.map_err(|e| e.to_string())?;
             let have: Vec<(String, String)> = sandboxes
                 .iter()
                 .filter(|s| s.name.starts_with(&prefix))
                 .map(|s| (s.name.clone(), s.id.as_str().to_string()))
                 .collect();
-            if have.len() != want.len() || have.iter().cloned().collect::<BTreeSet<_>>() != want {
-                return None;
+            let have_set: BTreeSet<(String, String)> = have.iter().cloned().collect();
+            if have.len() != want.len() || have_set != want {
+                let described = |names: Vec<&(String, String)>| {
+                    names
+                        .iter()
+                        .map(|(n, id)| {
+                            let m = ms.iter().find(|m| runtime_name(ns, &m.name_any()) == *n);
+                            format!("{n} ({id}): {:?}", m.map(|m| (&m.status, &m.metadata.deletion_timestamp)))
+                        })
+                        .collect::<Vec<_>>()
+                };
+                return Err(format!(
+                    "node {}: {} sandboxes for {} Machines; sandboxes without their Machine: {:#?}; Machines \
+                     without their sandbox: {:#?}",
+                    node.name,
+                    have.len(),
+                    want.len(),
+                    described(have_set.difference(&want).collect()),
+                    described(want.difference(&have_set).collect()),
+                ));
             }
             all.extend(have);
         }
-        Some(all.len())
+        Ok(all.len())
     })
     .await;
     assert_eq!(settled, CLAIMS + WARM as usize, "{victim:?}: the claimed members and the warm ones");
