@@ -5,6 +5,7 @@ pub mod auth;
 pub mod guard;
 pub mod k8s;
 pub mod limits;
+pub mod linger;
 pub mod loopback;
 pub mod machines;
 pub mod mcp;

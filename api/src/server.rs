@@ -27,6 +27,7 @@ pub fn router(state: AppState) -> Router {
         .merge(k8s.with_state(state.clone()))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn_with_state(state, crate::previews::serve))
+        .layer(middleware::from_fn(crate::linger::linger))
 }
 
 /// The REST API alone, for a real cluster (`kairon api`): resources live in the cluster's own
@@ -39,6 +40,7 @@ pub fn cluster_router(state: AppState) -> Router {
         .merge(metrics.with_state(state.clone()))
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn_with_state(state, crate::previews::serve))
+        .layer(middleware::from_fn(crate::linger::linger))
 }
 
 /// The admission webhook alone, for a listener of its own (`kairon api --webhook-listen`): a

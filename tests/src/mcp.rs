@@ -51,15 +51,7 @@ impl Mcp {
         if let Some(s) = &self.session {
             cmd.args(["-H", &format!("Mcp-Session-Id: {s}")]);
         }
-        let mut out = cmd.args(["-d", &body.to_string(), &self.url]).output().expect("curl");
-        for _ in 0..3 {
-            if !out.stdout.is_empty() {
-                break;
-            }
-            // No answer at all (a connection reset under load): again, after a moment.
-            std::thread::sleep(std::time::Duration::from_millis(500));
-            out = cmd.output().expect("curl");
-        }
+        let out = cmd.args(["-d", &body.to_string(), &self.url]).output().expect("curl");
         if out.stdout.is_empty() {
             return (0, format!("curl: {}", String::from_utf8_lossy(&out.stderr)), None);
         }
