@@ -107,7 +107,7 @@ pub async fn run(args: ApiArgs) -> Result<()> {
     let preview_tls = previews.as_ref().map(|domain| crate::tls::PreviewTls { domain, wildcard });
     let config = crate::tls::server_config(&tls, preview_tls).await?;
     let handle = axum_server::Handle::new();
-    let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
+    let server = crate::tls::https_server(listener, config)?.handle(handle.clone());
     let mut server = tokio::spawn(server.serve(starting.router().into_make_service()));
     let store = tokio::select! {
         store = starting.connect(&args.database_url) => store,

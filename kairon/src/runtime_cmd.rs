@@ -253,7 +253,7 @@ async fn serve(
                 shutdown.await;
                 stop.graceful_shutdown(Some(std::time::Duration::from_secs(30)));
             });
-            let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle);
+            let server = crate::tls::https_server(listener, config)?.handle(handle);
             Ok((format!("https://{addr}"), Box::pin(server.serve(app.into_make_service()))))
         }
         _ => {

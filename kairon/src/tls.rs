@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
+use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use kairon_api::previews::{PreviewDomain, PreviewHost};
 use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
@@ -85,6 +86,16 @@ pub struct PreviewTls<'a> {
     /// A certificate for `*.DOMAIN` and its key (PEM files), e.g. one a public CA issued; else
     /// each link's host gets one for its name alone, minted from the CA.
     pub wildcard: Option<(&'a Path, &'a Path)>,
+}
+
+/// An HTTPS server on `listener` whose connections send each write at once (TCP_NODELAY):
+/// without it, an answer written in two parts waits for the client's delayed ACK, 40 ms on
+/// Linux (a 100-row usage report took 48 ms over REST, 1 ms in the database).
+pub fn https_server(
+    listener: std::net::TcpListener,
+    config: RustlsConfig,
+) -> std::io::Result<axum_server::Server<SocketAddr, axum_server::tls_rustls::RustlsAcceptor<NoDelayAcceptor>>> {
+    Ok(axum_server::from_tcp_rustls(listener, config)?.map(|tls| tls.acceptor(NoDelayAcceptor::new())))
 }
 
 /// The API's TLS configuration: its own certificate, and with previews, each preview link's host

@@ -314,7 +314,7 @@ async fn serve(args: &UpArgs, data_dir: &Path, url: &str) -> Result<()> {
     let preview_tls = crate::tls::PreviewTls { domain: &previews, wildcard: None };
     let config = crate::tls::server_config(&tls, Some(preview_tls)).await?;
     let handle = axum_server::Handle::new();
-    let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
+    let server = crate::tls::https_server(listener, config)?.handle(handle.clone());
     let mut server = tokio::spawn(server.serve(app.into_make_service()));
     tokio::select! {
         _ = shutdown_signal() => {}

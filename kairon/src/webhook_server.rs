@@ -43,7 +43,7 @@ impl WebhookArgs {
         let config = server_config(tls, self.webhook_client_ca.as_deref())?;
         let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(config));
         let handle = axum_server::Handle::new();
-        let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
+        let server = crate::tls::https_server(listener, config)?.handle(handle.clone());
         let app = kairon_api::webhook_router(state);
         tokio::spawn(async move {
             if let Err(e) = server.serve(app.into_make_service()).await {
