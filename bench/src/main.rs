@@ -4,6 +4,7 @@
 //! table or (`--json`) one JSON object.
 
 mod autoscale;
+mod billing;
 mod claims;
 mod cluster;
 mod controller;
@@ -136,6 +137,9 @@ struct Cli {
     /// Migrations the migrate scenario times (back and forth between two nodes).
     #[arg(long, default_value_t = 3)]
     migrations: usize,
+    /// Claims whose month of usage the billing scenario records (4 intervals each) and reports.
+    #[arg(long, default_value_t = 100_000)]
+    billing_claims: usize,
     /// Namespace the Machines are created in.
     #[arg(long, default_value = "bench")]
     namespace: String,
@@ -179,7 +183,10 @@ enum Scenario {
     /// Claim → Bound, → Running and → first exec on `kairon up` and on a real Kubernetes
     /// control plane (scripts/k8s-testbed), in one run.
     Cluster,
-    /// Every scenario but soak, autoscale and cluster.
+    /// A month of usage (`--billing-claims` claims) and the billing reports over it: from the
+    /// daily rollup, from the raw intervals (the naive path) and over REST.
+    Billing,
+    /// Every scenario but soak, autoscale, cluster and billing.
     All,
 }
 
@@ -782,6 +789,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if cli.scenario == Scenario::Autoscale {
         autoscale::run(&cli, &mut report).await?;
+    }
+    if cli.scenario == Scenario::Billing {
+        billing::run(&cli, &mut report).await?;
     }
     if !matches!(cli.scenario, Scenario::Store | Scenario::All) {
         return Ok(report);

@@ -2,8 +2,10 @@
 //!
 //! Every accrual interval of a bound MachineClaim is one row of `claim_usage_intervals`,
 //! keyed by `(claim_uid, interval_start)`: inserting the same interval twice counts it once.
-//! The same transaction adds the interval to `claim_usage_daily` (namespace, UTC day of the
-//! interval's start, claim), which the range totals read so a month of many claims stays cheap.
+//! The same transaction adds the interval to two daily rollups by the UTC day of its start:
+//! `claim_usage_daily` (namespace, day, claim) for the per-claim reports and
+//! `namespace_usage_daily` (namespace, day) for the per-namespace and per-day ones, so a month of
+//! many claims stays cheap.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::PgPool;
@@ -102,7 +104,8 @@ macro_rules! sums {
     };
 }
 
-/// Records an interval and adds it to the daily rollup, in one transaction. Returns false
+/// Records an interval and adds it to the daily rollups (the claim's, the namespace's), in one
+/// transaction. Returns false
 /// (and changes nothing) when this claim already has an interval starting at the same instant.
 pub async fn record(pool: &PgPool, i: &UsageInterval) -> Result<bool, sqlx::Error> {
     let mut tx = crate::begin(pool, None).await?;
@@ -144,6 +147,25 @@ pub async fn record(pool: &PgPool, i: &UsageInterval) -> Result<bool, sqlx::Erro
     .bind(i.interval_start)
     .bind(i.claim_uid)
     .bind(&i.claim_name)
+    .bind(i.active_seconds)
+    .bind(i.suspended_seconds)
+    .bind(i.vcpu_seconds)
+    .bind(i.memory_gib_seconds)
+    .execute(&mut *tx)
+    .await?;
+    // Last: the namespace's row of the day is the one racing recorders share, held until commit.
+    sqlx::query(
+        "INSERT INTO namespace_usage_daily (namespace, day, active_seconds, suspended_seconds, vcpu_seconds, \
+             memory_gib_seconds) \
+         VALUES ($1, ($2 AT TIME ZONE 'UTC')::date, $3, $4, $5, $6) \
+         ON CONFLICT (namespace, day) DO UPDATE SET \
+             active_seconds = namespace_usage_daily.active_seconds + EXCLUDED.active_seconds, \
+             suspended_seconds = namespace_usage_daily.suspended_seconds + EXCLUDED.suspended_seconds, \
+             vcpu_seconds = namespace_usage_daily.vcpu_seconds + EXCLUDED.vcpu_seconds, \
+             memory_gib_seconds = namespace_usage_daily.memory_gib_seconds + EXCLUDED.memory_gib_seconds",
+    )
+    .bind(&i.namespace)
+    .bind(i.interval_start)
     .bind(i.active_seconds)
     .bind(i.suspended_seconds)
     .bind(i.vcpu_seconds)
@@ -220,7 +242,7 @@ pub async fn namespace_total(
     let row: TotalsRow = sqlx::query_as(concat!(
         "SELECT ",
         sums!(),
-        " FROM claim_usage_daily WHERE namespace = $1 AND day >= $2 AND day < $3"
+        " FROM namespace_usage_daily WHERE namespace = $1 AND day >= $2 AND day < $3"
     ))
     .bind(namespace)
     .bind(from)
@@ -230,22 +252,50 @@ pub async fn namespace_total(
     Ok(totals(row))
 }
 
-/// Every namespace's total over the UTC days `from..to`, by namespace.
+/// A report over a daily rollup as two statements, for every namespace and for one (`$3`).
+/// One namespace gets a statement of its own: a cached generic plan of `$3 IS NULL OR
+/// namespace = $3` reads every namespace's rows (8 ms against 2 at 100k claims a month).
+macro_rules! scoped {
+    ($select:expr, $table:expr, $rest:expr) => {
+        (
+            concat!($select, " FROM ", $table, " WHERE day >= $1 AND day < $2 ", $rest),
+            concat!($select, " FROM ", $table, " WHERE day >= $1 AND day < $2 AND namespace = $3 ", $rest),
+        )
+    };
+}
+
+/// Runs the statement of a [`scoped!`] pair that fits `namespace`.
+async fn fetch_scoped<T>(
+    pool: &PgPool,
+    (all, one): (&'static str, &'static str),
+    namespace: Option<&str>,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<Vec<T>, sqlx::Error>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    let query = sqlx::query_as::<_, T>(if namespace.is_some() { one } else { all }).bind(from).bind(to);
+    match namespace {
+        Some(ns) => query.bind(ns).fetch_all(pool).await,
+        None => query.fetch_all(pool).await,
+    }
+}
+
+/// Every namespace's total over the UTC days `from..to`, by namespace, or only `namespace`'s
+/// (no row when it used nothing).
 pub async fn namespace_totals(
     pool: &PgPool,
+    namespace: Option<&str>,
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Vec<(String, UsageTotals)>, sqlx::Error> {
-    let rows: Vec<(String, i64, i64, f64, f64)> = sqlx::query_as(concat!(
-        "SELECT namespace, ",
-        sums!(),
-        " FROM claim_usage_daily WHERE day >= $1 AND day < $2 \
-         GROUP BY namespace ORDER BY namespace"
-    ))
-    .bind(from)
-    .bind(to)
-    .fetch_all(pool)
-    .await?;
+    let query = scoped!(
+        concat!("SELECT namespace, ", sums!()),
+        "namespace_usage_daily",
+        "GROUP BY namespace ORDER BY namespace"
+    );
+    let rows: Vec<(String, i64, i64, f64, f64)> = fetch_scoped(pool, query, namespace, from, to).await?;
     Ok(rows.into_iter().map(|(ns, a, s, v, m)| (ns, totals((a, s, v, m)))).collect())
 }
 
@@ -256,18 +306,12 @@ pub async fn claim_totals(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Vec<ClaimTotals>, sqlx::Error> {
-    let rows: Vec<(String, Uuid, String, i64, i64, f64, f64)> = sqlx::query_as(concat!(
-        "SELECT namespace, claim_uid, MAX(claim_name), ",
-        sums!(),
-        " FROM claim_usage_daily \
-         WHERE ($1::text IS NULL OR namespace = $1) AND day >= $2 AND day < $3 \
-         GROUP BY namespace, claim_uid ORDER BY namespace, MAX(claim_name), claim_uid"
-    ))
-    .bind(namespace)
-    .bind(from)
-    .bind(to)
-    .fetch_all(pool)
-    .await?;
+    let query = scoped!(
+        concat!("SELECT namespace, claim_uid, MAX(claim_name), ", sums!()),
+        "claim_usage_daily",
+        "GROUP BY namespace, claim_uid ORDER BY namespace, MAX(claim_name), claim_uid"
+    );
+    let rows: Vec<(String, Uuid, String, i64, i64, f64, f64)> = fetch_scoped(pool, query, namespace, from, to).await?;
     Ok(rows
         .into_iter()
         .map(|(namespace, claim_uid, claim_name, a, s, v, m)| ClaimTotals {
@@ -286,18 +330,12 @@ pub async fn daily_totals(
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<Vec<DayTotals>, sqlx::Error> {
-    let rows: Vec<(NaiveDate, String, i64, i64, f64, f64)> = sqlx::query_as(concat!(
-        "SELECT day, namespace, ",
-        sums!(),
-        " FROM claim_usage_daily \
-         WHERE ($1::text IS NULL OR namespace = $1) AND day >= $2 AND day < $3 \
-         GROUP BY day, namespace ORDER BY day, namespace"
-    ))
-    .bind(namespace)
-    .bind(from)
-    .bind(to)
-    .fetch_all(pool)
-    .await?;
+    let query = scoped!(
+        concat!("SELECT day, namespace, ", sums!()),
+        "namespace_usage_daily",
+        "GROUP BY day, namespace ORDER BY day, namespace"
+    );
+    let rows: Vec<(NaiveDate, String, i64, i64, f64, f64)> = fetch_scoped(pool, query, namespace, from, to).await?;
     Ok(rows
         .into_iter()
         .map(|(day, namespace, a, s, v, m)| DayTotals { day, namespace, totals: totals((a, s, v, m)) })

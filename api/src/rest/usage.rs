@@ -109,10 +109,10 @@ async fn usage_report(c: Caller, State(st): State<AppState>, Query(q): Query<Usa
     let pool = st.store.pool();
     let group_by = q.group_by.clone().unwrap_or_else(|| "namespace".into());
     let rows: Vec<UsageRow> = match group_by.as_str() {
-        "namespace" => history::namespace_totals(pool, from, to)
+        "namespace" => history::namespace_totals(pool, q.namespace.as_deref(), from, to)
             .await?
             .into_iter()
-            .filter(|(ns, _)| q.namespace.as_deref().is_none_or(|want| want == ns) && may_read(ns))
+            .filter(|(ns, _)| may_read(ns))
             .map(|(namespace, t)| UsageRow {
                 namespace,
                 claim_uid: None,
