@@ -408,7 +408,8 @@ const WATCH_SCRIPT: &str = "for a in /.kairon/kairon-agent /sbin/kairon-agent; d
     responses((status = 200, description = "The changes as they happen, one FileEvent a line", body = FileEvent, content_type = "application/x-ndjson"),
               (status = 400, description = "path is not absolute", body = ErrorBody),
               (status = 404, description = "No such directory", body = ErrorBody),
-              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody)))]
+              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody),
+              (status = 504, description = "The node's runtime did not open the stream in time", body = ErrorBody)))]
 async fn file_watch(c: Caller, Path(p): Path<ObjectPath>, Query(q): Query<WatchQuery>) -> Result<Response> {
     GuestPath::new(&q.path)?;
     let slot = c.connection_slot()?;
@@ -604,8 +605,25 @@ type Upstream = RelaySocket;
 
 /// Opens the runtime's side of a relay before the client's upgrade, so a refusal there (a paused
 /// sandbox, a closed port) is a plain error answer rather than a socket that closes at once.
+/// How long the node's runtime may take to open a relay: a client's WebSocket waits on it
+/// before it hears 101, so a runtime that stalls is answered with 504, not left hanging.
+const RELAY_OPEN: Duration = Duration::from_secs(20);
+
 async fn connect_upstream(s: &Session, relay: Relay) -> Result<Upstream> {
-    Ok(s.runtime.relay(&s.id, &relay).await?)
+    match tokio::time::timeout(RELAY_OPEN, s.runtime.relay(&s.id, &relay)).await {
+        Ok(upstream) => Ok(upstream?),
+        Err(_) => {
+            tracing::warn!(machine = ?s.machine.metadata.name, "the node's runtime did not open a relay within {RELAY_OPEN:?}");
+            Err(Error::new(
+                Reason::Timeout,
+                format!(
+                    "the node's runtime did not open this stream within {} s: try again; if it persists, see the \
+                     node's runtime log",
+                    RELAY_OPEN.as_secs()
+                ),
+            ))
+        }
+    }
 }
 
 /// Pumps frames between the client and the runtime until either side closes.
@@ -660,7 +678,8 @@ async fn bridge(client: WebSocket, upstream: Upstream, session: Session, slot: O
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/console", tag = "Guest", params(ObjectPath),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
-              (status = 409, description = "Suspended by request", body = ErrorBody)))]
+              (status = 409, description = "Suspended by request", body = ErrorBody),
+              (status = 504, description = "The node's runtime did not open the stream in time", body = ErrorBody)))]
 async fn machine_console(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> Result<Response> {
     let slot = c.connection_slot()?;
     let s = c.open(&p, Needs::Instance).await?;
@@ -706,7 +725,8 @@ pub struct ExecStreamQuery {
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 400, description = "command is not a JSON array naming a program", body = ErrorBody),
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
-              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody)))]
+              (status = 409, description = "No guest agent (or a stock qemu-ga), or suspended by request", body = ErrorBody),
+              (status = 504, description = "The node's runtime did not open the stream in time", body = ErrorBody)))]
 async fn machine_exec_stream(
     c: Caller,
     Path(p): Path<ObjectPath>,
@@ -746,7 +766,8 @@ async fn machine_exec_stream(
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/vnc", tag = "Guest", params(ObjectPath),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
-              (status = 409, description = "Suspended by request, or not a VM", body = ErrorBody)))]
+              (status = 409, description = "Suspended by request, or not a VM", body = ErrorBody),
+              (status = 504, description = "The node's runtime did not open the stream in time", body = ErrorBody)))]
 async fn machine_vnc(c: Caller, Path(p): Path<ObjectPath>, ws: WebSocketUpgrade) -> Result<Response> {
     let slot = c.connection_slot()?;
     let s = c.open(&p, Needs::Instance).await?;
@@ -770,7 +791,8 @@ pub struct PortPath {
 #[utoipa::path(get, path = "/api/v1/machines/{namespace}/{name}/portforward/{port}", tag = "Guest", params(PortPath),
     responses((status = 101, description = "Switching to the WebSocket protocol"),
               (status = 403, description = "Not allowed to use this guest", body = ErrorBody),
-              (status = 409, description = "Suspended by request", body = ErrorBody)))]
+              (status = 409, description = "Suspended by request", body = ErrorBody),
+              (status = 504, description = "The node's runtime did not open the stream in time", body = ErrorBody)))]
 async fn machine_portforward(c: Caller, Path(p): Path<PortPath>, ws: WebSocketUpgrade) -> Result<Response> {
     let slot = c.connection_slot()?;
     if p.port == 0 {

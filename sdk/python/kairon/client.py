@@ -9,9 +9,12 @@ operations, guest exec, processes, files, waits and usage.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 from uuid import UUID
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
@@ -81,7 +84,7 @@ from ._http import (
     http_client,
     ssl_context,
 )
-from .errors import ApiError, GatewayTimeoutError, KaironConnectionError, error_from
+from .errors import ApiError, GatewayTimeoutError, KaironConnectionError, KaironTimeoutError, error_from
 
 if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
@@ -101,6 +104,18 @@ def _ok(resp: Response[Any], want: type[T]) -> T:
 
 #: The size of the chunks a file is sent and received in.
 FILE_CHUNK = 1 << 20
+#: How long a WebSocket relay (a terminal, a port forward, a console) may take to open.
+RELAY_OPEN_TIMEOUT = 30.0
+
+
+def _cut(sock: socket.socket, opened: threading.Lock) -> None:
+    """A relay's deadline: unless it opened first, its socket is shut down, which wakes
+    whatever reads it (`sock`: a duplicate of its descriptor)."""
+    if opened.acquire(blocking=False):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _chunks_of(f: BinaryIO) -> Iterator[bytes]:
@@ -489,14 +504,43 @@ class UIClient:
 
         base = self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1)
         url = f"{base}/api/v1/machines/{quote(self._ns(namespace), safe='')}/{quote(name, safe='')}/{route}"
+        secure = url.startswith("wss://")
+        parts = urlsplit(url)
         try:
-            return connect(url, additional_headers={"Authorization": f"Bearer {self._token}"},
-                           ssl=self._verify if url.startswith("wss://") else None, user_agent_header=USER_AGENT,
-                           max_size=None, open_timeout=30)
-        except InvalidStatus as e:
-            raise error_from(e.response.status_code, bytes(e.response.body or b"")) from e
+            sock = socket.create_connection((parts.hostname, parts.port or (443 if secure else 80)), RELAY_OPEN_TIMEOUT)
         except OSError as e:
             raise KaironConnectionError(f"{url}: the server is unreachable: {e}") from e
+        sock.settimeout(None)  # the relay's frames come when they come
+        # The deadline is kept here, not by websockets' open_timeout: on a handshake that times
+        # out over TLS it closes the socket and joins its reader, which a close does not wake,
+        # so the call never returned. Shutting the socket down does wake it; TLS takes `sock`'s
+        # descriptor over, so the deadline holds a duplicate of it.
+        opened = threading.Lock()
+        deadline = socket.socket(fileno=os.dup(sock.fileno()))
+        late = threading.Timer(RELAY_OPEN_TIMEOUT, _cut, (deadline, opened))
+        late.daemon = True
+        late.start()
+        try:
+            ws = connect(url, sock=sock, additional_headers={"Authorization": f"Bearer {self._token}"},
+                         ssl=self._verify if secure else None, user_agent_header=USER_AGENT,
+                         max_size=None, open_timeout=None)
+        except InvalidStatus as e:
+            raise error_from(e.response.status_code, bytes(e.response.body or b"")) from e
+        except Exception as e:
+            if not opened.acquire(blocking=False):
+                raise KaironTimeoutError(
+                    f"{url}: the server did not open the WebSocket within {RELAY_OPEN_TIMEOUT:.0f} s") from e
+            if isinstance(e, OSError):
+                raise KaironConnectionError(f"{url}: the server is unreachable: {e}") from e
+            raise
+        finally:
+            late.cancel()
+            late.join()
+            deadline.close()
+        if not opened.acquire(blocking=False):
+            ws.close()
+            raise KaironTimeoutError(f"{url}: the server did not open the WebSocket within {RELAY_OPEN_TIMEOUT:.0f} s")
+        return ws
 
     def kill_process(self, name: str, pid: str, signal: str | None = None, namespace: str | None = None) -> None:
         """Sends `signal` (default KILL) to a background process."""

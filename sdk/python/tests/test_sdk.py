@@ -594,3 +594,40 @@ def test_a_code_context_needs_its_interpreter_in_the_guest(sandbox: Sandbox) -> 
         sandbox.code_context("python")
     with pytest.raises(KaironError, match="use python or javascript"):
         sandbox.code_context("cobol")
+
+
+def test_a_relay_the_server_never_opens_times_out_over_tls(tmp_path: pathlib.Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A WebSocket whose upgrade is never answered raises KaironTimeoutError at the deadline
+    (websockets' own open_timeout, over TLS, closed the socket and then waited forever for its
+    reader)."""
+    import socket
+    import ssl
+    import subprocess
+
+    import kairon.client
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[ssl.SSLSocket] = []
+
+    def silent() -> None:  # completes TLS, reads the upgrade request, never answers it
+        conn, _ = listener.accept()
+        s = tls.wrap_socket(conn, server_side=True)
+        s.recv(4096)
+        held.append(s)
+
+    threading.Thread(target=silent, daemon=True).start()
+    monkeypatch.setattr(kairon.client, "RELAY_OPEN_TIMEOUT", 1.0)
+    ui = UIClient(f"https://127.0.0.1:{port}", "token", namespace="ns", ca_file=str(cert))
+    started = time.monotonic()
+    with pytest.raises(KaironTimeoutError, match="did not open the WebSocket within 1 s"):
+        ui.relay("m", "console")
+    assert time.monotonic() - started < 10
+    listener.close()

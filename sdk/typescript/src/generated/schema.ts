@@ -4660,7 +4660,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            /** @description The node's runtime did not open the stream in time */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -4993,7 +4993,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            /** @description The node's runtime did not open the stream in time */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -5912,7 +5912,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            /** @description The node's runtime did not open the stream in time */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -6731,7 +6731,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            /** @description The node's runtime did not open the stream in time */
             504: {
                 headers: {
                     [name: string]: unknown;
@@ -9546,7 +9546,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The Machine did not wake within its wakeTimeoutSeconds */
+            /** @description The node's runtime did not open the stream in time */
             504: {
                 headers: {
                     [name: string]: unknown;
