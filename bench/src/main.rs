@@ -15,6 +15,7 @@ mod network;
 mod node;
 mod rest;
 mod sandbox;
+mod sdk;
 mod soak;
 mod storecore;
 mod vm;
@@ -183,10 +184,13 @@ enum Scenario {
     /// Claim → Bound, → Running and → first exec on `kairon up` and on a real Kubernetes
     /// control plane (scripts/k8s-testbed), in one run.
     Cluster,
+    /// Claim → first `run` and `run` from the Python SDK (`--hotpath-samples` claims from a
+    /// Paused pool of `--pool-size`), beside issue 45's goals.
+    Sdk,
     /// A month of usage (`--billing-claims` claims) and the billing reports over it: from the
     /// daily rollup, from the raw intervals (the naive path) and over REST.
     Billing,
-    /// Every scenario but soak, autoscale, cluster and billing.
+    /// Every scenario but soak, autoscale, cluster, sdk and billing.
     All,
 }
 
@@ -789,6 +793,9 @@ async fn run(cli: Cli) -> Result<Report> {
     }
     if cli.scenario == Scenario::Autoscale {
         autoscale::run(&cli, &mut report).await?;
+    }
+    if cli.scenario == Scenario::Sdk {
+        sdk::run(&cli, &mut report).await?;
     }
     if cli.scenario == Scenario::Billing {
         billing::run(&cli, &mut report).await?;

@@ -1240,7 +1240,6 @@ fn chown(p: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
     .map_err(Into::into)
 }
 
-/// mkfs.ext4 lives in /usr/sbin (or /sbin), which a daemon's PATH may lack.
 /// The niceness of a sandbox's start: its disk, its mounts and `runc run` (runc's own setup of
 /// the container, the most CPU a start takes). On a small node a pool's refill starts just as
 /// the claim that took a member makes its first calls (the thaw, an exec); at this niceness the
@@ -1273,6 +1272,7 @@ fn restore_priority(tasks: &Path, init: u32) {
     }
 }
 
+/// mkfs.ext4 lives in /usr/sbin (or /sbin), which a daemon's PATH may lack.
 fn mkfs_ext4() -> PathBuf {
     ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"]
         .iter()
