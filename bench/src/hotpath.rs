@@ -286,20 +286,26 @@ impl Timed for Duration {
     }
 }
 
-/// Claims from a Paused pool: claim → Bound and claim → first exec (Kairon), and the naive cold
-/// start without a pool (`runc run` + `runc exec` of the same template).
-async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut Report, n: usize) -> Result<()> {
-    let size = cli.pool_size.max(1);
+/// A pool of `size` Paused busybox sandboxes with their guest agent (what an agent claims from).
+pub async fn paused_pool(rest: &Rest, ns: &str, name: &str, size: u32) -> Result<()> {
     let pool = rest
         .post(
-            &format!("/api/v1/machinepools/{NS}"),
-            json!({"metadata": {"name": POOL},
+            &format!("/api/v1/machinepools/{ns}"),
+            json!({"metadata": {"name": name},
                    "spec": {"replicas": size, "warmPowerState": "Paused", "warmupSeconds": 1,
                             "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
                                          "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}}}}),
         )
         .await;
     ensure!(pool.status == 201, "creating the pool: {:?}", pool.body);
+    Ok(())
+}
+
+/// Claims from a Paused pool: claim → Bound and claim → first exec (Kairon), and the naive cold
+/// start without a pool (`runc run` + `runc exec` of the same template).
+async fn claims(cli: &Cli, k: &Kairon, rest: &Rest, state: &Path, report: &mut Report, n: usize) -> Result<()> {
+    let size = cli.pool_size.max(1);
+    paused_pool(rest, NS, POOL, size).await?;
     let pools: Api<kairon_model::MachinePool> = Api::namespaced(k.client().await?, NS);
     eprintln!("hotpath: claim → first exec ({n} claims from a Paused pool of {size})");
     let mut bound = Vec::with_capacity(n);

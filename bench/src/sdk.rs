@@ -10,7 +10,6 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, ensure};
 use serde::Deserialize;
-use serde_json::json;
 
 use kairon_e2e::Kairon;
 
@@ -59,16 +58,7 @@ pub async fn run(cli: &Cli, report: &mut Report) -> Result<()> {
 async fn measure(cli: &Cli, k: &Kairon, python: &Path, report: &mut Report) -> Result<()> {
     let size = cli.pool_size.max(1);
     let rest = k.rest()?;
-    let pool = rest
-        .post(
-            &format!("/api/v1/machinepools/{NS}"),
-            json!({"metadata": {"name": POOL},
-                   "spec": {"replicas": size, "warmPowerState": "Paused", "warmupSeconds": 1,
-                            "template": {"metadata": {"labels": {"kairon.zyvor.dev/sandbox": "true"}},
-                                         "spec": {"sandbox": {"templateName": "busybox"}, "guestAgent": {"console": true}}}}}),
-        )
-        .await;
-    ensure!(pool.status == 201, "creating the pool: {:?}", pool.body);
+    crate::hotpath::paused_pool(&rest, NS, POOL, size).await?;
     let n = cli.hotpath_samples;
     eprintln!("sdk: {n} claims from a Paused pool of {size}, then {STEADY_RUNS} runs on a quiet sandbox (Python SDK)");
     let sdk = repo().join("sdk/python");
