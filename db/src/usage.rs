@@ -232,24 +232,15 @@ pub async fn claim_history(pool: &PgPool, claim_uid: Uuid) -> Result<Vec<UsageIn
         .collect())
 }
 
-/// One namespace's total over the UTC days `from..to` (end exclusive).
+/// One namespace's total over the UTC days `from..to` (end exclusive); zero when it used nothing.
 pub async fn namespace_total(
     pool: &PgPool,
     namespace: &str,
     from: NaiveDate,
     to: NaiveDate,
 ) -> Result<UsageTotals, sqlx::Error> {
-    let row: TotalsRow = sqlx::query_as(concat!(
-        "SELECT ",
-        sums!(),
-        " FROM namespace_usage_daily WHERE namespace = $1 AND day >= $2 AND day < $3"
-    ))
-    .bind(namespace)
-    .bind(from)
-    .bind(to)
-    .fetch_one(pool)
-    .await?;
-    Ok(totals(row))
+    let rows = namespace_totals(pool, Some(namespace), from, to).await?;
+    Ok(rows.into_iter().next().map(|(_, t)| t).unwrap_or_default())
 }
 
 /// A report over a daily rollup as two statements, for every namespace and for one (`$3`).
